@@ -1,0 +1,67 @@
+# agentvault: `make run` and `make test` work on a fresh Debian machine as root.
+# They install what they need: Debian's Chromium and the playwright driver
+# (playwright-core from npm, exact version checked by playwright-go).
+
+SHELL := /bin/bash
+GO ?= go
+DATA ?= $(HOME)/.agentvault
+CACHE := $(CURDIR)/.cache
+PW_VERSION := 1.64.1
+PW_DRIVER := $(CACHE)/playwright-driver
+export PLAYWRIGHT_DRIVER_PATH := $(PW_DRIVER)
+export PLAYWRIGHT_NODEJS_PATH := $(shell command -v node 2>/dev/null || echo /usr/bin/node)
+export CHROMIUM_PATH ?= /usr/bin/chromium
+
+# Packages whose code runs concurrently: they also run under the race detector.
+RACE_PKGS := ./vault/... ./tokens/... ./intercept/... ./policy/... ./mcpserver/... ./control/...
+
+.PHONY: all deps system-deps driver build run test vet fmt-check unit race e2e bench fuzz clean
+
+all: build
+
+system-deps:
+	@if ! command -v chromium >/dev/null || ! command -v node >/dev/null || ! command -v curl >/dev/null; then \
+		echo "installing Debian packages: chromium nodejs npm curl"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium nodejs npm curl ca-certificates >/dev/null; \
+	fi
+
+driver: system-deps
+	@if [ ! -f $(PW_DRIVER)/package/cli.js ] || ! grep -q '"version": "$(PW_VERSION)"' $(PW_DRIVER)/package/package.json; then \
+		echo "fetching playwright-core@$(PW_VERSION) from npm"; \
+		rm -rf $(PW_DRIVER) && mkdir -p $(PW_DRIVER) && \
+		(cd $(PW_DRIVER) && npm pack --silent playwright-core@$(PW_VERSION) >/dev/null && tar xzf playwright-core-$(PW_VERSION).tgz && rm playwright-core-$(PW_VERSION).tgz); \
+	fi
+
+deps: system-deps driver
+
+build:
+	$(GO) build -o bin/ ./cmd/...
+
+# Start the appliance on its embedded defaults (data under $(DATA)).
+run: deps build
+	./bin/proxyd run --data $(DATA)
+
+vet:
+	$(GO) vet ./...
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+unit:
+	$(GO) test -count=1 ./...
+
+race:
+	$(GO) test -race -count=1 $(RACE_PKGS)
+
+test: deps fmt-check vet build unit race
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./tokens/... ./intercept/...
+
+fuzz:
+	@for t in $$($(GO) test -list 'Fuzz.*' ./... | grep ^Fuzz); do :; done; \
+	echo "see README: fuzz targets run with go test -fuzz=<name> <pkg>"
+
+clean:
+	rm -rf bin $(CACHE)

@@ -1,0 +1,134 @@
+// Package agentvault holds the domain vocabulary every other package shares:
+// the one error type with a stable code. It imports nothing but the standard
+// library, and it must never learn about HTTP, MCP, goproxy or playwright; the
+// mapping of codes to HTTP statuses lives in intercept, and to MCP results in
+// cmd/mcpd's server package, exactly once each.
+package agentvault
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a stable, machine-readable reason. Agents and tests branch on it, so
+// a code never changes meaning once it has shipped.
+type Code string
+
+// The codes. Names follow the MCP tool reference (seed 004) where it has one.
+const (
+	CodeInternal      Code = "internal"
+	CodeInvalidInput  Code = "invalid_input"
+	CodeInvalidParams Code = "invalid_params"
+	CodeNotFound      Code = "not_found"
+	CodeConflict      Code = "conflict"
+	CodeSealed        Code = "sealed"
+	CodeUnauthorized  Code = "unauthorized"
+
+	// Destinations and scope (P1, P2, P3, P4, P16).
+	CodeDestinationUnauthorized Code = "destination_unauthorized"
+	CodeScopeDenied             Code = "scope_denied"
+	CodeInsecureSite            Code = "insecure_site"
+	CodeInsecurePage            Code = "insecure_page"
+	CodePrivateDestination      Code = "private_destination"
+	CodeProxyLoop               Code = "proxy_loop"
+	CodeMerchantBlocked         Code = "merchant_blocked"
+	CodeCardPaused              Code = "card_paused"
+
+	// Substitution and the wire (P8, P9, P12, P14).
+	CodeUnknownToken     Code = "unknown_token"
+	CodeTokenNotAllowed  Code = "token_not_authorized"
+	CodeSubstitution     Code = "substitution_failed"
+	CodeBodyTooLarge     Code = "body_too_large"
+	CodeTooManyTunnels   Code = "too_many_tunnels"
+	CodeMalformedRequest Code = "malformed_request"
+	CodeAuditUnavailable Code = "audit_unavailable"
+	CodeUpstream         Code = "upstream_error"
+	CodeUpstreamTLS      Code = "upstream_tls"
+	CodeTimeout          Code = "timeout"
+	CodeProxyAuth        Code = "proxy_auth_required"
+
+	// Keys and rates.
+	CodeInvalidAPIKey Code = "invalid_api_key"
+	CodeKeyRevoked    Code = "key_revoked"
+	CodeRateLimited   Code = "rate_limited"
+
+	// Spending and approvals (P18).
+	CodeLimitReached         Code = "limit_reached"
+	CodeDailyLimit           Code = "daily_limit"
+	CodeMonthlyLimit         Code = "monthly_limit"
+	CodeAmountMismatch       Code = "amount_mismatch"
+	CodeAmountUnknown        Code = "amount_unknown"
+	CodeAmountUnconvertible  Code = "amount_unconvertible"
+	CodeCheckoutTotalUnknown Code = "checkout_total_unknown"
+	CodeApprovalDenied       Code = "approval_denied"
+	CodeApprovalExpired      Code = "approval_expired"
+	CodeCVVEntryRequired     Code = "cvv_entry_required"
+
+	// The browser tools (P19).
+	CodeSensitiveDataBlocked Code = "sensitive_data_blocked"
+	CodeClipboardBlocked     Code = "clipboard_blocked"
+	CodeNoPage               Code = "no_page"
+	CodeUnknownTarget        Code = "unknown_target"
+	CodeFieldOrder           Code = "card_field_order"
+	CodeFieldNotFound        Code = "field_not_found"
+	CodeChallengeRequired    Code = "challenge_required"
+	CodeInvalidHint          Code = "invalid_hint"
+	CodeSessionEnded         Code = "session_ended"
+)
+
+// Error is the project's one error type. Message is safe to show to an agent
+// or an owner: it never holds a secret, a token's real value or a stack. Err is
+// the internal cause, for logs only, and must not hold a secret either.
+type Error struct {
+	Code    Code
+	Message string
+	Err     error
+}
+
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return string(e.Code)
+	}
+	return string(e.Code) + ": " + e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf builds an *Error with a public message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Wrap attaches an internal cause to a coded error.
+func Wrap(code Code, cause error, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...), Err: cause}
+}
+
+// ErrorCode returns the code of the first *Error in err's chain, or
+// CodeInternal for any other non-nil error.
+func ErrorCode(err error) Code {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternal
+}
+
+// ErrorMessage returns the public message of err. An error that is not an
+// *Error is internal: its text might carry anything, so it is not shown.
+func ErrorMessage(err error) string {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		if e.Message != "" {
+			return e.Message
+		}
+		return string(e.Code)
+	}
+	return "internal error"
+}
