@@ -1,0 +1,135 @@
+package agentvault_test
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// goPackage is the part of `go list -json` these tests read.
+type goPackage struct {
+	ImportPath string
+	Doc        string
+	Imports    []string
+	Deps       []string
+	Standard   bool
+}
+
+const module = "github.com/agentvault/agentvault"
+
+func listPackages(t *testing.T) []goPackage {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-e", "-json", "./...")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var pkgs []goPackage
+	dec := json.NewDecoder(out)
+	for {
+		var p goPackage
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	return pkgs
+}
+
+func rel(p string) string {
+	if p == module {
+		return "."
+	}
+	return strings.TrimPrefix(p, module+"/")
+}
+
+func hasPrefixAny(s string, prefixes ...string) bool {
+	for _, p := range prefixes {
+		if s == p || strings.HasPrefix(s, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestLayeringRules keeps the architecture in docs/DESIGN.md true: domain
+// packages import no adapter, and each heavy dependency has exactly one owner.
+// (After tailscale's tstest/deptest.)
+func TestLayeringRules(t *testing.T) {
+	const (
+		goproxy    = "github.com/elazarl/goproxy"
+		playwright = "github.com/mxschmitt/playwright-go"
+		mcpSDK     = "github.com/modelcontextprotocol/go-sdk"
+		sqliteDrv  = "modernc.org/sqlite"
+	)
+	// Who may import each adapter dependency directly.
+	owners := map[string][]string{
+		goproxy:    {"intercept"},
+		playwright: {"browser", "e2e"},
+		mcpSDK:     {"mcpserver", "cmd/mcpd", "e2e"},
+		sqliteDrv:  {"vault/sqlite"},
+	}
+	// Packages that must not depend on these, even transitively.
+	forbiddenDeps := map[string][]string{
+		".":                 {goproxy, playwright, mcpSDK, sqliteDrv, "net/http"},
+		"tokens":            {goproxy, playwright, mcpSDK, sqliteDrv, "net/http"},
+		"policy":            {goproxy, playwright, mcpSDK, sqliteDrv, "net/http"},
+		"redact":            {goproxy, playwright, mcpSDK, sqliteDrv, "net/http"},
+		"vault":             {goproxy, playwright, mcpSDK, sqliteDrv, "net/http"},
+		"control":           {goproxy, playwright, mcpSDK, sqliteDrv, module + "/vault/sqlite"},
+		"browser":           {goproxy, mcpSDK, sqliteDrv, module + "/vault"},
+		"mcpserver":         {goproxy, sqliteDrv, module + "/vault/sqlite", module + "/intercept"},
+		"cmd/mcpd":          {goproxy, sqliteDrv, module + "/vault/sqlite", module + "/intercept"},
+		"intercept/rewrite": {goproxy, playwright, mcpSDK, sqliteDrv},
+	}
+	pkgs := listPackages(t)
+	for _, p := range pkgs {
+		name := rel(p.ImportPath)
+		for _, imp := range p.Imports {
+			for dep, allowed := range owners {
+				if hasPrefixAny(imp, dep) && !hasPrefixAny(name, allowed...) {
+					t.Errorf("%s imports %s; only %v may", name, imp, allowed)
+				}
+			}
+		}
+	}
+	for pkg, deps := range forbiddenDeps {
+		cmd := exec.Command("go", "list", "-deps", "./"+strings.TrimPrefix(pkg, "."))
+		if pkg == "." {
+			cmd = exec.Command("go", "list", "-deps", ".")
+		}
+		out, err := cmd.Output()
+		if err != nil {
+			// The package may not exist yet in an early tree.
+			t.Logf("go list -deps %s: %v", pkg, err)
+			continue
+		}
+		for _, d := range strings.Fields(string(out)) {
+			for _, f := range deps {
+				if hasPrefixAny(d, f) {
+					t.Errorf("%s depends on %s (forbidden by docs/DESIGN.md)", pkg, d)
+				}
+			}
+		}
+	}
+}
+
+// TestPackageDocs asks every package to say what it owns and what it must
+// never do (tailscale's pkgdoc_test).
+func TestPackageDocs(t *testing.T) {
+	for _, p := range listPackages(t) {
+		if strings.TrimSpace(p.Doc) == "" {
+			t.Errorf("package %s has no doc comment", rel(p.ImportPath))
+		}
+	}
+}
