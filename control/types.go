@@ -1,0 +1,94 @@
+package control
+
+// Paths of the control API. Session paths take the session id after
+// SessionsPath.
+const (
+	SessionsPath = "/v1/sessions"
+	CatalogPath  = "/v1/catalog"
+)
+
+// Event types accepted by POST /v1/sessions/{id}/events.
+const (
+	EventConfirmation = "confirmation"
+	EventFill         = "fill"
+	EventCredential   = "credential_write"
+)
+
+// CreateSessionRequest opens a browser session under an API key.
+type CreateSessionRequest struct {
+	APIKey string `json:"apiKey"`
+}
+
+// CreateSessionResponse tells the browser how to reach the proxy and which CA
+// to trust for the MITM leaves.
+type CreateSessionResponse struct {
+	ID            string `json:"id"`
+	ProxyURL      string `json:"proxyURL"`
+	ProxyUser     string `json:"proxyUser"`
+	ProxyPassword string `json:"proxyPassword"`
+	// CASPKI is the base64 SHA-256 of the CA's SubjectPublicKeyInfo (the
+	// value Chromium's --ignore-certificate-errors-spki-list takes).
+	CASPKI string `json:"caSPKI"`
+	CAPEM  string `json:"caPEM"`
+}
+
+// OrderTotal is a checkout total as the page shows it. Amount is a decimal
+// string ("12.34") so that no float rounding happens on the way.
+type OrderTotal struct {
+	Amount   string `json:"amount"`
+	Currency string `json:"currency"`
+}
+
+// AuthorizeRequest asks proxyd to bind a token to the page about to be
+// filled. PageURL is the top-level page, FrameURL the frame holding the
+// field when it differs (payment iframes).
+type AuthorizeRequest struct {
+	Token      string      `json:"token"`
+	PageURL    string      `json:"pageURL"`
+	FrameURL   string      `json:"frameURL,omitempty"`
+	OrderTotal *OrderTotal `json:"orderTotal,omitempty"`
+}
+
+// AuthorizeResponse says what to type. For secret fields (card number, CVV,
+// password, TOTP) Value is a format-preserving stand-in and StandIn is true;
+// proxyd swaps it for the real value on the wire. For identity, address and
+// login identifiers Value is the real value.
+type AuthorizeResponse struct {
+	Value   string `json:"value"`
+	Kind    string `json:"kind"`
+	Field   string `json:"field"`
+	StandIn bool   `json:"standIn"`
+}
+
+// EventRequest reports something the browser side observed.
+type EventRequest struct {
+	Type       string      `json:"type"`
+	OrderTotal *OrderTotal `json:"orderTotal,omitempty"`
+	Kinds      []string    `json:"kinds,omitempty"`
+	// Site is the registrable domain of a credential write event.
+	Site string `json:"site,omitempty"`
+}
+
+// EventResponse is the empty answer to an event.
+type EventResponse struct{}
+
+// Report summarises a session. It never holds a value, only kinds and counts.
+type Report struct {
+	FilledFieldKinds     []string    `json:"filledFieldKinds"`
+	DeniedCount          int         `json:"deniedCount"`
+	ConfirmationDetected bool        `json:"confirmationDetected"`
+	OrderTotal           *OrderTotal `json:"orderTotal"`
+	CredentialWrites     []string    `json:"credentialWrites"`
+}
+
+// CloseResponse is the answer to DELETE /v1/sessions/{id}.
+type CloseResponse struct {
+	Status string `json:"status"`
+	Report Report `json:"report"`
+}
+
+// ErrorBody is every error answer: a stable code and a public message.
+type ErrorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
