@@ -1,0 +1,233 @@
+package rewrite
+
+import (
+	"bytes"
+	"compress/flate"
+	"compress/gzip"
+	"compress/zlib"
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"strings"
+
+	"github.com/andybalholm/brotli"
+	"github.com/klauspost/compress/zstd"
+
+	agentvault "github.com/agentvault/agentvault"
+)
+
+// Body rewrites a message body. It undoes the Content-Encoding (gzip,
+// deflate in its zlib and raw forms, br, zstd, stacked in the order listed),
+// never inflating past limit bytes at any stage (zip bombs are refused with
+// CodeBodyTooLarge), rewrites the decoded body according to its media type,
+// and encodes the result again with the same codings. When nothing matched,
+// the original body is returned as it was, not recompressed.
+//
+// Media types: application/x-www-form-urlencoded (Form), application/json and
+// */*+json (JSON), multipart/* (Multipart); anything else (text/*, XML,
+// unknown) is free text, unless it parses as JSON (fetch sends JSON as
+// text/plain by default), in which case it is walked as JSON. A
+// Content-Encoding this package cannot undo is refused with CodeSubstitution,
+// since it could hide a value.
+//
+// limit <= 0 means DefaultLimit.
+func Body(contentType, contentEncoding string, body []byte, r Replacer, limit int64) ([]byte, int, error) {
+	limit = limitOrDefault(limit)
+	if int64(len(body)) > limit {
+		return nil, 0, tooLarge()
+	}
+	codings, err := parseCodings(contentEncoding)
+	if err != nil {
+		return nil, 0, err
+	}
+	plain := body
+	forms := make([]coding, len(codings))
+	for i := len(codings) - 1; i >= 0; i-- {
+		forms[i] = codings[i]
+		plain, forms[i], err = decode(codings[i], plain, limit)
+		if err != nil {
+			return nil, 0, err
+		}
+	}
+	rep, n, err := byMediaType(contentType, plain, r)
+	if err != nil || n == 0 {
+		if err != nil {
+			return nil, 0, err
+		}
+		return body, 0, nil
+	}
+	for _, c := range forms {
+		if rep, err = encode(c, rep); err != nil {
+			return nil, 0, err
+		}
+	}
+	return rep, n, nil
+}
+
+// ScrubBody is Body for responses, with the scrubbing replacer (real values to
+// stand-ins). It is the same code path on purpose: a format Body can rewrite
+// is a format ScrubBody can scrub.
+func ScrubBody(contentType, contentEncoding string, body []byte, scrub Replacer, limit int64) ([]byte, int, error) {
+	return Body(contentType, contentEncoding, body, scrub, limit)
+}
+
+func tooLarge() error {
+	return agentvault.Errorf(agentvault.CodeBodyTooLarge, "body exceeds the size limit once decoded")
+}
+
+func byMediaType(contentType string, b []byte, r Replacer) ([]byte, int, error) {
+	if len(b) == 0 {
+		return b, 0, nil
+	}
+	mt, params := "", map[string]string(nil)
+	if contentType != "" {
+		var err error
+		mt, params, err = mime.ParseMediaType(contentType)
+		if err != nil {
+			mt = ""
+		}
+	}
+	switch {
+	case mt == "application/x-www-form-urlencoded":
+		return Form(b, r)
+	case isJSONType(mt):
+		return JSON(b, r)
+	case strings.HasPrefix(mt, "multipart/"):
+		return Multipart(params["boundary"], b, r)
+	case looksLikeJSON(b):
+		return JSON(b, r)
+	}
+	return text(r, b)
+}
+
+func isJSONType(mt string) bool {
+	return mt == "application/json" || strings.HasSuffix(mt, "+json") ||
+		mt == "text/json" || mt == "application/x-ndjson"
+}
+
+func looksLikeJSON(b []byte) bool {
+	t := bytes.TrimLeft(b, " \t\r\n\ufeff")
+	return len(t) > 0 && (t[0] == '{' || t[0] == '[' || t[0] == '"') && json.Valid(bytes.TrimPrefix(bytes.TrimSpace(b), []byte("\ufeff")))
+}
+
+type coding int
+
+const (
+	codingGzip coding = iota
+	codingDeflateZlib
+	codingDeflateRaw
+	codingBrotli
+	codingZstd
+)
+
+func parseCodings(h string) ([]coding, error) {
+	var out []coding
+	for _, f := range strings.Split(h, ",") {
+		switch strings.ToLower(strings.TrimSpace(f)) {
+		case "", "identity":
+		case "gzip", "x-gzip":
+			out = append(out, codingGzip)
+		case "deflate":
+			out = append(out, codingDeflateZlib)
+		case "br":
+			out = append(out, codingBrotli)
+		case "zstd":
+			out = append(out, codingZstd)
+		default:
+			return nil, agentvault.Errorf(agentvault.CodeSubstitution, "unsupported Content-Encoding")
+		}
+	}
+	return out, nil
+}
+
+// decode undoes one coding, reading at most limit decoded bytes. For deflate
+// it reports which form (zlib-wrapped per RFC 9110, or the raw stream some
+// servers send) it found, so encode can answer in kind.
+func decode(c coding, b []byte, limit int64) ([]byte, coding, error) {
+	var rd io.Reader
+	switch c {
+	case codingGzip:
+		zr, err := gzip.NewReader(bytes.NewReader(b))
+		if err != nil {
+			return nil, c, corrupt()
+		}
+		rd = zr
+	case codingDeflateZlib:
+		if isZlibHeader(b) {
+			zr, err := zlib.NewReader(bytes.NewReader(b))
+			if err != nil {
+				return nil, c, corrupt()
+			}
+			rd = zr
+		} else {
+			c = codingDeflateRaw
+			rd = flate.NewReader(bytes.NewReader(b))
+		}
+	case codingBrotli:
+		rd = brotli.NewReader(bytes.NewReader(b))
+	case codingZstd:
+		zr, err := zstd.NewReader(bytes.NewReader(b),
+			zstd.WithDecoderConcurrency(1),
+			zstd.WithDecoderMaxMemory(uint64(limit)+1),
+			zstd.WithDecoderMaxWindow(uint64(min(limit+1, 1<<29))))
+		if err != nil {
+			return nil, c, corrupt()
+		}
+		defer zr.Close()
+		rd = zr
+	}
+	out, err := io.ReadAll(io.LimitReader(rd, limit+1))
+	if int64(len(out)) > limit {
+		return nil, c, tooLarge()
+	}
+	if err != nil {
+		if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {
+			return nil, c, tooLarge()
+		}
+		return nil, c, corrupt()
+	}
+	return out, c, nil
+}
+
+func corrupt() error {
+	return agentvault.Errorf(agentvault.CodeMalformedRequest, "body does not match its Content-Encoding")
+}
+
+// isZlibHeader checks the RFC 1950 header: CM 8 and a check value that makes
+// the first two bytes a multiple of 31.
+func isZlibHeader(b []byte) bool {
+	return len(b) >= 2 && b[0]&0x0f == 8 && (uint16(b[0])<<8|uint16(b[1]))%31 == 0
+}
+
+func encode(c coding, b []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	var w io.WriteCloser
+	switch c {
+	case codingGzip:
+		w = gzip.NewWriter(&buf)
+	case codingDeflateZlib:
+		w = zlib.NewWriter(&buf)
+	case codingDeflateRaw:
+		fw, err := flate.NewWriter(&buf, flate.DefaultCompression)
+		if err != nil {
+			return nil, agentvault.Wrap(agentvault.CodeInternal, err, "deflate writer")
+		}
+		w = fw
+	case codingBrotli:
+		w = brotli.NewWriter(&buf)
+	case codingZstd:
+		zw, err := zstd.NewWriter(&buf, zstd.WithEncoderConcurrency(1))
+		if err != nil {
+			return nil, agentvault.Wrap(agentvault.CodeInternal, err, "zstd writer")
+		}
+		w = zw
+	}
+	if _, err := w.Write(b); err != nil {
+		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "re-encoding body")
+	}
+	if err := w.Close(); err != nil {
+		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "re-encoding body")
+	}
+	return buf.Bytes(), nil
+}

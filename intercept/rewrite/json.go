@@ -1,0 +1,225 @@
+package rewrite
+
+import (
+	"encoding/json"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	agentvault "github.com/agentvault/agentvault"
+)
+
+// JSON rewrites a JSON document without re-marshalling it: a small scanner
+// finds every string literal (keys included) and every number, offers each
+// decoded value to the replacer as one whole field, and splices a changed
+// value back in place. Object order, whitespace, number spelling and the
+// escaping of untouched strings are preserved byte for byte.
+//
+// The scanner is deliberately lenient (it does not validate structure) so it
+// also covers NDJSON, JSON sequences and truncated documents: whatever looks
+// like a string or a number is visited. A number whose replacement is not a
+// JSON number (a CVV with a leading zero, say) cannot be written back without
+// changing its type, so it is refused.
+func JSON(body []byte, r Replacer) ([]byte, int, error) {
+	var out []byte
+	total, last := 0, 0
+	splice := func(start, end int, rep []byte) {
+		if out == nil {
+			out = make([]byte, 0, len(body)+64)
+		}
+		out = append(out, body[last:start]...)
+		out = append(out, rep...)
+		last = end
+	}
+	for i := 0; i < len(body); {
+		c := body[i]
+		switch {
+		case c == '"':
+			end, closed := scanJSONString(body, i)
+			inner := body[i+1 : end]
+			if closed {
+				inner = body[i+1 : end-1]
+			}
+			rep, n, err := field(r, jsonUnescape(inner))
+			if err != nil {
+				return nil, 0, err
+			}
+			if n > 0 {
+				total += n
+				splice(i, end, appendJSONString(nil, rep, closed))
+			}
+			i = end
+		case c == '-' || ('0' <= c && c <= '9'):
+			j := i + 1
+			for j < len(body) && isNumberByte(body[j]) {
+				j++
+			}
+			rep, n, err := field(r, body[i:j])
+			if err != nil {
+				return nil, 0, err
+			}
+			if n > 0 {
+				if !isJSONNumber(rep) {
+					return nil, 0, agentvault.Errorf(agentvault.CodeSubstitution,
+						"a JSON number at offset %d would be replaced by a value that is not a number", i)
+				}
+				total += n
+				splice(i, j, rep)
+			}
+			i = j
+		default:
+			i++
+		}
+	}
+	if total == 0 {
+		return body, 0, nil
+	}
+	out = append(out, body[last:]...)
+	return out, total, nil
+}
+
+func isNumberByte(c byte) bool {
+	return ('0' <= c && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-'
+}
+
+func isJSONNumber(b []byte) bool {
+	return len(b) > 0 && (b[0] == '-' || ('0' <= b[0] && b[0] <= '9')) && json.Valid(b)
+}
+
+// scanJSONString returns the index just past the string literal opening at
+// b[start] and whether it was closed; an unterminated literal runs to the end.
+func scanJSONString(b []byte, start int) (int, bool) {
+	for j := start + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1, true
+		}
+	}
+	return len(b), false
+}
+
+// jsonUnescape decodes the inside of a string literal the way encoding/json
+// does, including \uXXXX and UTF-16 surrogate pairs; a lone surrogate becomes
+// U+FFFD as in encoding/json. An invalid escape is kept literally (the
+// document is not valid JSON, but its bytes are still searched). It returns s
+// itself when there is no escape.
+func jsonUnescape(s []byte) []byte {
+	i := 0
+	for i < len(s) && s[i] != '\\' {
+		i++
+	}
+	if i == len(s) {
+		return s
+	}
+	out := make([]byte, 0, len(s))
+	out = append(out, s[:i]...)
+	for i < len(s) {
+		c := s[i]
+		if c != '\\' || i+1 >= len(s) {
+			out = append(out, c)
+			i++
+			continue
+		}
+		switch e := s[i+1]; e {
+		case '"', '\\', '/':
+			out = append(out, e)
+			i += 2
+		case 'b':
+			out = append(out, '\b')
+			i += 2
+		case 'f':
+			out = append(out, '\f')
+			i += 2
+		case 'n':
+			out = append(out, '\n')
+			i += 2
+		case 'r':
+			out = append(out, '\r')
+			i += 2
+		case 't':
+			out = append(out, '\t')
+			i += 2
+		case 'u':
+			r1, ok := hex4(s[i+2:])
+			if !ok {
+				out = append(out, c)
+				i++
+				continue
+			}
+			i += 6
+			if utf16.IsSurrogate(r1) {
+				if i+1 < len(s) && s[i] == '\\' && s[i+1] == 'u' {
+					if r2, ok := hex4(s[i+2:]); ok {
+						if dec := utf16.DecodeRune(r1, r2); dec != utf8.RuneError {
+							out = utf8.AppendRune(out, dec)
+							i += 6
+							continue
+						}
+					}
+				}
+				r1 = utf8.RuneError
+			}
+			out = utf8.AppendRune(out, r1)
+		default:
+			out = append(out, c)
+			i++
+		}
+	}
+	return out
+}
+
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		v, ok := unhex(c)
+		if !ok {
+			return 0, false
+		}
+		r = r<<4 | rune(v)
+	}
+	return r, true
+}
+
+// appendJSONString writes s as a string literal. Only what JSON requires is
+// escaped (quote, backslash, control characters) plus U+2028/U+2029 as
+// encoding/json does, so a replaced value keeps its length where it can.
+func appendJSONString(dst, s []byte, closeQuote bool) []byte {
+	const hexDigits = "0123456789abcdef"
+	dst = append(dst, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				dst = append(dst, '\\', c)
+			case c == '\n':
+				dst = append(dst, '\\', 'n')
+			case c == '\r':
+				dst = append(dst, '\\', 'r')
+			case c == '\t':
+				dst = append(dst, '\\', 't')
+			case c < 0x20:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			default:
+				dst = append(dst, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(s[i:])
+		if r == '\u2028' || r == '\u2029' {
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+		} else {
+			dst = append(dst, s[i:i+size]...)
+		}
+		i += size
+	}
+	if closeQuote {
+		dst = append(dst, '"')
+	}
+	return dst
+}

@@ -1,0 +1,181 @@
+package rewrite
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// ScrubVariants lists the forms in which a real value can come back from a
+// site, each paired with the stand-in in the same form, for the proxy to turn
+// into scan patterns (P10). The raw pair comes first; a form identical to one
+// already listed is left out. The forms:
+//   - URL-encoded, as url.QueryEscape and url.PathEscape write it;
+//   - JSON string contents: encoding/json's output with and without its
+//     HTML-safe \u003c \u003e \u0026, with "/" as "\/", and every character
+//     as \uXXXX (lower- and upper-case hex);
+//   - base64 of the value alone: standard and URL alphabets, padded and not;
+//   - HTML: special characters as named, decimal and hex entities, and every
+//     character as a decimal or hex numeric reference;
+//   - for a card number (13 to 19 digits): the usual print groups (4-4-4-4,
+//     Amex 4-6-5, 4-6-4 for 14 digits, else fours) joined by space and by dash.
+//
+// The returned slices are fresh; the caller owns them and should wipe them
+// when the session ends.
+func ScrubVariants(real, standIn []byte) [][2][]byte {
+	var out [][2][]byte
+	seen := map[string]bool{}
+	add := func(a, b []byte) {
+		if len(a) == 0 || seen[string(a)] {
+			return
+		}
+		seen[string(a)] = true
+		out = append(out, [2][]byte{bytes.Clone(a), bytes.Clone(b)})
+	}
+	each := func(enc func([]byte) []byte) {
+		add(enc(real), enc(standIn))
+	}
+	str := func(f func(string) string) func([]byte) []byte {
+		return func(b []byte) []byte { return []byte(f(string(b))) }
+	}
+
+	add(real, standIn)
+	each(str(url.QueryEscape))
+	each(str(url.PathEscape))
+
+	each(func(b []byte) []byte { return jsonEscape(b, true) })
+	each(func(b []byte) []byte { return jsonEscape(b, false) })
+	each(func(b []byte) []byte { return bytes.ReplaceAll(jsonEscape(b, true), []byte("/"), []byte(`\/`)) })
+	each(func(b []byte) []byte { return allUnicodeEscapes(b, "%04x") })
+	each(func(b []byte) []byte { return allUnicodeEscapes(b, "%04X") })
+
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
+		each(func(b []byte) []byte { return []byte(enc.EncodeToString(b)) })
+	}
+
+	for _, style := range []entityStyle{entityNamed, entityDecimal, entityHex, entityGoHTML} {
+		each(func(b []byte) []byte { return htmlSpecial(b, style) })
+	}
+	each(func(b []byte) []byte { return allNumericRefs(b, "&#%d;") })
+	each(func(b []byte) []byte { return allNumericRefs(b, "&#x%x;") })
+
+	if groups := cardGroups(real); groups != nil && len(standIn) == len(real) && allDigits(standIn) {
+		for _, sep := range []string{" ", "-"} {
+			add(groupDigits(real, groups, sep), groupDigits(standIn, groups, sep))
+		}
+	}
+	return out
+}
+
+func jsonEscape(b []byte, htmlSafe bool) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(htmlSafe)
+	if err := enc.Encode(string(b)); err != nil {
+		return nil
+	}
+	s := bytes.TrimSpace(buf.Bytes())
+	return bytes.Clone(s[1 : len(s)-1])
+}
+
+func allUnicodeEscapes(b []byte, format string) []byte {
+	var sb strings.Builder
+	for _, r := range string(b) {
+		if r > 0xffff {
+			hi, lo := surrogates(r)
+			fmt.Fprintf(&sb, `\u`+format+`\u`+format, hi, lo)
+			continue
+		}
+		fmt.Fprintf(&sb, `\u`+format, r)
+	}
+	return []byte(sb.String())
+}
+
+func surrogates(r rune) (rune, rune) {
+	r -= 0x10000
+	return 0xd800 + (r>>10)&0x3ff, 0xdc00 + r&0x3ff
+}
+
+type entityStyle int
+
+const (
+	entityNamed entityStyle = iota
+	entityDecimal
+	entityHex
+	entityGoHTML // html.EscapeString: &amp; &lt; &gt; &#34; &#39;
+)
+
+var htmlNamed = map[rune]string{'&': "&amp;", '<': "&lt;", '>': "&gt;", '"': "&quot;", '\'': "&apos;"}
+var htmlGo = map[rune]string{'&': "&amp;", '<': "&lt;", '>': "&gt;", '"': "&#34;", '\'': "&#39;"}
+
+func htmlSpecial(b []byte, style entityStyle) []byte {
+	var sb strings.Builder
+	for _, r := range string(b) {
+		if _, special := htmlNamed[r]; !special {
+			sb.WriteRune(r)
+			continue
+		}
+		switch style {
+		case entityNamed:
+			sb.WriteString(htmlNamed[r])
+		case entityDecimal:
+			fmt.Fprintf(&sb, "&#%d;", r)
+		case entityHex:
+			fmt.Fprintf(&sb, "&#x%x;", r)
+		case entityGoHTML:
+			sb.WriteString(htmlGo[r])
+		}
+	}
+	return []byte(sb.String())
+}
+
+func allNumericRefs(b []byte, format string) []byte {
+	var sb strings.Builder
+	for _, r := range string(b) {
+		fmt.Fprintf(&sb, format, r)
+	}
+	return []byte(sb.String())
+}
+
+func allDigits(b []byte) bool {
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return len(b) > 0
+}
+
+// cardGroups returns the print grouping of a card number, or nil when b is
+// not one.
+func cardGroups(b []byte) []int {
+	if !allDigits(b) || len(b) < 13 || len(b) > 19 {
+		return nil
+	}
+	switch {
+	case len(b) == 15 && b[0] == '3' && (b[1] == '4' || b[1] == '7'):
+		return []int{4, 6, 5}
+	case len(b) == 14:
+		return []int{4, 6, 4}
+	}
+	var g []int
+	for n := len(b); n > 0; n -= 4 {
+		g = append(g, min(4, n))
+	}
+	return g
+}
+
+func groupDigits(b []byte, groups []int, sep string) []byte {
+	var out []byte
+	for i, n := range groups {
+		if i > 0 {
+			out = append(out, sep...)
+		}
+		out = append(out, b[:n]...)
+		b = b[n:]
+	}
+	return out
+}

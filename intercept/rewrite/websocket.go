@@ -1,0 +1,254 @@
+package rewrite
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"io"
+
+	agentvault "github.com/agentvault/agentvault"
+)
+
+// WebSocket opcodes (RFC 6455 section 5.2).
+const (
+	opContinuation = 0x0
+	opText         = 0x1
+	opBinary       = 0x2
+)
+
+// FrameRewriter rewrites one direction of a WebSocket connection (RFC 6455)
+// after the handshake. Text messages are reassembled from their fragments (up
+// to maxMessage bytes), rewritten as free text and sent on as one frame:
+// RFC 6455 section 5.4 lets an intermediary change the fragmentation of a
+// message that uses no extension. Frames from the client are unmasked and the
+// rewritten frame is masked again with a fresh key, as section 5.3 requires.
+// Binary messages and control frames pass through untouched (control frames
+// may arrive between the fragments of a text message and are forwarded at
+// once).
+//
+// The proxy strips Sec-WebSocket-Extensions from the handshake, so no
+// extension may be in use: a frame with RSV1 (permessage-deflate), RSV2 or
+// RSV3 set is refused, as is a frame that breaks the masking rule for its
+// direction.
+type FrameRewriter struct {
+	r          Replacer
+	fromClient bool
+	maxMessage int
+
+	// Replaced counts the values replaced so far; read it after Run returns.
+	Replaced int
+}
+
+// NewFrameRewriter returns a rewriter for frames sent by the client
+// (fromClient) or by the server. maxMessage <= 0 means DefaultLimit.
+func NewFrameRewriter(r Replacer, fromClient bool, maxMessage int) *FrameRewriter {
+	if maxMessage <= 0 {
+		maxMessage = DefaultLimit
+	}
+	return &FrameRewriter{r: r, fromClient: fromClient, maxMessage: maxMessage}
+}
+
+type frameHeader struct {
+	fin     bool
+	rsv     byte
+	opcode  byte
+	masked  bool
+	mask    [4]byte
+	length  uint64
+	rawHead []byte
+}
+
+// Run copies frames from src to dst until src ends (nil at a frame boundary
+// outside a message) or something is wrong (a coded error; the caller closes
+// both sides). A text message is written only once it is complete, so a
+// value is never sent half-rewritten.
+func (f *FrameRewriter) Run(dst io.Writer, src io.Reader) error {
+	br := bufio.NewReader(src)
+	var msg []byte    // text message being reassembled
+	inText := false   // a fragmented text message is open
+	inBinary := false // a fragmented binary message is open
+	for {
+		h, err := readFrameHeader(br)
+		if err != nil {
+			if errors.Is(err, io.EOF) && !inText && !inBinary {
+				return nil
+			}
+			if errors.Is(err, io.EOF) {
+				return wsError("connection ended inside a message")
+			}
+			return err
+		}
+		if h.rsv != 0 {
+			return agentvault.Errorf(agentvault.CodeSubstitution, "compressed or extended WebSocket frame")
+		}
+		if h.masked != f.fromClient {
+			return wsError("frame masking does not match its direction")
+		}
+		if h.opcode >= 0x8 { // control
+			if !h.fin || h.length > 125 {
+				return wsError("invalid control frame")
+			}
+			if err := passThrough(dst, br, h); err != nil {
+				return err
+			}
+			continue
+		}
+		switch h.opcode {
+		case opText:
+			if inText || inBinary {
+				return wsError("new message inside a fragmented one")
+			}
+			inText = true
+			msg = msg[:0]
+		case opBinary:
+			if inText || inBinary {
+				return wsError("new message inside a fragmented one")
+			}
+			inBinary = !h.fin
+			if err := passThrough(dst, br, h); err != nil {
+				return err
+			}
+			continue
+		case opContinuation:
+			if inBinary {
+				inBinary = !h.fin
+				if err := passThrough(dst, br, h); err != nil {
+					return err
+				}
+				continue
+			}
+			if !inText {
+				return wsError("continuation frame outside a message")
+			}
+		default:
+			return wsError("reserved opcode")
+		}
+		// A text fragment.
+		if h.length > uint64(f.maxMessage-len(msg)) {
+			return agentvault.Errorf(agentvault.CodeBodyTooLarge, "WebSocket text message exceeds the size limit")
+		}
+		start := len(msg)
+		msg = append(msg, make([]byte, h.length)...)
+		if _, err := io.ReadFull(br, msg[start:]); err != nil {
+			return wsError("truncated frame")
+		}
+		if h.masked {
+			maskBytes(h.mask, msg[start:])
+		}
+		if !h.fin {
+			continue
+		}
+		inText = false
+		rep, n, err := text(f.r, msg)
+		if err != nil {
+			return err
+		}
+		f.Replaced += n
+		if err := f.writeText(dst, rep); err != nil {
+			return err
+		}
+	}
+}
+
+func wsError(why string) error {
+	return agentvault.Errorf(agentvault.CodeMalformedRequest, "WebSocket: %s", why)
+}
+
+func readFrameHeader(br *bufio.Reader) (frameHeader, error) {
+	var h frameHeader
+	var b [14]byte
+	if _, err := io.ReadFull(br, b[:2]); err != nil {
+		if err == io.ErrUnexpectedEOF {
+			return h, wsError("truncated frame header")
+		}
+		return h, err
+	}
+	h.fin = b[0]&0x80 != 0
+	h.rsv = b[0] & 0x70
+	h.opcode = b[0] & 0x0f
+	h.masked = b[1]&0x80 != 0
+	n := 2
+	switch l := b[1] & 0x7f; l {
+	case 126:
+		if _, err := io.ReadFull(br, b[n:n+2]); err != nil {
+			return h, wsError("truncated frame header")
+		}
+		h.length = uint64(binary.BigEndian.Uint16(b[n:]))
+		n += 2
+	case 127:
+		if _, err := io.ReadFull(br, b[n:n+8]); err != nil {
+			return h, wsError("truncated frame header")
+		}
+		h.length = binary.BigEndian.Uint64(b[n:])
+		if h.length>>63 != 0 {
+			return h, wsError("invalid frame length")
+		}
+		n += 8
+	default:
+		h.length = uint64(l)
+	}
+	if h.masked {
+		if _, err := io.ReadFull(br, b[n:n+4]); err != nil {
+			return h, wsError("truncated frame header")
+		}
+		copy(h.mask[:], b[n:n+4])
+		n += 4
+	}
+	h.rawHead = append([]byte(nil), b[:n]...)
+	return h, nil
+}
+
+// passThrough forwards a frame unchanged, streaming its payload.
+func passThrough(dst io.Writer, br *bufio.Reader, h frameHeader) error {
+	if _, err := dst.Write(h.rawHead); err != nil {
+		return err
+	}
+	if _, err := io.CopyN(dst, br, int64(h.length)); err != nil {
+		if errors.Is(err, io.EOF) {
+			return wsError("truncated frame")
+		}
+		return err
+	}
+	return nil
+}
+
+// writeText writes one final text frame, masked with a fresh key when it goes
+// to the server.
+func (f *FrameRewriter) writeText(dst io.Writer, payload []byte) error {
+	head := make([]byte, 0, 14+len(payload))
+	head = append(head, 0x80|opText)
+	maskBit := byte(0)
+	if f.fromClient {
+		maskBit = 0x80
+	}
+	switch l := len(payload); {
+	case l <= 125:
+		head = append(head, maskBit|byte(l))
+	case l <= 0xffff:
+		head = append(head, maskBit|126)
+		head = binary.BigEndian.AppendUint16(head, uint16(l))
+	default:
+		head = append(head, maskBit|127)
+		head = binary.BigEndian.AppendUint64(head, uint64(l))
+	}
+	var key [4]byte
+	if f.fromClient {
+		if _, err := rand.Read(key[:]); err != nil {
+			return agentvault.Wrap(agentvault.CodeInternal, err, "WebSocket mask")
+		}
+		head = append(head, key[:]...)
+	}
+	frame := append(head, payload...)
+	if f.fromClient {
+		maskBytes(key, frame[len(head):])
+	}
+	_, err := dst.Write(frame)
+	return err
+}
+
+func maskBytes(key [4]byte, b []byte) {
+	for i := range b {
+		b[i] ^= key[i&3]
+	}
+}
