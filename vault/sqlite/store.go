@@ -1,0 +1,523 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	agentvault "github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/vault"
+	sqlite3 "modernc.org/sqlite"
+	sqlite3lib "modernc.org/sqlite/lib"
+)
+
+// Store is the SQLite vault.Store.
+type Store struct {
+	db *sql.DB
+}
+
+// Open opens (creating it with mode 0600 if needed) the database at path and
+// applies pending migrations.
+func Open(path string) (*Store, error) {
+	if path == "" || strings.ContainsAny(path, "?#") {
+		return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "vault database path must be non-empty and hold no '?' or '#'")
+	}
+	// Create the file ourselves so it (and the -wal/-shm files SQLite
+	// derives from it) is private from the start.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "cannot open the vault database")
+	}
+	f.Close()
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Set("_txlock", "immediate") // writers take the lock up front: no deadlocked upgrades
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "cannot open the vault database")
+	}
+	s := &Store{db: db}
+	if err := s.migrate(context.Background()); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// SchemaVersion is the highest applied migration.
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	var v sql.NullInt64
+	err := s.db.QueryRowContext(ctx, `SELECT max(version) FROM schema_migrations`).Scan(&v)
+	return int(v.Int64), dbErr(err, "read schema version")
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied INTEGER NOT NULL)`); err != nil {
+		return dbErr(err, "create migrations table")
+	}
+	for v := 1; v < len(migrations); v++ {
+		err := s.tx(ctx, func(tx *sql.Tx) error {
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, v).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				return nil
+			}
+			if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations (version, applied) VALUES (?, ?)`, v, time.Now().UnixNano())
+			return err
+		})
+		if err != nil {
+			return dbErr(err, fmt.Sprintf("apply migration %d", v))
+		}
+	}
+	return nil
+}
+
+// tx runs fn in an IMMEDIATE transaction, committing when fn returns nil.
+func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// readTx runs fn in a deferred read transaction: one consistent snapshot.
+func (s *Store) readTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	return fn(tx)
+}
+
+// dbErr maps driver errors to coded errors. The cause is kept for logs; it
+// holds SQL text and constraint names, never row content.
+func dbErr(err error, op string) error {
+	if err == nil {
+		return nil
+	}
+	var ae *agentvault.Error
+	if errors.As(err, &ae) {
+		return err
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return vault.ErrNotFound
+	}
+	var se *sqlite3.Error
+	if errors.As(err, &se) {
+		switch se.Code() {
+		case sqlite3lib.SQLITE_CONSTRAINT_UNIQUE, sqlite3lib.SQLITE_CONSTRAINT_PRIMARYKEY:
+			return agentvault.Wrap(agentvault.CodeConflict, err, "vault store: %s: already exists", op)
+		}
+	}
+	return agentvault.Wrap(agentvault.CodeInternal, err, "vault store: %s failed", op)
+}
+
+func nanos(t time.Time) int64     { return t.UnixNano() }
+func fromNanos(n int64) time.Time { return time.Unix(0, n).UTC() }
+
+func requireActiveKey(ctx context.Context, tx *sql.Tx, keyID string) error {
+	var state string
+	err := tx.QueryRowContext(ctx, `SELECT state FROM keys WHERE id = ?`, keyID).Scan(&state)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && state != string(vault.KeyActive)) {
+		return agentvault.Errorf(agentvault.CodeConflict, "data key is wrapped under a master key that is not active")
+	}
+	return err
+}
+
+// PutItem implements vault.ItemStore.
+func (s *Store) PutItem(ctx context.Context, rec vault.ItemRecord) error {
+	if rec.ID == "" || rec.Org == "" || rec.Kind == "" || rec.Label == "" {
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "item record needs id, org, kind and label")
+	}
+	fields, err := json.Marshal(rec.Fields)
+	if err != nil {
+		return dbErr(err, "encode fields")
+	}
+	err = s.tx(ctx, func(tx *sql.Tx) error {
+		if err := requireActiveKey(ctx, tx, rec.KeyID); err != nil {
+			return err
+		}
+		var org string
+		switch err := tx.QueryRowContext(ctx, `SELECT org FROM items WHERE id = ?`, rec.ID).Scan(&org); {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return err
+		case org != rec.Org:
+			return agentvault.Errorf(agentvault.CodeConflict, "item id exists in another org")
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM item_values WHERE item_id = ?`, rec.ID); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, `
+INSERT INTO items (id, org, owner, kind, label, created, updated, fields, key_id, wrapped_key, meta)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (id) DO UPDATE SET owner = excluded.owner, kind = excluded.kind, label = excluded.label,
+	updated = excluded.updated, fields = excluded.fields, key_id = excluded.key_id,
+	wrapped_key = excluded.wrapped_key, meta = excluded.meta`,
+			rec.ID, rec.Org, rec.Owner, string(rec.Kind), rec.Label, nanos(rec.Created), nanos(rec.Updated),
+			string(fields), rec.KeyID, rec.WrappedKey, rec.Meta)
+		if err != nil {
+			return err
+		}
+		for f, v := range rec.Values {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO item_values (item_id, field, value) VALUES (?, ?, ?)`, rec.ID, string(f), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return dbErr(err, "put item")
+}
+
+const itemCols = `id, org, owner, kind, label, created, updated, fields, key_id, wrapped_key, meta`
+
+func scanItem(row interface{ Scan(...any) error }) (vault.ItemRecord, error) {
+	var (
+		rec              vault.ItemRecord
+		kind, fields     string
+		created, updated int64
+	)
+	err := row.Scan(&rec.ID, &rec.Org, &rec.Owner, &kind, &rec.Label, &created, &updated, &fields, &rec.KeyID, &rec.WrappedKey, &rec.Meta)
+	if err != nil {
+		return rec, err
+	}
+	rec.Kind = vault.Kind(kind)
+	rec.Created, rec.Updated = fromNanos(created), fromNanos(updated)
+	if err := json.Unmarshal([]byte(fields), &rec.Fields); err != nil {
+		return rec, err
+	}
+	return rec, nil
+}
+
+func loadValues(ctx context.Context, tx *sql.Tx, rec *vault.ItemRecord) error {
+	rows, err := tx.QueryContext(ctx, `SELECT field, value FROM item_values WHERE item_id = ?`, rec.ID)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	rec.Values = map[vault.Field][]byte{}
+	for rows.Next() {
+		var f string
+		var v []byte
+		if err := rows.Scan(&f, &v); err != nil {
+			return err
+		}
+		rec.Values[vault.Field(f)] = v
+	}
+	return rows.Err()
+}
+
+func (s *Store) getItem(ctx context.Context, query string, args ...any) (vault.ItemRecord, error) {
+	var rec vault.ItemRecord
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if rec, err = scanItem(tx.QueryRowContext(ctx, query, args...)); err != nil {
+			return err
+		}
+		return loadValues(ctx, tx, &rec)
+	})
+	return rec, dbErr(err, "get item")
+}
+
+// GetItem implements vault.ItemStore.
+func (s *Store) GetItem(ctx context.Context, org, id string) (vault.ItemRecord, error) {
+	return s.getItem(ctx, `SELECT `+itemCols+` FROM items WHERE org = ? AND id = ?`, org, id)
+}
+
+// GetItemByLabel implements vault.ItemStore.
+func (s *Store) GetItemByLabel(ctx context.Context, org string, kind vault.Kind, label string) (vault.ItemRecord, error) {
+	return s.getItem(ctx, `SELECT `+itemCols+` FROM items WHERE org = ? AND kind = ? AND label = ?`, org, string(kind), label)
+}
+
+// ListItems implements vault.ItemStore.
+func (s *Store) ListItems(ctx context.Context, org string) ([]vault.ItemRecord, error) {
+	var out []vault.ItemRecord
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT `+itemCols+` FROM items WHERE org = ? ORDER BY created, id`, org)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			rec, err := scanItem(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			out = append(out, rec)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for i := range out {
+			if err := loadValues(ctx, tx, &out[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return out, dbErr(err, "list items")
+}
+
+// DeleteItem implements vault.ItemStore.
+func (s *Store) DeleteItem(ctx context.Context, org, id string) error {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM items WHERE org = ? AND id = ?`, org, id)
+	if err != nil {
+		return dbErr(err, "delete item")
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return vault.ErrNotFound
+	}
+	return nil
+}
+
+// NextLabel implements vault.ItemStore.
+func (s *Store) NextLabel(ctx context.Context, org string, kind vault.Kind) (int64, error) {
+	var n int64
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, `
+INSERT INTO label_seq (org, kind, last) VALUES (?, ?, 1)
+ON CONFLICT (org, kind) DO UPDATE SET last = last + 1
+RETURNING last`, org, string(kind)).Scan(&n)
+	})
+	return n, dbErr(err, "next label")
+}
+
+// AppendAudit implements vault.AuditStore.
+func (s *Store) AppendAudit(ctx context.Context, r vault.AuditRecord) (int64, error) {
+	res, err := s.db.ExecContext(ctx, `
+INSERT INTO audit (time, action, org, item_id, kind, field, destination, session, actor, purpose, value_hmac)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		nanos(r.Time), r.Action, r.Org, r.ItemID, string(r.Kind), string(r.Field), r.Destination, r.Session, r.Actor, r.Purpose, r.ValueHMAC)
+	if err != nil {
+		return 0, dbErr(err, "append audit")
+	}
+	seq, err := res.LastInsertId()
+	return seq, dbErr(err, "append audit")
+}
+
+// QueryAudit implements vault.AuditStore.
+func (s *Store) QueryAudit(ctx context.Context, f vault.AuditFilter) ([]vault.AuditRecord, error) {
+	var where []string
+	var args []any
+	add := func(cond string, v any) { where = append(where, cond); args = append(args, v) }
+	if f.Org != "" {
+		add("org = ?", f.Org)
+	}
+	if f.ItemID != "" {
+		add("item_id = ?", f.ItemID)
+	}
+	if f.Session != "" {
+		add("session = ?", f.Session)
+	}
+	if f.Action != "" {
+		add("action = ?", f.Action)
+	}
+	if !f.Since.IsZero() {
+		add("time >= ?", nanos(f.Since))
+	}
+	if !f.Until.IsZero() {
+		add("time < ?", nanos(f.Until))
+	}
+	if f.AfterSeq > 0 {
+		add("seq > ?", f.AfterSeq)
+	}
+	q := `SELECT seq, time, action, org, item_id, kind, field, destination, session, actor, purpose, value_hmac FROM audit`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	q += " ORDER BY seq"
+	if f.Limit > 0 {
+		q += " LIMIT ?"
+		args = append(args, f.Limit)
+	}
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, dbErr(err, "query audit")
+	}
+	defer rows.Close()
+	var out []vault.AuditRecord
+	for rows.Next() {
+		var r vault.AuditRecord
+		var t int64
+		var kind, field string
+		if err := rows.Scan(&r.Seq, &t, &r.Action, &r.Org, &r.ItemID, &kind, &field, &r.Destination, &r.Session, &r.Actor, &r.Purpose, &r.ValueHMAC); err != nil {
+			return nil, dbErr(err, "query audit")
+		}
+		r.Time, r.Kind, r.Field = fromNanos(t), vault.Kind(kind), vault.Field(field)
+		out = append(out, r)
+	}
+	return out, dbErr(rows.Err(), "query audit")
+}
+
+// PutBlob implements vault.BlobStore.
+func (s *Store) PutBlob(ctx context.Context, b vault.BlobRecord) error {
+	if b.Name == "" {
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "blob needs a name")
+	}
+	q := `INSERT INTO blobs (name, key_id, wrapped_key, data, updated) VALUES (?, ?, ?, ?, ?)`
+	if !b.CreateOnly {
+		q += ` ON CONFLICT (name) DO UPDATE SET key_id = excluded.key_id, wrapped_key = excluded.wrapped_key,
+	data = excluded.data, updated = excluded.updated`
+	}
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		if err := requireActiveKey(ctx, tx, b.KeyID); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, q, b.Name, b.KeyID, b.WrappedKey, b.Data, nanos(b.Updated))
+		return err
+	})
+	return dbErr(err, "put blob")
+}
+
+// GetBlob implements vault.BlobStore.
+func (s *Store) GetBlob(ctx context.Context, name string) (vault.BlobRecord, error) {
+	b := vault.BlobRecord{Name: name}
+	var t int64
+	err := s.db.QueryRowContext(ctx, `SELECT key_id, wrapped_key, data, updated FROM blobs WHERE name = ?`, name).
+		Scan(&b.KeyID, &b.WrappedKey, &b.Data, &t)
+	b.Updated = fromNanos(t)
+	return b, dbErr(err, "get blob")
+}
+
+// DeleteBlob implements vault.BlobStore.
+func (s *Store) DeleteBlob(ctx context.Context, name string) error {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM blobs WHERE name = ?`, name)
+	if err != nil {
+		return dbErr(err, "delete blob")
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return vault.ErrNotFound
+	}
+	return nil
+}
+
+// Keys implements vault.KeyStore.
+func (s *Store) Keys(ctx context.Context) ([]vault.KeyRecord, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, state, check_value, created FROM keys ORDER BY created, id`)
+	if err != nil {
+		return nil, dbErr(err, "list keys")
+	}
+	defer rows.Close()
+	var out []vault.KeyRecord
+	for rows.Next() {
+		var k vault.KeyRecord
+		var state string
+		var t int64
+		if err := rows.Scan(&k.ID, &state, &k.Check, &t); err != nil {
+			return nil, dbErr(err, "list keys")
+		}
+		k.State, k.Created = vault.KeyState(state), fromNanos(t)
+		out = append(out, k)
+	}
+	return out, dbErr(rows.Err(), "list keys")
+}
+
+// AddKey implements vault.KeyStore.
+func (s *Store) AddKey(ctx context.Context, k vault.KeyRecord) error {
+	if k.ID == "" || k.State != vault.KeyActive {
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "the first key must have an id and be active")
+	}
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM keys WHERE state = 'active'`).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return agentvault.Errorf(agentvault.CodeConflict, "the store already has an active master key; rotate instead")
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO keys (id, state, check_value, created) VALUES (?, ?, ?, ?)`,
+			k.ID, string(k.State), k.Check, nanos(k.Created))
+		return err
+	})
+	return dbErr(err, "add key")
+}
+
+// Rotate implements vault.KeyStore.
+func (s *Store) Rotate(ctx context.Context, a vault.RotateArgs) error {
+	if a.NewKey.ID == "" || a.Rewrap == nil {
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "rotation needs a new key and a rewrap function")
+	}
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO keys (id, state, check_value, created) VALUES (?, 'retired', ?, ?)`,
+			a.NewKey.ID, a.NewKey.Check, nanos(a.NewKey.Created)); err != nil {
+			return err
+		}
+		var todo []vault.WrappedKey
+		rows, err := tx.QueryContext(ctx, `SELECT id, org, key_id, wrapped_key FROM items WHERE key_id <> ?`, a.NewKey.ID)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			w := vault.WrappedKey{Owner: "item"}
+			if err := rows.Scan(&w.ID, &w.Org, &w.KeyID, &w.Wrapped); err != nil {
+				rows.Close()
+				return err
+			}
+			todo = append(todo, w)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rows, err = tx.QueryContext(ctx, `SELECT name, key_id, wrapped_key FROM blobs WHERE key_id <> ?`, a.NewKey.ID)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			w := vault.WrappedKey{Owner: "blob"}
+			if err := rows.Scan(&w.ID, &w.KeyID, &w.Wrapped); err != nil {
+				rows.Close()
+				return err
+			}
+			todo = append(todo, w)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, w := range todo {
+			nw, err := a.Rewrap(w)
+			if err != nil {
+				return err
+			}
+			q := `UPDATE items SET key_id = ?, wrapped_key = ? WHERE id = ?`
+			if w.Owner == "blob" {
+				q = `UPDATE blobs SET key_id = ?, wrapped_key = ? WHERE name = ?`
+			}
+			if _, err := tx.ExecContext(ctx, q, a.NewKey.ID, nw, w.ID); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE keys SET state = CASE WHEN id = ? THEN 'active' ELSE 'retired' END`, a.NewKey.ID); err != nil {
+			return err
+		}
+		return nil
+	})
+	return dbErr(err, "rotate key")
+}
+
+var _ vault.Store = (*Store)(nil)

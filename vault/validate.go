@@ -1,0 +1,260 @@
+package vault
+
+import (
+	"net"
+	"net/mail"
+	"net/url"
+	"strings"
+	"time"
+
+	agentvault "github.com/agentvault/agentvault"
+	"golang.org/x/net/publicsuffix"
+)
+
+// invalid is the one way validation fails: CodeInvalidInput, a message that
+// names the field and the rule, never the value.
+func invalid(format string, args ...any) error {
+	return agentvault.Errorf(agentvault.CodeInvalidInput, format, args...)
+}
+
+func allDigits(b []byte) bool {
+	if len(b) == 0 {
+		return false
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// luhnValid is the ISO/IEC 7812-1 check digit test.
+func luhnValid(digits []byte) bool {
+	sum := 0
+	double := false
+	for i := len(digits) - 1; i >= 0; i-- {
+		d := int(digits[i] - '0')
+		if double {
+			d *= 2
+			if d > 9 {
+				d -= 9
+			}
+		}
+		sum += d
+		double = !double
+	}
+	return sum%10 == 0
+}
+
+// cardBrand names the scheme from the IIN prefix. Unknown prefixes are
+// "card", which is still accepted.
+func cardBrand(n []byte) string {
+	p := func(k int) int {
+		v := 0
+		for i := 0; i < k && i < len(n); i++ {
+			v = v*10 + int(n[i]-'0')
+		}
+		return v
+	}
+	switch {
+	case n[0] == '4':
+		return "visa"
+	case p(2) >= 51 && p(2) <= 55, p(4) >= 2221 && p(4) <= 2720:
+		return "mastercard"
+	case p(2) == 34 || p(2) == 37:
+		return "amex"
+	case p(4) == 6011, p(3) >= 644 && p(3) <= 649, p(2) == 65:
+		return "discover"
+	case p(4) >= 3528 && p(4) <= 3589:
+		return "jcb"
+	case p(3) >= 300 && p(3) <= 305, p(2) == 36, p(2) == 38, p(2) == 39:
+		return "diners"
+	case p(2) == 62:
+		return "unionpay"
+	}
+	return "card"
+}
+
+func validateCard(in CardInput, now time.Time) (brand string, err error) {
+	n := in.Number.InsecureRawBytes()
+	if len(n) < 12 || len(n) > 19 || !allDigits(n) {
+		return "", invalid("card number must be 12 to 19 digits")
+	}
+	if !luhnValid(n) {
+		return "", invalid("card number fails the Luhn check")
+	}
+	brand = cardBrand(n)
+	if in.LiveCVV {
+		if !in.CVV.IsZero() {
+			return "", invalid("a live-CVV card stores no CVV")
+		}
+	} else {
+		c := in.CVV.InsecureRawBytes()
+		if !allDigits(c) || len(c) < 3 || len(c) > 4 {
+			return "", invalid("CVV must be 3 or 4 digits")
+		}
+		if brand == "amex" && len(c) != 4 {
+			return "", invalid("an amex CVV has 4 digits")
+		}
+		if brand != "amex" && brand != "card" && len(c) != 3 {
+			return "", invalid("a %s CVV has 3 digits", brand)
+		}
+	}
+	if in.ExpiryMonth < 1 || in.ExpiryMonth > 12 {
+		return "", invalid("expiry month must be 1 to 12")
+	}
+	if in.ExpiryYear < 1000 || in.ExpiryYear > 9999 {
+		return "", invalid("expiry year must have four digits")
+	}
+	if in.ExpiryYear < now.Year() || (in.ExpiryYear == now.Year() && in.ExpiryMonth < int(now.Month())) {
+		return "", invalid("card has expired")
+	}
+	if len(in.Holder) > 200 || strings.ContainsAny(in.Holder, "\x00\r\n") {
+		return "", invalid("holder name is too long or holds control characters")
+	}
+	if in.AnySite == (len(in.Sites) > 0) {
+		return "", invalid("give either sites or any-site for a card")
+	}
+	if in.Billing != nil {
+		if err := validateAddress(*in.Billing); err != nil {
+			return "", err
+		}
+	}
+	return brand, nil
+}
+
+// normalizeHost lowercases, drops a trailing dot and, when given a URL,
+// everything but its host. It refuses IP addresses, non-ASCII names (the
+// owner gives punycode, so the stored name is what the wire will carry) and
+// anything else that is not a DNS host name.
+func normalizeHost(s string) (string, error) {
+	h := strings.TrimSpace(strings.ToLower(s))
+	if strings.Contains(h, "://") {
+		u, err := url.Parse(h)
+		if err != nil || u.Hostname() == "" {
+			return "", invalid("not a host name or URL")
+		}
+		h = u.Hostname()
+	}
+	h = strings.TrimSuffix(h, ".")
+	if h == "" || len(h) > 253 {
+		return "", invalid("host name is empty or too long")
+	}
+	if net.ParseIP(h) != nil || strings.HasPrefix(h, "[") {
+		return "", invalid("an IP address is not a site")
+	}
+	for _, label := range strings.Split(h, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return "", invalid("not a valid host name")
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+				return "", invalid("host name must be ASCII (use punycode)")
+			}
+		}
+	}
+	return h, nil
+}
+
+// registrableDomain returns the eTLD+1 of host, refusing a bare public
+// suffix such as "com" or "co.uk".
+func registrableDomain(host string) (string, error) {
+	h, err := normalizeHost(host)
+	if err != nil {
+		return "", err
+	}
+	d, err := publicsuffix.EffectiveTLDPlusOne(h)
+	if err != nil {
+		return "", invalid("site must be a registrable domain, not a public suffix")
+	}
+	return d, nil
+}
+
+// siteHost validates a card site: a host whose registrable domain exists.
+func siteHost(s string) (string, error) {
+	h, err := normalizeHost(s)
+	if err != nil {
+		return "", err
+	}
+	if _, err := registrableDomain(h); err != nil {
+		return "", err
+	}
+	return h, nil
+}
+
+func validEmail(s string) bool {
+	a, err := mail.ParseAddress(s)
+	if err != nil || a.Address != s || a.Name != "" {
+		return false
+	}
+	at := strings.LastIndexByte(s, '@')
+	return at > 0 && strings.Contains(s[at+1:], ".") && !strings.HasSuffix(s, ".")
+}
+
+func validPhone(s string) bool {
+	digits := 0
+	for i, c := range s {
+		switch {
+		case c >= '0' && c <= '9':
+			digits++
+		case c == '+' && i == 0, c == ' ', c == '-', c == '(', c == ')', c == '.':
+		default:
+			return false
+		}
+	}
+	return digits >= 5 && digits <= 20
+}
+
+func plainText(s string, max int) bool {
+	return len(s) <= max && !strings.ContainsAny(s, "\x00\r\n")
+}
+
+func validateAddress(a AddressMeta) error {
+	if strings.TrimSpace(a.Line1) == "" || strings.TrimSpace(a.City) == "" || strings.TrimSpace(a.PostalCode) == "" {
+		return invalid("address needs line1, city and postal code")
+	}
+	for _, s := range []string{a.Name, a.Line1, a.Line2, a.City, a.Region, a.PostalCode} {
+		if !plainText(s, 200) {
+			return invalid("address fields must be single lines under 200 characters")
+		}
+	}
+	if len(a.Country) != 2 || a.Country[0] < 'A' || a.Country[0] > 'Z' || a.Country[1] < 'A' || a.Country[1] > 'Z' {
+		return invalid("country must be an ISO 3166-1 alpha-2 code such as DE")
+	}
+	return nil
+}
+
+func validateIdentity(id IdentityMeta) error {
+	if strings.TrimSpace(id.Name) == "" || !plainText(id.Name, 200) {
+		return invalid("identity needs a single-line name")
+	}
+	if id.Email != "" && !validEmail(id.Email) {
+		return invalid("email address is not valid")
+	}
+	if id.Phone != "" && !validPhone(id.Phone) {
+		return invalid("phone number is not valid")
+	}
+	return nil
+}
+
+// loginLabel turns a registrable domain into a token label: the first DNS
+// label with anything outside [a-z0-9] removed ("github.com" -> "github").
+func loginLabel(domain string) string {
+	first := domain
+	if i := strings.IndexByte(domain, '.'); i > 0 {
+		first = domain[:i]
+	}
+	var b strings.Builder
+	for i := 0; i < len(first); i++ {
+		c := first[i]
+		if c >= 'a' && c <= 'z' || c >= '0' && c <= '9' {
+			b.WriteByte(c)
+		}
+	}
+	if b.Len() == 0 {
+		return "login"
+	}
+	return b.String()
+}

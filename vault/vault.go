@@ -1,0 +1,735 @@
+package vault
+
+import (
+	"context"
+	"crypto/hkdf"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	agentvault "github.com/agentvault/agentvault"
+)
+
+// Config opens a Vault.
+type Config struct {
+	Store     Store
+	MasterKey []byte // 32 bytes
+	KeyID     string // optional; KeyIDFor(MasterKey) when empty
+	// PreviousKeys are older master keys the store may still be wrapped
+	// under, after a rotation that stopped half way (the CLI keeps the old
+	// key file as <file>.old until a rotation is done). When the store's
+	// active key is one of them, Open finishes the rotation to MasterKey.
+	PreviousKeys [][]byte
+	// AuditKey overrides the audit HMAC key. When nil, a key derived from
+	// the first master key is created once and kept sealed in the store, so
+	// audit HMACs stay comparable across key rotations.
+	AuditKey []byte
+	Now      func() time.Time
+}
+
+// Vault is the service over a Store. It is safe for concurrent use.
+type Vault struct {
+	store Store
+	now   func() time.Time
+
+	// rotMu: writers that wrap a new data key hold it shared; RotateKey
+	// holds it exclusively, so no data key is wrapped under a key that is
+	// being retired.
+	rotMu sync.RWMutex
+
+	mu       sync.RWMutex
+	keys     map[string][]byte // every master key this process holds, by id
+	activeID string
+
+	auditKey []byte
+
+	depMu     sync.Mutex
+	depSecret []byte
+}
+
+const (
+	keyCheckPlain      = "agentvault key check v1"
+	blobAuditKey       = "vault/audit-key"
+	blobDeployment     = "vault/deployment-secret"
+	reservedBlobPrefix = "vault/"
+)
+
+// Open checks the master key against the store (a wrong key is ErrSealed),
+// registers it in an empty store, finishes an interrupted rotation, and loads
+// the audit key.
+func Open(ctx context.Context, cfg Config) (*Vault, error) {
+	if cfg.Store == nil {
+		return nil, agentvault.Errorf(agentvault.CodeInternal, "vault: no store")
+	}
+	if len(cfg.MasterKey) != keySize {
+		return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "master key must be %d bytes", keySize)
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	id := cfg.KeyID
+	if id == "" {
+		id = KeyIDFor(cfg.MasterKey)
+	}
+	v := &Vault{store: cfg.Store, now: now, keys: map[string][]byte{}}
+	v.keys[id] = clone(cfg.MasterKey)
+	for _, k := range cfg.PreviousKeys {
+		if len(k) != keySize {
+			return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "previous master key must be %d bytes", keySize)
+		}
+		if pid := KeyIDFor(k); pid != id {
+			v.keys[pid] = clone(k)
+		}
+	}
+
+	recs, err := cfg.Store.Keys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) == 0 {
+		check, err := seal(cfg.MasterKey, id, []byte(keyCheckPlain), keyCheckAAD(id))
+		if err != nil {
+			return nil, err
+		}
+		err = cfg.Store.AddKey(ctx, KeyRecord{ID: id, State: KeyActive, Check: check, Created: now().UTC()})
+		if err != nil && agentvault.ErrorCode(err) != agentvault.CodeConflict {
+			return nil, err
+		}
+		if recs, err = cfg.Store.Keys(ctx); err != nil {
+			return nil, err
+		}
+	}
+	active := ""
+	for _, r := range recs {
+		if k, ok := v.keys[r.ID]; ok {
+			pt, err := openWith(k, r.ID, r.Check, keyCheckAAD(r.ID))
+			if err != nil || string(pt) != keyCheckPlain {
+				return nil, ErrSealed
+			}
+		}
+		if r.State == KeyActive {
+			active = r.ID
+		}
+	}
+	if _, ok := v.keys[active]; !ok {
+		return nil, ErrSealed // retired, unknown or wrong key
+	}
+	v.activeID = active
+	if active != id {
+		if err := v.RotateKey(ctx, cfg.MasterKey, id); err != nil {
+			return nil, err
+		}
+	}
+	if err := v.loadAuditKey(ctx, cfg.AuditKey); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func clone(b []byte) []byte { return append([]byte(nil), b...) }
+
+func (v *Vault) lookup(id string) ([]byte, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	k, ok := v.keys[id]
+	return k, ok
+}
+
+func (v *Vault) active() (string, []byte) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.activeID, v.keys[v.activeID]
+}
+
+// ActiveKeyID is the id of the master key that wraps new data keys.
+func (v *Vault) ActiveKeyID() string {
+	id, _ := v.active()
+	return id
+}
+
+func (v *Vault) loadAuditKey(ctx context.Context, override []byte) error {
+	if override != nil {
+		if len(override) < 16 {
+			return agentvault.Errorf(agentvault.CodeInvalidInput, "audit key too short")
+		}
+		v.auditKey = clone(override)
+		return nil
+	}
+	k, err := v.openOrCreateBlob(ctx, blobAuditKey, func() ([]byte, error) {
+		_, master := v.active()
+		return hkdf.Key(sha256.New, master, nil, "agentvault audit hmac v1", 32)
+	})
+	if err != nil {
+		return err
+	}
+	v.auditKey = k
+	return nil
+}
+
+// openOrCreateBlob returns the blob, creating it with make() exactly once
+// across every process sharing the store.
+func (v *Vault) openOrCreateBlob(ctx context.Context, name string, make func() ([]byte, error)) ([]byte, error) {
+	b, err := v.openBlob(ctx, name)
+	if err == nil || !errors.Is(err, ErrNotFound) {
+		return b, err
+	}
+	fresh, err := make()
+	if err != nil {
+		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "cannot derive a key")
+	}
+	err = v.sealBlob(ctx, name, fresh, true)
+	if err == nil {
+		return fresh, nil
+	}
+	if agentvault.ErrorCode(err) != agentvault.CodeConflict {
+		return nil, err
+	}
+	return v.openBlob(ctx, name)
+}
+
+// newItemID returns an opaque id such as "itm_3f9a...".
+func newItemID() (string, error) {
+	b, err := randomBytes(12)
+	if err != nil {
+		return "", err
+	}
+	return "itm_" + hex.EncodeToString(b), nil
+}
+
+// itemMeta is what is sealed under field "meta".
+type itemMeta struct {
+	Card     *CardMeta     `json:",omitempty"`
+	Login    *LoginMeta    `json:",omitempty"`
+	Identity *IdentityMeta `json:",omitempty"`
+	Address  *AddressMeta  `json:",omitempty"`
+}
+
+// value is one field to seal; the plaintext is wiped after sealing.
+type value struct {
+	field Field
+	b     []byte
+}
+
+// put seals meta and values under a fresh data key and stores the item.
+// Labels: when seq is true the label is the next number of the org's
+// sequence; otherwise it is it.Label, with "2", "3"... appended on conflict.
+func (v *Vault) put(ctx context.Context, it Item, meta itemMeta, values []value, seq bool) (Item, error) {
+	v.rotMu.RLock()
+	defer v.rotMu.RUnlock()
+	var err error
+	if it.ID, err = newItemID(); err != nil {
+		return Item{}, err
+	}
+	now := v.now().UTC()
+	it.Created, it.Updated = now, now
+	it.Fields = it.Fields[:0]
+	for _, val := range values {
+		it.Fields = append(it.Fields, val.field)
+	}
+	rec, err := v.sealItem(it, meta, values)
+	if err != nil {
+		return Item{}, err
+	}
+	base := it.Label
+	for attempt := 1; ; attempt++ {
+		if seq {
+			n, err := v.store.NextLabel(ctx, it.Org, it.Kind)
+			if err != nil {
+				return Item{}, err
+			}
+			rec.Label = strconv.FormatInt(n, 10)
+		} else if attempt > 1 {
+			rec.Label = base + strconv.Itoa(attempt)
+		}
+		err = v.store.PutItem(ctx, rec)
+		if err == nil {
+			break
+		}
+		if agentvault.ErrorCode(err) != agentvault.CodeConflict || attempt >= 50 {
+			return Item{}, err
+		}
+	}
+	it.Label = rec.Label
+	it.Card, it.Login, it.Identity, it.Address = meta.Card, meta.Login, meta.Identity, meta.Address
+	if _, err := v.store.AppendAudit(ctx, AuditRecord{Time: now, Action: AuditAdd, Org: it.Org, ItemID: it.ID, Kind: it.Kind, Actor: it.Owner}); err != nil {
+		return it, agentvault.Wrap(agentvault.CodeAuditUnavailable, err, "item added, but the audit log could not be written")
+	}
+	return it, nil
+}
+
+func (v *Vault) sealItem(it Item, meta itemMeta, values []value) (ItemRecord, error) {
+	defer func() {
+		for _, val := range values {
+			wipe(val.b)
+		}
+	}()
+	dek, err := newDataKey()
+	if err != nil {
+		return ItemRecord{}, err
+	}
+	defer wipe(dek)
+	keyID, kek := v.active()
+	rec := ItemRecord{
+		ID: it.ID, Org: it.Org, Owner: it.Owner, Kind: it.Kind, Label: it.Label,
+		Created: it.Created, Updated: it.Updated, Fields: append([]Field(nil), it.Fields...),
+		KeyID: keyID, Values: make(map[Field][]byte, len(values)),
+	}
+	if rec.WrappedKey, err = seal(kek, keyID, dek, dekAAD(it.Org, it.ID)); err != nil {
+		return ItemRecord{}, err
+	}
+	mj, err := json.Marshal(meta)
+	if err != nil {
+		return ItemRecord{}, agentvault.Wrap(agentvault.CodeInternal, err, "cannot encode item metadata")
+	}
+	defer wipe(mj)
+	if rec.Meta, err = seal(dek, "", mj, fieldAAD(it.Org, it.ID, metaField())); err != nil {
+		return ItemRecord{}, err
+	}
+	for _, val := range values {
+		if rec.Values[val.field], err = seal(dek, "", val.b, fieldAAD(it.Org, it.ID, val.field)); err != nil {
+			return ItemRecord{}, err
+		}
+	}
+	return rec, nil
+}
+
+// dataKey unwraps an item's data key. The caller wipes it.
+func (v *Vault) dataKey(rec ItemRecord) ([]byte, error) {
+	return open(v.lookup, rec.WrappedKey, dekAAD(rec.Org, rec.ID))
+}
+
+func dekLookup(dek []byte) func(string) ([]byte, bool) {
+	return func(id string) ([]byte, bool) { return dek, id == "" }
+}
+
+// openItem decrypts an item's metadata.
+func (v *Vault) openItem(rec ItemRecord) (Item, error) {
+	dek, err := v.dataKey(rec)
+	if err != nil {
+		return Item{}, err
+	}
+	defer wipe(dek)
+	mj, err := open(dekLookup(dek), rec.Meta, fieldAAD(rec.Org, rec.ID, metaField()))
+	if err != nil {
+		return Item{}, err
+	}
+	defer wipe(mj)
+	var m itemMeta
+	if err := json.Unmarshal(mj, &m); err != nil {
+		return Item{}, errCorrupt
+	}
+	it := Item{
+		ID: rec.ID, Org: rec.Org, Owner: rec.Owner, Kind: rec.Kind, Label: rec.Label,
+		Created: rec.Created, Updated: rec.Updated, Fields: append([]Field(nil), rec.Fields...),
+		Card: m.Card, Login: m.Login, Identity: m.Identity, Address: m.Address,
+	}
+	return it, nil
+}
+
+// CardInput is a new card. Number and CVV are digits only.
+type CardInput struct {
+	Number, CVV Secret
+	ExpiryMonth int
+	ExpiryYear  int // four digits
+	Holder      string
+	Billing     *AddressMeta
+	AnySite     bool
+	Sites       []string
+	LiveCVV     bool // the CVV is never stored; the owner types it per purchase
+}
+
+// LoginInput is a new login. Site (or, when empty, Website's host) is
+// reduced to its registrable domain.
+type LoginInput struct {
+	Site, Website   string
+	Email, Username string
+	Password, TOTP  Secret
+}
+
+func checkOrgOwner(org, owner string) error {
+	if org == "" || owner == "" || !plainText(org, 100) || !plainText(owner, 100) {
+		return invalid("org and owner must be non-empty single lines")
+	}
+	return nil
+}
+
+// AddCard validates and stores a card; its label is the next card number of
+// the org ("1", "2", ...).
+func (v *Vault) AddCard(ctx context.Context, org, owner string, in CardInput) (Item, error) {
+	if err := checkOrgOwner(org, owner); err != nil {
+		return Item{}, err
+	}
+	brand, err := validateCard(in, v.now())
+	if err != nil {
+		return Item{}, err
+	}
+	var sites []string
+	for _, s := range in.Sites {
+		h, err := siteHost(s)
+		if err != nil {
+			return Item{}, err
+		}
+		sites = append(sites, h)
+	}
+	n := in.Number.InsecureRawBytes()
+	meta := &CardMeta{
+		Brand: brand, Last4: string(n[len(n)-4:]), NumberLen: len(n), CVVLen: in.CVV.Len(),
+		ExpiryMonth: in.ExpiryMonth, ExpiryYear: in.ExpiryYear, HolderName: in.Holder,
+		AnySite: in.AnySite, Sites: sites, Billing: in.Billing,
+	}
+	values := []value{{FieldNumber, clone(n)}}
+	if !in.LiveCVV {
+		values = append(values, value{FieldCVV, clone(in.CVV.InsecureRawBytes())})
+	}
+	if in.Holder != "" {
+		values = append(values, value{FieldHolder, []byte(in.Holder)})
+	}
+	return v.put(ctx, Item{Org: org, Owner: owner, Kind: KindCard}, itemMeta{Card: meta}, values, true)
+}
+
+// AddLogin validates and stores a login; its label comes from the site
+// ("github.com" -> "github", then "github2" if taken).
+func (v *Vault) AddLogin(ctx context.Context, org, owner string, in LoginInput) (Item, error) {
+	if err := checkOrgOwner(org, owner); err != nil {
+		return Item{}, err
+	}
+	site := in.Site
+	if site == "" {
+		site = in.Website
+	}
+	if site == "" {
+		return Item{}, invalid("login needs a site")
+	}
+	domain, err := registrableDomain(site)
+	if err != nil {
+		return Item{}, err
+	}
+	if in.Email == "" && in.Username == "" {
+		return Item{}, invalid("login needs an email or a username")
+	}
+	if in.Email != "" && !validEmail(in.Email) {
+		return Item{}, invalid("email address is not valid")
+	}
+	if !plainText(in.Username, 200) || !plainText(in.Website, 2000) {
+		return Item{}, invalid("username and website must be single lines")
+	}
+	if in.Password.IsZero() || in.Password.Len() > 1024 {
+		return Item{}, invalid("password must be 1 to 1024 bytes")
+	}
+	if strings.ContainsAny(string(in.Password.InsecureRawBytes()), "\r\n\x00") {
+		return Item{}, invalid("password must not hold line breaks or NUL")
+	}
+	if in.TOTP.Len() > 512 {
+		return Item{}, invalid("TOTP seed too long")
+	}
+	meta := &LoginMeta{
+		Site: domain, Website: in.Website, Email: in.Email, Username: in.Username,
+		PasswordLen: in.Password.Len(), HasTOTP: !in.TOTP.IsZero(),
+	}
+	var values []value
+	if in.Email != "" {
+		values = append(values, value{FieldEmail, []byte(in.Email)})
+	}
+	if in.Username != "" {
+		values = append(values, value{FieldUsername, []byte(in.Username)})
+	}
+	values = append(values, value{FieldPassword, clone(in.Password.InsecureRawBytes())})
+	if !in.TOTP.IsZero() {
+		values = append(values, value{FieldTOTP, clone(in.TOTP.InsecureRawBytes())})
+	}
+	it := Item{Org: org, Owner: owner, Kind: KindLogin, Label: loginLabel(domain)}
+	return v.put(ctx, it, itemMeta{Login: meta}, values, false)
+}
+
+// AddIdentity stores the owner's identity for forms (label "1", "2", ...).
+func (v *Vault) AddIdentity(ctx context.Context, org, owner string, in IdentityMeta) (Item, error) {
+	if err := checkOrgOwner(org, owner); err != nil {
+		return Item{}, err
+	}
+	if err := validateIdentity(in); err != nil {
+		return Item{}, err
+	}
+	values := []value{{FieldName, []byte(in.Name)}}
+	if in.Email != "" {
+		values = append(values, value{FieldEmail, []byte(in.Email)})
+	}
+	if in.Phone != "" {
+		values = append(values, value{FieldPhone, []byte(in.Phone)})
+	}
+	m := in
+	return v.put(ctx, Item{Org: org, Owner: owner, Kind: KindIdentity}, itemMeta{Identity: &m}, values, true)
+}
+
+// AddAddress stores a postal address (label "1", "2", ...).
+func (v *Vault) AddAddress(ctx context.Context, org, owner string, in AddressMeta) (Item, error) {
+	if err := checkOrgOwner(org, owner); err != nil {
+		return Item{}, err
+	}
+	if err := validateAddress(in); err != nil {
+		return Item{}, err
+	}
+	var values []value
+	for _, fv := range []struct {
+		f Field
+		s string
+	}{{FieldName, in.Name}, {FieldLine1, in.Line1}, {FieldLine2, in.Line2}, {FieldCity, in.City},
+		{FieldRegion, in.Region}, {FieldPostalCode, in.PostalCode}, {FieldCountry, in.Country}} {
+		if fv.s != "" {
+			values = append(values, value{fv.f, []byte(fv.s)})
+		}
+	}
+	m := in
+	return v.put(ctx, Item{Org: org, Owner: owner, Kind: KindAddress}, itemMeta{Address: &m}, values, true)
+}
+
+// List returns the org's items (metadata only), oldest first.
+func (v *Vault) List(ctx context.Context, org string) ([]Item, error) {
+	recs, err := v.store.ListItems(ctx, org)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Item, 0, len(recs))
+	for _, r := range recs {
+		it, err := v.openItem(r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, it)
+	}
+	return out, nil
+}
+
+// Get returns one item's metadata.
+func (v *Vault) Get(ctx context.Context, org, id string) (Item, error) {
+	rec, err := v.store.GetItem(ctx, org, id)
+	if err != nil {
+		return Item{}, err
+	}
+	return v.openItem(rec)
+}
+
+// GetByLabel returns the item a token names (kind and label).
+func (v *Vault) GetByLabel(ctx context.Context, org string, kind Kind, label string) (Item, error) {
+	rec, err := v.store.GetItemByLabel(ctx, org, kind, label)
+	if err != nil {
+		return Item{}, err
+	}
+	return v.openItem(rec)
+}
+
+// Remove deletes an item and records it in the audit log.
+func (v *Vault) Remove(ctx context.Context, org, id string) error {
+	rec, err := v.store.GetItem(ctx, org, id)
+	if err != nil {
+		return err
+	}
+	if err := v.store.DeleteItem(ctx, org, id); err != nil {
+		return err
+	}
+	if _, err := v.store.AppendAudit(ctx, AuditRecord{Time: v.now().UTC(), Action: AuditRemove, Org: org, ItemID: id, Kind: rec.Kind}); err != nil {
+		return agentvault.Wrap(agentvault.CodeAuditUnavailable, err, "item removed, but the audit log could not be written")
+	}
+	return nil
+}
+
+// ReleaseArgs says which value is released, for whom and why; all of it
+// goes into the audit record.
+type ReleaseArgs struct {
+	Org, ItemID string
+	Field       Field
+	Destination string // host the value goes to on the wire
+	Session     string
+	Actor       string // API key id, "owner", ...
+	Purpose     string // "substitution", "scrub", "fill", ...
+}
+
+// Release decrypts one field and returns it only after its audit record
+// (with an HMAC of the value, never the value) is stored. If the audit log
+// cannot be written the value is wiped and CodeAuditUnavailable returned
+// (P12): no caller can get a value that was not audited.
+func (v *Vault) Release(ctx context.Context, a ReleaseArgs) (Secret, error) {
+	if a.Org == "" || a.ItemID == "" || a.Field == "" {
+		return Secret{}, invalid("release needs org, item and field")
+	}
+	rec, err := v.store.GetItem(ctx, a.Org, a.ItemID)
+	if err != nil {
+		return Secret{}, err
+	}
+	ct, ok := rec.Values[a.Field]
+	if !ok {
+		return Secret{}, agentvault.Errorf(agentvault.CodeNotFound, "item has no %s field", fieldName(a.Field))
+	}
+	dek, err := v.dataKey(rec)
+	if err != nil {
+		return Secret{}, err
+	}
+	pt, err := open(dekLookup(dek), ct, fieldAAD(rec.Org, rec.ID, a.Field))
+	wipe(dek)
+	if err != nil {
+		return Secret{}, err
+	}
+	mac := hmac.New(sha256.New, v.auditKey)
+	mac.Write(pt)
+	_, err = v.store.AppendAudit(ctx, AuditRecord{
+		Time: v.now().UTC(), Action: AuditRelease, Org: rec.Org, ItemID: rec.ID, Kind: rec.Kind, Field: a.Field,
+		Destination: a.Destination, Session: a.Session, Actor: a.Actor, Purpose: a.Purpose,
+		ValueHMAC: mac.Sum(nil),
+	})
+	if err != nil {
+		wipe(pt)
+		return Secret{}, agentvault.Wrap(agentvault.CodeAuditUnavailable, err, "audit log unavailable; value not released")
+	}
+	s := Secret{b: pt}
+	return s, nil
+}
+
+// fieldName keeps user-controlled field names out of messages.
+func fieldName(f Field) string {
+	switch f {
+	case FieldNumber, FieldCVV, FieldHolder, FieldEmail, FieldUsername, FieldPassword, FieldTOTP,
+		FieldName, FieldPhone, FieldLine1, FieldLine2, FieldCity, FieldRegion, FieldPostalCode, FieldCountry:
+		return string(f)
+	}
+	return "such"
+}
+
+// AuditHMAC is the HMAC an audit record holds for value, so an investigator
+// can check a candidate value against the log.
+func (v *Vault) AuditHMAC(value Secret) []byte {
+	mac := hmac.New(sha256.New, v.auditKey)
+	mac.Write(value.b)
+	return mac.Sum(nil)
+}
+
+// Audit returns audit records in append order.
+func (v *Vault) Audit(ctx context.Context, f AuditFilter) ([]AuditRecord, error) {
+	return v.store.QueryAudit(ctx, f)
+}
+
+// RotateKey makes newKey the master key: every data key (items and blobs)
+// is re-wrapped in one store transaction; values are not re-encrypted.
+// Reads keep working throughout, because this process holds both keys.
+func (v *Vault) RotateKey(ctx context.Context, newKey []byte, newKeyID string) error {
+	if len(newKey) != keySize {
+		return invalid("master key must be %d bytes", keySize)
+	}
+	if newKeyID == "" {
+		newKeyID = KeyIDFor(newKey)
+	}
+	v.rotMu.Lock()
+	defer v.rotMu.Unlock()
+	oldID, _ := v.active()
+	if newKeyID == oldID {
+		return invalid("the new master key is the current one")
+	}
+	newKey = clone(newKey)
+	v.mu.Lock()
+	v.keys[newKeyID] = newKey
+	v.mu.Unlock()
+	check, err := seal(newKey, newKeyID, []byte(keyCheckPlain), keyCheckAAD(newKeyID))
+	if err != nil {
+		return err
+	}
+	err = v.store.Rotate(ctx, RotateArgs{
+		NewKey: KeyRecord{ID: newKeyID, State: KeyActive, Check: check, Created: v.now().UTC()},
+		Rewrap: func(w WrappedKey) ([]byte, error) {
+			var aad []byte
+			switch w.Owner {
+			case "item":
+				aad = dekAAD(w.Org, w.ID)
+			case "blob":
+				aad = blobDEKAAD(w.ID)
+			default:
+				return nil, agentvault.Errorf(agentvault.CodeInternal, "unknown wrapped key owner")
+			}
+			dek, err := open(v.lookup, w.Wrapped, aad)
+			if err != nil {
+				return nil, err
+			}
+			defer wipe(dek)
+			return seal(newKey, newKeyID, dek, aad)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	v.mu.Lock()
+	v.activeID = newKeyID
+	v.mu.Unlock()
+	if _, err := v.store.AppendAudit(ctx, AuditRecord{Time: v.now().UTC(), Action: AuditRotate, Purpose: oldID + " -> " + newKeyID}); err != nil {
+		return agentvault.Wrap(agentvault.CodeAuditUnavailable, err, "key rotated, but the audit log could not be written")
+	}
+	return nil
+}
+
+// SealBlob stores data sealed under its own data key, e.g. the MITM CA key.
+// Names beginning with "vault/" are the vault's own.
+func (v *Vault) SealBlob(ctx context.Context, name string, data []byte) error {
+	if name == "" || strings.HasPrefix(name, reservedBlobPrefix) || !plainText(name, 200) {
+		return invalid("blob name must be a single line not starting with %q", reservedBlobPrefix)
+	}
+	return v.sealBlob(ctx, name, data, false)
+}
+
+func (v *Vault) sealBlob(ctx context.Context, name string, data []byte, createOnly bool) error {
+	v.rotMu.RLock()
+	defer v.rotMu.RUnlock()
+	dek, err := newDataKey()
+	if err != nil {
+		return err
+	}
+	defer wipe(dek)
+	keyID, kek := v.active()
+	wrapped, err := seal(kek, keyID, dek, blobDEKAAD(name))
+	if err != nil {
+		return err
+	}
+	ct, err := seal(dek, "", data, blobAAD(name))
+	if err != nil {
+		return err
+	}
+	return v.store.PutBlob(ctx, BlobRecord{Name: name, KeyID: keyID, WrappedKey: wrapped, Data: ct, Updated: v.now().UTC(), CreateOnly: createOnly})
+}
+
+// OpenBlob returns a blob's plaintext, or ErrNotFound.
+func (v *Vault) OpenBlob(ctx context.Context, name string) ([]byte, error) {
+	if strings.HasPrefix(name, reservedBlobPrefix) {
+		return nil, ErrNotFound
+	}
+	return v.openBlob(ctx, name)
+}
+
+func (v *Vault) openBlob(ctx context.Context, name string) ([]byte, error) {
+	rec, err := v.store.GetBlob(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	dek, err := open(v.lookup, rec.WrappedKey, blobDEKAAD(name))
+	if err != nil {
+		return nil, err
+	}
+	defer wipe(dek)
+	return open(dekLookup(dek), rec.Data, blobAAD(name))
+}
+
+// DeploymentSecret is a random 32-byte secret created once per deployment
+// and kept sealed in the store. tokens derives token suffixes from it.
+func (v *Vault) DeploymentSecret(ctx context.Context) ([]byte, error) {
+	v.depMu.Lock()
+	defer v.depMu.Unlock()
+	if v.depSecret == nil {
+		s, err := v.openOrCreateBlob(ctx, blobDeployment, func() ([]byte, error) { return randomBytes(32) })
+		if err != nil {
+			return nil, err
+		}
+		v.depSecret = s
+	}
+	return clone(v.depSecret), nil
+}
