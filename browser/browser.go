@@ -1,0 +1,200 @@
+package browser
+
+import (
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentvault/agentvault"
+	"github.com/mxschmitt/playwright-go"
+)
+
+// Config says where the driver and Chromium live and which CA to trust.
+type Config struct {
+	// DriverDir holds package/cli.js of playwright-core (PLAYWRIGHT_DRIVER_PATH
+	// when empty).
+	DriverDir string
+	// ChromiumPath is the browser binary (CHROMIUM_PATH, then
+	// /usr/bin/chromium when empty).
+	ChromiumPath string
+	// TrustSPKI lists base64 SHA-256 hashes of CA public keys whose
+	// certificates Chromium accepts in addition to the system roots: proxyd's
+	// MITM CA, or a test server's certificate.
+	TrustSPKI []string
+	// PopupNotice is how long a click or press waits for a new tab before it
+	// answers without a notice. Zero means DefaultPopupNotice; negative
+	// disables the wait.
+	PopupNotice time.Duration
+	Logger      *slog.Logger
+}
+
+// DefaultPopupNotice is the short window after a click in which a new tab is
+// reported with the click's answer. A later tab is still queued.
+const DefaultPopupNotice = 150 * time.Millisecond
+
+// chromiumArgs keep Chromium from phoning home on a machine with no network
+// but loopback, and from speaking QUIC past the proxy.
+var chromiumArgs = []string{
+	"--no-sandbox",
+	"--disable-gpu",
+	"--disable-quic",
+	"--no-first-run",
+	"--disable-background-networking",
+	"--disable-component-update",
+	"--disable-sync",
+	"--disable-default-apps",
+	"--disable-features=AutofillServerCommunication,OptimizationHints,MediaRouter,Translate",
+	"--metrics-recording-only",
+	"--no-default-browser-check",
+}
+
+// Browser is one Chromium process shared by every session.
+type Browser struct {
+	cfg Config
+	log *slog.Logger
+	pw  *playwright.Playwright
+	b   playwright.Browser
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// Launch starts the playwright driver and a headless Chromium. It never
+// downloads anything: a missing driver or browser is an error.
+func Launch(cfg Config) (*Browser, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.DriverDir == "" {
+		cfg.DriverDir = os.Getenv("PLAYWRIGHT_DRIVER_PATH")
+	}
+	if cfg.ChromiumPath == "" {
+		cfg.ChromiumPath = os.Getenv("CHROMIUM_PATH")
+	}
+	if cfg.ChromiumPath == "" {
+		cfg.ChromiumPath = "/usr/bin/chromium"
+	}
+	if cfg.PopupNotice == 0 {
+		cfg.PopupNotice = DefaultPopupNotice
+	}
+	if cfg.DriverDir == "" {
+		return nil, agentvault.Errorf(agentvault.CodeInternal, "playwright driver directory not set (PLAYWRIGHT_DRIVER_PATH)")
+	}
+	if _, err := os.Stat(filepath.Join(cfg.DriverDir, "package", "cli.js")); err != nil {
+		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "playwright driver not found under %s (run make driver)", cfg.DriverDir)
+	}
+	if os.Getenv("PLAYWRIGHT_NODEJS_PATH") == "" {
+		if _, err := os.Stat("/usr/bin/node"); err == nil {
+			os.Setenv("PLAYWRIGHT_NODEJS_PATH", "/usr/bin/node")
+		}
+	}
+	pw, err := playwright.Run(&playwright.RunOptions{
+		SkipInstallBrowsers: true,
+		DriverDirectory:     cfg.DriverDir,
+		Verbose:             false,
+		Stdout:              os.Stderr,
+		Stderr:              os.Stderr,
+	})
+	if err != nil {
+		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "start playwright driver")
+	}
+	args := append([]string(nil), chromiumArgs...)
+	if len(cfg.TrustSPKI) > 0 {
+		args = append(args, "--ignore-certificate-errors-spki-list="+strings.Join(cfg.TrustSPKI, ","))
+	}
+	b, err := pw.Chromium.Launch(playwright.BrowserTypeLaunchOptions{
+		ExecutablePath: playwright.String(cfg.ChromiumPath),
+		Headless:       playwright.Bool(true),
+		Args:           args,
+		// Proxy variables in mcpd's environment must not steer Chromium.
+		Env: map[string]string{"HTTP_PROXY": "", "HTTPS_PROXY": "", "http_proxy": "", "https_proxy": "", "NO_PROXY": "", "no_proxy": ""},
+	})
+	if err != nil {
+		_ = pw.Stop()
+		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "launch chromium")
+	}
+	return &Browser{cfg: cfg, log: cfg.Logger, pw: pw, b: b}, nil
+}
+
+// Trusts reports whether the browser was launched trusting exactly spki.
+func (b *Browser) Trusts(spki string) bool {
+	for _, s := range b.cfg.TrustSPKI {
+		if s == spki {
+			return true
+		}
+	}
+	return false
+}
+
+// Close ends Chromium and the driver.
+func (b *Browser) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
+	b.mu.Unlock()
+	err1 := b.b.Close()
+	err2 := b.pw.Stop()
+	return errors.Join(err1, err2)
+}
+
+// Proxy is the proxyd endpoint and the session's proxy credential.
+type Proxy struct {
+	Server   string // http://127.0.0.1:7700
+	Username string
+	Password string
+}
+
+// SessionOptions configures one browser context.
+type SessionOptions struct {
+	// Proxy routes every request of the context, loopback included. Nil means
+	// a direct connection (tests without proxyd only).
+	Proxy *Proxy
+	// ViewportWidth and ViewportHeight default to 1280x900.
+	ViewportWidth, ViewportHeight int
+}
+
+// NewSession opens a fresh browser context (own cookies, own proxy
+// credential) with one blank page.
+func (b *Browser) NewSession(opts SessionOptions) (*Session, error) {
+	w, h := opts.ViewportWidth, opts.ViewportHeight
+	if w == 0 || h == 0 {
+		w, h = 1280, 900
+	}
+	co := playwright.BrowserNewContextOptions{
+		Viewport:          &playwright.Size{Width: w, Height: h},
+		AcceptDownloads:   playwright.Bool(false),
+		ServiceWorkers:    playwright.ServiceWorkerPolicyBlock,
+		BypassCSP:         playwright.Bool(false),
+		JavaScriptEnabled: playwright.Bool(true),
+	}
+	if opts.Proxy != nil {
+		co.Proxy = &playwright.Proxy{
+			Server:   opts.Proxy.Server,
+			Username: playwright.String(opts.Proxy.Username),
+			Password: playwright.String(opts.Proxy.Password),
+			// An empty bypass list: Playwright would otherwise let Chromium
+			// skip the proxy for loopback.
+			Bypass: playwright.String("<-loopback>"),
+		}
+	}
+	bctx, err := b.b.NewContext(co)
+	if err != nil {
+		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "open browser context")
+	}
+	s := &Session{b: b, ctx: bctx, popupArrived: make(chan struct{}, 1)}
+	p, err := bctx.NewPage()
+	if err != nil {
+		_ = bctx.Close()
+		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "open page")
+	}
+	s.watch(p, nil)
+	s.stack = []playwright.Page{p}
+	return s, nil
+}

@@ -1,0 +1,232 @@
+package browser_test
+
+import (
+	"bytes"
+	"image/png"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/browser"
+	"github.com/agentvault/agentvault/browser/browsertest"
+)
+
+func open(t *testing.T) (*browsertest.Site, *browser.Session) {
+	t.Helper()
+	site := browsertest.Start(t)
+	b := browsertest.Launch(t, site)
+	s, err := b.NewSession(browser.SessionOptions{ViewportWidth: 1280, ViewportHeight: 2400})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Goto(site.CheckoutURL(), 10*time.Second); err != nil {
+		t.Fatalf("goto: %v", err)
+	}
+	if err := s.WaitFor(browser.Target{Selector: "#number", Frame: "iframe"}, "visible", 5*time.Second); err != nil {
+		t.Fatalf("card frame: %v", err)
+	}
+	return site, s
+}
+
+// TestBrowserCheckoutPage walks the primitives on the test checkout: a
+// snapshot with field selectors into the cross-origin card frame, values
+// never shown, fills by those selectors, counts, the popup queue and the
+// real payment post.
+func TestBrowserCheckoutPage(t *testing.T) {
+	site, s := open(t)
+
+	t.Run("snapshot", func(t *testing.T) {
+		if err := s.Fill(browser.Target{Selector: "#company"}, "Zebracorp-Canary", time.Second); err != nil {
+			t.Fatal(err)
+		}
+		snap, err := s.Snapshot(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(snap.YAML, "Zebracorp") {
+			t.Fatalf("snapshot shows a field value (len %d)", len(snap.YAML))
+		}
+		if !strings.Contains(snap.YAML, `textbox "Card number" [ref=f`) {
+			t.Fatalf("snapshot does not reach into the card frame:\n%s", snap.YAML)
+		}
+		byName := map[string]browser.Field{}
+		for _, f := range snap.Fields {
+			byName[f.Selector] = f
+		}
+		num, ok := byName["#number"]
+		if !ok || num.Frame != `iframe[title="Secure payment input frame"]` {
+			t.Fatalf("card number field: %+v (fields %+v)", num, snap.Fields)
+		}
+		if f, ok := byName["#email"]; !ok || f.Frame != "" {
+			t.Fatalf("email field: %+v", f)
+		}
+		if len(snap.Fields) < 28 {
+			t.Fatalf("only %d fields", len(snap.Fields))
+		}
+		// A ref works as a selector.
+		c, err := s.Count(browser.Target{Selector: "aria-ref=" + num.Ref})
+		if err != nil || c.Count != 1 {
+			t.Fatalf("count by ref: %+v %v", c, err)
+		}
+	})
+
+	t.Run("count", func(t *testing.T) {
+		c, err := s.Count(browser.Target{Selector: "input"})
+		if err != nil || c.Count < 20 || c.Visible != nil {
+			t.Fatalf("many inputs: %+v %v", c, err)
+		}
+		c, err = s.Count(browser.Target{Selector: "#cvc", Frame: "iframe"})
+		if err != nil || c.Count != 1 || c.Visible == nil || *c.Visible != 1 {
+			t.Fatalf("cvc: %+v %v", c, err)
+		}
+		c, err = s.Count(browser.Target{Selector: "#nothing"})
+		if err != nil || c.Count != 0 {
+			t.Fatalf("nothing: %+v %v", c, err)
+		}
+	})
+
+	t.Run("fill errors carry no value", func(t *testing.T) {
+		err := s.Fill(browser.Target{Selector: "#missing"}, "4111111111111111", 200*time.Millisecond)
+		if agentvault.ErrorCode(err) != agentvault.CodeFieldNotFound {
+			t.Fatalf("code %q", agentvault.ErrorCode(err))
+		}
+		var full string
+		for e := err; e != nil; e = unwrap(e) {
+			full += e.Error()
+		}
+		if strings.Contains(full, "4111") {
+			t.Fatal("fill error chain carries the typed value")
+		}
+	})
+
+	t.Run("popup", func(t *testing.T) {
+		act, err := s.Click(browser.Target{Selector: "#wallet"}, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.WaitForPopup(5 * time.Second); err != nil {
+			t.Fatalf("wait_for_popup: %v (notice %v)", err, act.NewTab)
+		}
+		if !strings.HasSuffix(s.URL(), "/popup") {
+			t.Fatalf("current page %q", s.URL())
+		}
+		where, _, err := s.ClosePopup()
+		if err != nil || where != "opener" || !strings.HasSuffix(s.URL(), "/checkout") {
+			t.Fatalf("close_popup: %q %v %q", where, err, s.URL())
+		}
+		if _, err := s.WaitForPopup(100 * time.Millisecond); agentvault.ErrorCode(err) != agentvault.CodeTimeout {
+			t.Fatalf("empty queue: %v", err)
+		}
+	})
+
+	t.Run("pay", func(t *testing.T) {
+		must(t, s.SelectOption(browser.Target{Selector: "#exp-month"}, "12", time.Second))
+		must(t, s.Fill(browser.Target{Selector: "#number", Frame: "iframe"}, "4242424242424242", time.Second))
+		must(t, s.Fill(browser.Target{Selector: "#cvc", Frame: "iframe"}, "123", time.Second))
+		if _, err := s.Click(browser.Target{Selector: "#place-order"}, 2*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		m, err := s.Race(browser.Target{Selector: "#order-success"}, browser.Target{Selector: "#err:not(:empty)"}, 5*time.Second)
+		if err != nil || m != "success" {
+			t.Fatalf("race: %q %v", m, err)
+		}
+		if p := site.PostedBodies(); len(p) != 1 || !strings.Contains(p[0], "number=4242424242424242") {
+			t.Fatalf("payments API got %d posts", len(p))
+		}
+	})
+}
+
+// TestObserveErrorText reads validation output only, and flags it.
+func TestObserveErrorText(t *testing.T) {
+	_, s := open(t)
+	must(t, s.Fill(browser.Target{Selector: "#number", Frame: "iframe"}, "4242424242424241", time.Second))
+	must(t, s.Fill(browser.Target{Selector: "#cvc", Frame: "iframe"}, "123", time.Second))
+	if _, err := s.Click(browser.Target{Selector: "#place-order"}, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitFor(browser.Target{Selector: "#err:not(:empty)"}, "visible", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	sig, err := s.Observe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sig.Error || sig.PasswordField || !sig.EmailOrPhone || sig.Incomplete {
+		t.Fatalf("signals %+v", sig)
+	}
+	joined := strings.Join(sig.ErrorText, "|")
+	if !strings.Contains(joined, "Card declined") || !strings.Contains(joined, "is invalid") {
+		t.Fatalf("errorText %d entries", len(sig.ErrorText))
+	}
+	ch, err := s.DetectChallenge()
+	if err != nil || len(ch.Types) != 0 {
+		t.Fatalf("challenge on a plain checkout: %+v %v", ch, err)
+	}
+}
+
+// TestP19_ScreenshotMasksAtSource paints masked fields before the pixels
+// leave Chromium: the red card number box comes out black.
+func TestP19_ScreenshotMasksAtSource(t *testing.T) {
+	_, s := open(t)
+	shot := func(masks []string) (r, g, bl uint32) {
+		raw, err := s.Screenshot(masks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := png.Decode(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Find the red box: scan for a red pixel without a mask first.
+		r, g, bl, _ = img.At(probeX, probeY).RGBA()
+		return r >> 8, g >> 8, bl >> 8
+	}
+	locateRed(t, s)
+	if r, g, b := shot(nil); !(r > 200 && g < 60 && b < 60) {
+		t.Fatalf("probe pixel not red without mask: %d,%d,%d", r, g, b)
+	}
+	if r, g, b := shot([]string{"input[autocomplete=cc-number]"}); r > 30 || g > 30 || b > 30 {
+		t.Fatalf("masked pixel %d,%d,%d, want black", r, g, b)
+	}
+}
+
+var probeX, probeY int
+
+func locateRed(t *testing.T, s *browser.Session) {
+	raw, err := s.Screenshot(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bd := img.Bounds()
+	for y := bd.Min.Y; y < bd.Max.Y; y += 2 {
+		for x := bd.Min.X; x < bd.Max.X; x += 2 {
+			r, g, b, _ := img.At(x, y).RGBA()
+			if r>>8 > 240 && g>>8 < 20 && b>>8 < 20 {
+				probeX, probeY = x+6, y+6
+				return
+			}
+		}
+	}
+	t.Fatal("red card box not on screen")
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func unwrap(err error) error {
+	u, ok := err.(interface{ Unwrap() error })
+	if !ok {
+		return nil
+	}
+	return u.Unwrap()
+}

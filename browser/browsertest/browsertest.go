@@ -1,0 +1,200 @@
+// Package browsertest serves a realistic checkout page over HTTPS on
+// loopback (a shop origin and a separate payments origin holding the card
+// form in an iframe) and launches Chromium trusting it, for the tests and
+// benchmarks of browser and mcpserver. It must never be imported by
+// non-test code.
+package browsertest
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentvault/agentvault/browser"
+)
+
+// Site is the two test origins.
+type Site struct {
+	Shop, Pay *httptest.Server
+	SPKI      string
+
+	mu      sync.Mutex
+	Posted  []string // raw bodies posted to the payments API
+	Ordered int
+}
+
+// DriverDir finds the playwright driver: PLAYWRIGHT_DRIVER_PATH, else the
+// repo's .cache/playwright-driver.
+func DriverDir() string {
+	if d := os.Getenv("PLAYWRIGHT_DRIVER_PATH"); d != "" {
+		return d
+	}
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", ".cache", "playwright-driver")
+}
+
+// SkipIfNoBrowser skips when the driver or Chromium is missing.
+func SkipIfNoBrowser(tb testing.TB) {
+	tb.Helper()
+	if _, err := os.Stat(filepath.Join(DriverDir(), "package", "cli.js")); err != nil {
+		tb.Skip("playwright driver missing: run make driver")
+	}
+	cp := os.Getenv("CHROMIUM_PATH")
+	if cp == "" {
+		cp = "/usr/bin/chromium"
+	}
+	if _, err := os.Stat(cp); err != nil {
+		tb.Skip("chromium missing")
+	}
+}
+
+// Launch starts Chromium trusting the site's certificate.
+func Launch(tb testing.TB, s *Site) *browser.Browser {
+	tb.Helper()
+	SkipIfNoBrowser(tb)
+	b, err := browser.Launch(browser.Config{DriverDir: DriverDir(), TrustSPKI: []string{s.SPKI}})
+	if err != nil {
+		tb.Fatalf("launch: %v", err)
+	}
+	tb.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+// Start serves the shop and the payments origin.
+func Start(tb testing.TB) *Site {
+	tb.Helper()
+	s := &Site{}
+	pay := http.NewServeMux()
+	pay.HandleFunc("/card", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, cardPage)
+	})
+	pay.HandleFunc("/api/pay", func(w http.ResponseWriter, r *http.Request) {
+		r.ParseForm()
+		s.mu.Lock()
+		s.Posted = append(s.Posted, r.Form.Encode())
+		s.mu.Unlock()
+		w.Write([]byte(`{"ok":true}`))
+	})
+	s.Pay = httptest.NewTLSServer(pay)
+	shop := http.NewServeMux()
+	shop.HandleFunc("/checkout", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, strings.ReplaceAll(checkoutPage, "{{PAY}}", s.Pay.URL))
+	})
+	shop.HandleFunc("/popup", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<html><head><title>Wallet</title></head><body><h1>Wallet sign-in</h1><button id="done" onclick="window.close()">Done</button></body></html>`)
+	})
+	shop.HandleFunc("/login", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, loginPage)
+	})
+	shop.HandleFunc("/order", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.Ordered++
+		s.mu.Unlock()
+		fmt.Fprint(w, `<html><body><h1 id="order-success">Thank you, order placed</h1></body></html>`)
+	})
+	s.Shop = httptest.NewTLSServer(shop)
+	tb.Cleanup(s.Shop.Close)
+	tb.Cleanup(s.Pay.Close)
+	sum := sha256.Sum256(s.Shop.Certificate().RawSubjectPublicKeyInfo)
+	s.SPKI = base64.StdEncoding.EncodeToString(sum[:])
+	return s
+}
+
+// CheckoutURL is the ~30-field checkout page.
+func (s *Site) CheckoutURL() string { return s.Shop.URL + "/checkout" }
+
+// LoginURL is an email-first sign-in page.
+func (s *Site) LoginURL() string { return s.Shop.URL + "/login" }
+
+// PostedBodies returns what the payments API received.
+func (s *Site) PostedBodies() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.Posted...)
+}
+
+var checkoutPage = func() string {
+	var b strings.Builder
+	b.WriteString(`<!doctype html><html><head><title>Checkout</title><style>input,select{display:block;margin:2px}</style></head><body>
+<h1>Checkout</h1><form id="shipping" onsubmit="return false">`)
+	fields := []struct{ id, label, ac, typ string }{
+		{"email", "Email", "email", "email"}, {"phone", "Phone", "tel", "tel"},
+		{"first", "First name", "given-name", "text"}, {"last", "Last name", "family-name", "text"},
+		{"company", "Company", "organization", "text"}, {"addr1", "Address line 1", "address-line1", "text"},
+		{"addr2", "Address line 2", "address-line2", "text"}, {"city", "City", "address-level2", "text"},
+		{"region", "Region", "address-level1", "text"}, {"postcode", "Postcode", "postal-code", "text"},
+		{"bfirst", "Billing first name", "billing given-name", "text"}, {"blast", "Billing last name", "billing family-name", "text"},
+		{"baddr1", "Billing address", "billing address-line1", "text"}, {"bcity", "Billing city", "billing address-level2", "text"},
+		{"bpost", "Billing postcode", "billing postal-code", "text"}, {"coupon", "Coupon", "off", "text"},
+		{"giftmsg", "Gift message", "off", "text"}, {"vat", "VAT number", "off", "text"},
+		{"notes", "Delivery notes", "off", "text"}, {"ref", "Order reference", "off", "text"},
+		{"cname", "Name on card", "cc-name", "text"}, {"alt", "Alternate phone", "tel", "tel"},
+	}
+	for _, f := range fields {
+		fmt.Fprintf(&b, `<label for="%s">%s</label><input id="%s" name="%s" autocomplete="%s" type="%s">`+"\n", f.id, f.label, f.id, f.id, f.ac, f.typ)
+	}
+	b.WriteString(`<label for="country">Country</label><select id="country" name="country"><option value="FR">France</option><option value="DE">Germany</option><option value="US">United States</option></select>
+<label><input type="checkbox" id="terms" name="terms"> I accept the terms</label>
+<label for="exp-month">Expiry month</label><select id="exp-month" name="exp-month">` + opts(1, 12) + `</select>
+<label for="exp-year">Expiry year</label><select id="exp-year" name="exp-year">` + opts(2026, 2035) + `</select>
+<p>Total: <span id="total">EUR 42.00</span></p>
+<iframe title="Secure payment input frame" src="{{PAY}}/card" style="width:420px;height:160px"></iframe>
+<p id="err" role="alert"></p>
+<button id="place-order" type="button" onclick="placeOrder()">Place order</button>
+<button id="wallet" type="button" onclick="window.open('/popup','wallet')">Pay with wallet</button>
+</form>
+<script>
+function placeOrder() {
+  const f = document.querySelector('iframe').contentWindow;
+  f.postMessage('pay', '*');
+}
+window.addEventListener('message', (e) => {
+  if (e.data === 'paid') location.href = '/order';
+  else if (typeof e.data === 'string' && e.data.startsWith('error:')) document.getElementById('err').textContent = e.data.slice(6);
+});
+</script></body></html>`)
+	return b.String()
+}()
+
+func opts(from, to int) string {
+	var b strings.Builder
+	for i := from; i <= to; i++ {
+		fmt.Fprintf(&b, `<option value="%d">%02d</option>`, i, i)
+	}
+	return b.String()
+}
+
+const cardPage = `<!doctype html><html><body style="background:#fff">
+<label for="number">Card number</label><input id="number" name="number" autocomplete="cc-number" inputmode="numeric" style="background:#f00;width:300px;height:30px">
+<label for="cvc">CVC</label><input id="cvc" name="cvc" autocomplete="cc-csc" inputmode="numeric">
+<div id="card-error" aria-live="polite"></div>
+<script>
+function luhn(n) { let s = 0, alt = false; for (let i = n.length - 1; i >= 0; i--) { let d = +n[i]; if (alt) { d *= 2; if (d > 9) d -= 9; } s += d; alt = !alt; } return s % 10 === 0; }
+window.addEventListener('message', async (e) => {
+  if (e.data !== 'pay') return;
+  const n = document.getElementById('number').value.replace(/\s+/g, '');
+  const c = document.getElementById('cvc').value;
+  if (!/^\d{12,19}$/.test(n) || !luhn(n)) { document.getElementById('number').setAttribute('aria-invalid', 'true'); document.getElementById('card-error').textContent = 'Your card number ' + n + ' is invalid'; parent.postMessage('error:Card declined', '*'); return; }
+  if (!/^\d{3,4}$/.test(c)) { parent.postMessage('error:Security code is invalid', '*'); return; }
+  await fetch('/api/pay', {method: 'POST', headers: {'Content-Type': 'application/x-www-form-urlencoded'}, body: 'number=' + n + '&cvc=' + c});
+  parent.postMessage('paid', '*');
+});
+</script></body></html>`
+
+const loginPage = `<!doctype html><html><body><h1>Sign in</h1>
+<div id="step1"><label for="identifier">Email address</label><input id="identifier" name="username" type="email" autocomplete="username">
+<button id="next" onclick="document.getElementById('step2').style.display='block';document.getElementById('step1').style.display='none'">Next</button></div>
+<div id="step2" style="display:none"><label for="password">Password</label><input id="password" name="password" type="password" autocomplete="current-password">
+<button id="signin" onclick="location.href='/order'">Sign in</button></div>
+</body></html>`

@@ -1,0 +1,633 @@
+package browser
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentvault/agentvault"
+	"github.com/mxschmitt/playwright-go"
+)
+
+// Target names an element: a Playwright selector (CSS, text=, aria-ref=eN,
+// ...) and, when the element lives in an iframe, the CSS selector of that
+// iframe.
+type Target struct {
+	Selector string
+	Frame    string
+}
+
+func (t Target) String() string {
+	if t.Frame == "" {
+		return t.Selector
+	}
+	return t.Selector + " in " + t.Frame
+}
+
+// Session is one browser context: its page stack (the current page is the
+// top) and the queue of popups no tool has picked up yet.
+type Session struct {
+	b   *Browser
+	ctx playwright.BrowserContext
+
+	mu           sync.Mutex
+	stack        []playwright.Page // openers below, current on top
+	queue        []popup           // tabs opened and not yet taken
+	popupArrived chan struct{}
+	closed       bool
+}
+
+type popup struct {
+	page   playwright.Page
+	opener playwright.Page
+}
+
+// watch registers the popup listener of a page.
+func (s *Session) watch(p playwright.Page, opener playwright.Page) {
+	p.OnPopup(func(child playwright.Page) {
+		s.mu.Lock()
+		s.queue = append(s.queue, popup{page: child, opener: p})
+		s.mu.Unlock()
+		s.watch(child, p)
+		select {
+		case s.popupArrived <- struct{}{}:
+		default:
+		}
+	})
+}
+
+// Page returns the current page.
+func (s *Session) page() (playwright.Page, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, agentvault.Errorf(agentvault.CodeSessionEnded, "the browser session is closed")
+	}
+	for len(s.stack) > 0 && s.stack[len(s.stack)-1].IsClosed() {
+		s.stack = s.stack[:len(s.stack)-1]
+	}
+	if len(s.stack) == 0 {
+		return nil, agentvault.Errorf(agentvault.CodeNoPage, "no page is open: call open_page")
+	}
+	return s.stack[len(s.stack)-1], nil
+}
+
+// URL is the current page's address ("" before any navigation).
+func (s *Session) URL() string {
+	p, err := s.page()
+	if err != nil {
+		return ""
+	}
+	return p.URL()
+}
+
+// PendingPopups is how many opened tabs wait for WaitForPopup.
+func (s *Session) PendingPopups() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, q := range s.queue {
+		if !q.page.IsClosed() {
+			n++
+		}
+	}
+	return n
+}
+
+// Close closes the context and every page in it.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	return s.ctx.Close()
+}
+
+func ms(d time.Duration) *float64 {
+	f := float64(d.Milliseconds())
+	if f <= 0 {
+		f = 1
+	}
+	return &f
+}
+
+// locator resolves a target on the current page.
+func (s *Session) locator(t Target) (playwright.Locator, playwright.Page, error) {
+	p, err := s.page()
+	if err != nil {
+		return nil, nil, err
+	}
+	if strings.TrimSpace(t.Selector) == "" {
+		return nil, nil, agentvault.Errorf(agentvault.CodeInvalidInput, "selector is empty")
+	}
+	if t.Frame != "" {
+		return p.FrameLocator(t.Frame).Locator(t.Selector), p, nil
+	}
+	return p.Locator(t.Selector), p, nil
+}
+
+// Goto navigates the current page and waits for its load event.
+func (s *Session) Goto(url string, timeout time.Duration) error {
+	p, err := s.page()
+	if err != nil {
+		return err
+	}
+	_, err = p.Goto(url, playwright.PageGotoOptions{Timeout: ms(timeout), WaitUntil: playwright.WaitUntilStateLoad})
+	if err != nil {
+		return navError(err)
+	}
+	return nil
+}
+
+// navError classifies a navigation failure without echoing the page.
+func navError(err error) error {
+	msg := err.Error()
+	switch {
+	case errors.Is(err, playwright.ErrTimeout):
+		return agentvault.Wrap(agentvault.CodeTimeout, err, "the page did not finish loading in time")
+	case strings.Contains(msg, "ERR_TUNNEL_CONNECTION_FAILED"), strings.Contains(msg, "ERR_PROXY"):
+		return agentvault.Wrap(agentvault.CodeUpstream, err, "the proxy refused or could not reach this site (%s)", netCode(msg))
+	case strings.Contains(msg, "net::"):
+		return agentvault.Wrap(agentvault.CodeUpstream, err, "navigation failed: %s", netCode(msg))
+	}
+	return agentvault.Wrap(agentvault.CodeUpstream, err, "navigation failed")
+}
+
+// netCode extracts Chromium's net::ERR_* name, which carries no page data.
+func netCode(msg string) string {
+	i := strings.Index(msg, "net::ERR_")
+	if i < 0 {
+		return "unknown error"
+	}
+	j := i + len("net::")
+	for j < len(msg) && (msg[j] == '_' || (msg[j] >= 'A' && msg[j] <= 'Z') || (msg[j] >= '0' && msg[j] <= '9')) {
+		j++
+	}
+	return msg[i:j]
+}
+
+// Action is what a click or press observed.
+type Action struct {
+	// NewTab is true when a tab opened within the notice window.
+	NewTab bool
+}
+
+func (s *Session) popupsSeen() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue)
+}
+
+func (s *Session) afterAction(before int) Action {
+	if s.popupsSeen() > before {
+		return Action{NewTab: true}
+	}
+	if s.b.cfg.PopupNotice < 0 {
+		return Action{}
+	}
+	t := time.NewTimer(s.b.cfg.PopupNotice)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.popupArrived:
+			if s.popupsSeen() > before {
+				return Action{NewTab: true}
+			}
+		case <-t.C:
+			return Action{NewTab: s.popupsSeen() > before}
+		}
+	}
+}
+
+// Click clicks the target.
+func (s *Session) Click(t Target, timeout time.Duration) (Action, error) {
+	loc, _, err := s.locator(t)
+	if err != nil {
+		return Action{}, err
+	}
+	before := s.popupsSeen()
+	if err := loc.Click(playwright.LocatorClickOptions{Timeout: ms(timeout)}); err != nil {
+		return Action{}, actionError("click", t, timeout, err)
+	}
+	return s.afterAction(before), nil
+}
+
+// Press sends one key or chord to the target.
+func (s *Session) Press(t Target, key string, timeout time.Duration) (Action, error) {
+	loc, _, err := s.locator(t)
+	if err != nil {
+		return Action{}, err
+	}
+	before := s.popupsSeen()
+	if err := loc.Press(key, playwright.LocatorPressOptions{Timeout: ms(timeout)}); err != nil {
+		return Action{}, actionError("press", t, timeout, err)
+	}
+	return s.afterAction(before), nil
+}
+
+// actionError explains a failed click or press in our own words. Playwright's
+// text can quote page markup, so only its shape is read here; the raw text
+// stays in the cause for the debug log.
+func actionError(verb string, t Target, timeout time.Duration, err error) error {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "intercepts pointer events") &&
+		(strings.Contains(msg, "performing "+verb+" action") || strings.Contains(msg, verb+" action done")):
+		return agentvault.Wrap(agentvault.CodeTimeout, err,
+			"%s on %s landed, then timed out waiting after it: read the page before repeating it, the action may already have taken effect", verb, t)
+	case strings.Contains(msg, "intercepts pointer events"):
+		return agentvault.Wrap(agentvault.CodeTimeout, err,
+			"%s on %s timed out after %d ms because another element covers it: use press with Enter (Space for a checkbox or radio), or clear the overlay", verb, t, timeout.Milliseconds())
+	case strings.Contains(msg, "strict mode violation"):
+		return agentvault.Wrap(agentvault.CodeInvalidInput, err, "%s: selector %s matches more than one element; narrow it", verb, t)
+	case strings.Contains(msg, "not attached"), strings.Contains(msg, "Target page, context or browser has been closed"):
+		return agentvault.Wrap(agentvault.CodeNoPage, err, "%s: the page or frame went away", verb)
+	case strings.Contains(msg, "net::ERR_"):
+		return agentvault.Wrap(agentvault.CodeUpstream, err, "%s led to a navigation that failed: %s", verb, netCode(msg))
+	case errors.Is(err, playwright.ErrTimeout):
+		return agentvault.Wrap(agentvault.CodeTimeout, err, "%s: %s did not become actionable within %d ms", verb, t, timeout.Milliseconds())
+	case strings.Contains(msg, "Unknown key"):
+		return agentvault.Wrap(agentvault.CodeInvalidInput, err, "%s: unknown key name", verb)
+	}
+	return agentvault.Wrap(agentvault.CodeInternal, err, "%s on %s failed", verb, t)
+}
+
+// Fill types value into the target. The value never appears in the error:
+// Playwright's error text is dropped and replaced by a classification.
+func (s *Session) Fill(t Target, value string, timeout time.Duration) error {
+	loc, _, err := s.locator(t)
+	if err != nil {
+		return err
+	}
+	if err := loc.Fill(value, playwright.LocatorFillOptions{Timeout: ms(timeout)}); err != nil {
+		return fillError(t, timeout, err)
+	}
+	return nil
+}
+
+// SelectOption picks the option whose value or label equals value.
+func (s *Session) SelectOption(t Target, value string, timeout time.Duration) error {
+	loc, _, err := s.locator(t)
+	if err != nil {
+		return err
+	}
+	_, err = loc.SelectOption(playwright.SelectOptionValues{Values: &[]string{value}}, playwright.LocatorSelectOptionOptions{Timeout: ms(timeout)})
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, playwright.ErrTimeout) {
+		// No option with that value: try the label ("12" vs "12 - December"
+		// is the caller's business; an exact label is tried once).
+		_, err2 := loc.SelectOption(playwright.SelectOptionValues{Labels: &[]string{value}}, playwright.LocatorSelectOptionOptions{Timeout: ms(timeout / 2)})
+		if err2 == nil {
+			return nil
+		}
+	}
+	return fillError(t, timeout, err)
+}
+
+func fillError(t Target, timeout time.Duration, err error) error {
+	msg := err.Error()
+	// Only fixed markers are read; the cause is replaced so that no typed
+	// value can ride along in a log line.
+	cause := errors.New("playwright fill error (text withheld)")
+	switch {
+	case strings.Contains(msg, "strict mode violation"):
+		return agentvault.Wrap(agentvault.CodeInvalidInput, cause, "selector %s matches more than one element; narrow it", t)
+	case strings.Contains(msg, "not an <input>"), strings.Contains(msg, "Element is not an"), strings.Contains(msg, "not a <select>"):
+		return agentvault.Wrap(agentvault.CodeInvalidInput, cause, "%s is not a field that takes text (or not a select)", t)
+	case strings.Contains(msg, "not editable"), strings.Contains(msg, "readonly"), strings.Contains(msg, "disabled"):
+		return agentvault.Wrap(agentvault.CodeFieldNotFound, cause, "%s is disabled or read-only", t)
+	case errors.Is(err, playwright.ErrTimeout):
+		return agentvault.Wrap(agentvault.CodeFieldNotFound, cause, "%s was not found, visible and editable within %d ms", t, timeout.Milliseconds())
+	case strings.Contains(msg, "closed"):
+		return agentvault.Wrap(agentvault.CodeNoPage, cause, "the page or frame went away")
+	}
+	return agentvault.Wrap(agentvault.CodeInternal, cause, "fill of %s failed", t)
+}
+
+// WaitState is one of attached, detached, visible, hidden.
+type WaitState string
+
+// WaitFor waits until the target reaches state (visible when empty).
+func (s *Session) WaitFor(t Target, state WaitState, timeout time.Duration) error {
+	loc, _, err := s.locator(t)
+	if err != nil {
+		return err
+	}
+	o := playwright.LocatorWaitForOptions{Timeout: ms(timeout)}
+	switch state {
+	case "", "visible":
+		o.State = playwright.WaitForSelectorStateVisible
+	case "attached":
+		o.State = playwright.WaitForSelectorStateAttached
+	case "detached":
+		o.State = playwright.WaitForSelectorStateDetached
+	case "hidden":
+		o.State = playwright.WaitForSelectorStateHidden
+	default:
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "state must be attached, detached, visible or hidden")
+	}
+	// First() so that a selector matching several elements waits for the
+	// first instead of failing strict mode.
+	if err := loc.First().WaitFor(o); err != nil {
+		if errors.Is(err, playwright.ErrTimeout) {
+			return agentvault.Wrap(agentvault.CodeTimeout, err, "%s did not become %s within %d ms", t, stateName(state), timeout.Milliseconds())
+		}
+		return actionError("wait", t, timeout, err)
+	}
+	return nil
+}
+
+func stateName(s WaitState) string {
+	if s == "" {
+		return "visible"
+	}
+	return string(s)
+}
+
+// Counted is what Count saw.
+type Counted struct {
+	Count int
+	// Visible is nil when it could not be checked (too many matches, or the
+	// page navigated mid-read).
+	Visible *int
+}
+
+// maxVisibleCheck bounds the per-element visibility probe.
+const maxVisibleCheck = 20
+
+// Count counts matches now, without waiting.
+func (s *Session) Count(t Target) (Counted, error) {
+	loc, _, err := s.locator(t)
+	if err != nil {
+		return Counted{}, err
+	}
+	if strings.HasPrefix(strings.TrimSpace(t.Selector), "aria-ref=") {
+		// A ref can point into a child frame; only Playwright's own
+		// locator calls follow it there, evaluateAll does not.
+		n, err := loc.Count()
+		if err != nil {
+			return Counted{}, agentvault.Wrap(agentvault.CodeInternal, err, "count of %s failed (the page may have navigated: ask again)", t)
+		}
+		c := Counted{Count: n}
+		if n == 1 {
+			v := 0
+			if ok, err := loc.IsVisible(); err == nil && ok {
+				v = 1
+			}
+			c.Visible = &v
+		}
+		return c, nil
+	}
+	// One round trip for both numbers: evaluateAll resolves the matches once.
+	res, err := loc.EvaluateAll(`(els, max) => {
+		const n = els.length;
+		if (n > max) return {count: n};
+		let v = 0;
+		for (const e of els) {
+			const r = e.getBoundingClientRect();
+			const st = getComputedStyle(e);
+			if (r.width > 0 && r.height > 0 && st.visibility !== 'hidden' && st.display !== 'none') v++;
+		}
+		return {count: n, visible: v};
+	}`, maxVisibleCheck)
+	if err != nil {
+		msg := err.Error()
+		if t.Frame != "" && (strings.Contains(msg, "strict mode") || errors.Is(err, playwright.ErrTimeout)) {
+			return Counted{}, agentvault.Wrap(agentvault.CodeInvalidInput, err, "frame selector %s must match exactly one iframe", t.Frame)
+		}
+		if strings.Contains(msg, "Unexpected token") || strings.Contains(msg, "not a valid selector") || strings.Contains(msg, "Unknown engine") {
+			return Counted{}, agentvault.Wrap(agentvault.CodeInvalidInput, err, "selector %s is not valid", t.Selector)
+		}
+		return Counted{}, agentvault.Wrap(agentvault.CodeInternal, err, "count of %s failed (the page may have navigated: ask again)", t)
+	}
+	m, _ := res.(map[string]any)
+	c := Counted{Count: toInt(m["count"])}
+	if v, ok := m["visible"]; ok {
+		n := toInt(v)
+		c.Visible = &n
+	}
+	return c, nil
+}
+
+func toInt(v any) int {
+	switch x := v.(type) {
+	case int:
+		return x
+	case int64:
+		return int(x)
+	case float64:
+		return int(x)
+	}
+	return 0
+}
+
+// FrameURL is the URL of the document inside the iframe that frameSelector
+// names on the current page.
+func (s *Session) FrameURL(frameSelector string) (string, error) {
+	p, err := s.page()
+	if err != nil {
+		return "", err
+	}
+	h, err := p.Locator(frameSelector).First().ElementHandle(playwright.LocatorElementHandleOptions{Timeout: ms(3 * time.Second)})
+	if err != nil {
+		return "", agentvault.Wrap(agentvault.CodeFieldNotFound, err, "frame %s not found", frameSelector)
+	}
+	defer h.Dispose()
+	f, err := h.ContentFrame()
+	if err != nil || f == nil {
+		return "", agentvault.Wrap(agentvault.CodeFieldNotFound, err, "%s is not an iframe with a document", frameSelector)
+	}
+	return f.URL(), nil
+}
+
+// PopupResult says where WaitForPopup landed.
+type PopupResult struct {
+	URL string
+	// Child is true when the popup had closed itself and its own child tab
+	// became current instead.
+	Child bool
+}
+
+// WaitForPopup makes the oldest queued tab current, waiting up to timeout
+// for one to open.
+func (s *Session) WaitForPopup(timeout time.Duration) (PopupResult, error) {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return PopupResult{}, agentvault.Errorf(agentvault.CodeSessionEnded, "the browser session is closed")
+		}
+		for len(s.queue) > 0 {
+			q := s.queue[0]
+			s.queue = s.queue[1:]
+			child := false
+			pg := q.page
+			if pg.IsClosed() {
+				// A popup that closed itself: its own child tab, if any, is
+				// the one to land on.
+				found := false
+				for i, c := range s.queue {
+					if c.opener == pg && !c.page.IsClosed() {
+						pg = c.page
+						s.queue = append(s.queue[:i], s.queue[i+1:]...)
+						found, child = true, true
+						break
+					}
+				}
+				if !found {
+					continue
+				}
+			}
+			s.stack = append(s.stack, pg)
+			s.mu.Unlock()
+			_ = pg.WaitForLoadState(playwright.PageWaitForLoadStateOptions{State: playwright.LoadStateDomcontentloaded, Timeout: ms(5 * time.Second)})
+			return PopupResult{URL: pg.URL(), Child: child}, nil
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.popupArrived:
+		case <-deadline.C:
+			return PopupResult{}, agentvault.Errorf(agentvault.CodeTimeout, "no popup opened within %d ms (a late one is queued: one retry is worthwhile)", timeout.Milliseconds())
+		}
+	}
+}
+
+// ClosePopup closes the current page if it is a popup and returns where the
+// session landed: "opener", "sibling", "child" or "blank".
+func (s *Session) ClosePopup() (string, string, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return "", "", agentvault.Errorf(agentvault.CodeSessionEnded, "the browser session is closed")
+	}
+	var cur playwright.Page
+	if len(s.stack) > 1 {
+		cur = s.stack[len(s.stack)-1]
+		s.stack = s.stack[:len(s.stack)-1]
+	}
+	s.mu.Unlock()
+	if cur != nil && !cur.IsClosed() {
+		_ = cur.Close()
+	}
+	s.mu.Lock()
+	// A child tab the popup opened comes first, then the opener, then a
+	// sibling queued under the opener.
+	if cur != nil {
+		for i, q := range s.queue {
+			if q.opener == cur && !q.page.IsClosed() {
+				s.queue = append(s.queue[:i], s.queue[i+1:]...)
+				s.stack = append(s.stack, q.page)
+				s.mu.Unlock()
+				return "child", q.page.URL(), nil
+			}
+		}
+	}
+	for len(s.stack) > 0 && s.stack[len(s.stack)-1].IsClosed() {
+		s.stack = s.stack[:len(s.stack)-1]
+	}
+	if len(s.stack) > 0 {
+		top := s.stack[len(s.stack)-1]
+		for i, q := range s.queue {
+			if q.opener == top && !q.page.IsClosed() {
+				s.queue = append(s.queue[:i], s.queue[i+1:]...)
+				s.stack = append(s.stack, q.page)
+				s.mu.Unlock()
+				return "sibling", q.page.URL(), nil
+			}
+		}
+		s.mu.Unlock()
+		return "opener", top.URL(), nil
+	}
+	s.mu.Unlock()
+	p, err := s.ctx.NewPage()
+	if err != nil {
+		return "", "", agentvault.Wrap(agentvault.CodeInternal, err, "open a blank page")
+	}
+	s.watch(p, nil)
+	s.mu.Lock()
+	s.stack = append(s.stack, p)
+	s.mu.Unlock()
+	return "blank", p.URL(), nil
+}
+
+// FrameInfo is one frame of the current page.
+type FrameInfo struct {
+	Name string `json:"name"`
+	URL  string `json:"url"`
+}
+
+// Frames lists the current page's frames, main frame first.
+func (s *Session) Frames() ([]FrameInfo, error) {
+	p, err := s.page()
+	if err != nil {
+		return nil, err
+	}
+	var out []FrameInfo
+	for _, f := range p.Frames() {
+		out = append(out, FrameInfo{Name: f.Name(), URL: f.URL()})
+	}
+	return out, nil
+}
+
+// Screenshot captures the viewport with every element matching a mask
+// selector (in every frame) painted over before the pixels leave Chromium.
+func (s *Session) Screenshot(maskSelectors []string) ([]byte, error) {
+	p, err := s.page()
+	if err != nil {
+		return nil, err
+	}
+	var masks []playwright.Locator
+	for _, f := range p.Frames() {
+		for _, sel := range maskSelectors {
+			masks = append(masks, f.Locator(sel))
+		}
+	}
+	b, err := p.Screenshot(playwright.PageScreenshotOptions{
+		Mask:      masks,
+		MaskColor: playwright.String("#000000"),
+		Type:      playwright.ScreenshotTypePng,
+		Timeout:   ms(10 * time.Second),
+	})
+	if err != nil {
+		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "screenshot failed")
+	}
+	return b, nil
+}
+
+// Race waits until either target is visible and says which: "success" or
+// "failure" ("" with a timeout error when neither appeared).
+func (s *Session) Race(success, failure Target, timeout time.Duration) (string, error) {
+	ls, _, err := s.locator(success)
+	if err != nil {
+		return "", err
+	}
+	either := ls
+	var lf playwright.Locator
+	if failure.Selector != "" {
+		lf, _, err = s.locator(failure)
+		if err != nil {
+			return "", err
+		}
+		either = ls.Or(lf)
+	}
+	if err := either.First().WaitFor(playwright.LocatorWaitForOptions{State: playwright.WaitForSelectorStateVisible, Timeout: ms(timeout)}); err != nil {
+		if errors.Is(err, playwright.ErrTimeout) {
+			return "", agentvault.Wrap(agentvault.CodeTimeout, err, "neither selector appeared within %d ms", timeout.Milliseconds())
+		}
+		return "", actionError("wait", success, timeout, err)
+	}
+	if lf != nil {
+		if v, err := lf.First().IsVisible(); err == nil && v {
+			return "failure", nil
+		}
+	}
+	return "success", nil
+}
