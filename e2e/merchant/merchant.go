@@ -1,0 +1,334 @@
+package merchant
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// Options configure Start. The zero value is ready to use.
+type Options struct {
+	// Logger receives one line per request (method, path, status): never a
+	// body, a query or a header value. Nil discards.
+	Logger *slog.Logger
+	// Now is the clock used for certificates and card expiry checks.
+	Now func() time.Time
+}
+
+// Merchant is the running set of origins. Each Site has its own listener, so
+// the shop and the processor are distinct origins the way they are on the web.
+type Merchant struct {
+	// Shop sells, takes shipping details and shows the order confirmation. It
+	// is served as https://localhost:<port>.
+	Shop *Site
+	// Pay is the card processor: the card form the shop embeds in an iframe
+	// and the payments API that form posts to. It is served as
+	// https://127.0.0.1:<port>, a different origin from the shop.
+	Pay *Site
+	// Login is an email-first sign-in site with an account page, served as
+	// https://localhost:<port>.
+	Login *Site
+
+	ca       *authority
+	pool     *x509.CertPool
+	issuer   *issuer
+	accounts *accounts
+	shop     *shop
+}
+
+// Start generates the CA and a leaf, and starts the three origins. Close
+// stops them.
+func Start(opts Options) (*Merchant, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	ca, err := newAuthority(opts.Now())
+	if err != nil {
+		return nil, fmt.Errorf("merchant: create CA: %w", err)
+	}
+	leaf, err := ca.leaf(opts.Now())
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca.cert)
+
+	m := &Merchant{ca: ca, pool: pool, issuer: newIssuer(opts.Now), accounts: newAccounts()}
+	var started []*Site
+	fail := func(err error) (*Merchant, error) {
+		for _, s := range started {
+			s.Close()
+		}
+		return nil, err
+	}
+	start := func(name, host string) (*Site, error) {
+		s, err := listen(name, host, leaf, opts.Logger)
+		if err == nil {
+			started = append(started, s)
+		}
+		return s, err
+	}
+	if m.Shop, err = start("shop", "localhost"); err != nil {
+		return fail(err)
+	}
+	if m.Pay, err = start("pay", "127.0.0.1"); err != nil {
+		return fail(err)
+	}
+	if m.Login, err = start("login", "localhost"); err != nil {
+		return fail(err)
+	}
+	m.shop = newShop(m.Shop.URL, m.Pay.URL, m.issuer)
+	m.Shop.serve(m.shop.routes())
+	m.Pay.serve(m.issuer.routes(m.Pay.URL))
+	m.Login.serve(m.accounts.routes())
+	return m, nil
+}
+
+// Close stops every origin and waits for their handlers to return.
+func (m *Merchant) Close() {
+	for _, s := range []*Site{m.Shop, m.Pay, m.Login} {
+		if s != nil {
+			s.Close()
+		}
+	}
+}
+
+// CAPEM is the merchant CA certificate in PEM form, for a proxy's extra
+// upstream roots or `curl --cacert`.
+func (m *Merchant) CAPEM() []byte { return bytes.Clone(m.ca.pem) }
+
+// CertPool is a pool holding only the merchant CA.
+func (m *Merchant) CertPool() *x509.CertPool { return m.pool.Clone() }
+
+// WriteCA writes the CA certificate to dir/merchant-ca.pem and returns the
+// path.
+func (m *Merchant) WriteCA(dir string) (string, error) {
+	p := filepath.Join(dir, "merchant-ca.pem")
+	return p, os.WriteFile(p, m.ca.pem, 0o644)
+}
+
+// AcceptCard tells the processor's issuer that this card exists, with this
+// security code and expiry. Once any card is registered, the payments API
+// declines every other one, so a stand-in that reached it unswapped is
+// declined instead of being charged, as a real issuer would.
+func (m *Merchant) AcceptCard(number, cvc string, expMonth, expYear int) {
+	m.issuer.accept(number, cvc, expMonth, expYear)
+}
+
+// AddAccount creates a sign-in account on the Login site.
+func (m *Merchant) AddAccount(email, password, name string) {
+	m.accounts.add(email, password, name)
+}
+
+// Orders returns the shop's placed orders, oldest first.
+func (m *Merchant) Orders() []Order { return m.shop.orderList() }
+
+// Charges returns the processor's approved charges, oldest first. They hold
+// the last four digits of the card only.
+func (m *Merchant) Charges() []Charge { return m.issuer.chargeList() }
+
+// Site is one HTTPS origin on 127.0.0.1.
+type Site struct {
+	Name string
+	// URL is the origin, e.g. "https://localhost:43121", with no trailing slash.
+	URL string
+	// Host is URL's host:port.
+	Host string
+
+	srv *http.Server
+	ln  net.Listener
+	log *slog.Logger
+
+	mu   sync.Mutex
+	reqs []Request
+	done chan struct{}
+}
+
+// Request is one request a site received, recorded before any handler ran.
+type Request struct {
+	Method   string
+	Path     string
+	RawQuery string
+	Header   http.Header
+	Body     []byte
+	Proto    string
+}
+
+// maxRecordedBody bounds what one request may make the site hold.
+const maxRecordedBody = 4 << 20
+
+func listen(name, host string, leaf tls.Certificate, log *slog.Logger) (*Site, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("merchant: listen for %s: %w", name, err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	hostport := net.JoinHostPort(host, fmt.Sprint(port))
+	s := &Site{
+		Name: name,
+		URL:  "https://" + hostport,
+		Host: hostport,
+		ln:   ln,
+		log:  log.With("site", name),
+		done: make(chan struct{}),
+	}
+	s.srv = &http.Server{
+		TLSConfig: &tls.Config{
+			Certificates: []tls.Certificate{leaf},
+			MinVersion:   tls.VersionTLS12,
+			NextProtos:   []string{"h2", "http/1.1"},
+		},
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	return s, nil
+}
+
+func (s *Site) serve(h http.Handler) {
+	s.srv.Handler = s.record(h)
+	go func() {
+		defer close(s.done)
+		err := s.srv.ServeTLS(s.ln, "", "")
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("merchant site stopped", "err", err)
+		}
+	}()
+}
+
+// Close stops the site at once: open connections, including the ones a
+// proxy keeps alive, are closed rather than drained.
+func (s *Site) Close() {
+	if s.srv.Handler == nil {
+		_ = s.ln.Close()
+		return
+	}
+	_ = s.srv.Close()
+	<-s.done
+}
+
+// record keeps a copy of every request before the handler sees it, so even a
+// request a handler refuses is on the record.
+func (s *Site) record(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxRecordedBody+1))
+		if err != nil || len(body) > maxRecordedBody {
+			http.Error(w, "request body too large or unreadable", http.StatusRequestEntityTooLarge)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		s.mu.Lock()
+		s.reqs = append(s.reqs, Request{
+			Method:   r.Method,
+			Path:     r.URL.Path,
+			RawQuery: r.URL.RawQuery,
+			Header:   r.Header.Clone(),
+			Body:     body,
+			Proto:    r.Proto,
+		})
+		s.mu.Unlock()
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(sw, r)
+		s.log.Debug("merchant request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "proto", r.Proto)
+	})
+}
+
+// Requests returns a copy of everything the site received, oldest first.
+func (s *Site) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Request, len(s.reqs))
+	for i, r := range s.reqs {
+		r.Header = r.Header.Clone()
+		r.Body = bytes.Clone(r.Body)
+		out[i] = r
+	}
+	return out
+}
+
+// Reset forgets the recorded requests.
+func (s *Site) Reset() {
+	s.mu.Lock()
+	s.reqs = nil
+	s.mu.Unlock()
+}
+
+// Saw reports whether value appeared anywhere in a request the site
+// received: path, query, a header or the body, as sent or URL-decoded. It
+// answers yes or no so that a caller never has to print a recorded request
+// (which may hold a real secret) to find out.
+func (s *Site) Saw(value string) bool {
+	return s.Count(value) > 0
+}
+
+// Count is the number of recorded requests in which value appeared.
+func (s *Site) Count(value string) int {
+	if value == "" {
+		return 0
+	}
+	v := []byte(value)
+	n := 0
+	for _, r := range s.Requests() {
+		if r.contains(v) {
+			n++
+		}
+	}
+	return n
+}
+
+// CountPath is the number of recorded requests to path.
+func (s *Site) CountPath(method, path string) int {
+	n := 0
+	for _, r := range s.Requests() {
+		if r.Method == method && r.Path == path {
+			n++
+		}
+	}
+	return n
+}
+
+func (r Request) contains(v []byte) bool {
+	hay := [][]byte{[]byte(r.Path), []byte(r.RawQuery), r.Body}
+	if q, err := url.QueryUnescape(r.RawQuery); err == nil {
+		hay = append(hay, []byte(q))
+	}
+	if b, err := url.QueryUnescape(string(r.Body)); err == nil {
+		hay = append(hay, []byte(b))
+	}
+	for k, vs := range r.Header {
+		for _, hv := range vs {
+			hay = append(hay, []byte(k+": "+hv))
+		}
+	}
+	for _, h := range hay {
+		if bytes.Contains(h, v) {
+			return true
+		}
+	}
+	return false
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
