@@ -1,0 +1,114 @@
+package tokens
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"testing"
+)
+
+// benchPatterns is a realistic session: two cards (token, stand-in and real
+// number; CVV stand-in and real as whole fields), a login (tokens, password
+// stand-in and real), identity and address tokens, a TOTP stand-in.
+func benchPatterns() []Pattern {
+	vals := []struct {
+		v     string
+		whole bool
+	}{
+		{"av_card_1_number_u7x2k", false}, {"av_card_1_cvv_u7x2k", false}, {"av_card_1_holder_u7x2k", false},
+		{"av_card_2_number_u7x2k", false}, {"av_card_2_cvv_u7x2k", false}, {"av_card_2_holder_u7x2k", false},
+		{"av_login_github_email_u7x2k", false}, {"av_login_github_password_u7x2k", false}, {"av_login_github_totp_u7x2k", false},
+		{"av_identity_1_name_u7x2k", false}, {"av_identity_1_email_u7x2k", false}, {"av_identity_1_phone_u7x2k", false},
+		{"av_address_1_line1_u7x2k", false}, {"av_address_1_postal_code_u7x2k", false},
+		{"4242424242424242", false}, {"4242428350164242", false},
+		{"5555555555554444", false}, {"5555552093774444", false},
+		{"737", true}, {"318", true}, {"1234", true}, {"9046", true},
+		{"Tr0ub4dor&3xyzQ", false}, {"Kq9wpL2zrT7&mna", false},
+		{"482913", true},
+	}
+	ps := make([]Pattern, len(vals))
+	for i, v := range vals {
+		ps[i] = Pattern{Value: []byte(v.v), ID: i, WholeField: v.whole}
+	}
+	return ps
+}
+
+func benchRepl() func(int) ([]byte, error) {
+	outs := make([][]byte, 64)
+	for i := range outs {
+		outs[i] = []byte("R" + strconv.Itoa(i))
+	}
+	return func(id int) ([]byte, error) { return outs[id], nil }
+}
+
+// benchBody builds HTML/JSON-like text with numbers, prices and ids, with or
+// without session values sprinkled in (about one per KiB).
+func benchBody(size int, matches bool, rng *rand.Rand) []byte {
+	frags := []string{
+		`<div class="product-card item_12"><a href="/p/48213?ref=home">Blue shirt</a><span class="price">€ 29.99</span></div>`,
+		`{"id":1042,"name":"Ergonomic chair","price":{"amount":"149.00","currency":"EUR"},"tags":["office","seat"],"stock":17}`,
+		`<script>window.__STATE__={"cart":{"items":3,"total":"87.50"},"user":null};</script>`,
+		`<p>Free shipping on orders over 50 EUR. Delivery in 2-4 business days, returns within 30 days.</p>`,
+		"\n<input type=\"text\" name=\"postal_code\" autocomplete=\"postal-code\" maxlength=\"10\">\n",
+	}
+	hits := []string{`"number":"av_card_1_number_u7x2k"`, `cvc=737&`, `"pan":"4242424242424242"`, `pw=Tr0ub4dor&3xyzQ;`, `<b>482913</b>`}
+	b := make([]byte, 0, size+256)
+	for len(b) < size {
+		b = append(b, frags[rng.IntN(len(frags))]...)
+		if matches && rng.IntN(8) == 0 {
+			b = append(b, hits[rng.IntN(len(hits))]...)
+		}
+	}
+	return b[:size]
+}
+
+var benchSizes = []struct {
+	name string
+	n    int
+}{{"64KiB", 64 << 10}, {"1MiB", 1 << 20}}
+
+func BenchmarkScan(b *testing.B) {
+	r := NewReplacer(NewMatcher(benchPatterns()), benchRepl())
+	for _, sz := range benchSizes {
+		for _, kind := range []string{"nomatch", "matches"} {
+			body := benchBody(sz.n, kind == "matches", rand.New(rand.NewPCG(5, 6)))
+			b.Run(sz.name+"/"+kind, func(b *testing.B) {
+				dst := make([]byte, 0, 2*len(body))
+				b.SetBytes(int64(len(body)))
+				b.ReportAllocs()
+				for b.Loop() {
+					dst, _, _ = r.ReplaceText(dst[:0], body)
+				}
+			})
+		}
+	}
+}
+
+func BenchmarkContains(b *testing.B) {
+	r := NewReplacer(NewMatcher(benchPatterns()), benchRepl())
+	for _, sz := range benchSizes {
+		body := benchBody(sz.n, false, rand.New(rand.NewPCG(5, 6)))
+		b.Run(sz.name+"/nomatch", func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = r.Contains(body)
+			}
+		})
+	}
+}
+
+func BenchmarkCopy(b *testing.B) {
+	for _, sz := range benchSizes {
+		for _, kind := range []string{"nomatch", "matches"} {
+			body := benchBody(sz.n, kind == "matches", rand.New(rand.NewPCG(5, 6)))
+			b.Run(sz.name+"/"+kind, func(b *testing.B) {
+				dst := make([]byte, len(body))
+				b.SetBytes(int64(len(body)))
+				b.ReportAllocs()
+				for b.Loop() {
+					copy(dst, body)
+				}
+			})
+		}
+	}
+}

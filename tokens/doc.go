@@ -1,0 +1,19 @@
+// Package tokens owns the vocabulary the agent types instead of secrets, and
+// the byte-level machinery that finds it again on the wire.
+//
+// It holds four things:
+//
+//   - the token grammar (av_<kind>_<label>_<field>_<suffix>), the per-key
+//     suffix derived from the deployment secret, and login labels;
+//   - the token catalog an agent reads (seed 004, get_token_catalog), built
+//     from item metadata only;
+//   - format-preserving stand-ins (card number, CVV, TOTP, password) and a
+//     Session that keeps them unique and maps them to bindings;
+//   - a multi-pattern Matcher and Replacer over byte slices and streams, the
+//     hot path the proxy uses to substitute tokens and scrub real values.
+//
+// It must never: import goproxy, playwright, the MCP SDK or a storage driver;
+// read the vault (it sees vault.Item metadata and vault.Secret values handed
+// to it, nothing else); log; or put a value it scans, replaces or generates
+// into an error message. Errors carry lengths and codes, never bytes.
+package tokens

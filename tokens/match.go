@@ -1,0 +1,524 @@
+package tokens
+
+import (
+	"bytes"
+	"encoding/binary"
+	"io"
+	"slices"
+	"sync"
+
+	agentvault "github.com/agentvault/agentvault"
+)
+
+// Pattern is one value to find: a token, a stand-in, or a real value to
+// scrub. ID is handed back to the replacement callback. WholeField marks a
+// short value (a 3-4 digit CVV, a 6-digit TOTP) that would otherwise match
+// inside unrelated numbers: it matches only as a whole field.
+type Pattern struct {
+	Value      []byte
+	ID         int
+	WholeField bool
+}
+
+// Matching rules, shared by every entry point and by the naive reference in
+// the tests:
+//
+//   - A long pattern matches anywhere.
+//   - A WholeField pattern matches in ReplaceField only when it is the entire
+//     field, and in free text only when the byte before it and the byte
+//     after it are each either the edge of the input or a field delimiter
+//     (see isDelim). Boundaries are judged on the original input.
+//   - Among all matches, the leftmost wins; at one position the longest
+//     wins; scanning resumes after it (matches never overlap). Of two
+//     patterns with equal values, the first given wins.
+
+// isDelim is the set of bytes that may bound a WholeField match in free
+// text: quotes, the separators of forms, JSON, cookies and markup, and ASCII
+// whitespace. A digit, a letter, '-', '.', '/', '%' or '+' next to a short
+// value means it is part of something longer.
+var isDelim = func() (t [256]bool) {
+	for _, c := range []byte("\"'=&:,{}[]<>; \t\n\r\v\f") {
+		t[c] = true
+	}
+	return t
+}()
+
+// byteCost approximates how often a byte appears in web traffic (HTML, JSON,
+// JS, form bodies); the matcher anchors each pattern on its cheapest byte so
+// the prefilter (bytes.IndexByte, vectorised in the runtime) stops rarely.
+var byteCost = func() (t [256]uint16) {
+	for i := range t {
+		switch {
+		case i < 0x20:
+			t[i] = 2
+		case i >= 0x80:
+			t[i] = 6
+		case i >= 'a' && i <= 'z':
+			t[i] = 45
+		case i >= 'A' && i <= 'Z':
+			t[i] = 14
+		case i >= '0' && i <= '9':
+			t[i] = 18
+		default:
+			t[i] = 4
+		}
+	}
+	for _, c := range []byte("etaoinsrhldcu \"<>/=\n") {
+		t[c] = 100
+	}
+	for _, c := range []byte("012.,:-") {
+		t[c] = 40
+	}
+	for _, c := range []byte("qxzjk") {
+		t[c] = 10
+	}
+	for _, c := range []byte("_{}();'#&\t\r") {
+		t[c] = 12
+	}
+	return t
+}()
+
+// passCost is what one more anchor byte costs, in byteCost units: one more
+// IndexByte sweep over every input.
+const passCost = 30
+
+type pattern struct {
+	val      []byte
+	id       int
+	whole    bool
+	head     uint64 // first (up to) 8 bytes, little endian
+	headMask uint64
+}
+
+// anchorGroup holds the patterns anchored on the same byte at the same
+// offset, longest first.
+type anchorGroup struct {
+	off  int
+	pats []int32
+}
+
+type anchor struct {
+	b              byte
+	minOff, maxOff int
+	groups         []anchorGroup
+	// prev and next hold the bytes that may sit just before and just after
+	// the anchor byte in some match anchored here.
+	prev, next       [256]bool
+	prevAny, nextAny bool
+}
+
+// Matcher finds a fixed set of patterns in byte slices. It is immutable after
+// NewMatcher and safe for concurrent use.
+//
+// Design: each pattern is anchored on its rarest byte (by byteCost),
+// reusing bytes other patterns already anchor on. A window of input is swept
+// once per distinct anchor byte with bytes.IndexByte; each hit is verified
+// against the few patterns anchored there. Matches of a window are sorted and
+// chosen greedily (leftmost, then longest), which equals the leftmost-longest
+// rule because every occurrence of every pattern is found.
+type Matcher struct {
+	pats    []pattern
+	anchors []anchor
+	maxLen  int
+}
+
+// NewMatcher compiles patterns. Empty values are ignored; of equal values
+// the first wins. The values are copied.
+func NewMatcher(patterns []Pattern) *Matcher {
+	m := &Matcher{}
+	seen := make(map[string]bool, len(patterns))
+	for _, p := range patterns {
+		if len(p.Value) == 0 || seen[string(p.Value)] {
+			continue
+		}
+		seen[string(p.Value)] = true
+		m.pats = append(m.pats, pattern{val: bytes.Clone(p.Value), id: p.ID, whole: p.WholeField})
+		m.maxLen = max(m.maxLen, len(p.Value))
+	}
+	m.placeAnchors()
+	return m
+}
+
+// MaxLen is the length of the longest pattern.
+func (m *Matcher) MaxLen() int { return m.maxLen }
+
+// Len is the number of distinct patterns.
+func (m *Matcher) Len() int { return len(m.pats) }
+
+type match struct {
+	s, l int
+	pi   int32
+}
+
+// window is how many start positions are verified and sorted at a time; it
+// bounds the scratch memory a hostile body full of overlapping candidates
+// can cost.
+const window = 16 << 10
+
+// collect appends every valid match starting in [w0, w1) to ms, sorted
+// leftmost then longest. src beyond w1 is lookahead, src before w0 context.
+func (m *Matcher) collect(src []byte, w0, w1 int, field bool, ms []match) []match {
+	n := len(src)
+	for ai := range m.anchors {
+		a := &m.anchors[ai]
+		q, qhi := w0+a.minOff, min(w1+a.maxOff, n)
+		for q < qhi {
+			i := bytes.IndexByte(src[q:qhi], a.b)
+			if i < 0 {
+				break
+			}
+			q += i
+			if (q > 0 && !a.prev[src[q-1]]) || (q+1 < n && !a.next[src[q+1]]) {
+				q++
+				continue
+			}
+			for gi := range a.groups {
+				g := &a.groups[gi]
+				s := q - g.off
+				if s < w0 || s >= w1 {
+					continue
+				}
+				var head uint64
+				if s+8 <= n {
+					head = binary.LittleEndian.Uint64(src[s:])
+				} else {
+					var w [8]byte
+					copy(w[:], src[s:])
+					head = binary.LittleEndian.Uint64(w[:])
+				}
+				for _, pi := range g.pats {
+					p := &m.pats[pi]
+					e := s + len(p.val)
+					if e > n || head&p.headMask != p.head || (len(p.val) > 8 && !bytes.Equal(src[s+8:e], p.val[8:])) {
+						continue
+					}
+					if p.whole {
+						if field {
+							if s != 0 || e != n {
+								continue
+							}
+						} else if (s > 0 && !isDelim[src[s-1]]) || (e < n && !isDelim[src[e]]) {
+							continue
+						}
+					}
+					ms = append(ms, match{s: s, l: len(p.val), pi: pi})
+				}
+			}
+			q++
+		}
+	}
+	if len(ms) > 1 {
+		slices.SortFunc(ms, func(x, y match) int {
+			if x.s != y.s {
+				return x.s - y.s
+			}
+			return y.l - x.l
+		})
+	}
+	return ms
+}
+
+type scratch struct{ ms []match }
+
+var scratchPool = sync.Pool{New: func() any { return &scratch{ms: make([]match, 0, 64)} }}
+
+// Replacer rewrites matches. repl is called for each match with the pattern
+// ID; it may refuse (error aborts). A Replacer is safe for concurrent use if
+// repl is.
+type Replacer struct {
+	m    *Matcher
+	repl func(id int) ([]byte, error)
+}
+
+// NewReplacer binds a matcher to a replacement callback.
+func NewReplacer(m *Matcher, repl func(id int) ([]byte, error)) *Replacer {
+	return &Replacer{m: m, repl: repl}
+}
+
+// Matcher returns the matcher r uses.
+func (r *Replacer) Matcher() *Matcher { return r.m }
+
+// replace rewrites matches that start in [from, limit) of src, appending to
+// dst everything from src[from] up to the end of the last match. It returns
+// that end (>= from): the caller appends the rest.
+func (r *Replacer) replace(dst, src []byte, from, limit int, field bool) ([]byte, int, int, error) {
+	if len(r.m.anchors) == 0 {
+		return dst, from, 0, nil
+	}
+	sc := scratchPool.Get().(*scratch)
+	defer scratchPool.Put(sc)
+	last, count := from, 0
+	for w := from; w < limit; w += window {
+		sc.ms = r.m.collect(src, w, min(w+window, limit), field, sc.ms[:0])
+		for _, x := range sc.ms {
+			if x.s < last {
+				continue // overlaps the match just taken
+			}
+			v, err := r.repl(r.m.pats[x.pi].id)
+			if err != nil {
+				return dst, last, count, err
+			}
+			dst = append(dst, src[last:x.s]...)
+			dst = append(dst, v...)
+			last = x.s + x.l
+			count++
+		}
+	}
+	return dst, last, count, nil
+}
+
+// ReplaceField rewrites one whole field value (a decoded form value, JSON
+// string or header value), appending the result to dst. WholeField patterns
+// match only the entire field. It returns the number of replacements.
+func (r *Replacer) ReplaceField(dst, src []byte) ([]byte, int, error) {
+	dst, last, n, err := r.replace(dst, src, 0, len(src), true)
+	if err != nil {
+		return dst, n, err
+	}
+	return append(dst, src[last:]...), n, nil
+}
+
+// ReplaceText rewrites free text, appending the result to dst. WholeField
+// patterns match only between delimiters.
+func (r *Replacer) ReplaceText(dst, src []byte) ([]byte, int, error) {
+	dst, last, n, err := r.replace(dst, src, 0, len(src), false)
+	if err != nil {
+		return dst, n, err
+	}
+	return append(dst, src[last:]...), n, nil
+}
+
+// Contains reports whether src holds any match under the free-text rules.
+func (r *Replacer) Contains(src []byte) bool { return r.m.Contains(src) }
+
+// Contains reports whether src holds any match under the free-text rules.
+func (m *Matcher) Contains(src []byte) bool {
+	if len(m.anchors) == 0 {
+		return false
+	}
+	sc := scratchPool.Get().(*scratch)
+	defer scratchPool.Put(sc)
+	for w := 0; w < len(src); w += window {
+		sc.ms = m.collect(src, w, min(w+window, len(src)), false, sc.ms[:0])
+		if len(sc.ms) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// streamChunk bounds how much input the writer holds before it scans.
+const streamChunk = 32 << 10
+
+// NewWriter returns a writer that rewrites free text across write
+// boundaries and writes the result to w. It holds back the last MaxLen
+// bytes (one more than the longest pattern, so a WholeField match ending at
+// a chunk border waits for the byte that decides its boundary) plus one
+// byte of context for the left boundary. Close flushes; it does not close w.
+// After an error every call returns it: the stream is broken and the caller
+// must fail closed.
+func (r *Replacer) NewWriter(w io.Writer) io.WriteCloser {
+	return &replaceWriter{r: r, w: w}
+}
+
+type replaceWriter struct {
+	r      *Replacer
+	w      io.Writer
+	buf    []byte // buf[:off] is context already written, buf[off:] pending
+	off    int
+	out    []byte
+	err    error
+	closed bool
+}
+
+var errWriterClosed = agentvault.Errorf(agentvault.CodeInternal, "write after close")
+
+func (rw *replaceWriter) Write(p []byte) (int, error) {
+	if rw.err != nil {
+		return 0, rw.err
+	}
+	if rw.closed {
+		return 0, errWriterClosed
+	}
+	total := len(p)
+	for len(p) > 0 {
+		n := min(len(p), streamChunk)
+		rw.buf = append(rw.buf, p[:n]...)
+		p = p[n:]
+		if len(rw.buf)-rw.off > rw.r.m.maxLen+streamChunk/4 || len(rw.buf)-rw.off >= streamChunk {
+			if err := rw.flush(false); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return total, nil
+}
+
+func (rw *replaceWriter) flush(final bool) error {
+	limit := len(rw.buf)
+	if !final {
+		limit -= rw.r.m.maxLen
+	}
+	if limit <= rw.off {
+		if !final {
+			return nil
+		}
+		limit = rw.off
+	}
+	out, last, _, err := rw.r.replace(rw.out[:0], rw.buf, rw.off, limit, false)
+	if err != nil {
+		rw.err = err
+		return err
+	}
+	end := max(limit, last)
+	if final {
+		end = len(rw.buf)
+	}
+	out = append(out, rw.buf[last:end]...)
+	rw.out = out
+	if len(out) > 0 {
+		if _, err := rw.w.Write(out); err != nil {
+			rw.err = err
+			return err
+		}
+	}
+	if end > 0 {
+		n := copy(rw.buf, rw.buf[end-1:])
+		rw.buf = rw.buf[:n]
+		rw.off = 1
+	}
+	return nil
+}
+
+func (rw *replaceWriter) Close() error {
+	if rw.err != nil {
+		return rw.err
+	}
+	if rw.closed {
+		return nil
+	}
+	rw.closed = true
+	return rw.flush(true)
+}
+
+// placeAnchors picks the anchor bytes by greedy weighted set cover: the
+// byte that anchors the most still-unplaced patterns per unit of cost
+// (one sweep plus its expected hits) is taken first; then every pattern is
+// anchored on the cheapest chosen byte it contains. Few sweeps matter more
+// than slightly rarer bytes: each sweep reads the whole input.
+func (m *Matcher) placeAnchors() {
+	placed := make([]bool, len(m.pats))
+	var chosen []byte
+	var has [256]bool
+	for left := len(m.pats); left > 0; {
+		var count [256]int
+		for pi, p := range m.pats {
+			if placed[pi] {
+				continue
+			}
+			var seen [256]bool
+			for _, c := range p.val {
+				if !seen[c] {
+					seen[c] = true
+					count[c]++
+				}
+			}
+		}
+		best, bestScore := -1, 0.0
+		for c := range 256 {
+			if count[c] == 0 || has[c] {
+				continue
+			}
+			score := float64(count[c]) / float64(passCost+int(byteCost[c]))
+			if best < 0 || score > bestScore {
+				best, bestScore = c, score
+			}
+		}
+		b := byte(best)
+		chosen, has[b] = append(chosen, b), true
+		for pi, p := range m.pats {
+			if !placed[pi] && bytes.IndexByte(p.val, b) >= 0 {
+				placed[pi] = true
+				left--
+			}
+		}
+	}
+	idx := map[byte]int{}
+	for pi, p := range m.pats {
+		best, off := -1, 0
+		for i, c := range p.val {
+			if has[c] && (best < 0 || byteCost[c] < byteCost[best]) {
+				best, off = int(c), i
+			}
+		}
+		c := byte(best)
+		ai, ok := idx[c]
+		if !ok {
+			ai = len(m.anchors)
+			idx[c] = ai
+			m.anchors = append(m.anchors, anchor{b: c, minOff: off, maxOff: off})
+		}
+		a := &m.anchors[ai]
+		// Prefer an offset this byte already has a group for.
+		for i, d := range p.val {
+			if d == c && slices.ContainsFunc(a.groups, func(g anchorGroup) bool { return g.off == i }) {
+				off = i
+				break
+			}
+		}
+		a.minOff, a.maxOff = min(a.minOff, off), max(a.maxOff, off)
+		gi := slices.IndexFunc(a.groups, func(g anchorGroup) bool { return g.off == off })
+		if gi < 0 {
+			gi = len(a.groups)
+			a.groups = append(a.groups, anchorGroup{off: off})
+		}
+		a.groups[gi].pats = append(a.groups[gi].pats, int32(pi))
+		// The neighbours of the anchor byte give a cheap first rejection.
+		// Past either end of the pattern, a long pattern accepts any byte
+		// and a WholeField one a delimiter (the input's edge is checked
+		// separately).
+		if off > 0 {
+			a.prev[p.val[off-1]] = true
+		} else if p.whole {
+			for d := range 256 {
+				a.prev[d] = a.prev[d] || isDelim[d]
+			}
+		} else {
+			a.prevAny = true
+		}
+		if off+1 < len(p.val) {
+			a.next[p.val[off+1]] = true
+		} else if p.whole {
+			for d := range 256 {
+				a.next[d] = a.next[d] || isDelim[d]
+			}
+		} else {
+			a.nextAny = true
+		}
+	}
+	for ai := range m.anchors {
+		a := &m.anchors[ai]
+		for gi := range a.groups {
+			g := &a.groups[gi]
+			slices.SortStableFunc(g.pats, func(x, y int32) int { return len(m.pats[y].val) - len(m.pats[x].val) })
+		}
+		if a.prevAny {
+			a.prev = [256]bool{}
+			for d := range 256 {
+				a.prev[d] = true
+			}
+		}
+		if a.nextAny {
+			for d := range 256 {
+				a.next[d] = true
+			}
+		}
+	}
+	for pi := range m.pats {
+		p := &m.pats[pi]
+		var w [8]byte
+		n := copy(w[:], p.val)
+		p.head = binary.LittleEndian.Uint64(w[:])
+		p.headMask = ^uint64(0) >> (64 - 8*n)
+	}
+}
