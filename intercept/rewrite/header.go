@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	agentvault "github.com/agentvault/agentvault"
 )
 
 // Header rewrites every header value in place:
@@ -21,6 +23,12 @@ import (
 // Hop-by-hop headers are the proxy's business: it must strip them (and
 // anything Connection names) before or after calling Header.
 func Header(h http.Header, r Replacer) (int, error) {
+	type change struct {
+		name string
+		i    int
+		val  string
+	}
+	var changed []change
 	total := 0
 	for name, vals := range h {
 		for i, v := range vals {
@@ -29,10 +37,20 @@ func Header(h http.Header, r Replacer) (int, error) {
 				return 0, err
 			}
 			if n > 0 {
-				vals[i] = string(rep)
+				if bytes.ContainsAny(rep, "\r\n\x00") {
+					// A value with a line break would split the header
+					// (RFC 9110 section 5.5): never forward it.
+					return 0, agentvault.Errorf(agentvault.CodeSubstitution, "replacement does not fit in a header value")
+				}
+				changed = append(changed, change{name, i, string(rep)})
 				total += n
 			}
 		}
+	}
+	// Apply only once every value was rewritten, so a refusal leaves h as
+	// it was.
+	for _, c := range changed {
+		h[c.name][c.i] = c.val
 	}
 	return total, nil
 }
@@ -182,6 +200,10 @@ func cookiePair(v []byte, start, end int, r Replacer, splice func(int, int, []by
 		if n > 0 {
 			rep = []byte(url.QueryEscape(string(rep)))
 		}
+	}
+	if n > 0 && bytes.IndexByte(rep, ';') >= 0 {
+		// Would split the cookie in two (RFC 6265 section 4.2.1).
+		return 0, agentvault.Errorf(agentvault.CodeSubstitution, "replacement does not fit in a cookie value")
 	}
 	if n > 0 {
 		splice(vs, ve, rep)

@@ -5,13 +5,16 @@ import (
 	"strings"
 )
 
-// URL rewrites u in place: each path segment and each query key and value is
+// URL rewrites dst in place: each path segment and each query key and value is
 // decoded, offered to the replacer as one whole field and, only if it
 // changed, re-encoded (PathEscape for segments, QueryEscape for the query).
 // Path and RawPath are kept consistent so that u.EscapedPath() is what goes
 // on the wire. Userinfo, if present, is rewritten too. The fragment is never
 // sent by a client and is left alone.
-func URL(u *url.URL, r Replacer) (int, error) {
+func URL(dst *url.URL, r Replacer) (int, error) {
+	// Work on a copy so that a refusal leaves dst as it was.
+	c := *dst
+	u := &c
 	total := 0
 	if u.Opaque != "" {
 		rep, n, err := field(r, percentDecode([]byte(u.Opaque), false))
@@ -45,6 +48,9 @@ func URL(u *url.URL, r Replacer) (int, error) {
 			return 0, err
 		}
 		total += n
+	}
+	if total > 0 {
+		*dst = c
 	}
 	return total, nil
 }
