@@ -206,7 +206,7 @@ func LoginLabel(site string) string {
 	for i := 0; i < len(name) && len(b) < MaxLabelLen; i++ {
 		c := name[i]
 		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-' && len(b) > 0:
 			b = append(b, c)
 		case len(b) > 0 && b[len(b)-1] != '-':
 			b = append(b, '-')
