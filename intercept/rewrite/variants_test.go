@@ -1,0 +1,122 @@
+package rewrite
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"html"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// decoders undo each encoding ScrubVariants may emit; a variant must decode
+// back to the real value with at least one of them.
+var decoders = map[string]func(string) (string, bool){
+	"raw":   func(s string) (string, bool) { return s, true },
+	"query": func(s string) (string, bool) { v, err := url.QueryUnescape(s); return v, err == nil },
+	"path":  func(s string) (string, bool) { v, err := url.PathUnescape(s); return v, err == nil },
+	"json": func(s string) (string, bool) {
+		var v string
+		return v, json.Unmarshal([]byte(`"`+s+`"`), &v) == nil
+	},
+	"base64":    decodeB64(base64.StdEncoding),
+	"base64url": decodeB64(base64.URLEncoding),
+	"base64raw": decodeB64(base64.RawStdEncoding),
+	"b64rawurl": decodeB64(base64.RawURLEncoding),
+	"html":      func(s string) (string, bool) { return html.UnescapeString(s), true },
+	"card": func(s string) (string, bool) {
+		return strings.NewReplacer(" ", "", "-", "").Replace(s), true
+	},
+}
+
+func decodeB64(enc *base64.Encoding) func(string) (string, bool) {
+	return func(s string) (string, bool) {
+		b, err := enc.DecodeString(s)
+		return string(b), err == nil
+	}
+}
+
+func TestP10_ScrubVariants(t *testing.T) {
+	cases := []struct {
+		name, real, standIn string
+		mustHave            []string // encodings of real that must be listed
+	}{
+		{"password", realPW, "Q@rs/x>ab<&'z\"", []string{
+			url.QueryEscape(realPW), url.PathEscape(realPW),
+			`p@ss/w\u003crd\u003e\u0026\"x'y`, `p@ss/w<rd>&\"x'y`, `p@ss\/w\u003crd\u003e\u0026\"x'y`,
+			base64.StdEncoding.EncodeToString([]byte(realPW)), base64.RawURLEncoding.EncodeToString([]byte(realPW)),
+			html.EscapeString(realPW), "p@ss/w&lt;rd&gt;&amp;&quot;x&apos;y", "p@ss/w&#60;rd&#62;&#38;&#34;x&#39;y",
+			"&#112;&#64;", `\u0070\u0040`,
+		}},
+		{"visa", realNumber, "4111119999991111", []string{
+			"4111 1111 1111 1111", "4111-1111-1111-1111", "&#52;&#49;&#49;&#49;", `\u0034\u0031`, "NDExMTExMTExMTExMTExMQ==",
+		}},
+		{"amex", "378282246310005", "378282999990005", []string{"3782 822463 10005", "3782-822463-10005"}},
+		{"cvv", realCVV, standInCVV, []string{"&#55;&#51;&#55;", "NzM3"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			vs := ScrubVariants([]byte(tc.real), []byte(tc.standIn))
+			if string(vs[0][0]) != tc.real || string(vs[0][1]) != tc.standIn {
+				t.Fatal("raw pair not first")
+			}
+			listed := map[string]bool{}
+			for _, v := range vs {
+				if listed[string(v[0])] {
+					t.Fatalf("duplicate variant %q", v[0])
+				}
+				listed[string(v[0])] = true
+				// Each pair is one encoding applied to both values.
+				ok := false
+				for _, dec := range decoders {
+					r, ok1 := dec(string(v[0]))
+					s, ok2 := dec(string(v[1]))
+					if ok1 && ok2 && r == tc.real && s == tc.standIn {
+						ok = true
+						break
+					}
+				}
+				if !ok {
+					t.Fatalf("pair %q -> %q is not one encoding of real and stand-in", v[0], v[1])
+				}
+			}
+			for _, m := range tc.mustHave {
+				found := false
+				for v := range listed {
+					if strings.Contains(v, m) {
+						found = true
+					}
+				}
+				if !found {
+					t.Fatalf("no variant contains %q", m)
+				}
+			}
+		})
+	}
+}
+
+// TestP10_ScrubVariantsScrubEverywhere builds a scrubber from the variants,
+// as the proxy does, and checks a page carrying the value in every encoding
+// comes out without it.
+func TestP10_ScrubVariantsScrubEverywhere(t *testing.T) {
+	vs := ScrubVariants([]byte(realPW), []byte("Q@rs/x>ab<&'z\""))
+	var scrub naiveReplacer
+	for _, v := range vs {
+		scrub.pairs = append(scrub.pairs, [2]string{string(v[0]), string(v[1])})
+	}
+	var page bytes.Buffer
+	for _, v := range vs {
+		page.WriteString("<p>" + string(v[0]) + "</p>\n")
+	}
+	out, _, err := ScrubBody("text/html", "gzip", compress(t, "gzip", page.Bytes()), scrub, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := decompress(t, "gzip", out)
+	for _, v := range vs {
+		if bytes.Contains(plain, v[0]) {
+			t.Fatalf("an encoding of the real value (%d bytes) survived", len(v[0]))
+		}
+	}
+}
