@@ -174,7 +174,7 @@ func (s *Store) PutItem(ctx context.Context, rec vault.ItemRecord) error {
 		_, err := tx.ExecContext(ctx, `
 INSERT INTO items (id, org, owner, kind, label, created, updated, fields, key_id, wrapped_key, meta)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (id) DO UPDATE SET owner = excluded.owner, kind = excluded.kind, label = excluded.label,
+ON CONFLICT (id) DO UPDATE SET owner = excluded.owner, kind = excluded.kind, label = excluded.label, created = excluded.created,
 	updated = excluded.updated, fields = excluded.fields, key_id = excluded.key_id,
 	wrapped_key = excluded.wrapped_key, meta = excluded.meta`,
 			rec.ID, rec.Org, rec.Owner, string(rec.Kind), rec.Label, nanos(rec.Created), nanos(rec.Updated),
