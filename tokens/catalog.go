@@ -1,0 +1,304 @@
+package tokens
+
+import (
+	"encoding/json"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/agentvault/agentvault/vault"
+	"golang.org/x/net/idna"
+	"golang.org/x/net/publicsuffix"
+)
+
+// Scope is what an API key may see: every card or the listed item ids, and
+// the same for logins. Identity and addresses are not scoped.
+type Scope struct {
+	AllCards  bool
+	CardIDs   []string
+	AllLogins bool
+	LoginIDs  []string
+}
+
+// CatalogArgs are the inputs of BuildCatalog.
+type CatalogArgs struct {
+	Suffix string // the key's token suffix (see Suffix)
+	URL    string // optional: narrow cards and logins to this page's site
+	Scope  Scope
+}
+
+// Catalog is the answer of get_token_catalog (seed 004). It is built from
+// item metadata only and therefore never holds a real card number, CVV or
+// password; tokens are strings the proxy swaps on the wire.
+type Catalog struct {
+	Identity  *IdentityEntry `json:"identity"`
+	Addresses []AddressEntry `json:"addresses"`
+	Cards     []CardEntry    `json:"cards"`
+	Logins    []LoginEntry   `json:"logins"`
+	// RelatedLogins lists, under a URL, the hosts of logins on the same
+	// registrable domain but another host: they do not fill here.
+	RelatedLogins []string `json:"relatedLogins,omitempty"`
+	// ByURL reports that a URL filter was applied; relatedLogins is then
+	// always present in JSON, possibly empty.
+	ByURL bool `json:"-"`
+}
+
+// MarshalJSON writes relatedLogins (as [] when empty) exactly when the
+// catalog was filtered by URL, and empty lists as [] rather than null.
+func (c Catalog) MarshalJSON() ([]byte, error) {
+	type plain Catalog
+	p := plain(c)
+	p.Addresses = nonNil(p.Addresses)
+	p.Cards = nonNil(p.Cards)
+	p.Logins = nonNil(p.Logins)
+	if !c.ByURL {
+		p.RelatedLogins = nil
+		return json.Marshal(p)
+	}
+	return json.Marshal(struct {
+		plain
+		RelatedLogins []string `json:"relatedLogins"`
+	}{p, nonNil(c.RelatedLogins)})
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// Tokens maps a field name to its token string. Only fields the item
+// holds appear.
+type Tokens map[vault.Field]string
+
+// IdentityEntry is the owner's identity: values typed as themselves.
+type IdentityEntry struct {
+	Label  string `json:"label"`
+	Name   string `json:"name,omitempty"`
+	Email  string `json:"email,omitempty"`
+	Phone  string `json:"phone,omitempty"`
+	Tokens Tokens `json:"tokens"`
+}
+
+// AddressEntry is a postal address, shown coarsely.
+type AddressEntry struct {
+	Label   string `json:"label"`
+	Country string `json:"country,omitempty"`
+	City    string `json:"city,omitempty"`
+	Tokens  Tokens `json:"tokens"`
+}
+
+// CardEntry is what an agent may know about a card.
+type CardEntry struct {
+	Label       string   `json:"label"`
+	Brand       string   `json:"brand,omitempty"`
+	Last4       string   `json:"last4,omitempty"`
+	ExpiryMonth int      `json:"expiryMonth"`
+	ExpiryYear  int      `json:"expiryYear"`
+	AnySite     bool     `json:"anySite"`
+	Sites       []string `json:"sites"`
+	Tokens      Tokens   `json:"tokens"`
+}
+
+// LoginEntry is a login's catalog entry.
+type LoginEntry struct {
+	Label   string `json:"label"`
+	Website string `json:"website,omitempty"`
+	Site    string `json:"site"`
+	Tokens  Tokens `json:"tokens"`
+}
+
+// BuildCatalog lists the tokens a key may use, following seed 004:
+//
+//   - the key's scope is applied first (cards and logins only);
+//   - without a URL every card and login in scope is listed, by label;
+//   - under a URL, cards registered for the URL's site come first, then
+//     anySite cards; other cards drop out. A URL that does not parse (an
+//     absolute http or https URL with a host is required) matches no site:
+//     only anySite cards remain and no login;
+//   - under a URL, a login is listed when the URL's host is the login's home
+//     host or below it. The home host is the host of its website, "www."
+//     ignored, when that lies within the login's site, else the site
+//     itself. So a login for example.com fills on checkout.example.com,
+//     while one whose website is us.example.com does not fill on
+//     www.example.com: its host goes to relatedLogins instead. Logins of
+//     other registrable domains never appear, not even as related;
+//   - identity (the first by label) and addresses are never filtered.
+//
+// Items whose label breaks the token grammar are left out: no token could
+// name them.
+func BuildCatalog(items []vault.Item, args CatalogArgs) Catalog {
+	items = slices.Clone(items)
+	slices.SortStableFunc(items, func(a, b vault.Item) int { return compareLabels(a.Label, b.Label) })
+	cat := Catalog{Addresses: []AddressEntry{}, Cards: []CardEntry{}, Logins: []LoginEntry{}}
+	tok := func(it vault.Item, f vault.Field) string {
+		return Token{Kind: it.Kind, Label: it.Label, Field: f, Suffix: args.Suffix}.String()
+	}
+	tokensFor := func(it vault.Item, always ...vault.Field) Tokens {
+		t := Tokens{}
+		for _, f := range kindFields[it.Kind] {
+			if it.Has(f) || slices.Contains(always, f) {
+				t[f] = tok(it, f)
+			}
+		}
+		return t
+	}
+
+	var host string
+	hostOK := false
+	if args.URL != "" {
+		cat.ByURL = true
+		cat.RelatedLogins = []string{}
+		host, hostOK = urlHost(args.URL)
+	}
+
+	var siteCards, anyCards []CardEntry
+	for _, it := range items {
+		if !ValidLabel(it.Label) {
+			continue
+		}
+		switch it.Kind {
+		case vault.KindIdentity:
+			if cat.Identity != nil {
+				continue
+			}
+			e := &IdentityEntry{Label: it.Label, Tokens: tokensFor(it)}
+			if m := it.Identity; m != nil {
+				e.Name, e.Email, e.Phone = m.Name, m.Email, m.Phone
+			}
+			cat.Identity = e
+		case vault.KindAddress:
+			e := AddressEntry{Label: it.Label, Tokens: tokensFor(it)}
+			if m := it.Address; m != nil {
+				e.Country, e.City = m.Country, m.City
+			}
+			cat.Addresses = append(cat.Addresses, e)
+		case vault.KindCard:
+			if !args.Scope.AllCards && !slices.Contains(args.Scope.CardIDs, it.ID) {
+				continue
+			}
+			var m vault.CardMeta
+			if it.Card != nil {
+				m = *it.Card
+			}
+			// The CVV token is listed even when no CVV is stored: a
+			// live-CVV card is filled with it and the owner types the code.
+			e := CardEntry{
+				Label: it.Label, Brand: m.Brand, Last4: m.Last4,
+				ExpiryMonth: m.ExpiryMonth, ExpiryYear: m.ExpiryYear,
+				AnySite: m.AnySite, Sites: nonNil(slices.Clone(m.Sites)),
+				Tokens: tokensFor(it, vault.FieldNumber, vault.FieldCVV),
+			}
+			if m.HolderName != "" {
+				e.Tokens[vault.FieldHolder] = tok(it, vault.FieldHolder)
+			}
+			switch {
+			case !cat.ByURL:
+				siteCards = append(siteCards, e)
+			case hostOK && !m.AnySite && slices.ContainsFunc(m.Sites, func(s string) bool { return hostWithin(host, s) }):
+				siteCards = append(siteCards, e)
+			case m.AnySite:
+				anyCards = append(anyCards, e)
+			}
+		case vault.KindLogin:
+			if !args.Scope.AllLogins && !slices.Contains(args.Scope.LoginIDs, it.ID) {
+				continue
+			}
+			var m vault.LoginMeta
+			if it.Login != nil {
+				m = *it.Login
+			}
+			e := LoginEntry{Label: it.Label, Website: m.Website, Site: m.Site, Tokens: tokensFor(it)}
+			if !cat.ByURL {
+				cat.Logins = append(cat.Logins, e)
+				continue
+			}
+			if !hostOK {
+				continue
+			}
+			site := normHost(m.Site)
+			if site == "" || registrable(host) != registrable(site) {
+				continue
+			}
+			home := site
+			if wh, ok := urlHost(m.Website); ok && hostWithin(wh, site) {
+				home = wh
+			}
+			if hostWithin(host, home) {
+				cat.Logins = append(cat.Logins, e)
+			} else if !slices.Contains(cat.RelatedLogins, home) {
+				cat.RelatedLogins = append(cat.RelatedLogins, home)
+			}
+		}
+	}
+	cat.Cards = append(append(cat.Cards, siteCards...), anyCards...)
+	slices.Sort(cat.RelatedLogins)
+	return cat
+}
+
+// compareLabels orders "2" before "10" and numbers before names.
+func compareLabels(a, b string) int {
+	na, ea := strconv.Atoi(a)
+	nb, eb := strconv.Atoi(b)
+	switch {
+	case ea == nil && eb == nil:
+		return na - nb
+	case ea == nil:
+		return -1
+	case eb == nil:
+		return 1
+	}
+	return strings.Compare(a, b)
+}
+
+// urlHost returns the normalized host of an absolute http(s) URL.
+func urlHost(raw string) (string, bool) {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Hostname() == "" {
+		return "", false
+	}
+	h := normHost(u.Hostname())
+	return h, h != ""
+}
+
+// normHost lowercases, drops a trailing dot and converts IDNs to punycode
+// (the same normalisation the proxy applies to destinations, P2). It
+// returns "" for a name IDNA rejects.
+func normHost(h string) string {
+	h = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(h)), ".")
+	if h == "" {
+		return ""
+	}
+	if ip := net.ParseIP(strings.Trim(h, "[]")); ip != nil {
+		return ip.String()
+	}
+	a, err := idna.Lookup.ToASCII(h)
+	if err != nil {
+		return ""
+	}
+	return a
+}
+
+// hostWithin reports whether host is site or a subdomain of it, a leading
+// "www." on either side ignored. site may be written loosely (any case,
+// trailing dot, IDN).
+func hostWithin(host, site string) bool {
+	site = normHost(site)
+	if site == "" || host == "" {
+		return false
+	}
+	h, s := strings.TrimPrefix(host, "www."), strings.TrimPrefix(site, "www.")
+	return h == s || strings.HasSuffix(h, "."+s)
+}
+
+// registrable is the eTLD+1 of a host, or the host itself when it has none
+// (an IP, localhost, a bare public suffix).
+func registrable(h string) string {
+	if r, err := publicsuffix.EffectiveTLDPlusOne(h); err == nil {
+		return r
+	}
+	return h
+}
