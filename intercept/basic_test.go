@@ -1,0 +1,43 @@
+package intercept_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestProxyForwardsHTTPS(t *testing.T) {
+	e := startProxy(t, nil)
+	up := startUpstream(t, e.upCA, nil)
+	s, pw := e.session()
+	for _, h2 := range []bool{false, true} {
+		c := e.client(s, pw, h2)
+		resp, err := c.Get(hostURL(up, "shop.test", "/hello?a=b"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := readAll(t, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || body != "ok" {
+			t.Fatalf("h2=%v status %d body %q code %s", h2, resp.StatusCode, body, codeOf(resp))
+		}
+		if got := up.last(); got.RequestURI != "/hello?a=b" || !strings.HasPrefix(got.Host, "shop.test:") {
+			t.Fatalf("upstream saw %+v", got)
+		}
+	}
+}
+
+func TestProxyAuthRequired(t *testing.T) {
+	e := startProxy(t, nil)
+	up := startUpstream(t, e.upCA, nil)
+	s, _ := e.session()
+	c := e.client(s, "wrong", false)
+	_, err := c.Get(hostURL(up, "shop.test", "/"))
+	if err == nil || !strings.Contains(err.Error(), "Proxy Authentication Required") {
+		t.Fatalf("err = %v", err)
+	}
+	if up.accepts.Load() != 0 {
+		t.Fatal("upstream was contacted without proxy credentials")
+	}
+	_ = http.StatusOK
+}

@@ -1,0 +1,138 @@
+package intercept
+
+import (
+	"time"
+
+	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/vault"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the proxy's Prometheus series, on their own registry. Every
+// label value comes from a closed set (decisions, token kinds, error codes);
+// never a host, token, session id or anything a client sent (P15). A nil
+// *Metrics records nothing.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	requests      *prometheus.CounterVec
+	substitutions *prometheus.CounterVec
+	scrubs        *prometheus.CounterVec
+	refusals      *prometheus.CounterVec
+	upstream      prometheus.Histogram
+	added         prometheus.Histogram
+	tunnels       prometheus.Gauge
+	leafHits      prometheus.Counter
+	leafMisses    prometheus.Counter
+}
+
+// Decisions recorded in requests_total.
+const (
+	DecisionForwarded   = "forwarded"
+	DecisionSubstituted = "substituted"
+	DecisionRefused     = "refused"
+)
+
+var knownCodes = map[agentvault.Code]bool{}
+
+func init() {
+	for _, c := range []agentvault.Code{
+		agentvault.CodeInternal, agentvault.CodeInvalidInput, agentvault.CodeMalformedRequest,
+		agentvault.CodeDestinationUnauthorized, agentvault.CodeScopeDenied, agentvault.CodeInsecureSite,
+		agentvault.CodePrivateDestination, agentvault.CodeProxyLoop, agentvault.CodeUnknownToken,
+		agentvault.CodeTokenNotAllowed, agentvault.CodeSubstitution, agentvault.CodeBodyTooLarge,
+		agentvault.CodeTooManyTunnels, agentvault.CodeAuditUnavailable, agentvault.CodeUpstream,
+		agentvault.CodeUpstreamTLS, agentvault.CodeTimeout, agentvault.CodeProxyAuth, agentvault.CodeSealed,
+		agentvault.CodeSessionEnded, agentvault.CodeNotFound,
+	} {
+		knownCodes[c] = true
+	}
+}
+
+func codeLabel(c agentvault.Code) string {
+	if knownCodes[c] {
+		return string(c)
+	}
+	return "other"
+}
+
+func kindLabel(k vault.Kind) string {
+	switch k {
+	case vault.KindCard, vault.KindLogin, vault.KindIdentity, vault.KindAddress:
+		return string(k)
+	}
+	return "other"
+}
+
+// NewMetrics builds the series on a fresh registry.
+func NewMetrics() *Metrics {
+	m := &Metrics{Registry: prometheus.NewRegistry()}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentvault_proxy_requests_total", Help: "Requests inside tunnels, by decision."}, []string{"decision"})
+	m.substitutions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentvault_proxy_substitutions_total", Help: "Stand-ins or tokens swapped for real values, by token kind."}, []string{"kind"})
+	m.scrubs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentvault_proxy_scrubs_total", Help: "Real values replaced in responses, by token kind."}, []string{"kind"})
+	m.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentvault_proxy_refusals_total", Help: "Refused CONNECTs and requests, by code."}, []string{"code"})
+	m.upstream = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "agentvault_proxy_upstream_latency_seconds", Help: "Time to upstream response headers.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)})
+	m.added = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "agentvault_proxy_added_latency_seconds", Help: "Time spent in the proxy itself before sending upstream.", Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16)})
+	m.tunnels = prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentvault_proxy_open_tunnels", Help: "Open MITM tunnels."})
+	m.leafHits = prometheus.NewCounter(prometheus.CounterOpts{Name: "agentvault_proxy_leaf_cache_hits_total", Help: "Leaf certificates served from cache."})
+	m.leafMisses = prometheus.NewCounter(prometheus.CounterOpts{Name: "agentvault_proxy_leaf_cache_misses_total", Help: "Leaf certificates signed."})
+	m.Registry.MustRegister(m.requests, m.substitutions, m.scrubs, m.refusals, m.upstream, m.added, m.tunnels, m.leafHits, m.leafMisses)
+	for _, d := range []string{DecisionForwarded, DecisionSubstituted, DecisionRefused} {
+		m.requests.WithLabelValues(d)
+	}
+	return m
+}
+
+func (m *Metrics) request(decision string) {
+	if m != nil {
+		m.requests.WithLabelValues(decision).Inc()
+	}
+}
+
+func (m *Metrics) refusal(err error) {
+	if m != nil {
+		m.refusals.WithLabelValues(codeLabel(agentvault.ErrorCode(err))).Inc()
+	}
+}
+
+func (m *Metrics) substitution(k vault.Kind) {
+	if m != nil {
+		m.substitutions.WithLabelValues(kindLabel(k)).Inc()
+	}
+}
+
+func (m *Metrics) scrub(k vault.Kind) {
+	if m != nil {
+		m.scrubs.WithLabelValues(kindLabel(k)).Inc()
+	}
+}
+
+func (m *Metrics) upstreamLatency(d time.Duration) {
+	if m != nil {
+		m.upstream.Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) addedLatency(d time.Duration) {
+	if m != nil {
+		m.added.Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) tunnel(delta float64) {
+	if m != nil {
+		m.tunnels.Add(delta)
+	}
+}
+
+func (m *Metrics) leafHit() {
+	if m != nil {
+		m.leafHits.Inc()
+	}
+}
+
+func (m *Metrics) leafMiss() {
+	if m != nil {
+		m.leafMisses.Inc()
+	}
+}

@@ -1,0 +1,851 @@
+package intercept
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentvault/agentvault"
+	"github.com/elazarl/goproxy"
+	"golang.org/x/net/http2"
+)
+
+// Config is the proxy's configuration. Zero values take the defaults noted.
+type Config struct {
+	CA       *CA
+	Sessions *Sessions
+	Logger   *slog.Logger // nil: discard
+	Metrics  *Metrics     // nil: none
+
+	// UnsafeAllowPrivateRanges lets upstreams be on loopback or private
+	// addresses. Only for tests and local development (P3).
+	UnsafeAllowPrivateRanges bool
+	// ExtraRoots are trusted for upstream TLS on top of the system roots (P5).
+	ExtraRoots []*x509.Certificate
+	// EgressStrict refuses every CONNECT to a host outside AllowedHosts (P1).
+	EgressStrict bool
+	AllowedHosts []string
+
+	MaxBodyBytes      int64         // default 10 MiB
+	MaxTunnels        int           // default 512
+	ReadHeaderTimeout time.Duration // default 10s
+	IdleTimeout       time.Duration // default 90s
+	UpstreamTimeout   time.Duration // default 60s (to response headers)
+	Resolver          Resolver      // default net.DefaultResolver
+}
+
+// Server is the MITM proxy.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	metrics  *Metrics
+	ca       *CA
+	sessions *Sessions
+	dialer   *Dialer
+	upstream *http.Transport
+	gp       *goproxy.ProxyHttpServer
+	h2       *http2.Server
+	http     *http.Server
+
+	tunnels  atomic.Int64
+	closing  atomic.Bool
+	mu       sync.Mutex
+	live     map[*tunnel]struct{}
+	tunnelWG sync.WaitGroup
+}
+
+// tunnel is one MITM'd CONNECT.
+type tunnel struct {
+	sess *Session
+	dest Destination
+	conn net.Conn
+
+	mu     sync.Mutex
+	active bool
+}
+
+// NewServer builds the proxy from cfg.
+func NewServer(cfg Config) (*Server, error) {
+	if cfg.CA == nil || cfg.Sessions == nil {
+		return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "proxy needs a CA and a session table")
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 10 << 20
+	}
+	if cfg.MaxTunnels <= 0 {
+		cfg.MaxTunnels = 512
+	}
+	if cfg.ReadHeaderTimeout <= 0 {
+		cfg.ReadHeaderTimeout = 10 * time.Second
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = 90 * time.Second
+	}
+	if cfg.UpstreamTimeout <= 0 {
+		cfg.UpstreamTimeout = 60 * time.Second
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	roots, err := x509.SystemCertPool()
+	if err != nil || roots == nil {
+		roots = x509.NewCertPool()
+	}
+	for _, c := range cfg.ExtraRoots {
+		roots.AddCert(c)
+	}
+	s := &Server{
+		cfg: cfg, log: log, metrics: cfg.Metrics, ca: cfg.CA, sessions: cfg.Sessions,
+		dialer: &Dialer{UnsafeAllowPrivateRanges: cfg.UnsafeAllowPrivateRanges, Resolver: cfg.Resolver},
+		live:   map[*tunnel]struct{}{},
+	}
+	s.ca.metrics = cfg.Metrics
+	// Our own transport (P5): verified TLS against system + extra roots, no
+	// proxy from the environment, every dial through the vetting dialer (P3).
+	s.upstream = &http.Transport{
+		Proxy:                 nil,
+		DialContext:           s.dialer.DialContext,
+		TLSClientConfig:       &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          512,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: cfg.UpstreamTimeout,
+		ExpectContinueTimeout: time.Second,
+		DisableCompression:    true,
+	}
+	s.h2 = &http2.Server{IdleTimeout: cfg.IdleTimeout, MaxReadFrameSize: 1 << 20}
+
+	gp := goproxy.NewProxyHttpServer()
+	gp.Logger = discardLogger{}
+	gp.Tr = s.upstream // never used to forward; set so no default transport exists
+	gp.NonproxyHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.refuse(nil, agentvault.Errorf(agentvault.CodeMalformedRequest, "not a proxy request"), r.Method, "")
+		writeError(w, agentvault.Errorf(agentvault.CodeMalformedRequest, "not a proxy request"))
+	})
+	gp.OnRequest().HandleConnectFunc(s.onConnect)
+	// Absolute-form http:// requests: refused before anything goes upstream (P4).
+	gp.OnRequest().DoFunc(func(r *http.Request, ctx *goproxy.ProxyCtx) (*http.Request, *http.Response) {
+		err := agentvault.Errorf(agentvault.CodeInsecureSite, "plain http is refused: use https")
+		s.refuse(nil, err, r.Method, "")
+		return r, errorResponse(r, err)
+	})
+	s.gp = gp
+	s.http = &http.Server{
+		Handler:           gp,
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	return s, nil
+}
+
+type discardLogger struct{}
+
+func (discardLogger) Printf(string, ...any) {}
+
+// AddSelf tells the dialer about another of this process's listeners, so a
+// request to it is refused as a loop (P16).
+func (s *Server) AddSelf(a net.Addr) { s.dialer.AddSelf(a) }
+
+// Serve accepts proxy connections on l until Shutdown.
+func (s *Server) Serve(l net.Listener) error {
+	s.dialer.AddSelf(l.Addr())
+	err := s.http.Serve(l)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting, lets in-flight requests finish, closes idle
+// tunnels, and force-closes what is left when ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.closing.Store(true)
+	err := s.http.Shutdown(ctx)
+	s.mu.Lock()
+	for t := range s.live {
+		t.mu.Lock()
+		if !t.active {
+			_ = t.conn.Close()
+		}
+		t.mu.Unlock()
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.tunnelWG.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.mu.Lock()
+		for t := range s.live {
+			_ = t.conn.Close()
+		}
+		s.mu.Unlock()
+		<-done
+	}
+	s.upstream.CloseIdleConnections()
+	return err
+}
+
+// UpstreamTransport is the proxy's upstream transport (for tests).
+func (s *Server) UpstreamTransport() *http.Transport { return s.upstream }
+
+// proxyCredentials reads Proxy-Authorization: Basic.
+func proxyCredentials(h http.Header) (user, pass string, ok bool) {
+	v := h.Get("Proxy-Authorization")
+	const p = "Basic "
+	if len(v) < len(p) || !strings.EqualFold(v[:len(p)], p) {
+		return "", "", false
+	}
+	dec, err := base64.StdEncoding.DecodeString(strings.TrimSpace(v[len(p):]))
+	if err != nil {
+		return "", "", false
+	}
+	user, pass, ok = strings.Cut(string(dec), ":")
+	return user, pass, ok
+}
+
+func (s *Server) hostAllowed(host string) bool {
+	for _, a := range s.cfg.AllowedHosts {
+		if hostUnder(host, a) {
+			return true
+		}
+	}
+	return false
+}
+
+// onConnect decides a CONNECT: authentication, destination rules, tunnel
+// cap; then hands the connection to our own TLS termination.
+func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
+	req := ctx.Req
+	reject := func(err error, sess *Session) (*goproxy.ConnectAction, string) {
+		s.refuse(sess, err, http.MethodConnect, "")
+		resp := errorResponse(req, err)
+		if agentvault.ErrorCode(err) == agentvault.CodeProxyAuth {
+			resp.Header.Set("Proxy-Authenticate", `Basic realm="agentvault"`)
+		}
+		ctx.Resp = resp
+		return &goproxy.ConnectAction{Action: goproxy.ConnectReject}, host
+	}
+	user, pass, ok := proxyCredentials(req.Header)
+	if !ok {
+		return reject(agentvault.Errorf(agentvault.CodeProxyAuth, "proxy credentials required"), nil)
+	}
+	sess, ok := s.sessions.Authenticate(user, pass)
+	if !ok {
+		return reject(agentvault.Errorf(agentvault.CodeProxyAuth, "proxy credentials rejected"), nil)
+	}
+	if s.closing.Load() {
+		return reject(agentvault.Errorf(agentvault.CodeUpstream, "proxy is shutting down"), sess)
+	}
+	dest, err := NormalizeDestination(req.Host, 443)
+	if err != nil {
+		return reject(err, sess)
+	}
+	if s.cfg.EgressStrict && !s.hostAllowed(dest.Host) {
+		return reject(agentvault.Errorf(agentvault.CodeDestinationUnauthorized, "destination is not in the egress allow list"), sess)
+	}
+	vctx, cancel := context.WithTimeout(req.Context(), 10*time.Second)
+	_, err = s.dialer.Vet(vctx, dest)
+	cancel()
+	if err != nil {
+		return reject(err, sess)
+	}
+	if n := s.tunnels.Add(1); n > int64(s.cfg.MaxTunnels) {
+		s.tunnels.Add(-1)
+		return reject(agentvault.Errorf(agentvault.CodeTooManyTunnels, "too many open tunnels"), sess)
+	}
+	return &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: func(r *http.Request, client net.Conn, _ *goproxy.ProxyCtx) {
+		s.serveTunnel(sess, dest, client)
+	}}, host
+}
+
+// bufConn reads through a bufio.Reader that may hold peeked bytes.
+type bufConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+func (s *Server) serveTunnel(sess *Session, dest Destination, client net.Conn) {
+	t := &tunnel{sess: sess, dest: dest, conn: client}
+	s.tunnelWG.Add(1)
+	s.mu.Lock()
+	s.live[t] = struct{}{}
+	s.mu.Unlock()
+	s.metrics.tunnel(1)
+	defer func() {
+		_ = client.Close()
+		s.mu.Lock()
+		delete(s.live, t)
+		s.mu.Unlock()
+		s.metrics.tunnel(-1)
+		s.tunnels.Add(-1)
+		s.tunnelWG.Done()
+	}()
+	if _, err := io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		return
+	}
+	br := bufio.NewReaderSize(client, 4096)
+	_ = client.SetReadDeadline(time.Now().Add(s.cfg.ReadHeaderTimeout))
+	first, err := br.Peek(1)
+	if err != nil {
+		return
+	}
+	if first[0] != 0x16 { // not a TLS handshake record: plain text in the tunnel (P4)
+		err := agentvault.Errorf(agentvault.CodeInsecureSite, "the tunnel must carry TLS")
+		s.refuse(sess, err, "", dest.Host)
+		_ = errorResponse(nil, err).Write(client)
+		return
+	}
+	var sniErr error
+	tconn := tls.Server(&bufConn{Conn: client, r: br}, &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"h2", "http/1.1"},
+		GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			// P2: the SNI, when sent, must name the CONNECT destination.
+			if hello.ServerName != "" {
+				sni, err := NormalizeDestination(hello.ServerName, dest.Port)
+				if err != nil || sni.Host != dest.Host {
+					sniErr = agentvault.Errorf(agentvault.CodeDestinationUnauthorized, "TLS server name does not match the CONNECT destination")
+					return nil, sniErr
+				}
+			}
+			return s.ca.Leaf(dest.Host)
+		},
+	})
+	hctx, cancel := context.WithTimeout(context.Background(), s.cfg.ReadHeaderTimeout)
+	err = tconn.HandshakeContext(hctx)
+	cancel()
+	if err != nil {
+		if sniErr != nil {
+			s.refuse(sess, sniErr, "", dest.Host)
+		}
+		return
+	}
+	_ = client.SetReadDeadline(time.Time{})
+	t.conn = tconn
+	if tconn.ConnectionState().NegotiatedProtocol == "h2" {
+		// P7: our code terminates h2; every stream goes through handle.
+		s.h2.ServeConn(tconn, &http2.ServeConnOpts{
+			Context: context.Background(),
+			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				t.setActive(true)
+				defer t.setActive(false)
+				s.serveH2(t, w, r)
+			}),
+			BaseConfig: &http.Server{ReadHeaderTimeout: s.cfg.ReadHeaderTimeout, IdleTimeout: s.cfg.IdleTimeout},
+		})
+		return
+	}
+	s.serveH1(t, tconn)
+}
+
+func (t *tunnel) setActive(a bool) {
+	t.mu.Lock()
+	t.active = a
+	t.mu.Unlock()
+}
+
+const maxHeaderBytes = 64 << 10
+
+// serveH1 reads HTTP/1.1 requests from the decrypted tunnel one at a time.
+// The raw header block is checked before Go parses it (P8), and any refusal
+// closes the connection.
+func (s *Server) serveH1(t *tunnel, conn net.Conn) {
+	br := bufio.NewReaderSize(conn, maxHeaderBytes+4096)
+	bw := bufio.NewWriterSize(conn, 32<<10)
+	for !s.closing.Load() {
+		_ = conn.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
+		if _, err := br.Peek(1); err != nil {
+			return
+		}
+		t.setActive(true)
+		_ = conn.SetReadDeadline(time.Now().Add(s.cfg.ReadHeaderTimeout))
+		if err := checkRawHeader(br); err != nil {
+			s.refuse(t.sess, err, "", t.dest.Host)
+			_ = errorResponse(nil, err).Write(conn)
+			return
+		}
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			err := agentvault.Wrap(agentvault.CodeMalformedRequest, err, "malformed request")
+			s.refuse(t.sess, err, "", t.dest.Host)
+			_ = errorResponse(nil, err).Write(conn)
+			return
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
+		if strings.EqualFold(req.Header.Get("Expect"), "100-continue") {
+			req.Header.Del("Expect")
+			_, _ = io.WriteString(conn, "HTTP/1.1 100 Continue\r\n\r\n")
+		}
+		resp := s.handle(t, req, "HTTP/1.1")
+		keep := !resp.Close && !req.Close
+		resp.ProtoMajor, resp.ProtoMinor, resp.Proto = 1, 1, "HTTP/1.1"
+		werr := resp.Write(bw)
+		if werr == nil {
+			werr = bw.Flush()
+		}
+		resp.Body.Close()
+		// Drain what the client sent that we did not read, within reason.
+		_, _ = io.CopyN(io.Discard, req.Body, 256<<10)
+		req.Body.Close()
+		t.setActive(false)
+		if werr != nil || !keep {
+			return
+		}
+	}
+}
+
+// checkRawHeader looks at the raw header block before Go's parser
+// normalises it away: obs-fold, bare LF, duplicate Content-Length, both
+// Content-Length and Transfer-Encoding, a Transfer-Encoding other than
+// chunked, and Connection naming an end-to-end header are refused (P8,
+// RFC 9112 sections 5.2, 6.1 and 6.3; RFC 9110 section 7.6.1).
+func checkRawHeader(br *bufio.Reader) error {
+	bad := func(why string) error { return agentvault.Errorf(agentvault.CodeMalformedRequest, "%s", why) }
+	var block []byte
+	for n := 1; ; {
+		b, err := br.Peek(n)
+		if buffered := min(br.Buffered(), maxHeaderBytes); buffered > len(b) {
+			b, _ = br.Peek(buffered) // scan all that has arrived
+		}
+		if i := indexHeaderEnd(b); i >= 0 {
+			block = b[:i]
+			break
+		}
+		if errors.Is(err, bufio.ErrBufferFull) || n >= maxHeaderBytes {
+			return bad("request header too large")
+		}
+		if err != nil {
+			return agentvault.Wrap(agentvault.CodeTimeout, err, "request header not received")
+		}
+		n = min(len(b)+1, maxHeaderBytes)
+	}
+	lines := strings.Split(string(block[:len(block)-1]), "\n")
+	cl, te := 0, 0
+	for i, line := range lines {
+		if !strings.HasSuffix(line, "\r") {
+			return bad("bare LF in request header")
+		}
+		line = strings.TrimSuffix(line, "\r")
+		if i == 0 {
+			continue
+		}
+		if line == "" {
+			continue
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			return bad("obsolete header line folding")
+		}
+		name, value, ok := strings.Cut(line, ":")
+		if !ok || name == "" || strings.ContainsAny(name, " \t") {
+			return bad("malformed header line")
+		}
+		value = strings.TrimSpace(value)
+		switch strings.ToLower(name) {
+		case "content-length":
+			cl++
+		case "transfer-encoding":
+			te++
+			if !strings.EqualFold(value, "chunked") {
+				return bad("unsupported transfer encoding")
+			}
+		case "connection":
+			for _, tok := range strings.Split(value, ",") {
+				switch strings.ToLower(strings.TrimSpace(tok)) {
+				case "", "keep-alive", "close", "upgrade":
+				default:
+					return bad("Connection header names an end-to-end header")
+				}
+			}
+		}
+	}
+	if cl > 1 || te > 1 || (cl > 0 && te > 0) {
+		return bad("ambiguous message length")
+	}
+	return nil
+}
+
+// indexHeaderEnd returns the length of the header block including its
+// final CRLF CRLF (or LF LF), or -1.
+func indexHeaderEnd(b []byte) int {
+	for i := 0; i+1 < len(b); i++ {
+		if b[i] == '\n' {
+			if b[i+1] == '\n' {
+				return i + 2
+			}
+			if i+2 < len(b) && b[i+1] == '\r' && b[i+2] == '\n' {
+				return i + 3
+			}
+		}
+	}
+	return -1
+}
+
+// serveH2 runs one h2 stream through the same path as HTTP/1.1.
+func (s *Server) serveH2(t *tunnel, w http.ResponseWriter, r *http.Request) {
+	resp := s.handle(t, r, "HTTP/2.0")
+	defer resp.Body.Close()
+	h := w.Header()
+	for k, vs := range resp.Header {
+		if isHopByHop(k) {
+			continue
+		}
+		h[k] = vs
+	}
+	if resp.ContentLength >= 0 {
+		h.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+	}
+	w.WriteHeader(resp.StatusCode)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			if f, ok := w.(http.Flusher); ok {
+				f.Flush()
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Hop-by-hop headers (RFC 9110 section 7.6.1), never forwarded.
+var hopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+func isHopByHop(k string) bool {
+	for _, h := range hopByHop {
+		if strings.EqualFold(h, k) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkDestination enforces P2 inside the tunnel: the Host (or :authority)
+// and any absolute-form URL must name the CONNECT destination.
+func checkDestination(t *tunnel, req *http.Request) error {
+	if req.URL.Scheme != "" || req.URL.Host != "" {
+		if req.URL.Scheme != "https" {
+			return agentvault.Errorf(agentvault.CodeInsecureSite, "plain http is refused: use https")
+		}
+		if req.URL.User != nil {
+			return agentvault.Errorf(agentvault.CodeDestinationUnauthorized, "URL carries credentials")
+		}
+		u, err := NormalizeDestination(req.URL.Host, 443)
+		if err != nil || u != t.dest {
+			return agentvault.Errorf(agentvault.CodeDestinationUnauthorized, "request URL does not match the tunnel's destination")
+		}
+	}
+	h, err := NormalizeDestination(req.Host, 443)
+	if err != nil || h != t.dest {
+		return agentvault.Errorf(agentvault.CodeDestinationUnauthorized, "Host does not match the tunnel's destination")
+	}
+	if strings.Contains(strings.ToLower(strings.Join(req.Header.Values("Upgrade"), ",")), "h2c") || req.Header.Get("Http2-Settings") != "" {
+		return agentvault.Errorf(agentvault.CodeInsecureSite, "h2c upgrade is refused")
+	}
+	if req.Header.Get("Upgrade") != "" {
+		return agentvault.Errorf(agentvault.CodeMalformedRequest, "protocol upgrades are not supported")
+	}
+	return nil
+}
+
+// readBody reads the request body, refusing more than the cap (P14).
+func (s *Server) readBody(req *http.Request) ([]byte, error) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return nil, nil
+	}
+	if req.ContentLength > s.cfg.MaxBodyBytes {
+		return nil, agentvault.Errorf(agentvault.CodeBodyTooLarge, "request body is over the limit")
+	}
+	b, err := io.ReadAll(io.LimitReader(req.Body, s.cfg.MaxBodyBytes+1))
+	if err != nil {
+		return nil, agentvault.Wrap(agentvault.CodeMalformedRequest, err, "request body could not be read")
+	}
+	if int64(len(b)) > s.cfg.MaxBodyBytes {
+		return nil, agentvault.Errorf(agentvault.CodeBodyTooLarge, "request body is over the limit")
+	}
+	return b, nil
+}
+
+// outcome is what the canonical log line reports.
+type outcome struct {
+	decision string
+	err      error
+	status   int
+	reqBytes int
+	upstream time.Duration
+	subs     int
+}
+
+// handle runs one request from inside a tunnel: checks, substitution,
+// upstream, scrubbing. It always returns a response; refusals are marked
+// Close so the HTTP/1.1 loop drops the connection (P8).
+func (s *Server) handle(t *tunnel, req *http.Request, proto string) *http.Response {
+	start := time.Now()
+	ctx := req.Context()
+	oc := outcome{decision: DecisionForwarded}
+	resp, err := s.forward(ctx, t, req, &oc)
+	if err != nil {
+		oc.decision, oc.err = DecisionRefused, err
+		resp = errorResponse(req, err)
+		s.metrics.refusal(err)
+		t.sess.denied()
+	}
+	oc.status = resp.StatusCode
+	s.metrics.request(oc.decision)
+	attrs := []slog.Attr{
+		slog.String("decision", oc.decision),
+		slog.String("session", t.sess.ID),
+		slog.String("method", methodClass(req.Method)),
+		slog.String("host", t.dest.Host),
+		slog.Int("port", t.dest.Port),
+		slog.String("proto", proto),
+		slog.Int("status", oc.status),
+		slog.Int("req_bytes", oc.reqBytes),
+		slog.Int("substitutions", oc.subs),
+		slog.Duration("upstream", oc.upstream),
+		slog.Duration("total", time.Since(start)),
+		slog.String("content_type", headerForLog(req.Header.Get("Content-Type"))),
+	}
+	level := slog.LevelInfo
+	if err != nil {
+		attrs = append(attrs, slog.String("code", string(agentvault.ErrorCode(err))), slog.String("reason", agentvault.ErrorMessage(err)))
+		level = slog.LevelWarn
+	}
+	s.log.LogAttrs(ctx, level, "proxy request", attrs...)
+	return resp
+}
+
+// methodClass keeps the method label closed.
+func methodClass(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect:
+		return m
+	}
+	return "OTHER"
+}
+
+// headerForLog keeps only a media type's essence: no parameters (a boundary
+// or charset is harmless, but the rule is allowlist, not judgement).
+func headerForLog(v string) string {
+	if i := strings.IndexByte(v, ';'); i >= 0 {
+		v = v[:i]
+	}
+	v = strings.TrimSpace(v)
+	if len(v) > 64 {
+		v = v[:64]
+	}
+	return v
+}
+
+// refuse counts and logs a refusal that happens outside handle.
+func (s *Server) refuse(sess *Session, err error, method, host string) {
+	s.metrics.refusal(err)
+	s.metrics.request(DecisionRefused)
+	attrs := []slog.Attr{
+		slog.String("decision", DecisionRefused),
+		slog.String("code", string(agentvault.ErrorCode(err))),
+		slog.String("reason", agentvault.ErrorMessage(err)),
+		slog.String("method", methodClass(method)),
+	}
+	if sess != nil {
+		sess.denied()
+		attrs = append(attrs, slog.String("session", sess.ID))
+	}
+	if host != "" {
+		attrs = append(attrs, slog.String("host", host))
+	}
+	s.log.LogAttrs(context.Background(), slog.LevelWarn, "proxy request", attrs...)
+}
+
+func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, oc *outcome) (*http.Response, error) {
+	start := time.Now()
+	if err := checkDestination(t, req); err != nil {
+		return nil, err
+	}
+	body, err := s.readBody(req)
+	if err != nil {
+		return nil, err
+	}
+	oc.reqBytes = len(body)
+	// Build the outbound request from parts we vetted, never from the
+	// client's framing.
+	out := &http.Request{
+		Method:     req.Method,
+		URL:        &url.URL{Scheme: "https", Host: t.dest.Host, Path: req.URL.Path, RawPath: req.URL.RawPath, RawQuery: req.URL.RawQuery},
+		Header:     make(http.Header, len(req.Header)),
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+	}
+	if t.dest.Port != 443 {
+		out.URL.Host = t.dest.String()
+	}
+	if strings.Contains(t.dest.Host, ":") && t.dest.Port == 443 {
+		out.URL.Host = "[" + t.dest.Host + "]"
+	}
+	out.Host = out.URL.Host
+	for k, vs := range req.Header {
+		if isHopByHop(k) || strings.EqualFold(k, "Expect") {
+			continue
+		}
+		out.Header[k] = append([]string(nil), vs...)
+	}
+	newBody, sb, err := s.substituteRequest(ctx, t.sess, t.dest, out, body)
+	if sb != nil {
+		defer sb.wipe()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if sb.count > 0 {
+		oc.decision, oc.subs = DecisionSubstituted, sb.count
+		for _, k := range sb.kinds {
+			s.metrics.substitution(k)
+		}
+	}
+	if len(newBody) > 0 {
+		out.Body = nopBody(newBody)
+		out.ContentLength = int64(len(newBody))
+		out.Header.Set("Content-Length", strconv.Itoa(len(newBody)))
+	} else {
+		out.Header.Del("Content-Length")
+		if req.ContentLength == 0 || req.Body == nil || req.Body == http.NoBody || len(body) == 0 {
+			out.Body = http.NoBody
+		}
+	}
+	uctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	out = out.WithContext(uctx)
+	s.metrics.addedLatency(time.Since(start))
+	upStart := time.Now()
+	resp, err := s.upstream.RoundTrip(out)
+	oc.upstream = time.Since(upStart)
+	s.metrics.upstreamLatency(oc.upstream)
+	if err != nil {
+		cancel()
+		return nil, upstreamError(err)
+	}
+	// P4: a redirect to plain http is refused like a plain-http request.
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		if loc := resp.Header.Get("Location"); loc != "" {
+			if u, err := req.URL.Parse(loc); err == nil && !strings.EqualFold(u.Scheme, "https") && u.Scheme != "" {
+				resp.Body.Close()
+				cancel()
+				return nil, agentvault.Errorf(agentvault.CodeInsecureSite, "the site redirected to plain http")
+			}
+		}
+	}
+	scrubbed, err := s.scrubResponse(t.sess, resp)
+	if err != nil {
+		resp.Body.Close()
+		cancel()
+		return nil, err
+	}
+	scrubbed.Body = &cancelBody{ReadCloser: scrubbed.Body, cancel: cancel}
+	return scrubbed, nil
+}
+
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c *cancelBody) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
+}
+
+// upstreamError keeps a coded error from the dialer (private destination,
+// loop) and codes anything else as an upstream failure.
+func upstreamError(err error) error {
+	var ae *agentvault.Error
+	if errors.As(err, &ae) {
+		return ae
+	}
+	var ce *tls.CertificateVerificationError
+	var ue x509.UnknownAuthorityError
+	var he x509.HostnameError
+	if errors.As(err, &ce) || errors.As(err, &ue) || errors.As(err, &he) {
+		return agentvault.Wrap(agentvault.CodeUpstreamTLS, err, "the site's certificate did not verify")
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return agentvault.Wrap(agentvault.CodeTimeout, err, "the site did not answer in time")
+	}
+	return agentvault.Wrap(agentvault.CodeUpstream, err, "the site could not be reached")
+}
+
+// scrubResponse replaces every real value released in the session (and its
+// encodings) by its stand-in, in headers and body (P10). Compressed bodies
+// are decoded and sent on as identity.
+func (s *Server) scrubResponse(sess *Session, resp *http.Response) (*http.Response, error) {
+	for _, h := range hopByHop {
+		resp.Header.Del(h)
+	}
+	_, scrub := sess.replacers()
+	if scrub == nil || len(scrub.pairs) == 0 {
+		return resp, nil
+	}
+	count := func(p *pair) { s.metrics.scrub(p.kind) }
+	for k, vs := range resp.Header {
+		for i, v := range vs {
+			nv, _, _ := scrub.apply([]byte(v), func(p *pair) ([]byte, error) { count(p); return p.to, nil })
+			vs[i] = string(nv)
+		}
+		resp.Header[k] = vs
+	}
+	coding, err := contentEncoding(resp.Header)
+	if err != nil {
+		return nil, err
+	}
+	dec, err := decoder(coding, resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = &readCloser{Reader: scrub.reader(dec, count), closers: []io.Closer{dec, resp.Body}}
+	resp.Header.Del("Content-Encoding")
+	resp.Header.Del("Content-Length")
+	resp.ContentLength = -1
+	resp.Uncompressed = true
+	return resp, nil
+}
+
+type readCloser struct {
+	io.Reader
+	closers []io.Closer
+}
+
+func (r *readCloser) Close() error {
+	var first error
+	for _, c := range r.closers {
+		if err := c.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}

@@ -1,0 +1,544 @@
+package intercept
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/vault"
+	"golang.org/x/net/publicsuffix"
+)
+
+// ReleaseArgs mirrors vault.ReleaseArgs: which value, for whom, why. It is
+// declared here so the proxy depends only on the two vault methods it uses.
+type ReleaseArgs struct {
+	Org, ItemID string
+	Field       vault.Field
+	Destination string
+	Session     string
+	Actor       string
+	Purpose     string
+}
+
+// Vault is what the proxy needs from the vault service. Release must write
+// its audit record before returning a value and fail when it cannot (P12).
+type Vault interface {
+	List(ctx context.Context, org string) ([]vault.Item, error)
+	GetByLabel(ctx context.Context, org string, kind vault.Kind, label string) (vault.Item, error)
+	Release(ctx context.Context, a ReleaseArgs) (vault.Secret, error)
+}
+
+// APIKey is an agent credential: which org's items it may use, and the
+// token suffix derived for it (tokens.Suffix of the deployment secret and ID).
+type APIKey struct {
+	ID     string
+	Org    string
+	Suffix string
+}
+
+// KeyLookup resolves the API key an agent presents.
+type KeyLookup func(ctx context.Context, apiKey string) (APIKey, error)
+
+// Release purposes recorded in the audit log.
+const (
+	PurposeAuthorize  = "authorize"
+	PurposeSubstitute = "substitute"
+)
+
+// binding is one authorized token in a session: the token and its stand-in
+// both map to the item's field, usable only on the hosts authorized for it
+// and admitted by the item's scope.
+type binding struct {
+	token   string
+	standIn string // empty for non-secret fields (their real value is typed)
+	item    vault.Item
+	field   vault.Field
+	hosts   []string // normalised hosts authorized for this binding
+}
+
+// released is a real value released in the session, scrubbed from every
+// response with its stand-in.
+type released struct {
+	real    vault.Secret
+	standIn string
+	kind    vault.Kind
+}
+
+// Session is one browser session: its proxy credential, API key, bindings
+// and report.
+type Session struct {
+	ID      string
+	Key     APIKey
+	pwdHash [32]byte
+
+	mu       sync.Mutex
+	closed   bool
+	bindings map[string]*binding // by token and by stand-in
+	released []released
+	version  int // bumps when bindings or released change
+	reqRepl  *replacer
+	scrub    *replacer
+	cacheVer int
+	report   control.Report
+}
+
+// Sessions holds the live sessions.
+type Sessions struct {
+	Vault     Vault
+	LookupKey KeyLookup
+
+	mu   sync.RWMutex
+	byID map[string]*Session
+}
+
+// NewSessions returns an empty session table.
+func NewSessions(v Vault, lookup KeyLookup) *Sessions {
+	return &Sessions{Vault: v, LookupKey: lookup, byID: map[string]*Session{}}
+}
+
+func randomID(prefix string, n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+// Create opens a session under apiKey and returns it with its proxy
+// password (shown once; only its hash is kept).
+func (ss *Sessions) Create(ctx context.Context, apiKey string) (*Session, string, error) {
+	key, err := ss.LookupKey(ctx, apiKey)
+	if err != nil {
+		return nil, "", err
+	}
+	pwd := make([]byte, 24)
+	_, _ = rand.Read(pwd)
+	password := base64.RawURLEncoding.EncodeToString(pwd)
+	s := &Session{
+		ID:       randomID("s_", 12),
+		Key:      key,
+		pwdHash:  sha256.Sum256([]byte(password)),
+		bindings: map[string]*binding{},
+		report:   control.Report{FilledFieldKinds: []string{}, CredentialWrites: []string{}},
+	}
+	ss.mu.Lock()
+	ss.byID[s.ID] = s
+	ss.mu.Unlock()
+	return s, password, nil
+}
+
+// Get returns a live session.
+func (ss *Sessions) Get(id string) (*Session, error) {
+	ss.mu.RLock()
+	s := ss.byID[id]
+	ss.mu.RUnlock()
+	if s == nil {
+		return nil, agentvault.Errorf(agentvault.CodeNotFound, "no such session")
+	}
+	return s, nil
+}
+
+// Authenticate checks a proxy credential (user = session id).
+func (ss *Sessions) Authenticate(user, password string) (*Session, bool) {
+	ss.mu.RLock()
+	s := ss.byID[user]
+	ss.mu.RUnlock()
+	if s == nil {
+		// Same work either way, so timing does not reveal live session ids.
+		h := sha256.Sum256([]byte(password))
+		subtle.ConstantTimeCompare(h[:], h[:])
+		return nil, false
+	}
+	h := sha256.Sum256([]byte(password))
+	if subtle.ConstantTimeCompare(h[:], s.pwdHash[:]) != 1 {
+		return nil, false
+	}
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	return s, !closed
+}
+
+// Close ends a session: its credential stops working, its released values
+// are wiped, and its final report is returned.
+func (ss *Sessions) Close(id string) (control.Report, error) {
+	ss.mu.Lock()
+	s := ss.byID[id]
+	delete(ss.byID, id)
+	ss.mu.Unlock()
+	if s == nil {
+		return control.Report{}, agentvault.Errorf(agentvault.CodeNotFound, "no such session")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	for _, r := range s.released {
+		r.real.Wipe()
+	}
+	s.released = nil
+	s.bindings = map[string]*binding{}
+	s.version++
+	return s.reportLocked(), nil
+}
+
+// CloseAll ends every session (shutdown).
+func (ss *Sessions) CloseAll() {
+	ss.mu.RLock()
+	ids := make([]string, 0, len(ss.byID))
+	for id := range ss.byID {
+		ids = append(ids, id)
+	}
+	ss.mu.RUnlock()
+	for _, id := range ids {
+		_, _ = ss.Close(id)
+	}
+}
+
+// Report returns a copy of the session's report.
+func (s *Session) Report() control.Report {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reportLocked()
+}
+
+func (s *Session) reportLocked() control.Report {
+	r := s.report
+	r.FilledFieldKinds = slices.Clone(r.FilledFieldKinds)
+	r.CredentialWrites = slices.Clone(r.CredentialWrites)
+	if r.OrderTotal != nil {
+		t := *r.OrderTotal
+		r.OrderTotal = &t
+	}
+	return r
+}
+
+func (s *Session) denied() {
+	s.mu.Lock()
+	s.report.DeniedCount++
+	s.mu.Unlock()
+}
+
+func (s *Session) addKinds(kinds ...string) {
+	for _, k := range kinds {
+		if !slices.Contains(s.report.FilledFieldKinds, k) {
+			s.report.FilledFieldKinds = append(s.report.FilledFieldKinds, k)
+		}
+	}
+}
+
+// Event records what the browser side observed.
+func (s *Session) Event(ev control.EventRequest) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch ev.Type {
+	case control.EventConfirmation:
+		s.report.ConfirmationDetected = true
+		if ev.OrderTotal != nil {
+			t := *ev.OrderTotal
+			s.report.OrderTotal = &t
+		}
+	case control.EventFill:
+		for _, k := range ev.Kinds {
+			switch vault.Kind(k) {
+			case vault.KindCard, vault.KindLogin, vault.KindIdentity, vault.KindAddress:
+			default:
+				return agentvault.Errorf(agentvault.CodeInvalidInput, "unknown field kind")
+			}
+		}
+		s.addKinds(ev.Kinds...)
+	case control.EventCredential:
+		if ev.Site != "" && !slices.Contains(s.report.CredentialWrites, ev.Site) {
+			s.report.CredentialWrites = append(s.report.CredentialWrites, ev.Site)
+		}
+	default:
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "unknown event type")
+	}
+	return nil
+}
+
+// parsedToken is a mock token: av_<kind>_<label>_<field>_<suffix>.
+type parsedToken struct {
+	kind   vault.Kind
+	label  string
+	field  vault.Field
+	suffix string
+}
+
+var fieldsByKind = map[vault.Kind][]vault.Field{
+	vault.KindCard:     {vault.FieldNumber, vault.FieldCVV, vault.FieldHolder},
+	vault.KindLogin:    {vault.FieldEmail, vault.FieldUsername, vault.FieldPassword, vault.FieldTOTP},
+	vault.KindIdentity: {vault.FieldName, vault.FieldEmail, vault.FieldPhone},
+	vault.KindAddress:  {vault.FieldLine1, vault.FieldLine2, vault.FieldCity, vault.FieldRegion, vault.FieldPostalCode, vault.FieldCountry},
+}
+
+func parseToken(s string) (parsedToken, error) {
+	bad := agentvault.Errorf(agentvault.CodeUnknownToken, "not a valid token")
+	rest, ok := strings.CutPrefix(s, "av_")
+	if !ok {
+		return parsedToken{}, bad
+	}
+	i := strings.IndexByte(rest, '_')
+	j := strings.LastIndexByte(rest, '_')
+	if i < 0 || j <= i {
+		return parsedToken{}, bad
+	}
+	t := parsedToken{kind: vault.Kind(rest[:i]), suffix: rest[j+1:]}
+	mid := rest[i+1 : j]
+	for _, f := range fieldsByKind[t.kind] {
+		if l, ok := strings.CutSuffix(mid, "_"+string(f)); ok && l != "" {
+			t.label, t.field = l, f
+			break
+		}
+	}
+	if t.field == "" || len(t.suffix) != 5 {
+		return parsedToken{}, bad
+	}
+	return t, nil
+}
+
+// pageDestination extracts the host a page or frame URL sends its forms to
+// and insists on https (a secret is never typed into a plain-http page).
+func pageDestination(raw string) (Destination, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return Destination{}, agentvault.Errorf(agentvault.CodeInvalidInput, "page URL is not an absolute URL")
+	}
+	if u.Scheme != "https" {
+		return Destination{}, agentvault.Errorf(agentvault.CodeInsecurePage, "the page is not served over https")
+	}
+	if u.User != nil {
+		return Destination{}, agentvault.Errorf(agentvault.CodeDestinationUnauthorized, "page URL carries credentials")
+	}
+	return NormalizeDestination(u.Host, 443)
+}
+
+// ScopeAdmits reports whether item may be used on host: a card on any site
+// when AnySite, else on one of its sites (or their subdomains); a login on
+// its registrable domain and its subdomains (P2); identity and address data
+// anywhere over https.
+func ScopeAdmits(item vault.Item, host string) bool {
+	switch item.Kind {
+	case vault.KindCard:
+		if item.Card == nil {
+			return false
+		}
+		if item.Card.AnySite {
+			return true
+		}
+		for _, site := range item.Card.Sites {
+			if hostUnder(host, site) {
+				return true
+			}
+		}
+		return false
+	case vault.KindLogin:
+		if item.Login == nil || item.Login.Site == "" {
+			return false
+		}
+		site, err := NormalizeDestination(item.Login.Site, 443)
+		if err != nil {
+			return false
+		}
+		reg, err := publicsuffix.EffectiveTLDPlusOne(host)
+		if err != nil {
+			return false
+		}
+		siteReg, err := publicsuffix.EffectiveTLDPlusOne(site.Host)
+		if err != nil {
+			return false
+		}
+		return reg == siteReg && hostUnder(host, siteReg)
+	case vault.KindIdentity, vault.KindAddress:
+		return true
+	}
+	return false
+}
+
+// hostUnder reports whether host is site or a subdomain of it, both
+// normalised first.
+func hostUnder(host, site string) bool {
+	d, err := NormalizeDestination(site, 443)
+	if err != nil {
+		return false
+	}
+	return host == d.Host || strings.HasSuffix(host, "."+d.Host)
+}
+
+// Authorize binds a token to the destination of the page (or frame) about
+// to be filled, releasing the value once (audited) to build its stand-in.
+func (ss *Sessions) Authorize(ctx context.Context, s *Session, req control.AuthorizeRequest) (control.AuthorizeResponse, error) {
+	resp, err := ss.authorize(ctx, s, req)
+	if err != nil {
+		s.denied()
+	}
+	return resp, err
+}
+
+func (ss *Sessions) authorize(ctx context.Context, s *Session, req control.AuthorizeRequest) (control.AuthorizeResponse, error) {
+	tok, err := parseToken(req.Token)
+	if err != nil {
+		return control.AuthorizeResponse{}, err
+	}
+	if tok.suffix != s.Key.Suffix {
+		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeUnknownToken, "the token does not belong to this API key")
+	}
+	target := req.PageURL
+	if req.FrameURL != "" {
+		target = req.FrameURL
+	}
+	dest, err := pageDestination(target)
+	if err != nil {
+		return control.AuthorizeResponse{}, err
+	}
+	if req.FrameURL != "" {
+		// The top page must be https too.
+		if _, err := pageDestination(req.PageURL); err != nil {
+			return control.AuthorizeResponse{}, err
+		}
+	}
+	item, err := ss.Vault.GetByLabel(ctx, s.Key.Org, tok.kind, tok.label)
+	if err != nil {
+		if agentvault.ErrorCode(err) == agentvault.CodeNotFound {
+			return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeUnknownToken, "no item for this token")
+		}
+		return control.AuthorizeResponse{}, err
+	}
+	if !item.Has(tok.field) {
+		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeUnknownToken, "the item has no such field")
+	}
+	if !ScopeAdmits(item, dest.Host) {
+		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeScopeDenied, "this item may not be used on this site")
+	}
+	s.mu.Lock()
+	closed := s.closed
+	existing := s.bindings[req.Token]
+	s.mu.Unlock()
+	if closed {
+		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeSessionEnded, "session is closed")
+	}
+	if existing != nil {
+		s.mu.Lock()
+		if !slices.Contains(existing.hosts, dest.Host) {
+			existing.hosts = append(existing.hosts, dest.Host)
+			s.version++
+		}
+		standIn := existing.standIn
+		s.mu.Unlock()
+		if standIn != "" {
+			return control.AuthorizeResponse{Value: standIn, Kind: string(tok.kind), Field: string(tok.field), StandIn: true}, nil
+		}
+	}
+	real, err := ss.Vault.Release(ctx, ReleaseArgs{
+		Org: s.Key.Org, ItemID: item.ID, Field: tok.field, Destination: dest.Host,
+		Session: s.ID, Actor: s.Key.ID, Purpose: PurposeAuthorize,
+	})
+	if err != nil {
+		return control.AuthorizeResponse{}, err
+	}
+	out := control.AuthorizeResponse{Kind: string(tok.kind), Field: string(tok.field)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		real.Wipe()
+		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeSessionEnded, "session is closed")
+	}
+	b := s.bindings[req.Token]
+	if b == nil {
+		b = &binding{token: req.Token, item: item, field: tok.field}
+		s.bindings[req.Token] = b
+	}
+	if !slices.Contains(b.hosts, dest.Host) {
+		b.hosts = append(b.hosts, dest.Host)
+	}
+	if tok.field.IsSecret() {
+		if b.standIn == "" {
+			si, err := makeStandIn(tok.field, real.InsecureRawBytes(), func(c string) bool { return s.bindings[c] != nil })
+			if err != nil {
+				real.Wipe()
+				return control.AuthorizeResponse{}, err
+			}
+			b.standIn = si
+			s.bindings[si] = b
+			s.released = append(s.released, released{real: real, standIn: si, kind: item.Kind})
+		} else {
+			real.Wipe()
+		}
+		out.Value, out.StandIn = b.standIn, true
+	} else {
+		out.Value = string(real.InsecureRawBytes())
+		real.Wipe()
+	}
+	s.addKinds(string(item.Kind))
+	s.version++
+	return out, nil
+}
+
+// replacers returns the session's request replacer (tokens and stand-ins
+// to a marker resolved per hit) and its response scrubber, rebuilt only when
+// the bindings changed.
+func (s *Session) replacers() (req, scrub *replacer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reqRepl != nil && s.cacheVer == s.version {
+		return s.reqRepl, s.scrub
+	}
+	var rp []pair
+	seen := map[*binding]bool{}
+	for needle, b := range s.bindings {
+		_ = needle
+		if seen[b] {
+			continue
+		}
+		seen[b] = true
+		// The replacement is resolved per request (released fresh, audited),
+		// so here `to` is empty and the pair only records the encoding.
+		for _, n := range []string{b.token, b.standIn} {
+			if n == "" {
+				continue
+			}
+			for i, enc := range requestEncodings {
+				f := enc(n)
+				if f == "" {
+					continue
+				}
+				rp = append(rp, pair{from: []byte(f), kind: b.item.Kind, ref: b, to: []byte{byte(i)}})
+			}
+		}
+	}
+	var sp []pair
+	for _, r := range s.released {
+		sp = append(sp, variantPairs(string(r.real.InsecureRawBytes()), r.standIn, r.kind, nil)...)
+	}
+	s.reqRepl, s.scrub, s.cacheVer = newReplacer(dedupe(rp)), newReplacer(sp), s.version
+	return s.reqRepl, s.scrub
+}
+
+// requestEncodings are the forms a token or stand-in takes in a request; the
+// index is stored in pair.to so the real value is encoded the same way.
+var requestEncodings = []func(string) string{
+	func(s string) string { return s },
+	url.QueryEscape,
+	url.PathEscape,
+	jsonEscape,
+	jsonUEscape,
+}
+
+func dedupe(ps []pair) []pair {
+	seen := map[string]bool{}
+	out := ps[:0]
+	for _, p := range ps {
+		if seen[string(p.from)] {
+			continue
+		}
+		seen[string(p.from)] = true
+		out = append(out, p)
+	}
+	return out
+}
