@@ -263,6 +263,12 @@ func (s *Session) Fill(t Target, value string, timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
+	if t.Frame == "" {
+		// An unframed fill takes the first match; a framed one stays
+		// strict, because a second match inside a card frame is ambiguous
+		// about which field gets a card value.
+		loc = loc.First()
+	}
 	if err := loc.Fill(value, playwright.LocatorFillOptions{Timeout: ms(timeout)}); err != nil {
 		return fillError(t, timeout, err)
 	}

@@ -225,3 +225,53 @@ func (s *Session) evaluateFrames(script string, arg any, timeout time.Duration) 
 	}
 	return out, nil
 }
+
+// OrderTotal is an amount the page shows as its total, with its currency
+// (ISO code, or "" when the page shows none).
+type OrderTotal struct {
+	Amount   string
+	Currency string
+}
+
+// totalScript finds the element the page presents as its order total and
+// reads amount and currency from it. Only the top document is read: a card
+// frame holds no total.
+const totalScript = `() => {
+	const cands = Array.from(document.querySelectorAll('[data-total],[id*=total i],[class*=total i],[itemprop=price],[data-testid*=total i]'));
+	const sym = {'€': 'EUR', '$': 'USD', '£': 'GBP', '¥': 'JPY', 'CHF': 'CHF'};
+	for (let i = cands.length - 1; i >= 0; i--) {
+		const e = cands[i];
+		if (e.querySelector('[data-total],[id*=total i],[class*=total i]')) continue;
+		const t = (e.getAttribute('data-total') || e.innerText || '').trim();
+		const m = t.match(/([A-Z]{3}|[€$£¥])?\s*(\d{1,3}(?:[ ,.]\d{3})*(?:[.,]\d{2})|\d+(?:[.,]\d{2})?)\s*([A-Z]{3}|[€$£¥])?/);
+		if (!m) continue;
+		let cur = m[1] || m[3] || '';
+		cur = sym[cur] || cur;
+		let a = m[2].replace(/[ ]/g, '');
+		if (/,\d{2}$/.test(a)) a = a.replace(/\./g, '').replace(',', '.'); else a = a.replace(/,/g, '');
+		return {amount: a, currency: cur};
+	}
+	return null;
+}`
+
+// ReadOrderTotal returns the total the current page shows, if it shows one.
+func (s *Session) ReadOrderTotal() (OrderTotal, bool) {
+	p, err := s.page()
+	if err != nil {
+		return OrderTotal{}, false
+	}
+	v, err := p.Evaluate(totalScript)
+	if err != nil {
+		return OrderTotal{}, false
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return OrderTotal{}, false
+	}
+	a, _ := m["amount"].(string)
+	c, _ := m["currency"].(string)
+	if a == "" {
+		return OrderTotal{}, false
+	}
+	return OrderTotal{Amount: a, Currency: c}, true
+}

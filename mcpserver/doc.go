@@ -1,0 +1,16 @@
+// Package mcpserver is mcpd: the MCP server an agent drives a checkout or a
+// sign-in through. It owns the tools (get_token_catalog, open_page, click,
+// press, wait_for_selector, count, wait_for_popup, close_popup,
+// fill_checkout, fill_login, snapshot_page, observe_page, list_frames,
+// detect_challenge, get_session_outcome, get_run_report, close_session),
+// their JSON schemas, the status line every answer starts with, the mapping
+// of error codes to isError results (statusError, the one place), the card
+// field order rules, and the per-session state those rules need.
+//
+// It must never: read the vault or its storage (everything secret goes
+// through proxyd's control API: a token is authorized there and what comes
+// back is what gets typed), import goproxy or playwright-go (the browser
+// package owns Chromium), write to stdout outside the MCP stream, or put a
+// typed value, a stand-in or a real value in a result, a log line or an
+// error message.
+package mcpserver

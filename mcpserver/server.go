@@ -1,0 +1,298 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/browser"
+	"github.com/agentvault/agentvault/control"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Control is what mcpd needs from proxyd's control API (control.Client
+// implements it).
+type Control interface {
+	CreateSession(ctx context.Context, apiKey string) (control.CreateSessionResponse, error)
+	Catalog(ctx context.Context, apiKey, pageURL string) (json.RawMessage, error)
+	Authorize(ctx context.Context, sessionID string, req control.AuthorizeRequest) (control.AuthorizeResponse, error)
+	Event(ctx context.Context, sessionID string, ev control.EventRequest) error
+	Report(ctx context.Context, sessionID string) (control.Report, error)
+	CloseSession(ctx context.Context, sessionID string) (control.CloseResponse, error)
+}
+
+var _ Control = (*control.Client)(nil)
+
+// Config wires a Server.
+type Config struct {
+	Control Control
+	// APIKey is the agent's key (avk_...). It is sent to proxyd only.
+	APIKey string
+	// ProxyURL overrides the proxy address proxyd announces.
+	ProxyURL string
+	// DriverDir and ChromiumPath locate playwright's driver and Chromium.
+	DriverDir, ChromiumPath string
+	// ExtraTrustSPKI adds certificate SPKI hashes Chromium trusts besides
+	// proxyd's CA.
+	ExtraTrustSPKI []string
+	// UnsafeDirectBrowser opens browser sessions without the proxy. Tests of
+	// the tools without proxyd only: nothing is substituted on the wire.
+	UnsafeDirectBrowser bool
+	// PopupNotice is passed to the browser (see browser.Config).
+	PopupNotice time.Duration
+	// Redactor scrubs page text and checks selectors after a fill; nil
+	// means the built-in strict one.
+	Redactor Redactor
+	Logger   *slog.Logger
+}
+
+// Server holds the MCP server, the shared browser and the sessions.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+	mcp *mcp.Server
+	red Redactor
+
+	mu       sync.Mutex
+	browser  *browser.Browser
+	sessions map[string]*Session // by handle
+	current  string              // the handle a call without session uses
+}
+
+// New builds the server and registers the tools.
+func New(cfg Config) (*Server, error) {
+	if cfg.Control == nil {
+		return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "mcpserver: Control is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, red: cfg.Redactor, sessions: map[string]*Session{}}
+	if s.red == nil {
+		s.red = strictRedactor{}
+	}
+	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "agentvault-mcpd", Version: "0.1.0"}, &mcp.ServerOptions{
+		Instructions: serverInstructions,
+	})
+	s.register()
+	return s, nil
+}
+
+const serverInstructions = `agentvault fills checkouts and sign-ins with mock tokens (av_...) that the proxy swaps for real values only on the wire to sites the owner allows. Start with get_token_catalog, then open_page, snapshot_page to orient, fill_checkout / fill_login with tokens, then get_session_outcome and get_run_report; finish with close_session. Every prose answer starts with a status line (status=ok|error ...); JSON answers carry status as their first key.`
+
+// MCP returns the underlying server (to connect it to any transport).
+func (s *Server) MCP() *mcp.Server { return s.mcp }
+
+// Run serves one MCP connection until it ends or ctx is done.
+func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
+	return s.mcp.Run(ctx, t)
+}
+
+// Close ends every session (closing them on proxyd too) and the browser.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	sessions := s.sessions
+	s.sessions = map[string]*Session{}
+	b := s.browser
+	s.browser = nil
+	s.mu.Unlock()
+	for _, ss := range sessions {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, _ = s.closeSession(ctx, ss)
+		cancel()
+	}
+	if b != nil {
+		return b.Close()
+	}
+	return nil
+}
+
+// SessionArg is the optional session handle every tool accepts.
+type SessionArg struct {
+	Session string `json:"session,omitempty" jsonschema:"Handle of the session an earlier answer named (s_...). Leave it out on the local server: calls use the session open_page started."`
+}
+
+func (a SessionArg) handle() string { return a.Session }
+
+type sessionArg interface{ handle() string }
+
+// toolFunc is a tool body: it gets the call's session (nil when the tool
+// may run without one and none exists) and returns a finished result or an
+// error that statusError turns into one.
+type toolFunc[In any] func(ctx context.Context, in In) (*mcp.CallToolResult, error)
+
+// addTool registers a tool with the status-line and error conventions
+// applied in one place.
+func addTool[In sessionArg](s *Server, name, desc string, readOnly bool, f toolFunc[In]) {
+	tool := &mcp.Tool{Name: name, Description: desc, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: readOnly}}
+	mcp.AddTool(s.mcp, tool, func(ctx context.Context, req *mcp.CallToolRequest, in In) (res *mcp.CallToolResult, _ any, _ error) {
+		start := time.Now()
+		defer func() {
+			if r := recover(); r != nil {
+				// The panic value may quote anything: it is not logged or
+				// shown, only the stack's shape for the operator.
+				s.log.Error("tool panicked", "tool", name, "stack_bytes", len(debug.Stack()))
+				res = statusError(agentvault.Errorf(agentvault.CodeInternal, "%s failed unexpectedly", name), nil)
+			}
+		}()
+		r, err := f(ctx, in)
+		if err != nil {
+			s.log.Info("tool", "tool", name, "status", "error", "code", string(agentvault.ErrorCode(err)), "ms", time.Since(start).Milliseconds())
+			var fe *filledError
+			if asFilled(err, &fe) {
+				return statusError(fe.err, &fe.filled), nil, nil
+			}
+			return statusError(err, nil), nil, nil
+		}
+		s.log.Info("tool", "tool", name, "status", "ok", "ms", time.Since(start).Milliseconds())
+		return r, nil, nil
+	})
+}
+
+// filledError carries filled=N/M along with a fill tool's error.
+type filledError struct {
+	err    error
+	filled [2]int
+}
+
+func (e *filledError) Error() string { return e.err.Error() }
+func (e *filledError) Unwrap() error { return e.err }
+
+func asFilled(err error, out **filledError) bool {
+	fe, ok := err.(*filledError)
+	if ok {
+		*out = fe
+	}
+	return ok
+}
+
+func withFilled(err error, n, m int) error { return &filledError{err: err, filled: [2]int{n, m}} }
+
+// lookup finds the session a call names, or the current one.
+func (s *Server) lookup(handle string) (*Session, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if handle == "" {
+		handle = s.current
+	}
+	if handle == "" {
+		return nil, nil
+	}
+	ss, ok := s.sessions[handle]
+	if !ok {
+		return nil, agentvault.Errorf(agentvault.CodeSessionEnded, "This session has ended: it was closed, timed out, or the server restarted.")
+	}
+	return ss, nil
+}
+
+// pageSession returns the session of a page tool, refusing before
+// open_page.
+func (s *Server) pageSession(tool, handle string) (*Session, error) {
+	ss, err := s.lookup(handle)
+	if err != nil {
+		return nil, err
+	}
+	if ss == nil || ss.page == nil {
+		return nil, agentvault.Errorf(agentvault.CodeNoPage, "%s needs an open page: call open_page first.", tool)
+	}
+	return ss, nil
+}
+
+// ensureSession returns the call's session, opening one on proxyd when
+// there is none yet.
+func (s *Server) ensureSession(ctx context.Context, handle string) (*Session, error) {
+	ss, err := s.lookup(handle)
+	if err != nil || ss != nil {
+		return ss, err
+	}
+	cs, err := s.cfg.Control.CreateSession(ctx, s.cfg.APIKey)
+	if err != nil {
+		return nil, err
+	}
+	ss = &Session{Handle: cs.ID, ctl: cs}
+	s.mu.Lock()
+	s.sessions[cs.ID] = ss
+	s.current = cs.ID
+	s.mu.Unlock()
+	s.log.Info("session opened", "session_bytes", len(cs.ID))
+	return ss, nil
+}
+
+// ensureBrowser launches Chromium once, trusting proxyd's CA.
+func (s *Server) ensureBrowser(spki string) (*browser.Browser, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.browser != nil {
+		if spki == "" || s.browser.Trusts(spki) {
+			return s.browser, nil
+		}
+		// proxyd's CA changed (a restart with a new data dir): the flag is
+		// process-wide, so the browser has to be relaunched.
+		_ = s.browser.Close()
+		s.browser = nil
+	}
+	trust := append([]string(nil), s.cfg.ExtraTrustSPKI...)
+	if spki != "" {
+		trust = append(trust, spki)
+	}
+	b, err := browser.Launch(browser.Config{
+		DriverDir:    s.cfg.DriverDir,
+		ChromiumPath: s.cfg.ChromiumPath,
+		TrustSPKI:    trust,
+		PopupNotice:  s.cfg.PopupNotice,
+		Logger:       s.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.browser = b
+	return b, nil
+}
+
+// closeSession ends a session on proxyd and closes its browser context.
+func (s *Server) closeSession(ctx context.Context, ss *Session) (control.CloseResponse, error) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.closed {
+		return ss.closeAnswer, ss.closeErr
+	}
+	ss.closed = true
+	if ss.page != nil {
+		if err := ss.page.Close(); err != nil {
+			ss.teardownErr = "the browser context did not close cleanly"
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ss.closeAnswer, ss.closeErr = s.cfg.Control.CloseSession(ctx, ss.ctl.ID)
+	s.mu.Lock()
+	delete(s.sessions, ss.Handle)
+	if s.current == ss.Handle {
+		s.current = ""
+	}
+	s.mu.Unlock()
+	return ss.closeAnswer, ss.closeErr
+}
+
+func ms(n int, def, max time.Duration) time.Duration {
+	if n <= 0 {
+		return def
+	}
+	d := time.Duration(n) * time.Millisecond
+	if max > 0 && d > max {
+		return max
+	}
+	return d
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}

@@ -1,0 +1,58 @@
+package mcpserver
+
+import (
+	"net/url"
+	"sync"
+
+	"github.com/agentvault/agentvault/browser"
+	"github.com/agentvault/agentvault/control"
+)
+
+// Session is one agent task: a proxyd session, its browser context, and
+// what the safety rules need to remember between calls. Calls on a session
+// run one at a time (mu). The handle is proxyd's session id, so the hosted
+// server can route a `session` argument to it.
+type Session struct {
+	Handle string
+
+	mu   sync.Mutex
+	ctl  control.CreateSessionResponse
+	page *browser.Session
+
+	// tokenFilled turns on the post-fill rules for the rest of the session:
+	// no snapshot, no frame list, selector and chord checks.
+	tokenFilled bool
+	// filled holds what was typed for tokens, only to scrub page text read
+	// back (observe_page errorText). Never logged, never returned.
+	filled []string
+	cards  cardState
+	// lastAction is the latest click or press target, exactly as passed.
+	lastAction string
+	// loginPassword is true after fill_login typed a password and no
+	// checkout token was filled since (detect_challenge's ambiguousOnly).
+	loginPassword bool
+	orderTotal    *control.OrderTotal
+
+	closed      bool
+	closeAnswer control.CloseResponse
+	closeErr    error
+	teardownErr string
+}
+
+// action records an action between a card number and its code: it spends
+// the pending code authorization.
+func (ss *Session) action() { ss.cards.action() }
+
+// safeURL drops the query and fragment: they can carry anything a site put
+// there, and an agent only needs to know where it is.
+func safeURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" {
+		if raw == "about:blank" || raw == "" {
+			return raw
+		}
+		return "(unparsable URL)"
+	}
+	u.RawQuery, u.Fragment, u.User = "", "", nil
+	return u.String()
+}

@@ -1,0 +1,161 @@
+package mcpserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/agentvault/agentvault"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// maxStatusLine bounds the machine-readable first line of a prose answer.
+const maxStatusLine = 120
+
+// status is the machine-readable summary every answer starts with: the
+// first line of a prose answer, the first keys of a JSON one.
+type status struct {
+	State   string // ok, error, pending
+	Code    agentvault.Code
+	Filled  *[2]int // filled, of: fill tools only
+	Session string  // hosted server: the handle the answer names
+}
+
+func okStatus() status { return status{State: "ok"} }
+
+// pairs returns the status as ordered key/value pairs.
+func (s status) pairs() [][2]string {
+	st := s.State
+	if st == "" {
+		st = "ok"
+	}
+	p := [][2]string{{"status", st}}
+	if s.Code != "" {
+		p = append(p, [2]string{"code", string(s.Code)})
+	}
+	if s.Filled != nil {
+		p = append(p, [2]string{"filled", fmt.Sprintf("%d/%d", s.Filled[0], s.Filled[1])})
+	}
+	if s.Session != "" {
+		p = append(p, [2]string{"session", s.Session})
+	}
+	return p
+}
+
+// line renders "status=ok filled=3/3", cut to 120 characters on a pair
+// boundary so that a parser never sees half a value.
+func (s status) line() string {
+	var b strings.Builder
+	for i, kv := range s.pairs() {
+		part := kv[0] + "=" + sanitizeValue(kv[1])
+		if i > 0 {
+			if b.Len()+1+len(part) > maxStatusLine {
+				break
+			}
+			b.WriteByte(' ')
+		}
+		b.WriteString(part)
+	}
+	out := b.String()
+	if len(out) > maxStatusLine {
+		out = out[:maxStatusLine]
+	}
+	return out
+}
+
+// sanitizeValue keeps a status value to one token: no spaces, no newlines.
+func sanitizeValue(v string) string {
+	return strings.Map(func(r rune) rune {
+		if r <= ' ' || r == '=' || r > '~' {
+			return '_'
+		}
+		return r
+	}, v)
+}
+
+// prose builds a prose answer: the status line, a newline, the text.
+func prose(s status, text string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{
+		Content: []mcp.Content{&mcp.TextContent{Text: s.line() + "\n" + text}},
+		IsError: s.State == "error",
+	}
+}
+
+// jsonAnswer builds a JSON answer whose first keys are the status fields. A
+// key the object already has keeps its value, and the status field goes in
+// with a leading underscore instead (close_session's own "status").
+func jsonAnswer(s status, obj any) (*mcp.CallToolResult, error) {
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "encode answer")
+	}
+	text, err := withStatusKeys(s, raw)
+	if err != nil {
+		return nil, err
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(text)}}}, nil
+}
+
+// withStatusKeys splices the status fields in front of a JSON object's own
+// keys, keeping the object's bytes (and so its key order) as they are.
+func withStatusKeys(s status, raw []byte) ([]byte, error) {
+	raw = bytes.TrimSpace(raw)
+	var keys map[string]json.RawMessage
+	if len(raw) < 2 || raw[0] != '{' || json.Unmarshal(raw, &keys) != nil {
+		return nil, agentvault.Errorf(agentvault.CodeInternal, "answer is not a JSON object")
+	}
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for _, kv := range s.pairs() {
+		k := kv[0]
+		for {
+			if _, taken := keys[k]; !taken {
+				break
+			}
+			k = "_" + k
+		}
+		kb, _ := json.Marshal(k)
+		vb, _ := json.Marshal(kv[1])
+		b.Write(kb)
+		b.WriteByte(':')
+		b.Write(vb)
+		b.WriteByte(',')
+	}
+	body := bytes.TrimSpace(raw[1:])
+	if len(body) > 0 && body[0] == '}' {
+		// Empty object: drop the trailing comma.
+		b.Truncate(b.Len() - 1)
+	}
+	b.Write(body)
+	return b.Bytes(), nil
+}
+
+// statusError is the one place an error becomes an MCP answer: an isError
+// result whose text is the status line (status=error code=...), a newline,
+// and the error's public message. A non-*agentvault.Error is internal: its
+// text is not shown, only "internal error".
+func statusError(err error, filled *[2]int) *mcp.CallToolResult {
+	code := agentvault.ErrorCode(err)
+	msg := agentvault.ErrorMessage(err)
+	if hint := codeHint(code); hint != "" {
+		msg += " " + hint
+	}
+	return prose(status{State: "error", Code: code, Filled: filled}, msg)
+}
+
+// codeHint adds what the agent should do next for codes whose remedy is
+// always the same. It never repeats input.
+func codeHint(c agentvault.Code) string {
+	switch c {
+	case agentvault.CodeNoPage:
+		return "Call open_page first."
+	case agentvault.CodeSensitiveDataBlocked:
+		return "A token was filled in this session: use observe_page and count instead."
+	case agentvault.CodeClipboardBlocked:
+		return "Click, or press a plain key, instead."
+	case agentvault.CodeSessionEnded:
+		return "Call open_page without a session to start a new one."
+	}
+	return ""
+}

@@ -1,0 +1,290 @@
+package mcpserver
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/browser"
+	"github.com/agentvault/agentvault/control"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// FillField is one entry of fill_checkout.
+type FillField struct {
+	Selector string `json:"selector" jsonschema:"CSS selector of the input or select (not an aria-ref: fills refuse refs)."`
+	Value    any    `json:"value" jsonschema:"A mock token (av_...) or a literal value such as the expiry month or year from the catalog. Numbers are accepted."`
+	Kind     string `json:"kind,omitempty" jsonschema:"input (default) types the value; select picks the option whose value or label equals it."`
+	Frame    string `json:"frame,omitempty" jsonschema:"CSS selector of the iframe the field lives in, e.g. iframe[title='Secure payment input frame']."`
+}
+
+type fillCheckoutIn struct {
+	SessionArg
+	Fields  []FillField `json:"fields" jsonschema:"The fields to fill, in order. Card order: expiry and billing first, then the card number, then its security code right after it."`
+	Timeout int         `json:"timeout,omitempty" jsonschema:"Milliseconds each field gets to appear and accept input (default 5000, at most 60000)."`
+}
+
+type fillLoginIn struct {
+	SessionArg
+	UsernameSelector        string `json:"usernameSelector,omitempty" jsonschema:"CSS selector of the identifier field. Pass with usernameToken."`
+	UsernameToken           string `json:"usernameToken,omitempty" jsonschema:"The login's tokens.email for an email field (choose by the field's type and visible label, not its name), tokens.username only for a field that asks for the site's own handle."`
+	PasswordSelector        string `json:"passwordSelector,omitempty" jsonschema:"CSS selector of the password field. Pass with passwordToken."`
+	PasswordToken           string `json:"passwordToken,omitempty" jsonschema:"The login's password token."`
+	ConfirmPasswordSelector string `json:"confirmPasswordSelector,omitempty" jsonschema:"A repeat-password field on a signup form, filled with the same password token. Needs the password pair in the same call."`
+}
+
+// valueString turns a fill value (string or JSON number) into the text to
+// type. Other JSON types are refused without echoing them.
+func valueString(v any) (string, error) {
+	switch x := v.(type) {
+	case string:
+		return x, nil
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64), nil
+	case int:
+		return strconv.Itoa(x), nil
+	case nil:
+		return "", agentvault.Errorf(agentvault.CodeInvalidInput, "value is required")
+	}
+	return "", agentvault.Errorf(agentvault.CodeInvalidInput, "value must be a string or a number")
+}
+
+func isRef(sel string) bool {
+	s := strings.TrimSpace(sel)
+	return strings.HasPrefix(s, "aria-ref=") || strings.HasPrefix(s, "ref=")
+}
+
+// authorize asks proxyd for the value to type for a token on the current
+// page (and frame), with the order total for a card number.
+func (s *Server) authorize(ctx context.Context, ss *Session, token string, cls fieldClass, frame string) (string, error) {
+	req := control.AuthorizeRequest{Token: token, PageURL: ss.page.URL()}
+	if frame != "" {
+		fu, err := ss.page.FrameURL(frame)
+		if err != nil {
+			return "", err
+		}
+		req.FrameURL = fu
+	}
+	if cls.isNumber() {
+		if t, ok := ss.page.ReadOrderTotal(); ok {
+			req.OrderTotal = &control.OrderTotal{Amount: t.Amount, Currency: t.Currency}
+			ss.orderTotal = req.OrderTotal
+		}
+	}
+	ans, err := s.cfg.Control.Authorize(ctx, ss.ctl.ID, req)
+	if err != nil {
+		return "", err
+	}
+	if ans.Value == "" {
+		return "", agentvault.Errorf(agentvault.CodeSubstitution, "the proxy returned nothing to type for field %s", cls.field)
+	}
+	return ans.Value, nil
+}
+
+func (s *Server) fillCheckout(ctx context.Context, in fillCheckoutIn) (*mcp.CallToolResult, error) {
+	m := len(in.Fields)
+	ss, err := s.pageSession("fill_checkout", in.Session)
+	if err != nil {
+		return nil, withFilled(err, 0, m)
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if m == 0 {
+		return nil, withFilled(agentvault.Errorf(agentvault.CodeInvalidInput, "fields is empty"), 0, 0)
+	}
+	// Everything that can be refused is refused before the first keystroke.
+	values := make([]string, m)
+	classes := make([]fieldClass, m)
+	for i, f := range in.Fields {
+		if strings.TrimSpace(f.Selector) == "" {
+			return nil, withFilled(agentvault.Errorf(agentvault.CodeInvalidInput, "field %d has no selector", i+1), 0, m)
+		}
+		if isRef(f.Selector) || isRef(f.Frame) {
+			return nil, withFilled(agentvault.Errorf(agentvault.CodeInvalidInput, "field %d: a fill refuses aria-ref selectors; use the CSS selector from the snapshot's '# Field selectors' comment", i+1), 0, m)
+		}
+		if f.Kind != "" && f.Kind != "input" && f.Kind != "select" {
+			return nil, withFilled(agentvault.Errorf(agentvault.CodeInvalidInput, "field %d: kind must be input or select", i+1), 0, m)
+		}
+		v, err := valueString(f.Value)
+		if err != nil {
+			return nil, withFilled(agentvault.Errorf(agentvault.ErrorCode(err), "field %d: %s", i+1, agentvault.ErrorMessage(err)), 0, m)
+		}
+		cls, err := classify(v)
+		if err != nil {
+			return nil, withFilled(agentvault.Errorf(agentvault.ErrorCode(err), "field %d: %s", i+1, agentvault.ErrorMessage(err)), 0, m)
+		}
+		if cls.isToken && cls.kind == "login" && cls.field != "totp" {
+			return nil, withFilled(agentvault.Errorf(agentvault.CodeInvalidInput, "field %d: login identifier and password tokens go through fill_login", i+1), 0, m)
+		}
+		values[i], classes[i] = v, cls
+	}
+	if err := checkCardOrder(&ss.cards, classes); err != nil {
+		return nil, withFilled(err, 0, m)
+	}
+	timeout := ms(in.Timeout, fieldDefault, fieldMax)
+	kinds := map[string]bool{}
+	n := 0
+	var fillErr error
+	for i, f := range in.Fields {
+		typed := values[i]
+		if classes[i].isToken {
+			typed, fillErr = s.authorize(ctx, ss, values[i], classes[i], f.Frame)
+			if fillErr != nil {
+				break
+			}
+		}
+		t := browser.Target{Selector: f.Selector, Frame: f.Frame}
+		if f.Kind == "select" {
+			fillErr = ss.page.SelectOption(t, typed, timeout)
+		} else {
+			fillErr = ss.page.Fill(t, typed, timeout)
+		}
+		if fillErr != nil {
+			break
+		}
+		if classes[i].isToken {
+			ss.tokenFilled = true
+			ss.loginPassword = false
+			ss.filled = append(ss.filled, typed)
+			k := classes[i].kind
+			if classes[i].isCVV() {
+				k = "cvv"
+			}
+			kinds[k] = true
+		}
+		n++
+	}
+	ss.cards.afterBatch(classes, n)
+	if len(kinds) > 0 {
+		s.reportFill(ctx, ss, kinds)
+	}
+	if fillErr != nil {
+		return nil, withFilled(fillErr, n, m)
+	}
+	names := make([]string, 0, m)
+	for _, f := range in.Fields {
+		if f.Frame != "" {
+			names = append(names, f.Selector+" (in "+f.Frame+")")
+		} else {
+			names = append(names, f.Selector)
+		}
+	}
+	msg := fmt.Sprintf("Filled %s: %s", plural(n, "field", "fields"), strings.Join(names, ", "))
+	if ss.cards.pendingCVV != "" {
+		msg += "\nThe batch ended on a card number: the next fill_checkout must start with that card's security code token."
+	}
+	return prose(status{State: "ok", Filled: &[2]int{n, m}}, msg), nil
+}
+
+// reportFill tells proxyd which kinds were filled (best effort: proxyd
+// records authorizations itself; the event adds kinds it cannot see, such
+// as identity values typed as is).
+func (s *Server) reportFill(ctx context.Context, ss *Session, kinds map[string]bool) {
+	var ks []string
+	for _, k := range []string{"identity", "address", "card", "cvv", "login"} {
+		if kinds[k] {
+			ks = append(ks, k)
+		}
+	}
+	if err := s.cfg.Control.Event(ctx, ss.ctl.ID, control.EventRequest{Type: control.EventFill, Kinds: ks}); err != nil {
+		s.log.Warn("fill event not recorded", "code", string(agentvault.ErrorCode(err)))
+	}
+}
+
+func (s *Server) fillLogin(ctx context.Context, in fillLoginIn) (*mcp.CallToolResult, error) {
+	type half struct {
+		name, selector, token string
+		want                  []string // token fields allowed
+	}
+	var halves []half
+	if (in.UsernameSelector == "") != (in.UsernameToken == "") {
+		return nil, withFilled(agentvault.Errorf(agentvault.CodeInvalidInput, "usernameSelector and usernameToken go together"), 0, 0)
+	}
+	if (in.PasswordSelector == "") != (in.PasswordToken == "") {
+		return nil, withFilled(agentvault.Errorf(agentvault.CodeInvalidInput, "passwordSelector and passwordToken go together"), 0, 0)
+	}
+	if in.ConfirmPasswordSelector != "" && in.PasswordSelector == "" {
+		return nil, withFilled(agentvault.Errorf(agentvault.CodeInvalidInput, "confirmPasswordSelector needs the password pair in the same call"), 0, 0)
+	}
+	if in.UsernameSelector != "" {
+		halves = append(halves, half{"username", in.UsernameSelector, in.UsernameToken, []string{"email", "username"}})
+	}
+	if in.PasswordSelector != "" {
+		halves = append(halves, half{"password", in.PasswordSelector, in.PasswordToken, []string{"password"}})
+	}
+	if in.ConfirmPasswordSelector != "" {
+		halves = append(halves, half{"repeat password", in.ConfirmPasswordSelector, in.PasswordToken, []string{"password"}})
+	}
+	m := len(halves)
+	if m == 0 {
+		return nil, withFilled(agentvault.Errorf(agentvault.CodeInvalidInput, "pass the identifier pair, the password pair, or both"), 0, 0)
+	}
+	ss, err := s.pageSession("fill_login", in.Session)
+	if err != nil {
+		return nil, withFilled(err, 0, m)
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	classes := make([]fieldClass, m)
+	for i, h := range halves {
+		if isRef(h.selector) {
+			return nil, withFilled(agentvault.Errorf(agentvault.CodeInvalidInput, "%s: a fill refuses aria-ref selectors; use a CSS selector", h.name), 0, m)
+		}
+		cls, err := classify(h.token)
+		if err != nil {
+			return nil, withFilled(err, 0, m)
+		}
+		ok := cls.isToken && cls.kind == "login"
+		if ok {
+			ok = false
+			for _, w := range h.want {
+				ok = ok || cls.field == w
+			}
+		}
+		if !ok {
+			return nil, withFilled(agentvault.Errorf(agentvault.CodeInvalidInput, "%s: expected a login token for %s", h.name, strings.Join(h.want, " or ")), 0, m)
+		}
+		classes[i] = cls
+	}
+	// Every field must be there before anything is typed: an email-first
+	// form shows the password only after the identifier is submitted.
+	for _, h := range halves {
+		if err := ss.page.WaitFor(browser.Target{Selector: h.selector}, "visible", loginFieldWait); err != nil {
+			return nil, withFilled(agentvault.Errorf(agentvault.CodeFieldNotFound,
+				"Nothing was filled: the %s field (%s) did not appear within 3 s. On an email-first sign-in, fill the identifier, submit, wait for the password field, then fill the password in a second call.", h.name, h.selector), 0, m)
+		}
+	}
+	ss.action()
+	n := 0
+	var typedPassword string
+	for i, h := range halves {
+		var value string
+		if h.name == "repeat password" && typedPassword != "" {
+			value = typedPassword
+		} else {
+			value, err = s.authorize(ctx, ss, h.token, classes[i], "")
+			if err != nil {
+				return nil, withFilled(err, n, m)
+			}
+		}
+		if err := ss.page.Fill(browser.Target{Selector: h.selector}, value, loginFieldWait); err != nil {
+			return nil, withFilled(err, n, m)
+		}
+		ss.tokenFilled = true
+		ss.filled = append(ss.filled, value)
+		if h.name == "password" {
+			typedPassword = value
+			ss.loginPassword = true
+		}
+		n++
+	}
+	s.reportFill(ctx, ss, map[string]bool{"login": true})
+	var parts []string
+	for _, h := range halves {
+		parts = append(parts, h.name)
+	}
+	msg := "Filled " + strings.Join(parts, " and ")
+	return prose(status{State: "ok", Filled: &[2]int{n, m}}, msg), nil
+}

@@ -1,0 +1,410 @@
+package mcpserver
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/browser"
+	"github.com/agentvault/agentvault/control"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+type snapshotIn struct {
+	SessionArg
+	Depth  int `json:"depth,omitempty" jsonschema:"How deep to walk the tree (default and maximum 30)."`
+	Cursor int `json:"cursor,omitempty" jsonschema:"Line offset of the next page of a truncated snapshot; pass it with the depth the truncation note names."`
+}
+
+type outcomeIn struct {
+	SessionArg
+	SuccessSelector  string `json:"successSelector" jsonschema:"Appears on success, e.g. #order-success."`
+	FailureSelector  string `json:"failureSelector,omitempty" jsonschema:"Appears on failure, e.g. .checkout-error."`
+	Timeout          int    `json:"timeout,omitempty" jsonschema:"Milliseconds to wait (default 10000, clamped to 30000; 0 or negative means the default)."`
+	ConfirmsCheckout bool   `json:"confirmsCheckout,omitempty" jsonschema:"true only when the success selector confirms a completed checkout, so the session is recorded as confirmed. Leave it off for logins."`
+	SubmitSelector   string `json:"submitSelector,omitempty" jsonschema:"Required with confirmsCheckout: the control you clicked or pressed to place the order, exactly as passed, and the latest click or press."`
+}
+
+func (s *Server) snapshotPage(ctx context.Context, in snapshotIn) (*mcp.CallToolResult, error) {
+	ss, err := s.pageSession("snapshot_page", in.Session)
+	if err != nil {
+		return nil, err
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.tokenFilled {
+		return nil, agentvault.Errorf(agentvault.CodeSensitiveDataBlocked, "snapshot_page is refused for the rest of this session because a token was filled: the page chooses accessible names and could echo a value.")
+	}
+	depth := in.Depth
+	if depth <= 0 || depth > browser.MaxSnapshotDepth {
+		depth = browser.MaxSnapshotDepth
+	}
+	snap, err := ss.page.Snapshot(depth)
+	if err != nil {
+		return nil, err
+	}
+	lines := strings.Split(strings.TrimRight(snap.YAML, "\n"), "\n")
+	if len(snap.Fields) > 0 {
+		lines = append(lines, "# Field selectors (pass selector, and frame when named, to fill_checkout / fill_login)")
+		for _, f := range snap.Fields {
+			if f.Selector == "" {
+				lines = append(lines, fmt.Sprintf("# %s: (no CSS selector could be computed)", f.Ref))
+				continue
+			}
+			l := fmt.Sprintf("# %s: selector=%s", f.Ref, f.Selector)
+			if f.Frame != "" {
+				l += " frame=" + f.Frame
+			}
+			lines = append(lines, l)
+		}
+	}
+	text, next := pageLines(lines, in.Cursor, snapshotPageSize)
+	if next > 0 {
+		text += fmt.Sprintf("\n# truncated: call snapshot_page again with cursor=%d depth=%d for the rest", next, depth)
+	}
+	return prose(okStatus(), text), nil
+}
+
+// pageLines returns the lines from cursor on that fit in max characters,
+// and the cursor of the next page (0 when nothing is left). At least one
+// line is returned so paging always advances.
+func pageLines(lines []string, cursor, max int) (string, int) {
+	if cursor < 0 || cursor >= len(lines) {
+		if cursor == 0 {
+			return "", 0
+		}
+		return "# cursor past the end of the snapshot", 0
+	}
+	var b strings.Builder
+	i := cursor
+	for ; i < len(lines); i++ {
+		l := lines[i]
+		if len(l) > max {
+			l = l[:max]
+		}
+		if i > cursor && b.Len()+1+len(l) > max {
+			break
+		}
+		if i > cursor {
+			b.WriteByte('\n')
+		}
+		b.WriteString(l)
+	}
+	if i >= len(lines) {
+		return b.String(), 0
+	}
+	return b.String(), i
+}
+
+// observeAnswer is observe_page's JSON, after the status keys.
+type observeAnswer struct {
+	PasswordField     bool     `json:"passwordField"`
+	IdentifierField   bool     `json:"identifierField"`
+	EmailOrPhoneField bool     `json:"emailOrPhoneField"`
+	CodeSent          bool     `json:"codeSent"`
+	Error             bool     `json:"error"`
+	RefusingAttempts  bool     `json:"refusingAttempts"`
+	Matched           []string `json:"matched"`
+	ErrorText         []string `json:"errorText"`
+	Inconclusive      bool     `json:"inconclusive,omitempty"`
+}
+
+const (
+	maxErrorTexts  = 5
+	maxErrorTextLn = 200
+)
+
+func (s *Server) observePage(ctx context.Context, in noIn) (*mcp.CallToolResult, error) {
+	ss, err := s.pageSession("observe_page", in.Session)
+	if err != nil {
+		return nil, err
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	sig, err := ss.page.Observe()
+	if err != nil {
+		return nil, err
+	}
+	return jsonAnswer(okStatus(), s.observeFrom(ss, sig))
+}
+
+func (s *Server) observeFrom(ss *Session, sig browser.PageSignals) observeAnswer {
+	a := observeAnswer{
+		PasswordField: sig.PasswordField, IdentifierField: sig.IdentifierField, EmailOrPhoneField: sig.EmailOrPhone,
+		CodeSent: sig.CodeSent, Error: sig.Error, RefusingAttempts: sig.RefusingAttempts, Inconclusive: sig.Incomplete,
+		Matched: []string{}, ErrorText: []string{},
+	}
+	for _, m := range []struct {
+		on   bool
+		name string
+	}{{a.PasswordField, "passwordField"}, {a.IdentifierField, "identifierField"}, {a.EmailOrPhoneField, "emailOrPhoneField"},
+		{a.CodeSent, "codeSent"}, {a.Error, "error"}, {a.RefusingAttempts, "refusingAttempts"}} {
+		if m.on {
+			a.Matched = append(a.Matched, m.name)
+		}
+	}
+	texts := sig.ErrorText
+	if len(texts) > maxErrorTexts {
+		texts = texts[:maxErrorTexts]
+	}
+	for _, t := range s.red.ScrubErrorTexts(texts, ss.filled) {
+		if r := []rune(t); len(r) > maxErrorTextLn {
+			t = string(r[:maxErrorTextLn])
+		}
+		a.ErrorText = append(a.ErrorText, t)
+	}
+	return a
+}
+
+func (s *Server) listFrames(ctx context.Context, in noIn) (*mcp.CallToolResult, error) {
+	ss, err := s.pageSession("list_frames", in.Session)
+	if err != nil {
+		return nil, err
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.tokenFilled {
+		return nil, agentvault.Errorf(agentvault.CodeSensitiveDataBlocked, "list_frames is refused for the rest of this session because a token was filled. Target the card frame by CSS instead.")
+	}
+	frames, err := ss.page.Frames()
+	if err != nil {
+		return nil, err
+	}
+	for i := range frames {
+		frames[i].URL = safeURL(frames[i].URL)
+	}
+	if frames == nil {
+		frames = []browser.FrameInfo{}
+	}
+	return jsonAnswer(okStatus(), struct {
+		Frames []browser.FrameInfo `json:"frames"`
+	}{frames})
+}
+
+type challengeAnswer struct {
+	Detected      bool     `json:"detected"`
+	Type          string   `json:"type,omitempty"`
+	Types         []string `json:"types"`
+	Reason        string   `json:"reason,omitempty"`
+	Signature     string   `json:"signature,omitempty"`
+	DeliveredCode bool     `json:"deliveredCode,omitempty"`
+	AmbiguousOnly bool     `json:"ambiguousOnly,omitempty"`
+	Inconclusive  bool     `json:"inconclusive,omitempty"`
+}
+
+func (s *Server) detectChallenge(ctx context.Context, in noIn) (*mcp.CallToolResult, error) {
+	ss, err := s.pageSession("detect_challenge", in.Session)
+	if err != nil {
+		return nil, err
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	c, err := ss.page.DetectChallenge()
+	if err != nil {
+		return nil, err
+	}
+	return jsonAnswer(okStatus(), challengeFrom(c, ss.loginPassword))
+}
+
+// challengeFrom turns the page's evidence into the answer. A field that
+// only might be a code input counts only right after this session typed a
+// login password, and then as ambiguousOnly.
+func challengeFrom(c browser.Challenge, afterLoginPassword bool) challengeAnswer {
+	a := challengeAnswer{Types: []string{}, Signature: c.Signature, Inconclusive: c.Incomplete}
+	for _, t := range c.Types {
+		if t == "otp" && c.OTPWeak && !afterLoginPassword {
+			continue
+		}
+		a.Types = append(a.Types, t)
+	}
+	if len(a.Types) == 0 {
+		a.Signature = ""
+		return a
+	}
+	a.Detected = true
+	a.Type = a.Types[0]
+	a.Reason = c.Reason
+	if a.Type == "otp" {
+		a.DeliveredCode = c.DeliveredCode
+		a.AmbiguousOnly = c.OTPWeak && len(a.Types) == 1
+	}
+	return a
+}
+
+type outcomeAnswer struct {
+	Outcome                string   `json:"outcome"`
+	Matched                string   `json:"matched,omitempty"`
+	Corroborated           *bool    `json:"corroborated,omitempty"`
+	NotCorroboratedBecause []string `json:"notCorroboratedBecause,omitempty"`
+	Note                   string   `json:"note,omitempty"`
+}
+
+func (s *Server) getSessionOutcome(ctx context.Context, in outcomeIn) (*mcp.CallToolResult, error) {
+	ss, err := s.pageSession("get_session_outcome", in.Session)
+	if err != nil {
+		return nil, err
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if strings.TrimSpace(in.SuccessSelector) == "" {
+		return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "successSelector is required")
+	}
+	if in.ConfirmsCheckout {
+		if in.SubmitSelector == "" {
+			return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "confirmsCheckout needs submitSelector: the control you clicked or pressed to place the order")
+		}
+		if in.SubmitSelector != ss.lastAction {
+			return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "submitSelector must be the latest click or press on the page, exactly as you passed it")
+		}
+	}
+	if err := s.checkSelector(ss, in.SuccessSelector, in.FailureSelector); err != nil {
+		return nil, err
+	}
+	timeout := ms(in.Timeout, outcomeDefault, outcomeMax)
+	matched, err := ss.page.Race(browser.Target{Selector: in.SuccessSelector}, browser.Target{Selector: in.FailureSelector}, timeout)
+	if agentvault.ErrorCode(err) == agentvault.CodeTimeout {
+		return jsonAnswer(okStatus(), outcomeAnswer{Outcome: "timeout", Note: "Neither selector appeared yet. This is not a failure: read get_run_report before saying whether a card was charged."})
+	}
+	if err != nil {
+		return nil, err
+	}
+	ss.action()
+	a := outcomeAnswer{Outcome: matched, Matched: in.SuccessSelector}
+	if matched == "failure" {
+		a.Matched = in.FailureSelector
+	}
+	if !in.ConfirmsCheckout || matched != "success" {
+		return jsonAnswer(okStatus(), a)
+	}
+	why := s.corroborate(ss, in)
+	ok := len(why) == 0
+	a.Corroborated = &ok
+	if !ok {
+		a.NotCorroboratedBecause = why
+		a.Note = "Nothing was recorded: do not report an order on this answer."
+		return jsonAnswer(okStatus(), a)
+	}
+	total := ss.orderTotal
+	if t, found := ss.page.ReadOrderTotal(); found {
+		total = &control.OrderTotal{Amount: t.Amount, Currency: t.Currency}
+	}
+	if err := s.cfg.Control.Event(ctx, ss.ctl.ID, control.EventRequest{Type: control.EventConfirmation, OrderTotal: total}); err != nil {
+		s.log.Warn("confirmation event not recorded", "code", string(agentvault.ErrorCode(err)))
+		a.Note = "The confirmation could not be recorded on the proxy; get_run_report is the record."
+	} else {
+		a.Note = "Confirmation recorded; get_run_report is the record."
+	}
+	return jsonAnswer(okStatus(), a)
+}
+
+// corroborate checks the confirmation rules and returns why it failed
+// (nothing when it held).
+func (s *Server) corroborate(ss *Session, in outcomeIn) []string {
+	var why []string
+	if c, err := ss.page.Count(browser.Target{Selector: in.SubmitSelector}); err != nil {
+		why = append(why, "the submit control could not be checked")
+	} else if c.Count > 0 && (c.Visible == nil || *c.Visible > 0) {
+		why = append(why, "the submit control is still on screen")
+	}
+	if ss.page.PendingPopups() > 0 {
+		why = append(why, "a tab this page opened is waiting for wait_for_popup")
+	}
+	if sig, err := ss.page.Observe(); err != nil || sig.Incomplete {
+		why = append(why, "the page scan did not finish")
+	} else {
+		if sig.Error {
+			why = append(why, "the page shows an error")
+		}
+		if sig.RefusingAttempts {
+			why = append(why, "the page is refusing attempts")
+		}
+		if sig.SignIn {
+			why = append(why, "the page shows a sign-in step")
+		}
+		if sig.CodeSent {
+			why = append(why, "the page says a code was sent")
+		}
+	}
+	if c, err := ss.page.DetectChallenge(); err != nil {
+		why = append(why, "the challenge scan failed")
+	} else if a := challengeFrom(c, ss.loginPassword); a.Detected {
+		why = append(why, "the page shows a challenge step")
+	}
+	if c, err := ss.page.Count(browser.Target{Selector: in.SuccessSelector}); err != nil || c.Count == 0 || (c.Visible != nil && *c.Visible == 0) {
+		why = append(why, "the success selector is no longer shown")
+	}
+	if in.FailureSelector != "" {
+		if c, err := ss.page.Count(browser.Target{Selector: in.FailureSelector}); err != nil || (c.Count > 0 && (c.Visible == nil || *c.Visible > 0)) {
+			why = append(why, "the failure selector is shown")
+		}
+	}
+	return why
+}
+
+// reportAnswer is get_run_report's JSON after the status keys.
+type reportAnswer struct {
+	control.Report
+	CoversWholeRun bool `json:"coversWholeRun"`
+}
+
+func normReport(r control.Report) control.Report {
+	if r.FilledFieldKinds == nil {
+		r.FilledFieldKinds = []string{}
+	}
+	if r.CredentialWrites == nil {
+		r.CredentialWrites = []string{}
+	}
+	return r
+}
+
+func (s *Server) getRunReport(ctx context.Context, in noIn) (*mcp.CallToolResult, error) {
+	ss, err := s.lookup(in.Session)
+	if err != nil {
+		return nil, err
+	}
+	if ss == nil {
+		return nil, agentvault.Errorf(agentvault.CodeNoPage, "get_run_report needs an open session: no session was started (call open_page first).")
+	}
+	rctx, cancel := context.WithTimeout(ctx, reportTimeout)
+	defer cancel()
+	r, err := s.cfg.Control.Report(rctx, ss.ctl.ID)
+	if err != nil {
+		return nil, agentvault.Wrap(agentvault.ErrorCode(err), err,
+			"The run report could not be read from the proxy (%s). Do NOT read this as nothing having been filled.", agentvault.ErrorMessage(err))
+	}
+	return jsonAnswer(okStatus(), reportAnswer{Report: normReport(r), CoversWholeRun: true})
+}
+
+type closeAnswer struct {
+	Status        string          `json:"status"`
+	Report        *control.Report `json:"report"`
+	TeardownError string          `json:"teardownError,omitempty"`
+	Note          string          `json:"note,omitempty"`
+}
+
+func (s *Server) closeSessionTool(ctx context.Context, in noIn) (*mcp.CallToolResult, error) {
+	ss, err := s.lookup(in.Session)
+	if err != nil {
+		return nil, err
+	}
+	if ss == nil {
+		return jsonAnswer(okStatus(), closeAnswer{Status: "No session was open", Note: "There is no report because no session was opened. Do NOT read this as nothing having been filled."})
+	}
+	ans, err := s.closeSession(ctx, ss)
+	if err != nil {
+		return nil, agentvault.Wrap(agentvault.ErrorCode(err), err,
+			"The browser was closed but the proxy did not return the session's report (%s). Do NOT read this as nothing having been filled.", agentvault.ErrorMessage(err))
+	}
+	r := normReport(ans.Report)
+	st := ans.Status
+	if st == "" {
+		st = "Session closed"
+	}
+	a := closeAnswer{Status: st, Report: &r}
+	if ss.teardownErr != "" {
+		a.Status = "Session closed; the browser did not close cleanly"
+		a.TeardownError = ss.teardownErr
+	}
+	return jsonAnswer(okStatus(), a)
+}
