@@ -1,0 +1,610 @@
+package vaultcli
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	agentvault "github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/vault"
+	"github.com/agentvault/agentvault/vault/sqlite"
+	"golang.org/x/term"
+)
+
+// Env is everything the CLI touches, so tests drive it without a terminal.
+type Env struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// IsTerminal reports whether Stdin is a terminal (then secrets are
+	// prompted for with ReadPassword, which must not echo).
+	IsTerminal   func() bool
+	ReadPassword func(prompt string) ([]byte, error)
+	// Open opens the vault; the returned func closes it.
+	Open func(ctx context.Context) (*vault.Vault, func() error, error)
+	// KeyFile is the master key file rotate-key replaces.
+	KeyFile string
+}
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1 // the vault refused or failed (sealed, not found, I/O)
+	exitUsage = 2 // bad command line or bad input; nothing was written
+)
+
+// File names under the data directory.
+const (
+	KeyFileName = "master.key"
+	DBFileName  = "vault.db"
+)
+
+// DefaultEnv is the real process environment over the data directory.
+func DefaultEnv(dataDir string) Env {
+	fd := int(os.Stdin.Fd())
+	return Env{
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		IsTerminal: func() bool { return term.IsTerminal(fd) },
+		ReadPassword: func(prompt string) ([]byte, error) {
+			fmt.Fprint(os.Stderr, prompt)
+			b, err := term.ReadPassword(fd)
+			fmt.Fprintln(os.Stderr)
+			return b, err
+		},
+		Open:    func(context.Context) (*vault.Vault, func() error, error) { return OpenDefault(dataDir) },
+		KeyFile: filepath.Join(dataDir, KeyFileName),
+	}
+}
+
+// OpenDefault opens the vault under dataDir with no configuration: the key
+// file <data>/master.key (created at first start) and the SQLite database
+// <data>/vault.db. If <data>/master.key.old exists, a rotation was
+// interrupted; the old key is passed as a previous key so Open can finish it.
+func OpenDefault(dataDir string) (*vault.Vault, func() error, error) {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, nil, agentvault.Wrap(agentvault.CodeInternal, err, "cannot create the data directory")
+	}
+	keyPath := filepath.Join(dataDir, KeyFileName)
+	dbPath := filepath.Join(dataDir, DBFileName)
+	if _, err := os.Stat(keyPath); errors.Is(err, fs.ErrNotExist) {
+		if st, err := os.Stat(dbPath); err == nil && st.Size() > 0 {
+			// Creating a fresh key would only hide the real problem.
+			return nil, nil, agentvault.Errorf(agentvault.CodeSealed, "vault database exists but its master key file %s is missing", keyPath)
+		}
+	}
+	key, _, _, err := vault.LoadOrCreateKeyFile(keyPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	var prev [][]byte
+	oldPath := keyPath + ".old"
+	if old, err := vault.ReadKeyFile(oldPath); err == nil {
+		prev = append(prev, old)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, nil, err
+	}
+	st, err := sqlite.Open(dbPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := vault.Open(context.Background(), vault.Config{Store: st, MasterKey: key, PreviousKeys: prev})
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	if len(prev) > 0 && v.ActiveKeyID() == vault.KeyIDFor(key) {
+		_ = os.Remove(oldPath) // the rotation is complete
+	}
+	return v, st.Close, nil
+}
+
+const usage = `usage: vault <command> [flags]
+
+commands:
+  add-card      --exp MM/YYYY [--holder NAME] (--sites a.com,b.com | --any-site) [--live-cvv]
+                reads the card number, then the CVV, from stdin (or prompts without echo)
+  add-login     --site DOMAIN [--website URL] [--email E] [--username U]
+                reads the password, then an optional TOTP seed, from stdin (or prompts)
+  add-identity  --name NAME [--email E] [--phone P]
+  add-address   --line1 L [--line2 L] --city C [--region R] --postal-code P --country CC [--name N]
+  list
+  show   <item-id> | <kind> <label>
+  remove <item-id> | <kind> <label>
+  rotate-key    re-wraps every data key under a new master key file
+
+every command takes --org (default "default"); add commands take --owner (default "owner").
+secrets are never read from arguments or the environment.
+`
+
+// Run runs one CLI command and returns the process exit code.
+func Run(ctx context.Context, args []string, env Env) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(env.Stderr, usage)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	c := &cli{env: env, ctx: ctx}
+	for _, a := range args[1:] {
+		name := strings.TrimLeft(strings.SplitN(a, "=", 2)[0], "-")
+		if strings.HasPrefix(a, "-") && secretFlag[name] {
+			return c.usageErr("secrets are never taken from the command line; pipe them on stdin or answer the prompt")
+		}
+	}
+	cmds := map[string]func([]string) int{
+		"add-card": c.addCard, "add-login": c.addLogin, "add-identity": c.addIdentity, "add-address": c.addAddress,
+		"list": c.list, "show": c.show, "remove": c.remove, "rotate-key": c.rotateKey,
+	}
+	fn, ok := cmds[args[0]]
+	if !ok {
+		return c.usageErr(fmt.Sprintf("unknown command %q", args[0]))
+	}
+	return fn(args[1:])
+}
+
+var secretFlag = map[string]bool{"number": true, "card-number": true, "cvv": true, "cvc": true, "password": true, "totp": true, "secret": true}
+
+type cli struct {
+	env Env
+	ctx context.Context
+	in  *bufio.Reader
+}
+
+func (c *cli) usageErr(msg string) int {
+	fmt.Fprintf(c.env.Stderr, "error: %s\n", msg)
+	return exitUsage
+}
+
+// fail prints a coded error's public message (never its internal cause) and
+// maps invalid input to exit 2.
+func (c *cli) fail(err error) int {
+	fmt.Fprintf(c.env.Stderr, "error: %s\n", agentvault.ErrorMessage(err))
+	switch agentvault.ErrorCode(err) {
+	case agentvault.CodeInvalidInput, agentvault.CodeInvalidParams:
+		return exitUsage
+	}
+	return exitError
+}
+
+// parse parses flags anywhere among the positional arguments.
+func (c *cli) parse(fs *flag.FlagSet, args []string) ([]string, bool) {
+	fs.SetOutput(c.env.Stderr)
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, false
+		}
+		if fs.NArg() == 0 {
+			return pos, true
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+func newFlags(name string) (*flag.FlagSet, *string) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	org := fs.String("org", "default", "organisation")
+	return fs, org
+}
+
+// readSecret reads one secret: a no-echo prompt on a terminal, else one line
+// of stdin. optional secrets may be empty (or missing at EOF).
+func (c *cli) readSecret(prompt string, optional bool) ([]byte, error) {
+	if c.env.IsTerminal != nil && c.env.IsTerminal() {
+		if c.env.ReadPassword == nil {
+			return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "no way to prompt for a secret")
+		}
+		b, err := c.env.ReadPassword(prompt)
+		if err != nil {
+			return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "could not read the secret")
+		}
+		if len(b) == 0 && !optional {
+			return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "%s is required", strings.TrimSuffix(prompt, ": "))
+		}
+		return b, nil
+	}
+	if c.in == nil {
+		if c.env.Stdin == nil {
+			return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "no stdin to read secrets from")
+		}
+		c.in = bufio.NewReader(c.env.Stdin)
+	}
+	line, err := c.in.ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "could not read stdin")
+	}
+	b := []byte(strings.TrimRight(line, "\r\n"))
+	if len(b) == 0 && !optional {
+		return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "%s is required on stdin, one per line", strings.TrimSuffix(prompt, ": "))
+	}
+	return b, nil
+}
+
+// withVault opens the vault, runs fn, and closes it.
+func (c *cli) withVault(fn func(v *vault.Vault) int) int {
+	if c.env.Open == nil {
+		return c.fail(agentvault.Errorf(agentvault.CodeInternal, "no vault configured"))
+	}
+	v, closeFn, err := c.env.Open(c.ctx)
+	if err != nil {
+		return c.fail(err)
+	}
+	defer closeFn()
+	return fn(v)
+}
+
+func parseExpiry(s string) (month, year int, ok bool) {
+	m, y, found := strings.Cut(s, "/")
+	if !found || len(y) != 4 || len(m) < 1 || len(m) > 2 {
+		return 0, 0, false
+	}
+	month, err1 := strconv.Atoi(m)
+	year, err2 := strconv.Atoi(y)
+	return month, year, err1 == nil && err2 == nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func digitsOnly(b []byte) []byte {
+	out := b[:0:0]
+	for _, ch := range b {
+		if ch != ' ' && ch != '-' {
+			out = append(out, ch)
+		}
+	}
+	return out
+}
+
+func wipe(b []byte) {
+	for i := range b {
+		b[i] = 0
+	}
+}
+
+func (c *cli) addCard(args []string) int {
+	fs, org := newFlags("add-card")
+	owner := fs.String("owner", "owner", "owner")
+	exp := fs.String("exp", "", "expiry MM/YYYY")
+	holder := fs.String("holder", "", "name on the card")
+	sites := fs.String("sites", "", "comma-separated sites the card may be used on")
+	anySite := fs.Bool("any-site", false, "usable on any authorized destination")
+	liveCVV := fs.Bool("live-cvv", false, "never store the CVV; the owner types it per purchase")
+	pos, ok := c.parse(fs, args)
+	if !ok {
+		return exitUsage
+	}
+	if len(pos) > 0 {
+		return c.usageErr("add-card takes no arguments (the number is read from stdin)")
+	}
+	month, year, ok := parseExpiry(*exp)
+	if !ok {
+		return c.usageErr("--exp must be MM/YYYY, e.g. 12/2030")
+	}
+	if *anySite == (*sites != "") {
+		return c.usageErr("give exactly one of --sites and --any-site")
+	}
+	number, err := c.readSecret("Card number: ", false)
+	if err != nil {
+		return c.fail(err)
+	}
+	raw := number
+	number = digitsOnly(number)
+	wipe(raw)
+	defer wipe(number)
+	var cvv []byte
+	if !*liveCVV {
+		if cvv, err = c.readSecret("CVV: ", false); err != nil {
+			return c.fail(err)
+		}
+		defer wipe(cvv)
+	}
+	in := vault.CardInput{
+		Number: vault.NewSecret(number), CVV: vault.NewSecret(cvv), ExpiryMonth: month, ExpiryYear: year,
+		Holder: *holder, AnySite: *anySite, Sites: splitList(*sites), LiveCVV: *liveCVV,
+	}
+	defer in.Number.Wipe()
+	defer in.CVV.Wipe()
+	return c.withVault(func(v *vault.Vault) int {
+		it, err := v.AddCard(c.ctx, *org, *owner, in)
+		if err != nil {
+			return c.fail(err)
+		}
+		fmt.Fprintf(c.env.Stdout, "added card %s: %s (%s)\n", it.Label, mask(it), it.ID)
+		return exitOK
+	})
+}
+
+func (c *cli) addLogin(args []string) int {
+	fs, org := newFlags("add-login")
+	owner := fs.String("owner", "owner", "owner")
+	site := fs.String("site", "", "registrable domain the login is locked to")
+	website := fs.String("website", "", "sign-in URL, for display")
+	email := fs.String("email", "", "email address")
+	username := fs.String("username", "", "user name")
+	pos, ok := c.parse(fs, args)
+	if !ok {
+		return exitUsage
+	}
+	if len(pos) > 0 {
+		return c.usageErr("add-login takes no arguments (the password is read from stdin)")
+	}
+	if *site == "" && *website == "" {
+		return c.usageErr("--site is required")
+	}
+	pw, err := c.readSecret("Password: ", false)
+	if err != nil {
+		return c.fail(err)
+	}
+	defer wipe(pw)
+	totp, err := c.readSecret("TOTP seed (empty for none): ", true)
+	if err != nil {
+		return c.fail(err)
+	}
+	defer wipe(totp)
+	in := vault.LoginInput{Site: *site, Website: *website, Email: *email, Username: *username,
+		Password: vault.NewSecret(pw), TOTP: vault.NewSecret(totp)}
+	defer in.Password.Wipe()
+	defer in.TOTP.Wipe()
+	return c.withVault(func(v *vault.Vault) int {
+		it, err := v.AddLogin(c.ctx, *org, *owner, in)
+		if err != nil {
+			return c.fail(err)
+		}
+		fmt.Fprintf(c.env.Stdout, "added login %s: %s (%s)\n", it.Label, mask(it), it.ID)
+		return exitOK
+	})
+}
+
+func (c *cli) addIdentity(args []string) int {
+	fs, org := newFlags("add-identity")
+	owner := fs.String("owner", "owner", "owner")
+	var in vault.IdentityMeta
+	fs.StringVar(&in.Name, "name", "", "full name")
+	fs.StringVar(&in.Email, "email", "", "email address")
+	fs.StringVar(&in.Phone, "phone", "", "phone number")
+	if pos, ok := c.parse(fs, args); !ok || len(pos) > 0 {
+		return c.usageErr("add-identity takes only flags")
+	}
+	return c.withVault(func(v *vault.Vault) int {
+		it, err := v.AddIdentity(c.ctx, *org, *owner, in)
+		if err != nil {
+			return c.fail(err)
+		}
+		fmt.Fprintf(c.env.Stdout, "added identity %s (%s)\n", it.Label, it.ID)
+		return exitOK
+	})
+}
+
+func (c *cli) addAddress(args []string) int {
+	fs, org := newFlags("add-address")
+	owner := fs.String("owner", "owner", "owner")
+	var in vault.AddressMeta
+	fs.StringVar(&in.Name, "name", "", "recipient name")
+	fs.StringVar(&in.Line1, "line1", "", "street and number")
+	fs.StringVar(&in.Line2, "line2", "", "second line")
+	fs.StringVar(&in.City, "city", "", "city")
+	fs.StringVar(&in.Region, "region", "", "region or state")
+	fs.StringVar(&in.PostalCode, "postal-code", "", "postal code")
+	fs.StringVar(&in.Country, "country", "", "ISO 3166-1 alpha-2 country code")
+	if pos, ok := c.parse(fs, args); !ok || len(pos) > 0 {
+		return c.usageErr("add-address takes only flags")
+	}
+	in.Country = strings.ToUpper(in.Country)
+	return c.withVault(func(v *vault.Vault) int {
+		it, err := v.AddAddress(c.ctx, *org, *owner, in)
+		if err != nil {
+			return c.fail(err)
+		}
+		fmt.Fprintf(c.env.Stdout, "added address %s (%s)\n", it.Label, it.ID)
+		return exitOK
+	})
+}
+
+const (
+	bullets4 = "••••"
+	pwMask   = "••••••••"
+)
+
+// mask is the one-line, secret-free summary of an item.
+func mask(it vault.Item) string {
+	switch {
+	case it.Card != nil:
+		return fmt.Sprintf("%s %s %s  exp %02d/%d", it.Card.Brand, bullets4, it.Card.Last4, it.Card.ExpiryMonth, it.Card.ExpiryYear)
+	case it.Login != nil:
+		who := it.Login.Email
+		if who == "" {
+			who = it.Login.Username
+		}
+		return fmt.Sprintf("%s  %s  password %s", it.Login.Site, who, pwMask)
+	case it.Identity != nil:
+		return it.Identity.Name
+	case it.Address != nil:
+		return fmt.Sprintf("%s, %s", it.Address.City, it.Address.Country)
+	}
+	return ""
+}
+
+func (c *cli) list(args []string) int {
+	fs, org := newFlags("list")
+	if pos, ok := c.parse(fs, args); !ok || len(pos) > 0 {
+		return c.usageErr("list takes only --org")
+	}
+	return c.withVault(func(v *vault.Vault) int {
+		items, err := v.List(c.ctx, *org)
+		if err != nil {
+			return c.fail(err)
+		}
+		if len(items) == 0 {
+			fmt.Fprintln(c.env.Stdout, "no items")
+		}
+		for _, it := range items {
+			fmt.Fprintf(c.env.Stdout, "%-8s %-10s %s  %s\n", it.Kind, it.Label, it.ID, mask(it))
+		}
+		return exitOK
+	})
+}
+
+// lookup resolves "<item-id>" or "<kind> <label>".
+func (c *cli) lookup(v *vault.Vault, org string, pos []string) (vault.Item, error) {
+	if len(pos) == 1 {
+		return v.Get(c.ctx, org, pos[0])
+	}
+	return v.GetByLabel(c.ctx, org, vault.Kind(pos[0]), pos[1])
+}
+
+func (c *cli) show(args []string) int {
+	fs, org := newFlags("show")
+	pos, ok := c.parse(fs, args)
+	if !ok || len(pos) < 1 || len(pos) > 2 {
+		return c.usageErr("show <item-id> | <kind> <label>")
+	}
+	return c.withVault(func(v *vault.Vault) int {
+		it, err := c.lookup(v, *org, pos)
+		if err != nil {
+			return c.fail(err)
+		}
+		w := c.env.Stdout
+		line := func(k, v string) {
+			if v != "" {
+				fmt.Fprintf(w, "%-12s %s\n", k+":", v)
+			}
+		}
+		line("id", it.ID)
+		line("kind", string(it.Kind))
+		line("label", it.Label)
+		line("owner", it.Owner)
+		line("created", it.Created.Format("2006-01-02 15:04:05Z"))
+		switch {
+		case it.Card != nil:
+			cm := it.Card
+			line("number", fmt.Sprintf("%s %s %s", cm.Brand, bullets4, cm.Last4))
+			if it.Has(vault.FieldCVV) {
+				line("cvv", strings.Repeat("•", cm.CVVLen))
+			} else {
+				line("cvv", "entered live per purchase")
+			}
+			line("expiry", fmt.Sprintf("%02d/%d", cm.ExpiryMonth, cm.ExpiryYear))
+			line("holder", cm.HolderName)
+			if cm.AnySite {
+				line("sites", "any authorized site")
+			} else {
+				line("sites", strings.Join(cm.Sites, ", "))
+			}
+		case it.Login != nil:
+			lm := it.Login
+			line("site", lm.Site)
+			line("website", lm.Website)
+			line("email", lm.Email)
+			line("username", lm.Username)
+			line("password", pwMask)
+			if lm.HasTOTP {
+				line("totp", "set")
+			}
+		case it.Identity != nil:
+			line("name", it.Identity.Name)
+			line("email", it.Identity.Email)
+			line("phone", it.Identity.Phone)
+		case it.Address != nil:
+			a := it.Address
+			line("name", a.Name)
+			line("line1", a.Line1)
+			line("line2", a.Line2)
+			line("city", a.City)
+			line("region", a.Region)
+			line("postal code", a.PostalCode)
+			line("country", a.Country)
+		}
+		return exitOK
+	})
+}
+
+func (c *cli) remove(args []string) int {
+	fs, org := newFlags("remove")
+	pos, ok := c.parse(fs, args)
+	if !ok || len(pos) < 1 || len(pos) > 2 {
+		return c.usageErr("remove <item-id> | <kind> <label>")
+	}
+	return c.withVault(func(v *vault.Vault) int {
+		it, err := c.lookup(v, *org, pos)
+		if err != nil {
+			return c.fail(err)
+		}
+		if err := v.Remove(c.ctx, *org, it.ID); err != nil {
+			return c.fail(err)
+		}
+		fmt.Fprintf(c.env.Stdout, "removed %s %s (%s)\n", it.Kind, it.Label, it.ID)
+		return exitOK
+	})
+}
+
+// rotateKey keeps the old key as <file>.old until the store is re-wrapped,
+// so a crash at any point leaves a key set that opens the vault (OpenDefault
+// finishes an interrupted rotation).
+func (c *cli) rotateKey(args []string) int {
+	fs, _ := newFlags("rotate-key")
+	if pos, ok := c.parse(fs, args); !ok || len(pos) > 0 {
+		return c.usageErr("rotate-key takes no arguments")
+	}
+	if c.env.KeyFile == "" {
+		return c.fail(agentvault.Errorf(agentvault.CodeInvalidInput, "rotate-key needs a master key file (the key comes from elsewhere)"))
+	}
+	return c.withVault(func(v *vault.Vault) int {
+		oldKey, err := vault.ReadKeyFile(c.env.KeyFile)
+		if err != nil {
+			return c.fail(err)
+		}
+		defer wipe(oldKey)
+		oldID := v.ActiveKeyID()
+		if vault.KeyIDFor(oldKey) != oldID {
+			return c.fail(agentvault.Errorf(agentvault.CodeConflict, "the key file does not hold the vault's active key; open the vault once to finish a pending rotation"))
+		}
+		newKey := make([]byte, 32)
+		if _, err := rand.Read(newKey); err != nil {
+			return c.fail(agentvault.Wrap(agentvault.CodeInternal, err, "no randomness"))
+		}
+		defer wipe(newKey)
+		oldPath := c.env.KeyFile + ".old"
+		if err := vault.WriteKeyFile(oldPath, oldKey); err != nil {
+			return c.fail(err)
+		}
+		if err := vault.WriteKeyFile(c.env.KeyFile, newKey); err != nil {
+			os.Remove(oldPath)
+			return c.fail(err)
+		}
+		if err := v.RotateKey(c.ctx, newKey, ""); err != nil {
+			if v.ActiveKeyID() == vault.KeyIDFor(newKey) {
+				// Re-wrapped; only the audit line after it failed.
+				os.Remove(oldPath)
+				return c.fail(err)
+			}
+			// Nothing was re-wrapped (one transaction): put the old key back.
+			if rerr := vault.WriteKeyFile(c.env.KeyFile, oldKey); rerr == nil {
+				os.Remove(oldPath)
+			}
+			return c.fail(err)
+		}
+		if err := os.Remove(oldPath); err != nil {
+			fmt.Fprintf(c.env.Stderr, "warning: could not remove %s; delete it by hand\n", filepath.Base(oldPath))
+		}
+		fmt.Fprintf(c.env.Stdout, "rotated master key %s -> %s\n", oldID, v.ActiveKeyID())
+		return exitOK
+	})
+}

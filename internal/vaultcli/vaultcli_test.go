@@ -1,0 +1,291 @@
+package vaultcli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentvault/agentvault/vault"
+)
+
+type run struct {
+	code           int
+	stdout, stderr string
+}
+
+func testEnv(dir, stdin string) (Env, *bytes.Buffer, *bytes.Buffer) {
+	var out, errb bytes.Buffer
+	return Env{
+		Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errb,
+		IsTerminal:   func() bool { return false },
+		ReadPassword: func(string) ([]byte, error) { return nil, errors.New("no terminal") },
+		Open:         func(context.Context) (*vault.Vault, func() error, error) { return OpenDefault(dir) },
+		KeyFile:      filepath.Join(dir, KeyFileName),
+	}, &out, &errb
+}
+
+func runCLI(t *testing.T, dir, stdin string, args ...string) run {
+	t.Helper()
+	env, out, errb := testEnv(dir, stdin)
+	code := Run(context.Background(), args, env)
+	return run{code, out.String(), errb.String()}
+}
+
+// Secrets of the end-to-end test: long enough not to occur by chance.
+const (
+	cardNumber = "378282246310005"
+	cardCVV    = "7391"
+	holder     = "Grace Brewster Hopper"
+	password   = "Zx9!correct-horse-battery"
+	email      = "grace.hopper@navy-example.net"
+	totpSeed   = "JBSWY3DPEHPK3PXP"
+)
+
+// TestCLIAddRestartListRotateNoPlaintext adds a card and a login through the
+// CLI with a real SQLite file (each Run opens and closes the vault, i.e. a
+// restart), lists, rotates, reads again, then greps the raw database and
+// WAL files, and everything the CLI printed, for the secrets.
+func TestCLIAddRestartListRotateNoPlaintext(t *testing.T) {
+	dir := t.TempDir()
+	var outputs []string
+	do := func(stdin string, args ...string) run {
+		t.Helper()
+		r := runCLI(t, dir, stdin, args...)
+		outputs = append(outputs, r.stdout, r.stderr)
+		if r.code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, r.code, r.stderr)
+		}
+		return r
+	}
+	do(cardNumber+"\n"+cardCVV+"\n", "add-card", "--exp", "12/2030", "--holder", holder, "--sites", "shop.example.com,pay.example.net")
+	do(password+"\n"+totpSeed+"\n", "add-login", "--site", "github.com", "--email", email, "--username", "ghopper")
+	do("", "add-identity", "--name", holder, "--email", email, "--phone", "+1 555 0100 999")
+	do("", "add-address", "--line1", "77 Unique Street", "--city", "Arlington", "--postal-code", "22201", "--country", "us")
+
+	st, err := os.Stat(filepath.Join(dir, KeyFileName))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("key file mode: %v %v", st.Mode().Perm(), err)
+	}
+	keyBefore, _ := os.ReadFile(filepath.Join(dir, KeyFileName))
+
+	list := do("", "list").stdout
+	for _, want := range []string{"amex •••• 0005", "exp 12/2030", "github.com", "password ••••••••", "login    github"} {
+		if !strings.Contains(list, want) {
+			t.Errorf("list lacks %q:\n%s", want, list)
+		}
+	}
+	show := do("", "show", "card", "1").stdout
+	for _, want := range []string{"amex •••• 0005", "cvv:         ••••", "shop.example.com, pay.example.net"} {
+		if !strings.Contains(show, want) {
+			t.Errorf("show lacks %q:\n%s", want, show)
+		}
+	}
+	do("", "show", "--org", "default", "login", "github")
+
+	rot := do("", "rotate-key")
+	if !strings.Contains(rot.stdout, "rotated master key") {
+		t.Fatalf("rotate-key said: %s", rot.stdout)
+	}
+	keyAfter, _ := os.ReadFile(filepath.Join(dir, KeyFileName))
+	if bytes.Equal(keyBefore, keyAfter) {
+		t.Fatal("rotate-key did not replace the key file")
+	}
+	if _, err := os.Stat(filepath.Join(dir, KeyFileName+".old")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("old key file left behind after a complete rotation")
+	}
+	if list2 := do("", "list").stdout; list2 != list {
+		t.Fatalf("list changed across rotation:\n%s\nvs\n%s", list, list2)
+	}
+
+	// Read the values back through the service after the restart.
+	v, closeFn, err := OpenDefault(dir)
+	if err != nil {
+		t.Fatalf("reopen: %v", err)
+	}
+	ctx := context.Background()
+	card, err := v.GetByLabel(ctx, "default", vault.KindCard, "1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg, err := v.GetByLabel(ctx, "default", vault.KindLogin, "github")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		it   vault.Item
+		f    vault.Field
+		want string
+	}{{card, vault.FieldNumber, cardNumber}, {card, vault.FieldCVV, cardCVV}, {card, vault.FieldHolder, holder},
+		{lg, vault.FieldPassword, password}, {lg, vault.FieldTOTP, totpSeed}, {lg, vault.FieldEmail, email}} {
+		s, err := v.Release(ctx, vault.ReleaseArgs{Org: "default", ItemID: c.it.ID, Field: c.f, Destination: "test", Actor: "test"})
+		if err != nil || string(s.InsecureRawBytes()) != c.want {
+			t.Fatalf("%s after rotation: wrong value or %v", c.f, err)
+		}
+	}
+	grepDB(t, dir, true) // while open: the WAL holds the latest pages
+	closeFn()
+
+	do("", "remove", "address", "1")
+	if r := runCLI(t, dir, "", "show", "address", "1"); r.code != 1 || !strings.Contains(r.stderr, "not found") {
+		t.Fatalf("show removed item: exit %d %s", r.code, r.stderr)
+	}
+
+	grepDB(t, dir, false)
+	printed := strings.Join(outputs, "\n")
+	for i, n := range []string{cardNumber, cardCVV, password, totpSeed} {
+		if strings.Contains(printed, n) {
+			t.Errorf("CLI output holds secret #%d", i)
+		}
+	}
+}
+
+// grepDB greps the database, WAL and shm files for every secret and
+// personal detail the end-to-end test stored.
+func grepDB(t *testing.T, dir string, wantWAL bool) {
+	t.Helper()
+	needles := []string{cardNumber, cardCVV, holder, "Grace Brewster", password, email, totpSeed, "77 Unique Street", "0100 999"}
+	files, _ := filepath.Glob(filepath.Join(dir, DBFileName+"*"))
+	if wantWAL && len(files) < 2 {
+		t.Fatalf("expected the database and its WAL, got %v", files)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, n := range needles {
+			if bytes.Contains(b, []byte(n)) {
+				t.Errorf("%s holds needle #%d (len %d) in clear", filepath.Base(f), i, len(n))
+			}
+		}
+	}
+}
+
+func TestCLIBadInputExits2AndWritesNothing(t *testing.T) {
+	cases := []struct {
+		name  string
+		stdin string
+		args  []string
+	}{
+		{"no command", "", nil},
+		{"unknown command", "", []string{"add-car"}},
+		{"luhn", "4242424242424241\n123\n", []string{"add-card", "--exp", "12/2030", "--any-site"}},
+		{"short cvv", "4242424242424242\n12\n", []string{"add-card", "--exp", "12/2030", "--any-site"}},
+		{"missing cvv", "4242424242424242\n", []string{"add-card", "--exp", "12/2030", "--any-site"}},
+		{"empty stdin", "", []string{"add-card", "--exp", "12/2030", "--any-site"}},
+		{"no exp", "4242424242424242\n123\n", []string{"add-card", "--any-site"}},
+		{"two-digit year", "4242424242424242\n123\n", []string{"add-card", "--exp", "12/30", "--any-site"}},
+		{"month 13", "4242424242424242\n123\n", []string{"add-card", "--exp", "13/2030", "--any-site"}},
+		{"expired", "4242424242424242\n123\n", []string{"add-card", "--exp", "01/2020", "--any-site"}},
+		{"no sites", "4242424242424242\n123\n", []string{"add-card", "--exp", "12/2030"}},
+		{"public suffix site", "4242424242424242\n123\n", []string{"add-card", "--exp", "12/2030", "--sites", "co.uk"}},
+		{"number as flag", "", []string{"add-card", "--exp", "12/2030", "--any-site", "--number", "4242424242424242"}},
+		{"password as flag", "", []string{"add-login", "--site", "a.com", "--password=hunter2"}},
+		{"unknown flag", "", []string{"add-login", "--site", "a.com", "--colour", "red"}},
+		{"login on com", "pw\n", []string{"add-login", "--site", "com", "--email", "a@b.com"}},
+		{"login bad email", "pw\n", []string{"add-login", "--site", "a.com", "--email", "nope"}},
+		{"login no password", "", []string{"add-login", "--site", "a.com", "--email", "a@b.com"}},
+		{"identity no name", "", []string{"add-identity", "--email", "a@b.com"}},
+		{"address no city", "", []string{"add-address", "--line1", "x", "--postal-code", "1", "--country", "DE"}},
+		{"show no args", "", []string{"show"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			r := runCLI(t, dir, c.stdin, c.args...)
+			if r.code != 2 {
+				t.Fatalf("exit %d, want 2 (stderr %q)", r.code, r.stderr)
+			}
+			if r.stderr == "" {
+				t.Fatal("no message")
+			}
+			for _, s := range []string{"4242424242424242", "4242424242424241", "hunter2"} {
+				if strings.Contains(r.stderr+r.stdout, s) {
+					t.Fatal("message repeats a secret")
+				}
+			}
+			if l := runCLI(t, dir, "", "list"); l.code != 0 || !strings.Contains(l.stdout, "no items") {
+				t.Fatalf("refused input wrote something: %q", l.stdout)
+			}
+		})
+	}
+}
+
+func TestCLITerminalPromptsWithoutReadingStdin(t *testing.T) {
+	dir := t.TempDir()
+	env, out, errb := testEnv(dir, "")
+	env.Stdin = readerFunc(func([]byte) (int, error) { t.Fatal("stdin read on a terminal"); return 0, nil })
+	env.IsTerminal = func() bool { return true }
+	answers := map[string]string{"Card number: ": "4242 4242 4242 4242", "CVV: ": "123"}
+	var prompts []string
+	env.ReadPassword = func(p string) ([]byte, error) {
+		prompts = append(prompts, p)
+		return []byte(answers[p]), nil
+	}
+	if code := Run(context.Background(), []string{"add-card", "--exp", "12/2030", "--any-site", "--holder", "A"}, env); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if strings.Join(prompts, "|") != "Card number: |CVV: " {
+		t.Fatalf("prompts %q", prompts)
+	}
+	if !strings.Contains(out.String(), "visa •••• 4242") {
+		t.Fatalf("output %q", out.String())
+	}
+}
+
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(b []byte) (int, error) { return f(b) }
+
+func TestOpenDefaultRefusesMissingKeyForExistingDB(t *testing.T) {
+	dir := t.TempDir()
+	if r := runCLI(t, dir, "", "add-identity", "--name", "A"); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	if err := os.Remove(filepath.Join(dir, KeyFileName)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := OpenDefault(dir); !strings.Contains(err.Error(), "sealed") {
+		t.Fatalf("missing key: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, KeyFileName)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("a fresh key was created over an existing vault")
+	}
+}
+
+// TestCLIInterruptedRotationRecovers simulates a crash after the new key
+// file was written but before the store was re-wrapped.
+func TestCLIInterruptedRotationRecovers(t *testing.T) {
+	dir := t.TempDir()
+	if r := runCLI(t, dir, password+"\n\n", "add-login", "--site", "github.com", "--username", "g"); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	keyPath := filepath.Join(dir, KeyFileName)
+	old, err := vault.ReadKeyFile(keyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := vault.WriteKeyFile(keyPath+".old", old); err != nil {
+		t.Fatal(err)
+	}
+	newKey := bytes.Repeat([]byte{0x5a}, 32)
+	if err := vault.WriteKeyFile(keyPath, newKey); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, dir, "", "list")
+	if r.code != 0 || !strings.Contains(r.stdout, "github") {
+		t.Fatalf("list after interrupted rotation: exit %d %s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(keyPath + ".old"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(".old not removed after the rotation was finished")
+	}
+	v, closeFn, err := OpenDefault(dir)
+	if err != nil || v.ActiveKeyID() != vault.KeyIDFor(newKey) {
+		t.Fatalf("vault not on the new key: %v", err)
+	}
+	closeFn()
+}
