@@ -30,7 +30,7 @@ type Pattern struct {
 //     (see isDelim). Boundaries are judged on the original input.
 //   - Among all matches, the leftmost wins; at one position the longest
 //     wins; scanning resumes after it (matches never overlap). Of two
-//     patterns with equal values, the first given wins.
+//     patterns with equal values that both match, the first given wins.
 
 // isDelim is the set of bytes that may bound a WholeField match in free
 // text: quotes, the separators of forms, JSON, cookies and markup, and ASCII
@@ -122,16 +122,22 @@ type Matcher struct {
 	maxLen  int
 }
 
-// NewMatcher compiles patterns. Empty values are ignored; of equal values
-// the first wins. The values are copied.
+// NewMatcher compiles patterns. Empty values are ignored, and so is a
+// repeat of an earlier pattern with the same value and WholeField. The
+// values are copied.
 func NewMatcher(patterns []Pattern) *Matcher {
 	m := &Matcher{}
-	seen := make(map[string]bool, len(patterns))
+	type key struct {
+		v     string
+		whole bool
+	}
+	seen := make(map[key]bool, len(patterns))
 	for _, p := range patterns {
-		if len(p.Value) == 0 || seen[string(p.Value)] {
+		k := key{string(p.Value), p.WholeField}
+		if len(p.Value) == 0 || seen[k] {
 			continue
 		}
-		seen[string(p.Value)] = true
+		seen[k] = true
 		m.pats = append(m.pats, pattern{val: bytes.Clone(p.Value), id: p.ID, whole: p.WholeField})
 		m.maxLen = max(m.maxLen, len(p.Value))
 	}
@@ -153,7 +159,8 @@ type match struct {
 // window is how many start positions are verified and sorted at a time; it
 // bounds the scratch memory a hostile body full of overlapping candidates
 // can cost.
-const window = 16 << 10
+// It is a variable so the fuzz test can shrink it to reach window borders.
+var window = 16 << 10
 
 // collect appends every valid match starting in [w0, w1) to ms, sorted
 // leftmost then longest. src beyond w1 is lookahead, src before w0 context.
@@ -212,7 +219,10 @@ func (m *Matcher) collect(src []byte, w0, w1 int, field bool, ms []match) []matc
 			if x.s != y.s {
 				return x.s - y.s
 			}
-			return y.l - x.l
+			if x.l != y.l {
+				return y.l - x.l
+			}
+			return int(x.pi - y.pi)
 		})
 	}
 	return ms
