@@ -322,3 +322,12 @@ func TestP9_MultipartReplacementBreakingFramingRefused(t *testing.T) {
 		t.Fatalf("code = %q, want %q", agentvault.ErrorCode(err), agentvault.CodeSubstitution)
 	}
 }
+
+func TestP9_MultipartTokenInPartHeader(t *testing.T) {
+	in := "--B\r\nContent-Disposition: form-data; name=\"f\"; filename=\"" + tokNumber + ".txt\"\r\n\r\n" + tokCVV + "\r\n--B--\r\n"
+	want := "--B\r\nContent-Disposition: form-data; name=\"f\"; filename=\"" + realNumber + ".txt\"\r\n\r\n" + realCVV + "\r\n--B--\r\n"
+	out, n, err := Multipart("B", []byte(in), testReplacer())
+	if err != nil || n != 2 || string(out) != want {
+		t.Fatalf("got %q n=%d err=%v", out, n, err)
+	}
+}

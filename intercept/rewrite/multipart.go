@@ -18,7 +18,8 @@ import (
 const maxMultipartDepth = 4
 
 // Multipart rewrites a multipart body (multipart/form-data and the other
-// multipart/* types) split on boundary. Each part's body is offered to the
+// multipart/* types) split on boundary. Part headers are searched as text (a
+// field or file name may hold a token). Each part's body is offered to the
 // replacer as one whole field (a JSON part is walked as JSON, a nested
 // multipart part recursively), after undoing a base64 or quoted-printable
 // Content-Transfer-Encoding. Preamble, part headers, delimiters, line endings
@@ -64,23 +65,39 @@ func rewriteMultipart(boundary string, body []byte, r Replacer, depth int) ([]by
 		if err != nil {
 			return nil, 0, err
 		}
+		// A field name or file name can carry a token too.
+		rawHdr := body[p.hdrStart:p.bodyStart]
+		hrep, hn, err := text(r, rawHdr)
+		if err != nil {
+			return nil, 0, err
+		}
+		if hn > 0 && bytes.Count(hrep, []byte("\n")) != bytes.Count(rawHdr, []byte("\n")) {
+			return nil, 0, agentvault.Errorf(agentvault.CodeSubstitution, "replacement does not fit in a multipart part header")
+		}
 		raw := body[p.bodyStart:p.bodyEnd]
 		rep, n, err := rewritePart(hdr, raw, r, depth)
 		if err != nil {
 			return nil, 0, err
 		}
 		newBodies[i] = raw
-		if n == 0 {
+		if n+hn == 0 {
 			continue
 		}
-		total += n
-		newBodies[i] = rep
 		if out == nil {
 			out = make([]byte, 0, len(body)+64)
 		}
-		out = append(out, body[last:p.bodyStart]...)
-		out = append(out, rep...)
-		last = p.bodyEnd
+		total += n + hn
+		if hn > 0 {
+			out = append(out, body[last:p.hdrStart]...)
+			out = append(out, hrep...)
+			last = p.bodyStart
+		}
+		if n > 0 {
+			newBodies[i] = rep
+			out = append(out, body[last:p.bodyStart]...)
+			out = append(out, rep...)
+			last = p.bodyEnd
+		}
 	}
 	if total == 0 {
 		return body, 0, nil

@@ -1,0 +1,308 @@
+package rewrite
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/url"
+	"reflect"
+	"strings"
+	"testing"
+
+	agentvault "github.com/agentvault/agentvault"
+)
+
+// fuzzReplacer has a short numeric value (whole field only, becomes a longer
+// number), a short value whose replacement needs escaping in every format,
+// and a long value matched anywhere.
+var fuzzReplacer = naiveReplacer{pairs: [][2]string{
+	{"123", "9876"},
+	{"-5", "7"},
+	{"ab", "x\"y&=%\\"},
+	{"tok_abcdefgh", "REAL<&>\"\\/\u2028é+ ;"},
+}}
+
+func refField(s string) (string, int) {
+	out, n, _ := fuzzReplacer.ReplaceField(nil, []byte(s))
+	return string(out), n
+}
+
+func refText(s string) (string, int) {
+	out, n, _ := fuzzReplacer.ReplaceText(nil, []byte(s))
+	return string(out), n
+}
+
+type refPair struct {
+	k, v  string
+	hasEq bool
+}
+
+// refForm decodes a form with the standard library, keeping order.
+func refForm(b []byte) ([]refPair, bool) {
+	var out []refPair
+	for _, p := range strings.Split(string(b), "&") {
+		k, v, hasEq := strings.Cut(p, "=")
+		dk, err1 := url.QueryUnescape(k)
+		dv, err2 := url.QueryUnescape(v)
+		if err1 != nil || err2 != nil {
+			return nil, false
+		}
+		out = append(out, refPair{dk, dv, hasEq})
+	}
+	return out, true
+}
+
+func FuzzForm(f *testing.F) {
+	for _, s := range []string{
+		"number=tok_abcdefgh&x=1", "cvc=123", "amount=41234&zip=1234", "n=tok%5Fabcdefgh", "ab=on",
+		"a=%7e+b&c&=&d=123&e=%zz", "a=-5&b=+-5&c=%2D5", "", "&&", "a=b=c",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		out, n, err := Form(in, fuzzReplacer)
+		if err != nil {
+			t.Fatalf("Form failed: %v", err)
+		}
+		ref, ok := refForm(in)
+		if !ok {
+			return
+		}
+		count := 0
+		for i, p := range ref {
+			var a, b int
+			ref[i].k, a = refField(p.k)
+			ref[i].v, b = refField(p.v)
+			count += a + b
+		}
+		got, ok := refForm(out)
+		if !ok {
+			t.Fatalf("output %q does not decode", out)
+		}
+		if !reflect.DeepEqual(got, ref) || n != count {
+			t.Fatalf("in %q: got %q (%d), want %+v (%d)", in, out, n, ref, count)
+		}
+		if count == 0 && !bytes.Equal(out, in) {
+			t.Fatalf("unchanged form altered: %q -> %q", in, out)
+		}
+	})
+}
+
+// refJSON applies the replacer to every string and number of a decoded
+// document. ok is false when two keys of one object collide after
+// replacement (the result then depends on order, so it is not compared).
+func refJSON(v any) (any, int, bool) {
+	switch x := v.(type) {
+	case string:
+		s, n := refField(x)
+		return s, n, true
+	case json.Number:
+		s, n := refField(string(x))
+		return json.Number(s), n, true
+	case []any:
+		total := 0
+		out := make([]any, len(x))
+		for i, e := range x {
+			r, n, ok := refJSON(e)
+			if !ok {
+				return nil, 0, false
+			}
+			out[i], total = r, total+n
+		}
+		return out, total, true
+	case map[string]any:
+		total := 0
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			nk, n1 := refField(k)
+			r, n2, ok := refJSON(e)
+			if _, dup := out[nk]; dup || !ok {
+				return nil, 0, false
+			}
+			out[nk], total = r, total+n1+n2
+		}
+		return out, total, true
+	}
+	return v, 0, true
+}
+
+func decodeJSON(b []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return nil, io.ErrUnexpectedEOF
+	}
+	return v, nil
+}
+
+// checkJSON compares JSON(in) with the reference when in is valid JSON; it
+// reports whether a comparison was made.
+func checkJSON(t *testing.T, in, out []byte, n int, err error) bool {
+	t.Helper()
+	v, derr := decodeJSON(in)
+	if derr != nil {
+		return false
+	}
+	if err != nil {
+		t.Fatalf("JSON failed on valid input %q: %v", in, err)
+	}
+	want, count, ok := refJSON(v)
+	got, derr := decodeJSON(out)
+	if derr != nil {
+		t.Fatalf("output of valid %q is not JSON: %q", in, out)
+	}
+	if !ok {
+		return true
+	}
+	// The scanner also sees duplicate keys the decoder drops, so it may
+	// count more replacements, never fewer.
+	if !reflect.DeepEqual(got, want) || n < count {
+		t.Fatalf("in %q: got %q (%d), want %#v (%d)", in, out, n, want, count)
+	}
+	return true
+}
+
+func FuzzJSON(f *testing.F) {
+	for _, s := range []string{
+		`{"number":"tok_abcdefgh"}`, `{"number":"\u0074ok_abcdefgh"}`, `["\u0031\u0032\u0033"]`,
+		`{"a":"\ud83d\ude00tok_abcdefgh"}`, `{"a":"\ud83dtok_abcdefgh"}`, `{"ab":123}`, `{"cvv": 123 , "n":-5, "m":-5.0}`,
+		`{"a":"x123"}`, "{ \"z\" : [1, 2.50e3 ,\"ab\"],\n\t\"a\":null }", `{"a":"\u00e9\n","b":"ab"}`,
+		`{"ab":1,"x\"y&=%\\":2}`, `"ab"`, `123`, `{"a":"tok_abcdefgh`, "{\"a\":\"\xff123\"}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		out, n, err := JSON(in, fuzzReplacer)
+		checkJSON(t, in, out, n, err)
+		if err == nil && n == 0 && !bytes.Equal(in, out) {
+			t.Fatalf("unchanged document altered: %q -> %q", in, out)
+		}
+	})
+}
+
+type refPart struct {
+	header map[string][]string
+	body   []byte
+}
+
+func refMultipart(b []byte, boundary string) ([]refPart, bool) {
+	var out []refPart
+	mr := multipart.NewReader(bytes.NewReader(b), boundary)
+	for {
+		p, err := mr.NextRawPart()
+		if err == io.EOF {
+			return out, true
+		}
+		if err != nil {
+			return nil, false
+		}
+		body, err := io.ReadAll(p)
+		if err != nil {
+			return nil, false
+		}
+		out = append(out, refPart{p.Header, body})
+	}
+}
+
+const fuzzBoundary = "B0und"
+
+func FuzzMultipart(f *testing.F) {
+	for _, s := range []string{
+		"--B0und\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n123\r\n--B0und\r\nContent-Disposition: form-data; name=\"f\"; filename=\"x\"\r\nContent-Type: text/plain\r\n\r\nline tok_abcdefgh\r\n--B0und--\r\n",
+		"preamble\n--B0und  \nContent-Disposition: form-data; name=\"a\"\n\nab\n--B0und\n\nkeep\n--B0und--\nepilogue",
+		"--B0und\r\nContent-Type: application/json\r\n\r\n{\"a\":\"\\u0074ok_abcdefgh\",\"b\":123}\r\n--B0und--",
+		"--B0und\r\nContent-Transfer-Encoding: base64\r\n\r\ndG9rX2FiY2RlZmdo\r\n--B0und--",
+		"--B0und\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\ntok=5Fabcdefgh=\r\n x\r\n--B0und--",
+		"--B0und--", "--B0und\r\n\r\n--B0und--", "--B0und\r\n\r\n\r\n--B0und\r\n\r\nab\r\n--B0und--  ",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		out, n, err := Multipart(fuzzBoundary, in, fuzzReplacer)
+		ref, ok := refMultipart(in, fuzzBoundary)
+		if !ok {
+			if err == nil {
+				t.Fatalf("accepted %q, which mime/multipart rejects", in)
+			}
+			return
+		}
+		plain := true // every part an ordinary field the reference can check
+		for _, p := range ref {
+			mt, _, _ := mime.ParseMediaType(textprotoGet(p.header, "Content-Type"))
+			if textprotoGet(p.header, "Content-Transfer-Encoding") != "" || strings.HasPrefix(mt, "multipart/") {
+				plain = false
+			}
+		}
+		if err != nil {
+			// mime/multipart takes a part header cut short by the end of
+			// input for a clean end; refusing that is fine.
+			// A replacement that would change the structure is refused
+			// with substitution_failed; that is correct too.
+			if plain && !strings.Contains(err.Error(), "header not terminated") &&
+				agentvault.ErrorCode(err) != agentvault.CodeSubstitution {
+				t.Fatalf("refused %q, which mime/multipart accepts: %v", in, err)
+			}
+			return
+		}
+		got, ok := refMultipart(out, fuzzBoundary)
+		if !ok || len(got) != len(ref) {
+			t.Fatalf("output of %q does not split into %d parts: %q", in, len(ref), out)
+		}
+		count := 0
+		for i, p := range ref {
+			wantHdr := map[string][]string{}
+			for k, vs := range p.header {
+				nk, c := refText(k)
+				count += c
+				for _, v := range vs {
+					nv, c := refText(v)
+					count += c
+					wantHdr[nk] = append(wantHdr[nk], nv)
+				}
+			}
+			if !reflect.DeepEqual(got[i].header, wantHdr) {
+				t.Fatalf("part %d header: got %q, want %q", i, got[i].header, wantHdr)
+			}
+			if !plain {
+				continue
+			}
+			mt, _, _ := mime.ParseMediaType(textprotoGet(p.header, "Content-Type"))
+			if isJSONType(mt) {
+				jout, jn, jerr := JSON(p.body, fuzzReplacer)
+				if checkJSON(t, p.body, got[i].body, jn, jerr) {
+					count += jn
+					continue
+				}
+				if !bytes.Equal(jout, got[i].body) {
+					t.Fatalf("part %d: JSON part rewritten inconsistently", i)
+				}
+				count += jn
+				continue
+			}
+			want, c := refField(string(p.body))
+			if string(got[i].body) != want {
+				t.Fatalf("part %d: got %q, want %q", i, got[i].body, want)
+			}
+			count += c
+		}
+		if plain && n != count {
+			t.Fatalf("%d replacements, reference counts %d", n, count)
+		}
+		if n == 0 && !bytes.Equal(in, out) {
+			t.Fatalf("unchanged body altered")
+		}
+	})
+}
+
+func textprotoGet(h map[string][]string, k string) string {
+	if v := h[k]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
