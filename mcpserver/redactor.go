@@ -51,7 +51,7 @@ func (strictRedactor) ScrubErrorTexts(texts []string, filled []string) []string 
 }
 
 var valueTests = []string{"[value", "@value", ":valid", ":invalid", ":user-invalid", ":user-valid", ":placeholder-shown",
-	":in-range", ":out-of-range", ":checked", ":indeterminate", ":empty", "internal:attr=[value", "value="}
+	":in-range", ":out-of-range", ":checked", ":indeterminate", "internal:attr=[value", "value="}
 
 var textMatches = []string{"text=", ":has-text(", ":text(", ":text-is(", ":text-matches(", "internal:text=", "internal:has-text=",
 	"internal:has-not-text=", "internal:label=", "text()", "contains(", "internal:role=", "internal:attr="}
