@@ -408,4 +408,3 @@ func refOf(t testing.TB, snap, line string) string {
 	t.Fatalf("no %q in snapshot", line)
 	return ""
 }
-
