@@ -156,14 +156,17 @@ func decode(c coding, b []byte, limit int64) ([]byte, coding, error) {
 	case codingDeflateZlib:
 		if isZlibHeader(b) {
 			zr, err := zlib.NewReader(bytes.NewReader(b))
-			if err != nil {
-				return nil, c, corrupt()
+			if err == nil {
+				out, err := readCapped(zr, limit)
+				if err == nil || agentvault.ErrorCode(err) == agentvault.CodeBodyTooLarge {
+					return out, c, err
+				}
 			}
-			rd = zr
-		} else {
-			c = codingDeflateRaw
-			rd = flate.NewReader(bytes.NewReader(b))
+			// Two bytes of a raw stream can pass the zlib header check
+			// by chance; try the raw form before giving up.
 		}
+		c = codingDeflateRaw
+		rd = flate.NewReader(bytes.NewReader(b))
 	case codingBrotli:
 		rd = brotli.NewReader(bytes.NewReader(b))
 	case codingZstd:
@@ -177,17 +180,22 @@ func decode(c coding, b []byte, limit int64) ([]byte, coding, error) {
 		defer zr.Close()
 		rd = zr
 	}
+	out, err := readCapped(rd, limit)
+	return out, c, err
+}
+
+func readCapped(rd io.Reader, limit int64) ([]byte, error) {
 	out, err := io.ReadAll(io.LimitReader(rd, limit+1))
 	if int64(len(out)) > limit {
-		return nil, c, tooLarge()
+		return nil, tooLarge()
 	}
 	if err != nil {
 		if errors.Is(err, zstd.ErrDecoderSizeExceeded) || errors.Is(err, zstd.ErrWindowSizeExceeded) {
-			return nil, c, tooLarge()
+			return nil, tooLarge()
 		}
-		return nil, c, corrupt()
+		return nil, corrupt()
 	}
-	return out, c, nil
+	return out, nil
 }
 
 func corrupt() error {

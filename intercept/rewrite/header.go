@@ -31,6 +31,14 @@ func Header(h http.Header, r Replacer) (int, error) {
 	var changed []change
 	total := 0
 	for name, vals := range h {
+		if _, n, err := text(r, []byte(name)); err != nil || n > 0 {
+			if err != nil {
+				return 0, err
+			}
+			// No site names a header after a secret; renaming one would
+			// only hide it from the proxy's hop-by-hop handling.
+			return 0, agentvault.Errorf(agentvault.CodeSubstitution, "a header name holds a value to replace")
+		}
 		for i, v := range vals {
 			rep, n, err := headerValue(name, []byte(v), r)
 			if err != nil {

@@ -13,7 +13,8 @@ import (
 // site, each paired with the stand-in in the same form, for the proxy to turn
 // into scan patterns (P10). The raw pair comes first; a form identical to one
 // already listed is left out. The forms:
-//   - URL-encoded, as url.QueryEscape and url.PathEscape write it;
+//   - URL-encoded, as url.QueryEscape and url.PathEscape write it, and with
+//     lower-case hex digits;
 //   - JSON string contents: encoding/json's output with and without its
 //     HTML-safe \u003c \u003e \u0026, with "/" as "\/", and every character
 //     as \uXXXX (lower- and upper-case hex);
@@ -45,6 +46,7 @@ func ScrubVariants(real, standIn []byte) [][2][]byte {
 	add(real, standIn)
 	each(str(url.QueryEscape))
 	each(str(url.PathEscape))
+	each(func(b []byte) []byte { return lowerPercent(url.QueryEscape(string(b))) })
 
 	each(func(b []byte) []byte { return jsonEscape(b, true) })
 	each(func(b []byte) []byte { return jsonEscape(b, false) })
@@ -178,4 +180,24 @@ func groupDigits(b []byte, groups []int, sep string) []byte {
 		b = b[n:]
 	}
 	return out
+}
+
+// lowerPercent lower-cases the hex digits of percent escapes.
+func lowerPercent(s string) []byte {
+	b := []byte(s)
+	for i := 0; i+2 < len(b); i++ {
+		if b[i] == '%' {
+			b[i+1] = toLowerASCII(b[i+1])
+			b[i+2] = toLowerASCII(b[i+2])
+			i += 2
+		}
+	}
+	return b
+}
+
+func toLowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }
