@@ -52,6 +52,9 @@ const (
 	CodeKeyRevoked    Code = "key_revoked"
 	CodeRateLimited   Code = "rate_limited"
 
+	// Credential writes (seed 004, create_login): the key may not create logins.
+	CodeSignupNotEnabled Code = "signup_not_enabled"
+
 	// Spending and approvals (P18).
 	CodeLimitReached         Code = "limit_reached"
 	CodeDailyLimit           Code = "daily_limit"

@@ -5,6 +5,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"time"
 
 	"golang.org/x/net/publicsuffix"
 
@@ -23,6 +24,40 @@ type KeyInfo struct {
 	CanCreateLogins bool
 	Revoked         bool
 }
+
+// Sees reports whether the key's scope includes the item: cards and logins
+// by the key's selection, identities and addresses always. The catalog and
+// Decide use the same rule.
+func (k KeyInfo) Sees(it vault.Item) bool {
+	if k.Revoked {
+		return false
+	}
+	switch it.Kind {
+	case vault.KindCard:
+		return k.AllCards || slices.Contains(k.CardIDs, it.ID)
+	case vault.KindLogin:
+		return k.AllLogins || slices.Contains(k.LoginIDs, it.ID)
+	case vault.KindIdentity, vault.KindAddress:
+		return true
+	}
+	return false
+}
+
+// CheckCreateLogins refuses a credential write (create_login and the other
+// login writes) for a key the owner has not allowed to create logins.
+func (k KeyInfo) CheckCreateLogins() error {
+	if k.Revoked {
+		return agentvault.Errorf(agentvault.CodeKeyRevoked, "this API key has been revoked")
+	}
+	if !k.CanCreateLogins {
+		return agentvault.Errorf(agentvault.CodeSignupNotEnabled, "this API key may not create logins")
+	}
+	return nil
+}
+
+// DestinationApprovalWait is how long a fill on a new destination waits for
+// the owner before it is refused with destination_unauthorized.
+const DestinationApprovalWait = 15 * time.Minute
 
 // CardPolicy is the owner's rules for one card. All amounts share the card's
 // currency (the currency its limits are written in).
@@ -183,7 +218,7 @@ func (e *Engine) decide(a Args, dest, site string) Decision {
 	}
 	switch it.Kind {
 	case vault.KindCard:
-		if !a.APIKey.AllCards && !slices.Contains(a.APIKey.CardIDs, it.ID) {
+		if !a.APIKey.Sees(it) {
 			return refuse(agentvault.CodeScopeDenied, "this key may not use this card")
 		}
 		if it.Card == nil {
@@ -194,7 +229,7 @@ func (e *Engine) decide(a Args, dest, site string) Decision {
 		}
 		return e.decideCard(a, dest, site)
 	case vault.KindLogin:
-		if !a.APIKey.AllLogins && !slices.Contains(a.APIKey.LoginIDs, it.ID) {
+		if !a.APIKey.Sees(it) {
 			return refuse(agentvault.CodeScopeDenied, "this key may not use this login")
 		}
 		if it.Login == nil || it.Login.Site == "" {

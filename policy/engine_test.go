@@ -346,3 +346,32 @@ func TestRegistrableDomain(t *testing.T) {
 		}
 	}
 }
+
+func TestKeyScope(t *testing.T) {
+	c, l := card(), login("example.com")
+	id := vault.Item{ID: "itm_id", Kind: vault.KindIdentity}
+	for _, tc := range []struct {
+		name          string
+		k             KeyInfo
+		card, login   bool
+		identity      bool
+		createLoginOK bool
+	}{
+		{"all", KeyInfo{ID: "k", AllCards: true, AllLogins: true, CanCreateLogins: true}, true, true, true, true},
+		{"selected", KeyInfo{ID: "k", CardIDs: []string{"itm_card1"}, LoginIDs: []string{"itm_other"}}, true, false, true, false},
+		{"none", KeyInfo{ID: "k"}, false, false, true, false},
+		{"revoked", KeyInfo{ID: "k", AllCards: true, AllLogins: true, CanCreateLogins: true, Revoked: true}, false, false, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.k.Sees(c) != tc.card || tc.k.Sees(l) != tc.login || tc.k.Sees(id) != tc.identity {
+				t.Fatalf("Sees: card %v login %v identity %v", tc.k.Sees(c), tc.k.Sees(l), tc.k.Sees(id))
+			}
+			if err := tc.k.CheckCreateLogins(); (err == nil) != tc.createLoginOK {
+				t.Fatalf("CheckCreateLogins: %v", err)
+			}
+		})
+	}
+	if err := (KeyInfo{ID: "k"}).CheckCreateLogins(); agentvault.ErrorCode(err) != agentvault.CodeSignupNotEnabled {
+		t.Fatalf("code %q", agentvault.ErrorCode(err))
+	}
+}

@@ -9,8 +9,11 @@ import (
 
 // Mask replaces whatever the scrubber removes. It holds no digit and no '@',
 // so a replacement can never join its neighbours into a new card-, phone- or
-// email-shaped string.
+// email-shaped string. When a filled value happens to be part of Mask
+// ("ted"), one of altMasks is used instead.
 const Mask = "[redacted]"
+
+var altMasks = []string{Mask, "[hidden]", "***", "\u2026"}
 
 const (
 	// MaxErrorTextRunes is the longest error string an agent gets.
@@ -37,27 +40,47 @@ const (
 // more digits joined by spaces, dashes, dots, slashes or brackets (card
 // numbers with or without Luhn, phone numbers with +country), each replaced
 // by Mask. Whitespace is collapsed and the result cut to 200 runes. If a
-// filled value or a shape survives all that, the whole text is replaced by
-// Mask: the scrubber fails closed.
+// filled value or a shape survives all that, the result is empty: the
+// scrubber fails closed.
 func ScrubErrorText(s string, filled [][]byte) string {
+	vals := usable(filled)
+	mask := chooseMask(vals)
+	if mask == "" {
+		return ""
+	}
 	if len(s) > maxScrubInput {
 		s = s[:maxScrubInput]
 	}
 	s = strings.ToValidUTF8(s, "\uFFFD")
-	s = removeFilled(s, filled)
+	s = removeFilled(s, vals, mask)
 	// Collapse whitespace and drop invisible format characters before
 	// looking for shapes, so "4111\u200b1111..." or a number split across
 	// lines is seen whole; then look for the filled values again.
 	s = collapseSpace(s)
-	s = removeFilled(s, filled)
-	s = maskTokens(s)
-	s = maskEmails(s)
-	s = maskDigitRuns(s)
+	s = removeFilled(s, vals, mask)
+	s = maskTokens(s, mask)
+	s = maskEmails(s, mask)
+	s = maskDigitRuns(s, mask)
 	s = cutRunes(s, MaxErrorTextRunes)
-	if leaks(s, filled) {
-		return Mask
+	if leaks(s, vals) {
+		return ""
 	}
 	return s
+}
+
+// chooseMask picks the first mask no filled value is part of.
+func chooseMask(vals [][]byte) string {
+next:
+	for _, m := range altMasks {
+		lm := asciiLower(m)
+		for _, v := range vals {
+			if strings.Contains(lm, asciiLower(string(v))) {
+				continue next
+			}
+		}
+		return m
+	}
+	return ""
 }
 
 // ErrorTexts scrubs and cuts each text, drops those left empty, and keeps at
@@ -78,10 +101,9 @@ func ErrorTexts(in []string, filled [][]byte) []string {
 // removeFilled replaces every occurrence of each filled value, ignoring
 // ASCII case, longest values first so a stand-in that contains a shorter
 // value is removed whole.
-func removeFilled(s string, filled [][]byte) string {
-	vals := usable(filled)
+func removeFilled(s string, vals [][]byte, mask string) string {
 	for _, v := range vals {
-		s = replaceFold(s, string(v))
+		s = replaceFold(s, string(v), mask)
 	}
 	return s
 }
@@ -105,7 +127,7 @@ func usable(filled [][]byte) [][]byte {
 // replaceFold replaces v in s, matching ASCII letters without regard to
 // case. Lower-casing only ASCII keeps byte offsets aligned between s and its
 // folded copy.
-func replaceFold(s, v string) string {
+func replaceFold(s, v, mask string) string {
 	ls, lv := asciiLower(s), asciiLower(v)
 	if !strings.Contains(ls, lv) {
 		return s
@@ -118,7 +140,7 @@ func replaceFold(s, v string) string {
 			return b.String()
 		}
 		b.WriteString(s[:i])
-		b.WriteString(Mask)
+		b.WriteString(mask)
 		s, ls = s[i+len(v):], ls[i+len(v):]
 	}
 }
@@ -135,7 +157,7 @@ func asciiLower(s string) string {
 
 // maskTokens masks "av_" and "avk_" followed by token characters: mock
 // tokens and API keys. The prefix is matched in any case.
-func maskTokens(s string) string {
+func maskTokens(s, mask string) string {
 	ls := asciiLower(s)
 	var b strings.Builder
 	i := 0
@@ -159,7 +181,7 @@ func maskTokens(s string) string {
 				}
 			}
 			b.WriteString(s[i:j])
-			b.WriteString(Mask)
+			b.WriteString(mask)
 			i = end
 			continue
 		}
@@ -177,7 +199,7 @@ func isTokenByte(c byte) bool {
 // maskEmails masks every word that contains '@' with something on both
 // sides. This is broader than RFC 5322 on purpose: "a@b" in an error is more
 // likely an address than anything an agent needs.
-func maskEmails(s string) string {
+func maskEmails(s, mask string) string {
 	if !strings.ContainsAny(s, "@＠") {
 		return s
 	}
@@ -211,7 +233,7 @@ func maskEmails(s string) string {
 			continue
 		}
 		b.WriteString(s[:start])
-		b.WriteString(Mask)
+		b.WriteString(mask)
 		s = s[end:]
 	}
 	b.WriteString(s)
@@ -230,7 +252,7 @@ const maxDigitSeps = 3
 // script's decimal digits), joined by at most three separators at a time
 // (anything that is neither a letter nor a digit): "4111 1111 1111 1111",
 // "4111-1111-1111-1111", "+49 (30) 1234-5678".
-func maskDigitRuns(s string) string {
+func maskDigitRuns(s, mask string) string {
 	rs := []rune(s)
 	var b strings.Builder
 	i := 0
@@ -268,7 +290,7 @@ func maskDigitRuns(s string) string {
 				b.Reset()
 				b.WriteString(strings.TrimSuffix(str, "+"))
 			}
-			b.WriteString(Mask)
+			b.WriteString(mask)
 		} else {
 			b.WriteString(string(rs[i:end]))
 		}
@@ -316,9 +338,9 @@ func cutRunes(s string, n int) string {
 
 // leaks is the final check: true if s still holds a filled value or a shape
 // the scrubber removes.
-func leaks(s string, filled [][]byte) bool {
+func leaks(s string, vals [][]byte) bool {
 	ls := asciiLower(s)
-	for _, v := range usable(filled) {
+	for _, v := range vals {
 		if strings.Contains(ls, asciiLower(string(v))) {
 			return true
 		}
@@ -329,5 +351,5 @@ func leaks(s string, filled [][]byte) bool {
 // HasSensitiveShape reports whether s holds something token-, email-, card-
 // or phone-shaped, as ScrubErrorText defines them.
 func HasSensitiveShape(s string) bool {
-	return maskTokens(s) != s || maskEmails(s) != s || maskDigitRuns(s) != s
+	return maskTokens(s, Mask) != s || maskEmails(s, Mask) != s || maskDigitRuns(s, Mask) != s
 }

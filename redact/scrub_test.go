@@ -74,6 +74,10 @@ func TestP19_ScrubFailsClosed(t *testing.T) {
 	if strings.Contains(got, "ted]x") {
 		t.Fatalf("filled value survived: %d bytes", len(got))
 	}
+	// A filled value that is part of the mask gets another mask.
+	if got := ScrubErrorText("code ted is wrong", bytesOf([]string{"ted"})); got != "code [hidden] is wrong" {
+		t.Fatalf("got %q", got)
+	}
 }
 
 func TestP19_ErrorTexts(t *testing.T) {
