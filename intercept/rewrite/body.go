@@ -223,7 +223,9 @@ func encode(c coding, b []byte) ([]byte, error) {
 		}
 		w = fw
 	case codingBrotli:
-		w = brotli.NewWriter(&buf)
+		// Quality 4 rather than the default: recompressing on the request
+		// path should cost about what gzip does.
+		w = brotli.NewWriterLevel(&buf, 4)
 	case codingZstd:
 		zw, err := zstd.NewWriter(&buf, zstd.WithEncoderConcurrency(1))
 		if err != nil {
