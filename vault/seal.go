@@ -75,13 +75,27 @@ func newGCM(key []byte) (cipher.AEAD, error) {
 	return cipher.NewGCM(block)
 }
 
-// seal encrypts plaintext under key, labelled keyID, bound to context.
+// seal encrypts plaintext under key, labelled keyID, bound to context, with
+// a fresh random nonce.
 func seal(key []byte, keyID string, plaintext, context []byte) ([]byte, error) {
+	nonce := make([]byte, nonceSize)
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "no randomness")
+	}
+	return sealWithNonce(key, keyID, plaintext, context, nonce)
+}
+
+// sealWithNonce is seal with the nonce given; only seal and deterministic
+// test vectors call it.
+func sealWithNonce(key []byte, keyID string, plaintext, context, nonce []byte) ([]byte, error) {
 	if len(keyID) > maxKeyIDLen {
 		return nil, agentvault.Errorf(agentvault.CodeInternal, "key id too long")
 	}
 	if len(plaintext) > maxPlaintext {
 		return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "value too large")
+	}
+	if len(nonce) != nonceSize {
+		return nil, agentvault.Errorf(agentvault.CodeInternal, "nonce must be %d bytes", nonceSize)
 	}
 	aead, err := newGCM(key)
 	if err != nil {
@@ -92,12 +106,9 @@ func seal(key []byte, keyID string, plaintext, context []byte) ([]byte, error) {
 	out[0] = cipherV1
 	out[1] = byte(len(keyID))
 	copy(out[2:], keyID)
-	nonce := out[hdrLen : hdrLen+nonceSize]
-	if _, err := rand.Read(nonce); err != nil {
-		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "no randomness")
-	}
+	copy(out[hdrLen:], nonce)
 	aad := append(append(make([]byte, 0, hdrLen+len(context)), out[:hdrLen]...), context...)
-	return aead.Seal(out, nonce, plaintext, aad), nil
+	return aead.Seal(out, out[hdrLen:hdrLen+nonceSize], plaintext, aad), nil
 }
 
 // envelope is a parsed ciphertext; its slices alias the input.
