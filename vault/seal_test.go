@@ -132,3 +132,14 @@ func FuzzP13_Open(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkSealOpen(b *testing.B) {
+	aad := fieldAAD("org", "itm_1", FieldNumber)
+	pt := []byte("4242424242424242")
+	for b.Loop() {
+		ct, _ := seal(testDEK, "", pt, aad)
+		if _, err := openWith(testDEK, "", ct, aad); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

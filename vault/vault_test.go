@@ -584,3 +584,49 @@ func grepFiles(t *testing.T, dbPath string, needles []string) {
 		}
 	}
 }
+
+// BenchmarkRelease measures one audited release against a real SQLite file:
+// read the item, unwrap its data key, open the value, append the audit row.
+func BenchmarkRelease(b *testing.B) {
+	st, err := sqlite.Open(filepath.Join(b.TempDir(), "vault.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	key := make([]byte, 32)
+	rand.Read(key)
+	v, err := vault.Open(ctx, vault.Config{Store: st, MasterKey: key, Now: testNow})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := v.AddCard(ctx, "o", "w", card("4242424242424242", "123"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	args := vault.ReleaseArgs{Org: "o", ItemID: c.ID, Field: vault.FieldNumber, Destination: "shop.example.com", Session: "s", Actor: "a"}
+	for b.Loop() {
+		if _, err := v.Release(ctx, args); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkGet is the same path without the audit write, as a baseline.
+func BenchmarkGet(b *testing.B) {
+	st, err := sqlite.Open(filepath.Join(b.TempDir(), "vault.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	key := make([]byte, 32)
+	rand.Read(key)
+	v, _ := vault.Open(ctx, vault.Config{Store: st, MasterKey: key, Now: testNow})
+	c, _ := v.AddCard(ctx, "o", "w", card("4242424242424242", "123"))
+	for b.Loop() {
+		if _, err := v.Get(ctx, "o", c.ID); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
