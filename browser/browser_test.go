@@ -169,7 +169,7 @@ func TestObserveErrorText(t *testing.T) {
 // TestP19_ScreenshotMasksAtSource paints masked fields before the pixels
 // leave Chromium: the red card number box comes out black.
 func TestP19_ScreenshotMasksAtSource(t *testing.T) {
-	_, s := open(t)
+	site, s := open(t)
 	shot := func(masks []string) (r, g, bl uint32) {
 		raw, err := s.Screenshot(masks)
 		if err != nil {
@@ -183,12 +183,14 @@ func TestP19_ScreenshotMasksAtSource(t *testing.T) {
 		r, g, bl, _ = img.At(probeX, probeY).RGBA()
 		return r >> 8, g >> 8, bl >> 8
 	}
+	// The red box is the card number field in the payments frame: with the
+	// default masks it must never show. Find where it is by unmasking a
+	// copy of the page whose field is not card-shaped.
+	must(t, s.Goto(site.Pay.URL+"/lookalike", 5*time.Second))
 	locateRed(t, s)
-	if r, g, b := shot(nil); !(r > 200 && g < 60 && b < 60) {
-		t.Fatalf("probe pixel not red without mask: %d,%d,%d", r, g, b)
-	}
-	if r, g, b := shot([]string{"input[autocomplete=cc-number]"}); r > 30 || g > 30 || b > 30 {
-		t.Fatalf("masked pixel %d,%d,%d, want black", r, g, b)
+	must(t, s.Goto(site.Pay.URL+"/card", 5*time.Second))
+	if r, g, b := shot(nil); r > 30 || g > 30 || b > 30 {
+		t.Fatalf("card number pixel %d,%d,%d with the default masks, want black", r, g, b)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/redact"
 	"github.com/mxschmitt/playwright-go"
 )
 
@@ -583,16 +584,18 @@ func (s *Session) Frames() ([]FrameInfo, error) {
 	return out, nil
 }
 
-// Screenshot captures the viewport with every element matching a mask
-// selector (in every frame) painted over before the pixels leave Chromium.
-func (s *Session) Screenshot(maskSelectors []string) ([]byte, error) {
+// Screenshot captures the viewport with every sensitive field painted over
+// before the pixels leave Chromium (P19): redact.MaskSelectors() always, plus
+// extra, in every frame.
+func (s *Session) Screenshot(extra []string) ([]byte, error) {
 	p, err := s.page()
 	if err != nil {
 		return nil, err
 	}
+	sels := append(redact.MaskSelectors(), extra...)
 	var masks []playwright.Locator
 	for _, f := range p.Frames() {
-		for _, sel := range maskSelectors {
+		for _, sel := range sels {
 			masks = append(masks, f.Locator(sel))
 		}
 	}

@@ -7,26 +7,17 @@ import (
 	"github.com/agentvault/agentvault"
 )
 
-func TestStrictRedactorSelectors(t *testing.T) {
-	r := strictRedactor{}
-	cases := []struct {
+// TestRedactorWiring checks the adapter over package redact on the cases
+// the tools rely on (redact has its own exhaustive tables and fuzzers).
+func TestRedactorWiring(t *testing.T) {
+	r := redactPkg{}
+	for _, c := range []struct {
 		sel string
 		ok  bool
 	}{
-		{"#card-number", true},
-		{".error", true},
-		{"input[name='cvc']", true},
-		{"[type=email]", true},
-		{"text=Order placed", true},
-		{"aria-ref=e12", true},
-		{"input[value^='4242']", false},
-		{"input:invalid", false},
-		{"text=4242", false},
-		{"div:has-text('ending 4242')", false},
-		{"xpath=//input[@value='1']", false},
-		{"internal:text=\"1\"i", false},
-	}
-	for _, c := range cases {
+		{"#card-number", true}, {"#err:not(:empty)", true}, {"text=Order placed", true}, {"aria-ref=e12", true},
+		{"input[value^='4242']", false}, {"text=4242", false}, {"div:has-text('ending 4242')", false},
+	} {
 		err := r.CheckSelectorAfterFill(c.sel)
 		if (err == nil) != c.ok {
 			t.Errorf("%q: err=%v want ok=%v", c.sel, err, c.ok)
@@ -35,35 +26,21 @@ func TestStrictRedactorSelectors(t *testing.T) {
 			t.Errorf("%q: code %s", c.sel, agentvault.ErrorCode(err))
 		}
 	}
-}
-
-func TestStrictRedactorChords(t *testing.T) {
-	r := strictRedactor{}
-	for _, k := range []string{"Control+c", "Meta+v", "Control+X", "ControlOrMeta+c", "Shift+Insert"} {
+	for _, k := range []string{"Control+c", "Meta+v", "Control+X"} {
 		if agentvault.ErrorCode(r.CheckChordAfterFill(k)) != agentvault.CodeClipboardBlocked {
 			t.Errorf("%s not refused", k)
 		}
 	}
-	for _, k := range []string{"Enter", "Tab", "c", "Shift+A", "Control+a"} {
-		if err := r.CheckChordAfterFill(k); err != nil {
-			t.Errorf("%s refused: %v", k, err)
-		}
+	if err := r.CheckChordAfterFill("Enter"); err != nil {
+		t.Errorf("Enter refused: %v", err)
 	}
-}
-
-func TestStrictRedactorScrub(t *testing.T) {
-	got := strictRedactor{}.ScrubErrorTexts([]string{
-		"Card 4242 4242 4242 4242 was declined",
-		"Email jane@example.com is taken",
-		"Call +49 30 1234567",
-		"Token av_card_1_number_u7x2k rejected",
-		"Your code Hunter2xyz is wrong",
-	}, []string{"Hunter2xyz"})
+	got := r.ScrubErrorTexts([]string{"Card 4242 4242 4242 4242 was declined", "Your code Hunter2xyz is wrong", "a", "b", "c", "d"}, []string{"Hunter2xyz"})
+	if len(got) > maxErrorTexts {
+		t.Fatalf("%d texts", len(got))
+	}
 	for _, s := range got {
-		for _, bad := range []string{"4242", "jane@", "1234567", "av_card", "Hunter2xyz"} {
-			if strings.Contains(s, bad) {
-				t.Errorf("scrubbed text still holds a %d-char sensitive string", len(bad))
-			}
+		if strings.Contains(s, "4242") || strings.Contains(s, "Hunter2xyz") {
+			t.Errorf("scrubbed text still holds a sensitive string (%d chars)", len(s))
 		}
 	}
 }

@@ -46,7 +46,7 @@ type Config struct {
 	// PopupNotice is passed to the browser (see browser.Config).
 	PopupNotice time.Duration
 	// Redactor scrubs page text and checks selectors after a fill; nil
-	// means the built-in strict one.
+	// means package redact.
 	Redactor Redactor
 	Logger   *slog.Logger
 }
@@ -74,7 +74,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, red: cfg.Redactor, sessions: map[string]*Session{}}
 	if s.red == nil {
-		s.red = strictRedactor{}
+		s.red = redactPkg{}
 	}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "agentvault-mcpd", Version: "0.1.0"}, &mcp.ServerOptions{
 		Instructions: serverInstructions,

@@ -6,6 +6,7 @@ import (
 
 	"github.com/agentvault/agentvault/browser"
 	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/redact"
 )
 
 // Session is one agent task: a proxyd session, its browser context, and
@@ -19,9 +20,9 @@ type Session struct {
 	ctl  control.CreateSessionResponse
 	page *browser.Session
 
-	// tokenFilled turns on the post-fill rules for the rest of the session:
-	// no snapshot, no frame list, selector and chord checks.
-	tokenFilled bool
+	// gate closes for the rest of the session once a token is filled: no
+	// snapshot, no frame list, selector and chord checks.
+	gate redact.SnapshotGate
 	// filled holds what was typed for tokens, only to scrub page text read
 	// back (observe_page errorText). Never logged, never returned.
 	filled []string

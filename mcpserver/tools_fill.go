@@ -9,6 +9,7 @@ import (
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/browser"
 	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/redact"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -51,10 +52,7 @@ func valueString(v any) (string, error) {
 	return "", agentvault.Errorf(agentvault.CodeInvalidInput, "value must be a string or a number")
 }
 
-func isRef(sel string) bool {
-	s := strings.TrimSpace(sel)
-	return strings.HasPrefix(s, "aria-ref=") || strings.HasPrefix(s, "ref=")
-}
+func isRef(sel string) bool { return redact.IsRefSelector(sel) }
 
 // authorize asks proxyd for the value to type for a token on the current
 // page (and frame), with the order total for a card number.
@@ -130,6 +128,9 @@ func (s *Server) fillCheckout(ctx context.Context, in fillCheckoutIn) (*mcp.Call
 	for i, f := range in.Fields {
 		typed := values[i]
 		if classes[i].isToken {
+			// The gate closes before the first token is typed, so a snapshot
+			// racing the fill is already refused.
+			ss.gate.MarkFilled()
 			typed, fillErr = s.authorize(ctx, ss, values[i], classes[i], f.Frame)
 			if fillErr != nil {
 				break
@@ -145,7 +146,6 @@ func (s *Server) fillCheckout(ctx context.Context, in fillCheckoutIn) (*mcp.Call
 			break
 		}
 		if classes[i].isToken {
-			ss.tokenFilled = true
 			ss.loginPassword = false
 			ss.filled = append(ss.filled, typed)
 			k := classes[i].kind
@@ -257,6 +257,7 @@ func (s *Server) fillLogin(ctx context.Context, in fillLoginIn) (*mcp.CallToolRe
 		}
 	}
 	ss.action()
+	ss.gate.MarkFilled()
 	n := 0
 	var typedPassword string
 	for i, h := range halves {
@@ -272,7 +273,6 @@ func (s *Server) fillLogin(ctx context.Context, in fillLoginIn) (*mcp.CallToolRe
 		if err := ss.page.Fill(browser.Target{Selector: h.selector}, value, loginFieldWait); err != nil {
 			return nil, withFilled(err, n, m)
 		}
-		ss.tokenFilled = true
 		ss.filled = append(ss.filled, value)
 		if h.name == "password" {
 			typedPassword = value

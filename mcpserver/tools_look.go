@@ -8,6 +8,7 @@ import (
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/browser"
 	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/redact"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -33,8 +34,8 @@ func (s *Server) snapshotPage(ctx context.Context, in snapshotIn) (*mcp.CallTool
 	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if ss.tokenFilled {
-		return nil, agentvault.Errorf(agentvault.CodeSensitiveDataBlocked, "snapshot_page is refused for the rest of this session because a token was filled: the page chooses accessible names and could echo a value.")
+	if err := ss.gate.Check(redact.ToolSnapshotPage); err != nil {
+		return nil, err
 	}
 	depth := in.Depth
 	if depth <= 0 || depth > browser.MaxSnapshotDepth {
@@ -144,11 +145,10 @@ func (s *Server) observeFrom(ss *Session, sig browser.PageSignals) observeAnswer
 			a.Matched = append(a.Matched, m.name)
 		}
 	}
-	texts := sig.ErrorText
-	if len(texts) > maxErrorTexts {
-		texts = texts[:maxErrorTexts]
-	}
-	for _, t := range s.red.ScrubErrorTexts(texts, ss.filled) {
+	for _, t := range s.red.ScrubErrorTexts(sig.ErrorText, ss.filled) {
+		if len(a.ErrorText) == maxErrorTexts {
+			break
+		}
 		if r := []rune(t); len(r) > maxErrorTextLn {
 			t = string(r[:maxErrorTextLn])
 		}
@@ -164,8 +164,8 @@ func (s *Server) listFrames(ctx context.Context, in noIn) (*mcp.CallToolResult, 
 	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if ss.tokenFilled {
-		return nil, agentvault.Errorf(agentvault.CodeSensitiveDataBlocked, "list_frames is refused for the rest of this session because a token was filled. Target the card frame by CSS instead.")
+	if err := ss.gate.Check(redact.ToolListFrames); err != nil {
+		return nil, err
 	}
 	frames, err := ss.page.Frames()
 	if err != nil {

@@ -185,7 +185,7 @@ func (s *Server) press(ctx context.Context, in pressIn) (*mcp.CallToolResult, er
 	if strings.TrimSpace(in.Key) == "" {
 		return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "key is required")
 	}
-	if ss.tokenFilled {
+	if ss.gate.Filled() {
 		if err := s.red.CheckChordAfterFill(in.Key); err != nil {
 			return nil, err
 		}
@@ -200,7 +200,7 @@ func (s *Server) press(ctx context.Context, in pressIn) (*mcp.CallToolResult, er
 }
 
 func (s *Server) checkSelector(ss *Session, selectors ...string) error {
-	if !ss.tokenFilled {
+	if !ss.gate.Filled() {
 		return nil
 	}
 	for _, sel := range selectors {

@@ -234,7 +234,7 @@ func TestToolsCheckoutFlow(t *testing.T) {
 		h.refused("list_frames", nil, agentvault.CodeSensitiveDataBlocked)
 		h.refused("count", map[string]any{"selector": "input[value^='4242']", "frame": payFrame}, agentvault.CodeSensitiveDataBlocked)
 		h.refused("count", map[string]any{"selector": "text=4242"}, agentvault.CodeSensitiveDataBlocked)
-		h.refused("wait_for_selector", map[string]any{"selector": "#number:invalid", "frame": payFrame}, agentvault.CodeSensitiveDataBlocked)
+		h.refused("wait_for_selector", map[string]any{"selector": "#number[value='4242']", "frame": payFrame}, agentvault.CodeSensitiveDataBlocked)
 		h.refused("press", map[string]any{"selector": "#number", "frame": payFrame, "key": "Control+c"}, agentvault.CodeClipboardBlocked)
 		jsonOf(t, h.ok("count", map[string]any{"selector": "#cvc", "frame": payFrame}))
 	})

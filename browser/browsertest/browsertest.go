@@ -77,6 +77,12 @@ func Start(tb testing.TB) *Site {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		fmt.Fprint(w, cardPage)
 	})
+	pay.HandleFunc("/lookalike", func(w http.ResponseWriter, r *http.Request) {
+		// The card page's layout with nothing sensitive in it: screenshot
+		// tests find the red field here, unmasked.
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, strings.NewReplacer(`id="number" name="number" autocomplete="cc-number"`, `id="nick" name="nick" autocomplete="nickname"`, `for="number"`, `for="nick"`).Replace(cardPage))
+	})
 	pay.HandleFunc("/api/pay", func(w http.ResponseWriter, r *http.Request) {
 		r.ParseForm()
 		s.mu.Lock()
