@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/agentvault/agentvault/vault"
+	"golang.org/x/net/publicsuffix"
 )
 
 func BenchmarkParseAmount(b *testing.B) {
@@ -17,7 +18,7 @@ func BenchmarkParseAmount(b *testing.B) {
 
 func BenchmarkDecideCardNumber(b *testing.B) {
 	rates, _ := ParseRates(map[string]string{"EUR/USD": "1.10"})
-	e := NewEngine(rates)
+	e := NewEngine(rates, publicsuffix.EffectiveTLDPlusOne)
 	a := baseArgs()
 	a.Field = vault.FieldNumber
 	a.Card.PerPurchaseCap = amt("100.00 USD")

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/net/publicsuffix"
-
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/vault"
 )
@@ -163,14 +161,23 @@ type Decider interface {
 	Decide(ctx context.Context, a Args) Decision
 }
 
-// Engine applies the rules. It holds only configuration (the rate table) and
-// is safe for concurrent use; a config reload builds a new Engine.
+// SiteFunc maps a host name to its registrable domain (eTLD+1). proxyd
+// passes golang.org/x/net/publicsuffix.EffectiveTLDPlusOne. policy does not
+// import that package itself because it pulls in net/http (through
+// net/http/cookiejar), which a domain package must not depend on.
+type SiteFunc func(host string) (string, error)
+
+// Engine applies the rules. It holds only configuration (the rate table and
+// the public suffix lookup) and is safe for concurrent use; a config reload
+// builds a new Engine.
 type Engine struct {
-	Rates Rates
+	Rates  Rates
+	SiteOf SiteFunc
 }
 
-// NewEngine returns an engine converting with rates.
-func NewEngine(rates Rates) *Engine { return &Engine{Rates: rates} }
+// NewEngine returns an engine converting with rates and finding registrable
+// domains with siteOf. With a nil siteOf every decision is refused.
+func NewEngine(rates Rates, siteOf SiteFunc) *Engine { return &Engine{Rates: rates, SiteOf: siteOf} }
 
 func refuse(code agentvault.Code, msg string) Decision {
 	return Decision{Code: code, Message: msg}
@@ -199,7 +206,7 @@ func (e *Engine) Decide(ctx context.Context, a Args) Decision {
 	if !ok {
 		return refuse(agentvault.CodeScopeDenied, "the destination is not a normalised host")
 	}
-	site, err := RegistrableDomain(dest)
+	site, err := e.RegistrableDomain(dest)
 	if err != nil {
 		return refuse(agentvault.CodeScopeDenied, "the destination has no registrable domain")
 	}
@@ -224,7 +231,7 @@ func (e *Engine) decide(a Args, dest, site string) Decision {
 		if it.Card == nil {
 			return refuse(agentvault.CodeScopeDenied, "the card has no site rules")
 		}
-		if !it.Card.AnySite && !cardSiteAllowed(it.Card.Sites, site) {
+		if !it.Card.AnySite && !e.cardSiteAllowed(it.Card.Sites, site) {
 			return refuse(agentvault.CodeScopeDenied, "this card is not allowed on "+site)
 		}
 		return e.decideCard(a, dest, site)
@@ -450,13 +457,13 @@ func approvalCovers(ap Approval, dest, site string) bool {
 	return ok && (hostWithin(dest, n) || n == site)
 }
 
-func cardSiteAllowed(sites []string, site string) bool {
+func (e *Engine) cardSiteAllowed(sites []string, site string) bool {
 	for _, s := range sites {
 		n, ok := normalizeHost(s)
 		if !ok {
 			continue
 		}
-		rd, err := RegistrableDomain(n)
+		rd, err := e.RegistrableDomain(n)
 		if err == nil && rd == site {
 			return true
 		}
@@ -492,10 +499,11 @@ func normalizeHost(h string) (string, bool) {
 	return h, true
 }
 
-// RegistrableDomain is host's eTLD+1 by the public suffix list ("shop.example.co.uk"
-// gives "example.co.uk"). An IP address is its own site. A bare public
-// suffix ("com", "co.uk", "github.io") has none and is an error.
-func RegistrableDomain(host string) (string, error) {
+// RegistrableDomain is host's eTLD+1 by the public suffix list
+// ("shop.example.co.uk" gives "example.co.uk"). An IP address is its own
+// site. A bare public suffix ("com", "co.uk", "github.io") has none and is
+// an error, as is an answer from SiteOf that host is not within.
+func (e *Engine) RegistrableDomain(host string) (string, error) {
 	h, ok := normalizeHost(host)
 	if !ok {
 		return "", agentvault.Errorf(agentvault.CodeScopeDenied, "not a host")
@@ -503,9 +511,16 @@ func RegistrableDomain(host string) (string, error) {
 	if net.ParseIP(h) != nil {
 		return h, nil
 	}
-	rd, err := publicsuffix.EffectiveTLDPlusOne(h)
+	if e.SiteOf == nil {
+		return "", agentvault.Errorf(agentvault.CodeInternal, "no public suffix lookup configured")
+	}
+	rd, err := e.SiteOf(h)
 	if err != nil {
 		return "", agentvault.Wrap(agentvault.CodeScopeDenied, err, "no registrable domain")
+	}
+	rd, ok = normalizeHost(rd)
+	if !ok || !hostWithin(h, rd) || rd == "" {
+		return "", agentvault.Errorf(agentvault.CodeScopeDenied, "no registrable domain")
 	}
 	return rd, nil
 }

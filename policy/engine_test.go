@@ -6,6 +6,7 @@ import (
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/vault"
+	"golang.org/x/net/publicsuffix"
 )
 
 func amt(s string) *Amount { a := MustAmount(s); return &a }
@@ -62,7 +63,7 @@ func check(t *testing.T, e *Engine, a Args, w want) Decision {
 }
 
 func TestScopeAndKeys(t *testing.T) {
-	e := NewEngine(Rates{})
+	e := NewEngine(Rates{}, publicsuffix.EffectiveTLDPlusOne)
 	cases := []struct {
 		name string
 		mod  func(*Args)
@@ -143,7 +144,7 @@ func TestScopeAndKeys(t *testing.T) {
 }
 
 func TestP1_NewDestinationAsksOwner(t *testing.T) {
-	e := NewEngine(Rates{})
+	e := NewEngine(Rates{}, publicsuffix.EffectiveTLDPlusOne)
 	a := baseArgs()
 	a.Destination = "pay.newshop.io"
 	d := check(t, e, a, want{needsOwner: true, code: agentvault.CodeDestinationUnauthorized, reason: ReasonNewDestination})
@@ -170,7 +171,7 @@ func TestP18_CardRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := NewEngine(rates)
+	e := NewEngine(rates, publicsuffix.EffectiveTLDPlusOne)
 	cases := []struct {
 		name string
 		mod  func(*Args)
@@ -297,7 +298,7 @@ func TestP18_CardRules(t *testing.T) {
 
 func TestP18_CheckWireAmount(t *testing.T) {
 	rates, _ := ParseRates(map[string]string{"EUR/USD": "1.10"})
-	e := NewEngine(rates)
+	e := NewEngine(rates, publicsuffix.EffectiveTLDPlusOne)
 	for _, tc := range []struct {
 		name           string
 		approved, seen string
@@ -319,10 +320,22 @@ func TestP18_CheckWireAmount(t *testing.T) {
 	}
 }
 
+func TestNoSiteLookupRefuses(t *testing.T) {
+	d := NewEngine(Rates{}, nil).Decide(context.Background(), baseArgs())
+	if d.Allow || d.NeedsOwner {
+		t.Fatalf("decided without a public suffix lookup: %+v", d)
+	}
+	// A lookup answering a domain the host is not within is not trusted.
+	lying := func(string) (string, error) { return "other.com", nil }
+	if d := NewEngine(Rates{}, lying).Decide(context.Background(), baseArgs()); d.Allow || d.Code != agentvault.CodeScopeDenied {
+		t.Fatalf("lying lookup: %+v", d)
+	}
+}
+
 func TestDecideCancelledContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if d := NewEngine(Rates{}).Decide(ctx, baseArgs()); d.Allow || d.Code != agentvault.CodeTimeout {
+	if d := NewEngine(Rates{}, publicsuffix.EffectiveTLDPlusOne).Decide(ctx, baseArgs()); d.Allow || d.Code != agentvault.CodeTimeout {
 		t.Fatalf("cancelled decision: %+v", d)
 	}
 }
@@ -335,13 +348,13 @@ func TestRegistrableDomain(t *testing.T) {
 		"127.0.0.1":          "127.0.0.1",
 		"::1":                "::1",
 	} {
-		got, err := RegistrableDomain(in)
+		got, err := NewEngine(Rates{}, publicsuffix.EffectiveTLDPlusOne).RegistrableDomain(in)
 		if err != nil || got != want {
 			t.Errorf("RegistrableDomain(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
 	for _, in := range []string{"com", "co.uk", "", "a..b.com", "xn--"} {
-		if _, err := RegistrableDomain(in); err == nil {
+		if _, err := NewEngine(Rates{}, publicsuffix.EffectiveTLDPlusOne).RegistrableDomain(in); err == nil {
 			t.Errorf("RegistrableDomain(%q) should fail", in)
 		}
 	}
