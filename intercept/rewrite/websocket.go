@@ -23,9 +23,11 @@ const (
 // RFC 6455 section 5.4 lets an intermediary change the fragmentation of a
 // message that uses no extension. Frames from the client are unmasked and the
 // rewritten frame is masked again with a fresh key, as section 5.3 requires.
-// Binary messages and control frames pass through untouched (control frames
-// may arrive between the fragments of a text message and are forwarded at
-// once).
+// Binary messages pass through untouched, streamed. Control frames are
+// forwarded at once (they may arrive between the fragments of a text
+// message); a close reason or ping/pong payload is application text too, so
+// it is rewritten like a message, and refused if it no longer fits in the
+// 125 bytes a control frame allows.
 //
 // The proxy strips Sec-WebSocket-Extensions from the handshake, so no
 // extension may be in use: a frame with RSV1 (permessage-deflate), RSV2 or
@@ -89,7 +91,7 @@ func (f *FrameRewriter) Run(dst io.Writer, src io.Reader) error {
 			if !h.fin || h.length > 125 {
 				return wsError("invalid control frame")
 			}
-			if err := passThrough(dst, br, h); err != nil {
+			if err := f.control(dst, br, h); err != nil {
 				return err
 			}
 			continue
@@ -199,6 +201,40 @@ func readFrameHeader(br *bufio.Reader) (frameHeader, error) {
 	return h, nil
 }
 
+// control forwards a control frame, its payload (after the status code for a
+// close frame) rewritten as text.
+func (f *FrameRewriter) control(dst io.Writer, br *bufio.Reader, h frameHeader) error {
+	p := make([]byte, h.length)
+	if _, err := io.ReadFull(br, p); err != nil {
+		return wsError("truncated frame")
+	}
+	if h.masked {
+		maskBytes(h.mask, p)
+	}
+	const opClose = 0x8
+	keep := 0
+	if h.opcode == opClose && len(p) >= 2 {
+		keep = 2
+	}
+	rep, n, err := text(f.r, p[keep:])
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		if h.masked {
+			maskBytes(h.mask, p) // back to the bytes received
+		}
+		_, err := dst.Write(append(h.rawHead, p...))
+		return err
+	}
+	f.Replaced += n
+	payload := append(p[:keep:keep], rep...)
+	if len(payload) > 125 {
+		return agentvault.Errorf(agentvault.CodeSubstitution, "rewritten WebSocket control frame exceeds 125 bytes")
+	}
+	return f.writeFrame(dst, 0x80|h.opcode, payload)
+}
+
 // passThrough forwards a frame unchanged, streaming its payload.
 func passThrough(dst io.Writer, br *bufio.Reader, h frameHeader) error {
 	if _, err := dst.Write(h.rawHead); err != nil {
@@ -213,11 +249,16 @@ func passThrough(dst io.Writer, br *bufio.Reader, h frameHeader) error {
 	return nil
 }
 
-// writeText writes one final text frame, masked with a fresh key when it goes
-// to the server.
+// writeText writes one final text frame.
 func (f *FrameRewriter) writeText(dst io.Writer, payload []byte) error {
+	return f.writeFrame(dst, 0x80|opText, payload)
+}
+
+// writeFrame writes one frame, masked with a fresh key when it goes to the
+// server.
+func (f *FrameRewriter) writeFrame(dst io.Writer, b0 byte, payload []byte) error {
 	head := make([]byte, 0, 14+len(payload))
-	head = append(head, 0x80|opText)
+	head = append(head, b0)
 	maskBit := byte(0)
 	if f.fromClient {
 		maskBit = 0x80

@@ -151,6 +151,23 @@ func TestP10_WebSocketServerFrames(t *testing.T) {
 	}
 }
 
+func TestP10_WebSocketCloseReasonScrubbed(t *testing.T) {
+	scrub := naiveReplacer{pairs: [][2]string{{realNumber, "4111119999991111"}}}
+	in := append(frame(true, 0, 0x8, append([]byte{0x03, 0xe8}, "bad card "+realNumber...), nil),
+		frame(true, 0, 0xA, []byte("pong"), nil)...)
+	out, err := runFrames(t, scrub, false, 1<<20, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := parseFrames(t, out)
+	if len(fs) != 2 || string(fs[0].payload) != "\x03\xe8bad card 4111119999991111" || string(fs[1].payload) != "pong" {
+		t.Fatalf("control frames not forwarded as expected: %d frames", len(fs))
+	}
+	if !bytes.Equal(out[len(out)-6:], frame(true, 0, 0xA, []byte("pong"), nil)) {
+		t.Fatal("unchanged control frame not byte-identical")
+	}
+}
+
 func TestP9_WebSocketRefusals(t *testing.T) {
 	key := []byte{1, 1, 1, 1}
 	cases := []struct {
