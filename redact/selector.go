@@ -85,11 +85,19 @@ func selectorProbe(sel string, depth int) string {
 }
 
 func probeForm(s string, depth int) string {
+	if strings.ContainsRune(s, '`') {
+		// Some Playwright engines quote with backticks; this check does not
+		// parse them, so it refuses them rather than mis-split a chain.
+		return whyMalform
+	}
 	segs, ok := splitChain(s)
 	if !ok {
 		return whyMalform
 	}
 	for _, seg := range segs {
+		// A leading '*' marks the part Playwright returns ("*css=div >> ...");
+		// it does not change what the segment matches.
+		seg = strings.TrimPrefix(strings.TrimSpace(seg), "*")
 		if why := probeSegment(strings.TrimSpace(seg), depth); why != "" {
 			return why
 		}
@@ -285,11 +293,16 @@ func valueAttribute(seg string) string {
 
 func attributeDigits(seg string) string {
 	for _, a := range attributeTests(seg) {
-		if a.op == "" || !hasDigit(a.value) {
+		if a.op == "" {
 			continue
 		}
-		if strings.HasPrefix(a.value, "/") && strings.HasSuffix(strings.TrimRight(a.value, "is"), "/") {
+		// Playwright reads an unquoted /.../ as a regular expression (role
+		// names, internal:attr); CSS has no such value.
+		if strings.HasPrefix(a.value, "/") {
 			return whyRegex
+		}
+		if !hasDigit(a.value) {
+			continue
 		}
 		if !structuralAttrs[strings.TrimPrefix(a.name, "*|")] {
 			return whyDigit

@@ -87,6 +87,15 @@ var selectorCases = []struct {
 	{"internal:text=/x/", agentvault.CodeSensitiveDataBlocked},
 	{"internal:role=textbox[name=/4/]", agentvault.CodeSensitiveDataBlocked},
 
+	{"internal:role=button[name=/^....$/]", agentvault.CodeSensitiveDataBlocked},
+	{"role=button[name=/pay/i]", agentvault.CodeSensitiveDataBlocked},
+
+	// Capture marks and backtick quoting cannot hide a text match.
+	{"*text=4242", agentvault.CodeSensitiveDataBlocked},
+	{"div >> *text=\"1\"", agentvault.CodeSensitiveDataBlocked},
+	{"*css=div >> text=Pay", ""},
+	{"text=`a >> 4242`", agentvault.CodeSensitiveDataBlocked},
+
 	// XPath reading text.
 	{"//span[text()='4242']", agentvault.CodeSensitiveDataBlocked},
 	{"//span[contains(text(), '4')]", agentvault.CodeSensitiveDataBlocked},
