@@ -159,3 +159,49 @@ func TestLoginLabel(t *testing.T) {
 		}
 	}
 }
+
+// luhnReference is the textbook statement of the check, written
+// independently of luhnValid: double every second digit from the right and
+// add the digits of the products.
+func luhnReference(s string) bool {
+	total := 0
+	for i := 0; i < len(s); i++ {
+		d := int(s[len(s)-1-i] - '0')
+		if i%2 == 1 {
+			p := 2 * d
+			total += p/10 + p%10
+		} else {
+			total += d
+		}
+	}
+	return total%10 == 0
+}
+
+func FuzzLuhn(f *testing.F) {
+	for _, s := range []string{"4242424242424242", "4242424242424241", "378282246310005", "0", "79927398713"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !allDigits([]byte(s)) {
+			return
+		}
+		if luhnValid([]byte(s)) != luhnReference(s) {
+			t.Fatalf("luhn disagrees with the reference for %d digits", len(s))
+		}
+		if len(s) >= 1 {
+			_ = cardBrand([]byte(s)) // must not panic on any digit string
+		}
+	})
+}
+
+func FuzzParseKey(f *testing.F) {
+	f.Add([]byte("0000000000000000000000000000000000000000000000000000000000000000\n"))
+	f.Add(make([]byte, 32))
+	f.Add([]byte("zz"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		k, err := ParseKey(b)
+		if err == nil && len(k) != keySize {
+			t.Fatalf("ParseKey returned %d bytes", len(k))
+		}
+	})
+}
