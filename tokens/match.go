@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"io"
+	"math/bits"
 	"slices"
 	"sync"
 
@@ -110,7 +111,11 @@ type anchor struct {
 // Matcher finds a fixed set of patterns in byte slices. It is immutable after
 // NewMatcher and safe for concurrent use.
 //
-// Design: each pattern is anchored on its rarest byte (by byteCost),
+// Design: where the CPU has AVX2, patterns of three bytes or more go to a
+// Teddy-style vector prefilter on their first three bytes (teddy.go), which
+// checks 32 positions per step and stops almost only at real prefix
+// matches. Everything else (shorter patterns, other CPUs) uses the
+// portable path: each pattern is anchored on its rarest byte (by byteCost),
 // reusing bytes other patterns already anchor on. A window of input is swept
 // once per distinct anchor byte with bytes.IndexByte; each hit is verified
 // against the few patterns anchored there. Matches of a window are sorted and
@@ -118,9 +123,13 @@ type anchor struct {
 // rule because every occurrence of every pattern is found.
 type Matcher struct {
 	pats    []pattern
+	ted     *teddy // patterns of teddyLen bytes or more, when the CPU has AVX2
 	anchors []anchor
 	maxLen  int
 }
+
+// useTeddy lets tests run the portable path on machines with AVX2.
+var useTeddy = haveTeddy
 
 // NewMatcher compiles patterns. Empty values are ignored, and so is a
 // repeat of an earlier pattern with the same value and WholeField. The
@@ -141,7 +150,19 @@ func NewMatcher(patterns []Pattern) *Matcher {
 		m.pats = append(m.pats, pattern{val: bytes.Clone(p.Value), id: p.ID, whole: p.WholeField})
 		m.maxLen = max(m.maxLen, len(p.Value))
 	}
-	m.placeAnchors()
+	var vec, scalar []int32
+	for pi := range m.pats {
+		if useTeddy && len(m.pats[pi].val) >= teddyLen {
+			vec = append(vec, int32(pi))
+		} else {
+			scalar = append(scalar, int32(pi))
+		}
+	}
+	if len(vec) > 0 {
+		m.ted = newTeddy(m, vec)
+	}
+	m.placeAnchors(scalar)
+	m.setHeads()
 	return m
 }
 
@@ -166,6 +187,24 @@ var window = 16 << 10
 // leftmost then longest. src beyond w1 is lookahead, src before w0 context.
 func (m *Matcher) collect(src []byte, w0, w1 int, field bool, ms []match) []match {
 	n := len(src)
+	if t := m.ted; t != nil && min(w1+teddyLen-1, n)-w0 >= teddyLen {
+		seg := src[w0:min(w1+teddyLen-1, n)]
+		for off := 0; ; {
+			p := teddyFind(&t.tab, seg[off:])
+			if p < 0 {
+				// The vector loop stops short of the end; finish in scalar.
+				for s := off + ^p; s+teddyLen <= len(seg); s++ {
+					if b := t.bits(seg, s); b != 0 {
+						ms = m.verifyBuckets(src, w0+s, b, field, ms)
+					}
+				}
+				break
+			}
+			s := off + p
+			ms = m.verifyBuckets(src, w0+s, t.bits(seg, s), field, ms)
+			off = s + 1
+		}
+	}
 	for ai := range m.anchors {
 		a := &m.anchors[ai]
 		q, qhi := w0+a.minOff, min(w1+a.maxOff, n)
@@ -185,30 +224,11 @@ func (m *Matcher) collect(src []byte, w0, w1 int, field bool, ms []match) []matc
 				if s < w0 || s >= w1 {
 					continue
 				}
-				var head uint64
-				if s+8 <= n {
-					head = binary.LittleEndian.Uint64(src[s:])
-				} else {
-					var w [8]byte
-					copy(w[:], src[s:])
-					head = binary.LittleEndian.Uint64(w[:])
-				}
+				head := loadHead(src, s)
 				for _, pi := range g.pats {
-					p := &m.pats[pi]
-					e := s + len(p.val)
-					if e > n || head&p.headMask != p.head || (len(p.val) > 8 && !bytes.Equal(src[s+8:e], p.val[8:])) {
-						continue
+					if m.verify(src, s, head, pi, field) {
+						ms = append(ms, match{s: s, l: len(m.pats[pi].val), pi: pi})
 					}
-					if p.whole {
-						if field {
-							if s != 0 || e != n {
-								continue
-							}
-						} else if (s > 0 && !isDelim[src[s-1]]) || (e < n && !isDelim[src[e]]) {
-							continue
-						}
-					}
-					ms = append(ms, match{s: s, l: len(p.val), pi: pi})
 				}
 			}
 			q++
@@ -224,6 +244,44 @@ func (m *Matcher) collect(src []byte, w0, w1 int, field bool, ms []match) []matc
 			}
 			return int(x.pi - y.pi)
 		})
+	}
+	return ms
+}
+
+func loadHead(src []byte, s int) uint64 {
+	if s+8 <= len(src) {
+		return binary.LittleEndian.Uint64(src[s:])
+	}
+	var w [8]byte
+	copy(w[:], src[s:])
+	return binary.LittleEndian.Uint64(w[:])
+}
+
+// verify reports whether pattern pi matches at s under the rules above.
+func (m *Matcher) verify(src []byte, s int, head uint64, pi int32, field bool) bool {
+	p := &m.pats[pi]
+	n := len(src)
+	e := s + len(p.val)
+	if e > n || head&p.headMask != p.head || (len(p.val) > 8 && !bytes.Equal(src[s+8:e], p.val[8:])) {
+		return false
+	}
+	if p.whole {
+		if field {
+			return s == 0 && e == n
+		}
+		return (s == 0 || isDelim[src[s-1]]) && (e == n || isDelim[src[e]])
+	}
+	return true
+}
+
+func (m *Matcher) verifyBuckets(src []byte, s int, bs byte, field bool, ms []match) []match {
+	head := loadHead(src, s)
+	for ; bs != 0; bs &= bs - 1 {
+		for _, pi := range m.ted.buckets[bits.TrailingZeros8(bs)] {
+			if m.verify(src, s, head, pi, field) {
+				ms = append(ms, match{s: s, l: len(m.pats[pi].val), pi: pi})
+			}
+		}
 	}
 	return ms
 }
@@ -252,7 +310,7 @@ func (r *Replacer) Matcher() *Matcher { return r.m }
 // dst everything from src[from] up to the end of the last match. It returns
 // that end (>= from): the caller appends the rest.
 func (r *Replacer) replace(dst, src []byte, from, limit int, field bool) ([]byte, int, int, error) {
-	if len(r.m.anchors) == 0 {
+	if len(r.m.pats) == 0 {
 		return dst, from, 0, nil
 	}
 	sc := scratchPool.Get().(*scratch)
@@ -303,7 +361,7 @@ func (r *Replacer) Contains(src []byte) bool { return r.m.Contains(src) }
 
 // Contains reports whether src holds any match under the free-text rules.
 func (m *Matcher) Contains(src []byte) bool {
-	if len(m.anchors) == 0 {
+	if len(m.pats) == 0 {
 		return false
 	}
 	sc := scratchPool.Get().(*scratch)
@@ -416,13 +474,14 @@ func (rw *replaceWriter) Close() error {
 // (one sweep plus its expected hits) is taken first; then every pattern is
 // anchored on the cheapest chosen byte it contains. Few sweeps matter more
 // than slightly rarer bytes: each sweep reads the whole input.
-func (m *Matcher) placeAnchors() {
+func (m *Matcher) placeAnchors(pis []int32) {
 	placed := make([]bool, len(m.pats))
 	var chosen []byte
 	var has [256]bool
-	for left := len(m.pats); left > 0; {
+	for left := len(pis); left > 0; {
 		var count [256]int
-		for pi, p := range m.pats {
+		for _, pi := range pis {
+			p := m.pats[pi]
 			if placed[pi] {
 				continue
 			}
@@ -446,15 +505,16 @@ func (m *Matcher) placeAnchors() {
 		}
 		b := byte(best)
 		chosen, has[b] = append(chosen, b), true
-		for pi, p := range m.pats {
-			if !placed[pi] && bytes.IndexByte(p.val, b) >= 0 {
+		for _, pi := range pis {
+			if !placed[pi] && bytes.IndexByte(m.pats[pi].val, b) >= 0 {
 				placed[pi] = true
 				left--
 			}
 		}
 	}
 	idx := map[byte]int{}
-	for pi, p := range m.pats {
+	for _, pi := range pis {
+		p := m.pats[pi]
 		best, off := -1, 0
 		for i, c := range p.val {
 			if has[c] && (best < 0 || byteCost[c] < byteCost[best]) {
@@ -482,7 +542,7 @@ func (m *Matcher) placeAnchors() {
 			gi = len(a.groups)
 			a.groups = append(a.groups, anchorGroup{off: off})
 		}
-		a.groups[gi].pats = append(a.groups[gi].pats, int32(pi))
+		a.groups[gi].pats = append(a.groups[gi].pats, pi)
 		// The neighbours of the anchor byte give a cheap first rejection.
 		// Past either end of the pattern, a long pattern accepts any byte
 		// and a WholeField one a delimiter (the input's edge is checked
@@ -524,6 +584,9 @@ func (m *Matcher) placeAnchors() {
 			}
 		}
 	}
+}
+
+func (m *Matcher) setHeads() {
 	for pi := range m.pats {
 		p := &m.pats[pi]
 		var w [8]byte

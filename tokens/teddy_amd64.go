@@ -1,0 +1,13 @@
+//go:build !purego
+
+package tokens
+
+import "golang.org/x/sys/cpu"
+
+// haveTeddy reports whether the vector prefilter can run here.
+var haveTeddy = cpu.X86.HasAVX2
+
+//go:noescape
+func teddy3AVX2(t *teddyTab, s []byte) int
+
+func teddyFind(t *teddyTab, s []byte) int { return teddy3AVX2(t, s) }

@@ -1,0 +1,74 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// func teddy3AVX2(t *teddyTab, s []byte) int
+//
+// Scans s in 32-byte blocks for a position p whose bytes s[p], s[p+1],
+// s[p+2] all hit the same bucket in the nibble tables (Langdale's Teddy,
+// as in Hyperscan and Rust's aho-corasick, here with unaligned loads
+// instead of lane shifts). Only blocks whose last load stays inside s are
+// scanned. Returns the first candidate p, or ^done where done is the
+// number of leading positions it ruled out.
+TEXT ·teddy3AVX2(SB), NOSPLIT, $0-40
+	MOVQ t+0(FP), AX
+	MOVQ s_base+8(FP), SI
+	MOVQ s_len+16(FP), DX
+	VMOVDQU 0(AX), Y10
+	VMOVDQU 32(AX), Y11
+	VMOVDQU 64(AX), Y12
+	VMOVDQU 96(AX), Y13
+	VMOVDQU 128(AX), Y14
+	VMOVDQU 160(AX), Y15
+	VMOVDQU 192(AX), Y9
+	VPXOR Y8, Y8, Y8
+	XORQ CX, CX
+	SUBQ $34, DX
+	JL   tail
+
+loop:
+	CMPQ CX, DX
+	JG   tail
+	VMOVDQU (SI)(CX*1), Y0
+	VPSRLW  $4, Y0, Y1
+	VPAND   Y9, Y0, Y0
+	VPAND   Y9, Y1, Y1
+	VPSHUFB Y0, Y10, Y2
+	VPSHUFB Y1, Y11, Y3
+	VPAND   Y2, Y3, Y4
+	VMOVDQU 1(SI)(CX*1), Y0
+	VPSRLW  $4, Y0, Y1
+	VPAND   Y9, Y0, Y0
+	VPAND   Y9, Y1, Y1
+	VPSHUFB Y0, Y12, Y2
+	VPSHUFB Y1, Y13, Y3
+	VPAND   Y2, Y4, Y4
+	VPAND   Y3, Y4, Y4
+	VMOVDQU 2(SI)(CX*1), Y0
+	VPSRLW  $4, Y0, Y1
+	VPAND   Y9, Y0, Y0
+	VPAND   Y9, Y1, Y1
+	VPSHUFB Y0, Y14, Y2
+	VPSHUFB Y1, Y15, Y3
+	VPAND   Y2, Y4, Y4
+	VPAND   Y3, Y4, Y4
+	VPCMPEQB Y8, Y4, Y5
+	VPMOVMSKB Y5, BX
+	NOTL BX
+	TESTL BX, BX
+	JNZ  found
+	ADDQ $32, CX
+	JMP  loop
+
+found:
+	BSFL BX, BX
+	ADDQ CX, BX
+	MOVQ BX, ret+32(FP)
+	VZEROUPPER
+	RET
+
+tail:
+	NOTQ CX
+	MOVQ CX, ret+32(FP)
+	VZEROUPPER
+	RET
