@@ -220,7 +220,10 @@ func (e *Engine) Decide(ctx context.Context, a Args) Decision {
 
 func (e *Engine) decide(a Args, dest, site string) Decision {
 	it := a.Item
-	if a.Field != "" && !it.Has(a.Field) {
+	if a.Field == "" {
+		return refuse(agentvault.CodeInvalidInput, "no field named")
+	}
+	if !it.Has(a.Field) {
 		return refuse(agentvault.CodeNotFound, "the item has no such field")
 	}
 	switch it.Kind {
