@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"encoding/json"
 	"math/big"
 	"strconv"
 	"strings"
@@ -384,4 +385,66 @@ func MustAmount(s string) Amount {
 		panic("policy.MustAmount: " + agentvault.ErrorMessage(err))
 	}
 	return a
+}
+
+// ParseDecimal reads the canonical wire form the control API uses,
+// {"amount":"1234.56","currency":"EUR"}: ASCII digits, at most one '.', no
+// grouping, no sign, at most as many decimals as the currency has. Unlike
+// ParseAmount it never guesses: "1.234" in EUR is refused, not read as a
+// thousands group.
+func ParseDecimal(amount, currency string) (Amount, error) {
+	cur := strings.ToUpper(strings.TrimSpace(currency))
+	exp, ok := currencyExp[cur]
+	if !ok {
+		return Amount{}, agentvault.Errorf(agentvault.CodeAmountUnknown, "unknown currency")
+	}
+	intPart, frac, hasDot := strings.Cut(amount, ".")
+	if intPart == "" || (hasDot && frac == "") || len(frac) > exp {
+		return Amount{}, agentvault.Errorf(agentvault.CodeAmountUnknown, "malformed decimal amount")
+	}
+	for _, part := range []string{intPart, frac} {
+		for i := 0; i < len(part); i++ {
+			if part[i] < '0' || part[i] > '9' {
+				return Amount{}, agentvault.Errorf(agentvault.CodeAmountUnknown, "malformed decimal amount")
+			}
+		}
+	}
+	digits := strings.TrimLeft(intPart, "0")
+	if len(digits)+exp > maxMinorDigits {
+		return Amount{}, agentvault.Errorf(agentvault.CodeAmountUnknown, "amount too large")
+	}
+	all := digits + frac + strings.Repeat("0", exp-len(frac))
+	if all == "" {
+		return Amount{Currency: cur}, nil
+	}
+	n, err := strconv.ParseInt(all, 10, 64)
+	if err != nil {
+		return Amount{}, agentvault.Errorf(agentvault.CodeAmountUnknown, "amount too large")
+	}
+	return Amount{Minor: n, Currency: cur}, nil
+}
+
+// amountJSON is the wire shape of an Amount.
+type amountJSON struct {
+	Amount   string `json:"amount"`
+	Currency string `json:"currency"`
+}
+
+// MarshalJSON writes {"amount":"1234.56","currency":"EUR"}.
+func (a Amount) MarshalJSON() ([]byte, error) {
+	return json.Marshal(amountJSON{Amount: a.Decimal(), Currency: a.Currency})
+}
+
+// UnmarshalJSON reads the shape MarshalJSON writes, strictly (ParseDecimal).
+func (a *Amount) UnmarshalJSON(b []byte) error {
+	var w amountJSON
+	if err := json.Unmarshal(b, &w); err != nil {
+		return agentvault.Wrap(agentvault.CodeAmountUnknown, err, "malformed amount")
+	}
+	v, err := ParseDecimal(w.Amount, w.Currency)
+	if err != nil {
+		return err
+	}
+	*a = v
+	return nil
 }

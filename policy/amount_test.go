@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/agentvault/agentvault"
@@ -203,5 +204,55 @@ func FuzzAmountRoundtrip(f *testing.F) {
 		if err != nil || back != a {
 			t.Fatalf("parse(format(%+v)) = %+v, %v", a, back, err)
 		}
+		wire, err := ParseDecimal(a.Decimal(), a.Currency)
+		if err != nil || wire != a {
+			t.Fatalf("ParseDecimal(Decimal(%+v)) = %+v, %v", a, wire, err)
+		}
 	})
+}
+
+func TestParseDecimalAndJSON(t *testing.T) {
+	for _, tc := range []struct {
+		amount, cur string
+		want        Amount
+		ok          bool
+	}{
+		{"12.34", "EUR", Amount{1234, "EUR"}, true},
+		{"12", "eur", Amount{1200, "EUR"}, true},
+		{"12.3", "USD", Amount{1230, "USD"}, true},
+		{"0", "JPY", Amount{0, "JPY"}, true},
+		{"1234", "JPY", Amount{1234, "JPY"}, true},
+		{"1.234", "BHD", Amount{1234, "BHD"}, true},
+		{"1.234", "EUR", Amount{}, false},
+		{"1,234.00", "USD", Amount{}, false},
+		{"-1.00", "USD", Amount{}, false},
+		{"+1.00", "USD", Amount{}, false},
+		{"1.", "USD", Amount{}, false},
+		{".5", "USD", Amount{}, false},
+		{"1.5", "JPY", Amount{}, false},
+		{"1e3", "USD", Amount{}, false},
+		{"", "USD", Amount{}, false},
+		{"12.00", "XYZ", Amount{}, false},
+		{"99999999999999999999", "USD", Amount{}, false},
+	} {
+		got, err := ParseDecimal(tc.amount, tc.cur)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("ParseDecimal(%q, %q) = %+v, %v", tc.amount, tc.cur, got, err)
+		}
+		if err != nil && agentvault.ErrorCode(err) != agentvault.CodeAmountUnknown {
+			t.Errorf("code %q", agentvault.ErrorCode(err))
+		}
+	}
+	a := Amount{123456, "EUR"}
+	b, err := json.Marshal(a)
+	if err != nil || string(b) != `{"amount":"1234.56","currency":"EUR"}` {
+		t.Fatalf("marshal: %s, %v", b, err)
+	}
+	var back Amount
+	if err := json.Unmarshal(b, &back); err != nil || back != a {
+		t.Fatalf("unmarshal: %+v, %v", back, err)
+	}
+	if err := json.Unmarshal([]byte(`{"amount":"1.234","currency":"EUR"}`), &back); err == nil {
+		t.Fatal("ambiguous wire amount accepted")
+	}
 }
