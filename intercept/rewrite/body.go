@@ -33,6 +33,7 @@ import (
 //
 // limit <= 0 means DefaultLimit.
 func Body(contentType, contentEncoding string, body []byte, r Replacer, limit int64) ([]byte, int, error) {
+	r = withScratch(r)
 	limit = limitOrDefault(limit)
 	if int64(len(body)) > limit {
 		return nil, 0, tooLarge()

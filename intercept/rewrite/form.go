@@ -11,6 +11,7 @@ import (
 // nothing matched keeps its original bytes, escaping included; only a changed
 // one is re-encoded (url.QueryEscape).
 func Form(body []byte, r Replacer) ([]byte, int, error) {
+	r = withScratch(r)
 	return rewritePairs(body, r)
 }
 

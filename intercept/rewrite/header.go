@@ -23,6 +23,7 @@ import (
 // Hop-by-hop headers are the proxy's business: it must strip them (and
 // anything Connection names) before or after calling Header.
 func Header(h http.Header, r Replacer) (int, error) {
+	r = withScratch(r)
 	type change struct {
 		name string
 		i    int

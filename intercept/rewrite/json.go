@@ -20,6 +20,7 @@ import (
 // JSON number (a CVV with a leading zero, say) cannot be written back without
 // changing its type, so it is refused.
 func JSON(body []byte, r Replacer) ([]byte, int, error) {
+	r = withScratch(r)
 	var out []byte
 	total, last := 0, 0
 	splice := func(start, end int, rep []byte) {

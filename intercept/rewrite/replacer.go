@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"bytes"
 	"errors"
 
 	agentvault "github.com/agentvault/agentvault"
@@ -26,26 +27,63 @@ const DefaultLimit = 32 << 20
 // field rewrites one whole field value. It returns src itself (not a copy)
 // when nothing matched, so callers can keep the original bytes.
 func field(r Replacer, src []byte) ([]byte, int, error) {
-	out, n, err := r.ReplaceField(nil, src)
-	if err != nil {
-		return nil, 0, replacerError(err)
-	}
-	if n == 0 {
-		return src, 0, nil
-	}
-	return out, n, nil
+	return replaceWith(r, true, src)
 }
 
 // text rewrites free text, returning src itself when nothing matched.
 func text(r Replacer, src []byte) ([]byte, int, error) {
-	out, n, err := r.ReplaceText(nil, src)
+	return replaceWith(r, false, src)
+}
+
+// scratchReplacer gives one call of an exported function (a body, a URL, a
+// header set) a buffer for the replacer to append into. Most fields match
+// nothing, so the appended copy is thrown away: reusing the buffer saves an
+// allocation per JSON string or form value. A changed result is copied out
+// before the buffer is reused, and the buffer is wiped after each use since
+// it may hold a real value. Not safe for concurrent use; never shared.
+type scratchReplacer struct {
+	Replacer
+	buf []byte
+}
+
+// withScratch wraps r for one call; wrapping twice is a no-op.
+func withScratch(r Replacer) Replacer {
+	if _, ok := r.(*scratchReplacer); ok {
+		return r
+	}
+	return &scratchReplacer{Replacer: r, buf: make([]byte, 0, 4096)}
+}
+
+// replaceWith runs the replacer on src and returns src itself when nothing
+// matched, or a fresh copy of the result.
+func replaceWith(r Replacer, fieldMode bool, src []byte) ([]byte, int, error) {
+	sr, _ := r.(*scratchReplacer)
+	var dst []byte
+	if sr != nil {
+		r, dst = sr.Replacer, sr.buf[:0]
+	}
+	f := r.ReplaceText
+	if fieldMode {
+		f = r.ReplaceField
+	}
+	out, n, err := f(dst, src)
+	var res []byte
+	if err == nil && n > 0 {
+		res = bytes.Clone(out)
+	}
+	// Wipe the buffer (it may hold a real value) if the result is in it.
+	// A result elsewhere (grown past the buffer, or a slice the replacer
+	// owns) is left alone: wiping it could wipe the caller's input.
+	if sr != nil && cap(out) > 0 && &out[:1][0] == &dst[:1][0] {
+		clear(out)
+	}
 	if err != nil {
 		return nil, 0, replacerError(err)
 	}
 	if n == 0 {
 		return src, 0, nil
 	}
-	return out, n, nil
+	return res, n, nil
 }
 
 // replacerError keeps a coded error from the replacer as it is (its code, e.g.

@@ -48,7 +48,7 @@ func NewFrameRewriter(r Replacer, fromClient bool, maxMessage int) *FrameRewrite
 	if maxMessage <= 0 {
 		maxMessage = DefaultLimit
 	}
-	return &FrameRewriter{r: r, fromClient: fromClient, maxMessage: maxMessage}
+	return &FrameRewriter{r: withScratch(r), fromClient: fromClient, maxMessage: maxMessage}
 }
 
 type frameHeader struct {
