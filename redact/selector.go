@@ -53,7 +53,8 @@ const (
 //     the attribute is structural (id, name, class, type, for, autocomplete,
 //     role, data-testid and similar test ids, form, href, src): labels and
 //     titles can echo what the page shows.
-//   - Unknown selector engines, unbalanced quotes or brackets.
+//   - Unknown selector engines, unbalanced quotes or brackets, backticks.
+//     A leading '*' (Playwright's capture mark) is looked through.
 //
 // Structural selectors with digits stay allowed: "#card-1", ".step-2",
 // "input:nth-child(3)", "[name=cc-exp-1]", "nth=1", "aria-ref=e12". An id or
