@@ -30,7 +30,12 @@ type Config struct {
 	// the first master key is created once and kept sealed in the store, so
 	// audit HMACs stay comparable across key rotations.
 	AuditKey []byte
-	Now      func() time.Time
+	// KeyLoader, when set, is asked for a master key this process does not
+	// hold, e.g. after another process (the owner CLI) rotated the key: it
+	// re-reads the key file. A returned key is used only if its derived id
+	// is the one asked for.
+	KeyLoader func(keyID string) ([]byte, error)
+	Now       func() time.Time
 }
 
 // Vault is the service over a Store. It is safe for concurrent use.
@@ -46,6 +51,8 @@ type Vault struct {
 	mu       sync.RWMutex
 	keys     map[string][]byte // every master key this process holds, by id
 	activeID string
+
+	loadKey func(keyID string) ([]byte, error)
 
 	auditKey []byte
 
@@ -78,7 +85,7 @@ func Open(ctx context.Context, cfg Config) (*Vault, error) {
 	if id == "" {
 		id = KeyIDFor(cfg.MasterKey)
 	}
-	v := &Vault{store: cfg.Store, now: now, keys: map[string][]byte{}}
+	v := &Vault{store: cfg.Store, now: now, keys: map[string][]byte{}, loadKey: cfg.KeyLoader}
 	v.keys[id] = clone(cfg.MasterKey)
 	for _, k := range cfg.PreviousKeys {
 		if len(k) != keySize {
@@ -137,9 +144,64 @@ func clone(b []byte) []byte { return append([]byte(nil), b...) }
 
 func (v *Vault) lookup(id string) ([]byte, bool) {
 	v.mu.RLock()
-	defer v.mu.RUnlock()
 	k, ok := v.keys[id]
-	return k, ok
+	v.mu.RUnlock()
+	if ok || v.loadKey == nil || id == "" {
+		return k, ok
+	}
+	k, err := v.loadKey(id)
+	if err != nil || len(k) != keySize || KeyIDFor(k) != id {
+		return nil, false
+	}
+	k = clone(k)
+	v.mu.Lock()
+	v.keys[id] = k
+	v.mu.Unlock()
+	return k, true
+}
+
+// refreshActive adopts the store's active master key when another process
+// rotated it, and reports whether the active key changed. A key this
+// process cannot load (or whose check value does not open) is ErrSealed.
+func (v *Vault) refreshActive(ctx context.Context) (bool, error) {
+	recs, err := v.store.Keys(ctx)
+	if err != nil {
+		return false, err
+	}
+	cur, _ := v.active()
+	for _, r := range recs {
+		if r.State != KeyActive || r.ID == cur {
+			continue
+		}
+		k, ok := v.lookup(r.ID)
+		if !ok {
+			return false, ErrSealed
+		}
+		if pt, err := openWith(k, r.ID, r.Check, keyCheckAAD(r.ID)); err != nil || string(pt) != keyCheckPlain {
+			return false, ErrSealed
+		}
+		v.mu.Lock()
+		v.activeID = r.ID
+		v.mu.Unlock()
+		return true, nil
+	}
+	return false, nil
+}
+
+// rewrap re-wraps rec's data key under the active master key.
+func (v *Vault) rewrap(rec *ItemRecord) error {
+	dek, err := v.dataKey(*rec)
+	if err != nil {
+		return err
+	}
+	defer wipe(dek)
+	keyID, kek := v.active()
+	w, err := seal(kek, keyID, dek, dekAAD(rec.Org, rec.ID))
+	if err != nil {
+		return err
+	}
+	rec.KeyID, rec.WrappedKey = keyID, w
+	return nil
 }
 
 func (v *Vault) active() (string, []byte) {
@@ -237,24 +299,37 @@ func (v *Vault) put(ctx context.Context, it Item, meta itemMeta, values []value,
 	if err != nil {
 		return Item{}, err
 	}
-	base := it.Label
-	for attempt := 1; ; attempt++ {
+	base, suffix := it.Label, 1
+	for tries := 0; ; tries++ {
 		if seq {
 			n, err := v.store.NextLabel(ctx, it.Org, it.Kind)
 			if err != nil {
 				return Item{}, err
 			}
 			rec.Label = strconv.FormatInt(n, 10)
-		} else if attempt > 1 {
-			rec.Label = base + strconv.Itoa(attempt)
+		} else if suffix > 1 {
+			rec.Label = base + strconv.Itoa(suffix)
 		}
 		err = v.store.PutItem(ctx, rec)
 		if err == nil {
 			break
 		}
-		if agentvault.ErrorCode(err) != agentvault.CodeConflict || attempt >= 50 {
+		if agentvault.ErrorCode(err) != agentvault.CodeConflict || tries >= 50 {
 			return Item{}, err
 		}
+		// A conflict is a taken label, or a master key another process
+		// retired under us: then adopt the new key and try again.
+		changed, rerr := v.refreshActive(ctx)
+		if rerr != nil {
+			return Item{}, rerr
+		}
+		if changed {
+			if err := v.rewrap(&rec); err != nil {
+				return Item{}, err
+			}
+			continue
+		}
+		suffix++
 	}
 	it.Label = rec.Label
 	it.Card, it.Login, it.Identity, it.Address = meta.Card, meta.Login, meta.Identity, meta.Address
@@ -305,8 +380,11 @@ func (v *Vault) dataKey(rec ItemRecord) ([]byte, error) {
 	return open(v.lookup, rec.WrappedKey, dekAAD(rec.Org, rec.ID))
 }
 
+// dekLookup opens value ciphertexts with the item's data key whatever key id
+// their header names: the header is part of the additional data, so a
+// foreign ciphertext (a wrapped key moved into a value) fails as corrupt.
 func dekLookup(dek []byte) func(string) ([]byte, bool) {
-	return func(id string) ([]byte, bool) { return dek, id == "" }
+	return func(string) ([]byte, bool) { return dek, true }
 }
 
 // openItem decrypts an item's metadata.
@@ -681,6 +759,20 @@ func (v *Vault) SealBlob(ctx context.Context, name string, data []byte) error {
 func (v *Vault) sealBlob(ctx context.Context, name string, data []byte, createOnly bool) error {
 	v.rotMu.RLock()
 	defer v.rotMu.RUnlock()
+	for tries := 0; ; tries++ {
+		err := v.putBlob(ctx, name, data, createOnly)
+		if err == nil || agentvault.ErrorCode(err) != agentvault.CodeConflict || tries > 0 {
+			return err
+		}
+		if changed, rerr := v.refreshActive(ctx); rerr != nil {
+			return rerr
+		} else if !changed {
+			return err
+		}
+	}
+}
+
+func (v *Vault) putBlob(ctx context.Context, name string, data []byte, createOnly bool) error {
 	dek, err := newDataKey()
 	if err != nil {
 		return err

@@ -630,3 +630,84 @@ func BenchmarkGet(b *testing.B) {
 		}
 	}
 }
+
+// TestP13_RotationByAnotherProcess: the owner CLI rotates the key while a
+// proxyd process holds the vault open on the same database. With a
+// KeyLoader (re-reading the key file) proxyd keeps reading and writing;
+// without one it fails closed (sealed), never silently.
+func TestP13_RotationByAnotherProcess(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "vault.db")
+	oldKey, newK := newKey(t), newKey(t)
+	var mu sync.Mutex
+	keyFile := oldKey // what the key file holds
+	loader := func(id string) ([]byte, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if vault.KeyIDFor(keyFile) == id {
+			return keyFile, nil
+		}
+		return nil, errors.New("no such key")
+	}
+	open := func(withLoader bool) *vault.Vault {
+		st, err := sqlite.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		cfg := vault.Config{Store: st, MasterKey: oldKey, Now: testNow}
+		if withLoader {
+			cfg.KeyLoader = loader
+		}
+		v, err := vault.Open(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	cli := open(false)
+	proxyd := open(true)
+	stale := open(false)
+	c, err := cli.AddCard(ctx, "o", "w", card("4242424242424242", "123"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proxyd.SealBlob(ctx, "mitm-ca", []byte("CA")); err != nil {
+		t.Fatal(err)
+	}
+
+	mu.Lock()
+	keyFile = newK
+	mu.Unlock()
+	if err := cli.RotateKey(ctx, newK, ""); err != nil {
+		t.Fatal(err)
+	}
+
+	if s := release(t, proxyd, c, vault.FieldNumber); string(s.InsecureRawBytes()) != "4242424242424242" {
+		t.Fatal("wrong value after rotation by another process")
+	}
+	if b, err := proxyd.OpenBlob(ctx, "mitm-ca"); err != nil || string(b) != "CA" {
+		t.Fatalf("blob after rotation by another process: %v", err)
+	}
+	c2, err := proxyd.AddCard(ctx, "o", "w", card("5555555555554444", "321"))
+	if err != nil {
+		t.Fatalf("write after rotation by another process: %v", err)
+	}
+	if proxyd.ActiveKeyID() != vault.KeyIDFor(newK) {
+		t.Fatal("proxyd did not adopt the new active key")
+	}
+	if err := proxyd.SealBlob(ctx, "mitm-ca", []byte("CA2")); err != nil {
+		t.Fatal(err)
+	}
+	if s := release(t, cli, c2, vault.FieldNumber); string(s.InsecureRawBytes()) != "5555555555554444" {
+		t.Fatal("item written by proxyd after rotation is unreadable")
+	}
+
+	_, err = stale.Release(ctx, vault.ReleaseArgs{Org: "o", ItemID: c.ID, Field: vault.FieldNumber})
+	if !errors.Is(err, vault.ErrSealed) {
+		t.Fatalf("process without the new key: %v, want ErrSealed", err)
+	}
+	if _, err := stale.AddCard(ctx, "o", "w", card("4242424242424242", "123")); !errors.Is(err, vault.ErrSealed) {
+		t.Fatalf("write by a process without the new key: %v, want ErrSealed", err)
+	}
+}

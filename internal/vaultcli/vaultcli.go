@@ -95,7 +95,17 @@ func OpenDefault(dataDir string) (*vault.Vault, func() error, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	v, err := vault.Open(context.Background(), vault.Config{Store: st, MasterKey: key, PreviousKeys: prev})
+	// When the owner rotates the key from another process, a running
+	// proxyd re-reads the key files for the new key id.
+	loader := func(id string) ([]byte, error) {
+		for _, p := range []string{keyPath, oldPath} {
+			if k, err := vault.ReadKeyFile(p); err == nil && vault.KeyIDFor(k) == id {
+				return k, nil
+			}
+		}
+		return nil, vault.ErrSealed
+	}
+	v, err := vault.Open(context.Background(), vault.Config{Store: st, MasterKey: key, PreviousKeys: prev, KeyLoader: loader})
 	if err != nil {
 		st.Close()
 		return nil, nil, err

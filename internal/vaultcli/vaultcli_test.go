@@ -289,3 +289,32 @@ func TestCLIInterruptedRotationRecovers(t *testing.T) {
 	}
 	closeFn()
 }
+
+// TestRotateKeyWhileAnotherProcessHasTheVaultOpen: proxyd (OpenDefault)
+// stays open while the CLI rotates; it keeps releasing and writing.
+func TestRotateKeyWhileAnotherProcessHasTheVaultOpen(t *testing.T) {
+	dir := t.TempDir()
+	if r := runCLI(t, dir, password+"\n\n", "add-login", "--site", "github.com", "--username", "g"); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	v, closeFn, err := OpenDefault(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeFn()
+	if r := runCLI(t, dir, "", "rotate-key"); r.code != 0 {
+		t.Fatalf("rotate-key: %s", r.stderr)
+	}
+	ctx := context.Background()
+	lg, err := v.GetByLabel(ctx, "default", vault.KindLogin, "github")
+	if err != nil {
+		t.Fatalf("read after rotation elsewhere: %v", err)
+	}
+	s, err := v.Release(ctx, vault.ReleaseArgs{Org: "default", ItemID: lg.ID, Field: vault.FieldPassword, Destination: "github.com"})
+	if err != nil || string(s.InsecureRawBytes()) != password {
+		t.Fatalf("release after rotation elsewhere: %v", err)
+	}
+	if _, err := v.AddIdentity(ctx, "default", "owner", vault.IdentityMeta{Name: "A"}); err != nil {
+		t.Fatalf("write after rotation elsewhere: %v", err)
+	}
+}
