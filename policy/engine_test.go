@@ -389,3 +389,46 @@ func TestKeyScope(t *testing.T) {
 		t.Fatalf("code %q", agentvault.ErrorCode(err))
 	}
 }
+
+// TestP2_SiteBindingUsesRegistrableDomain runs P2's table through the
+// engine: a login for a.com (and a card listed for a.com) is only released
+// for a.com and its subdomains, whatever the destination looks like.
+func TestP2_SiteBindingUsesRegistrableDomain(t *testing.T) {
+	e := NewEngine(Rates{}, publicsuffix.EffectiveTLDPlusOne)
+	for _, tc := range []struct {
+		dest  string
+		allow bool
+	}{
+		{"a.com", true},
+		{"login.a.com", true},
+		{"A.COM.", true},
+		{"a.com.evil.com", false},
+		{"evil.com/a.com", false},
+		{"a.com@evil.com", false},
+		{"evila.com", false},
+		{"a.com:8443", false},
+		{"xn--80a.com", false}, // a punycode look-alike is another domain
+		{"[::ffff:7f00:1]", false},
+		{"::ffff:127.0.0.1", false},
+		{"a.com\x00.evil.com", false},
+		{"", false},
+	} {
+		t.Run(tc.dest, func(t *testing.T) {
+			a := baseArgs()
+			a.AuthorizedDestinations = map[string]bool{"a.com": true, "evil.com": true, "evila.com": true, "xn--80a.com": true, "127.0.0.1": true}
+			a.Destination = tc.dest
+			a.Item = login("a.com")
+			a.Field = vault.FieldPassword
+			if d := e.Decide(context.Background(), a); d.Allow != tc.allow {
+				t.Fatalf("login: allow=%v code=%q", d.Allow, d.Code)
+			}
+			a.Item = card()
+			a.Item.Card.AnySite = false
+			a.Item.Card.Sites = []string{"a.com"}
+			a.Field = vault.FieldNumber
+			if d := e.Decide(context.Background(), a); d.Allow != tc.allow {
+				t.Fatalf("card: allow=%v code=%q", d.Allow, d.Code)
+			}
+		})
+	}
+}
