@@ -91,6 +91,9 @@ func TestP19_MaskSelectors(t *testing.T) {
 			t.Errorf("mask %q is not plain CSS: %v", s, err)
 		}
 	}
+	if got := strings.Count(MaskSelectorList(), ", "); got != len(sels)-1 {
+		t.Fatalf("MaskSelectorList joins %d selectors, want %d", got+1, len(sels))
+	}
 	sels[0] = "mutated"
 	if MaskSelectors()[0] == "mutated" {
 		t.Fatal("MaskSelectors returned the shared slice")

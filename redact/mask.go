@@ -1,5 +1,7 @@
 package redact
 
+import "strings"
+
 // maskSelectors are plain CSS, so Playwright accepts them as screenshot
 // masks in any frame. Attribute matches on names and ids are
 // case-insensitive ("i") where pages vary the spelling.
@@ -67,4 +69,10 @@ var maskSelectors = []string{
 // Mask option. The slice is a fresh copy.
 func MaskSelectors() []string {
 	return append([]string(nil), maskSelectors...)
+}
+
+// MaskSelectorList is MaskSelectors joined into one CSS selector list, for a
+// caller that would rather locate every mask with a single query.
+func MaskSelectorList() string {
+	return strings.Join(maskSelectors, ", ")
 }
