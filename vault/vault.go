@@ -210,6 +210,22 @@ func (v *Vault) active() (string, []byte) {
 	return v.activeID, v.keys[v.activeID]
 }
 
+// StoredActiveKeyID reads which master key the store says is active, which
+// may differ from ActiveKeyID when another process rotated or a rotation
+// failed part way. Tools use it to decide which key file to keep.
+func (v *Vault) StoredActiveKeyID(ctx context.Context) (string, error) {
+	recs, err := v.store.Keys(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, r := range recs {
+		if r.State == KeyActive {
+			return r.ID, nil
+		}
+	}
+	return "", ErrNotFound
+}
+
 // ActiveKeyID is the id of the master key that wraps new data keys.
 func (v *Vault) ActiveKeyID() string {
 	id, _ := v.active()
@@ -736,6 +752,11 @@ func (v *Vault) RotateKey(ctx context.Context, newKey []byte, newKeyID string) e
 		},
 	})
 	if err != nil {
+		// Another process may have finished this same rotation first
+		// (the CLI and a starting proxyd both seeing <file>.old).
+		if changed, rerr := v.refreshActive(ctx); rerr == nil && changed && v.ActiveKeyID() == newKeyID {
+			return nil
+		}
 		return err
 	}
 	v.mu.Lock()

@@ -600,14 +600,18 @@ func (c *cli) rotateKey(args []string) int {
 			return c.fail(err)
 		}
 		if err := v.RotateKey(c.ctx, newKey, ""); err != nil {
-			if v.ActiveKeyID() == vault.KeyIDFor(newKey) {
-				// Re-wrapped; only the audit line after it failed.
+			// Keep whichever key file the store now needs; when that is
+			// unknown, keep both so the next open finishes the rotation.
+			switch id, serr := v.StoredActiveKeyID(c.ctx); {
+			case serr == nil && id == oldID:
+				if rerr := vault.WriteKeyFile(c.env.KeyFile, oldKey); rerr == nil {
+					os.Remove(oldPath)
+				}
+			case serr == nil && id == vault.KeyIDFor(newKey):
 				os.Remove(oldPath)
-				return c.fail(err)
-			}
-			// Nothing was re-wrapped (one transaction): put the old key back.
-			if rerr := vault.WriteKeyFile(c.env.KeyFile, oldKey); rerr == nil {
-				os.Remove(oldPath)
+			default:
+				fmt.Fprintf(c.env.Stderr, "rotation state unknown: keeping %s and %s; the next open of the vault finishes the rotation\n",
+					filepath.Base(c.env.KeyFile), filepath.Base(oldPath))
 			}
 			return c.fail(err)
 		}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentvault/agentvault/vault"
+	"github.com/agentvault/agentvault/vault/sqlite"
 )
 
 type run struct {
@@ -316,5 +317,52 @@ func TestRotateKeyWhileAnotherProcessHasTheVaultOpen(t *testing.T) {
 	}
 	if _, err := v.AddIdentity(ctx, "default", "owner", vault.IdentityMeta{Name: "A"}); err != nil {
 		t.Fatalf("write after rotation elsewhere: %v", err)
+	}
+}
+
+// failingRotate is a real SQLite store whose Rotate fails, as when the disk
+// fills during the re-wrap transaction.
+type failingRotate struct{ vault.Store }
+
+func (failingRotate) Rotate(context.Context, vault.RotateArgs) error {
+	return errors.New("disk full")
+}
+
+func TestRotateKeyFailureKeepsTheWorkingKey(t *testing.T) {
+	dir := t.TempDir()
+	if r := runCLI(t, dir, password+"\n\n", "add-login", "--site", "github.com", "--username", "g"); r.code != 0 {
+		t.Fatal(r.stderr)
+	}
+	keyPath := filepath.Join(dir, KeyFileName)
+	before, _ := os.ReadFile(keyPath)
+	env, _, errb := testEnv(dir, "")
+	env.Open = func(ctx context.Context) (*vault.Vault, func() error, error) {
+		key, err := vault.ReadKeyFile(keyPath)
+		if err != nil {
+			return nil, nil, err
+		}
+		st, err := sqlite.Open(filepath.Join(dir, DBFileName))
+		if err != nil {
+			return nil, nil, err
+		}
+		v, err := vault.Open(ctx, vault.Config{Store: failingRotate{st}, MasterKey: key})
+		if err != nil {
+			st.Close()
+			return nil, nil, err
+		}
+		return v, st.Close, nil
+	}
+	if code := Run(context.Background(), []string{"rotate-key"}, env); code != 1 {
+		t.Fatalf("exit %d, want 1 (%s)", code, errb.String())
+	}
+	after, _ := os.ReadFile(keyPath)
+	if !bytes.Equal(before, after) {
+		t.Fatal("a failed rotation replaced the working key file")
+	}
+	if _, err := os.Stat(keyPath + ".old"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(".old left behind after a cleanly failed rotation")
+	}
+	if r := runCLI(t, dir, "", "list"); r.code != 0 || !strings.Contains(r.stdout, "github") {
+		t.Fatalf("vault unusable after a failed rotation: %s", r.stderr)
 	}
 }
