@@ -34,7 +34,7 @@ type Config struct {
 
 // DefaultPopupNotice is the short window after a click in which a new tab is
 // reported with the click's answer. A later tab is still queued.
-const DefaultPopupNotice = 150 * time.Millisecond
+const DefaultPopupNotice = 100 * time.Millisecond
 
 // chromiumArgs keep Chromium from phoning home on a machine with no network
 // but loopback, and from speaking QUIC past the proxy.

@@ -65,6 +65,13 @@ func TestBrowserCheckoutPage(t *testing.T) {
 		if len(snap.Fields) < 28 {
 			t.Fatalf("only %d fields", len(snap.Fields))
 		}
+		// Every field selector names exactly one element in its frame.
+		for _, f := range snap.Fields {
+			c, err := s.Count(browser.Target{Selector: f.Selector, Frame: f.Frame})
+			if err != nil || c.Count != 1 {
+				t.Fatalf("field %s selector %q frame %q matches %d (%v)", f.Ref, f.Selector, f.Frame, c.Count, err)
+			}
+		}
 		// A ref works as a selector.
 		c, err := s.Count(browser.Target{Selector: "aria-ref=" + num.Ref})
 		if err != nil || c.Count != 1 {

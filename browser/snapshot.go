@@ -1,6 +1,7 @@
 package browser
 
 import (
+	"encoding/json"
 	"regexp"
 	"strings"
 	"sync"
@@ -15,8 +16,10 @@ const MaxSnapshotDepth = 30
 
 // Field is one fillable element of a snapshot and where to reach it by CSS.
 type Field struct {
-	Ref      string `json:"ref"`
-	Role     string `json:"role"`
+	Ref  string `json:"ref"`
+	Role string `json:"role"`
+	// Name is the accessible name the snapshot shows.
+	Name     string `json:"name,omitempty"`
 	Selector string `json:"selector,omitempty"`
 	// Frame is the CSS selector of the iframe holding the field ("" for the
 	// top document). Nested iframes are chained with Playwright's
@@ -41,6 +44,20 @@ var fieldRoles = map[string]bool{
 // snapLine splits "  - role "name" [attr] [ref=e5]: value".
 var snapLine = regexp.MustCompile(`^(\s*)- ([a-z]+)((?: "(?:[^"\\]|\\.)*")?(?: \[[^\]]*\])*)(:.*)?$`)
 var refAttr = regexp.MustCompile(`\[ref=([a-z0-9]+)\]`)
+var nameAttr = regexp.MustCompile(`^ ("(?:[^"\\]|\\.)*")`)
+
+// snapName reads the quoted accessible name at the start of attrs.
+func snapName(attrs string) string {
+	m := nameAttr.FindStringSubmatch(attrs)
+	if m == nil {
+		return ""
+	}
+	var n string
+	if err := json.Unmarshal([]byte(m[1]), &n); err != nil {
+		return strings.Trim(m[1], `"`)
+	}
+	return n
+}
 
 // Snapshot captures the accessibility tree (Playwright's AI mode: refs, and
 // the content of iframes, cross-origin ones included). Field values are
@@ -115,7 +132,7 @@ func stripValues(raw string) (string, []Field, map[string]*frameRef) {
 			}
 			ln = m[1] + "- " + role + attrs + rest
 			if ref != "" {
-				fields = append(fields, Field{Ref: ref, Role: role, Frame: enclosing})
+				fields = append(fields, Field{Ref: ref, Role: role, Name: snapName(attrs), Frame: enclosing})
 			}
 		}
 		out = append(out, ln)
@@ -156,12 +173,68 @@ const cssOf = `(el) => {
 
 const enterFrame = " >> internal:control=enter-frame >> "
 
-// resolveSelectors fills in Selector and Frame. The lookups run in parallel:
-// each is a round trip to the driver.
+// fieldsScript lists, in document order, the fields of one document the
+// accessibility tree shows, each with its role, a best-effort accessible
+// name and a unique CSS selector. It never reads a value.
+const fieldsScript = `(root) => {
+	const cssOf = ` + cssOf + `;
+	const doc = document;
+	const norm = (t) => (t || '').replace(/\\s+/g, ' ').trim();
+	const textOf = (n, skip) => {
+		let out = '';
+		for (const c of n.childNodes) {
+			if (c === skip) continue;
+			if (c.nodeType === 3) out += c.textContent;
+			else if (c.nodeType === 1 && !['INPUT', 'SELECT', 'TEXTAREA', 'BUTTON', 'SCRIPT', 'STYLE'].includes(c.tagName)) out += ' ' + textOf(c, skip) + ' ';
+		}
+		return out;
+	};
+	const nameOf = (el) => {
+		const lb = el.getAttribute('aria-labelledby');
+		if (lb) { const t = lb.split(/\\s+/).map((id) => { const e = doc.getElementById(id); return e ? textOf(e, null) : ''; }).join(' '); if (norm(t)) return norm(t); }
+		const al = el.getAttribute('aria-label'); if (norm(al)) return norm(al);
+		const labels = el.labels ? Array.from(el.labels) : [];
+		if (labels.length) { const t = labels.map((l) => textOf(l, el)).join(' '); if (norm(t)) return norm(t); }
+		return norm(el.getAttribute('title')) || norm(el.getAttribute('placeholder'));
+	};
+	const roleOf = (el) => {
+		const r = (el.getAttribute('role') || '').trim().split(/\\s+/)[0];
+		if (r) return r;
+		const tag = el.tagName;
+		if (tag === 'TEXTAREA') return 'textbox';
+		if (tag === 'SELECT') return (el.multiple || el.size > 1) ? 'listbox' : 'combobox';
+		if (tag !== 'INPUT') return el.isContentEditable ? 'textbox' : '';
+		const t = (el.getAttribute('type') || 'text').toLowerCase();
+		if (el.getAttribute('list') && ['text', 'search', 'tel', 'url', 'email'].includes(t)) return 'combobox';
+		return ({text: 'textbox', email: 'textbox', tel: 'textbox', url: 'textbox', password: 'textbox', search: 'searchbox', number: 'spinbutton', checkbox: 'checkbox', radio: 'radio', range: 'slider'})[t] || '';
+	};
+	const shown = (el) => {
+		if (el.closest('[aria-hidden=true],[inert]')) return false;
+		return el.checkVisibility ? el.checkVisibility({visibilityProperty: true}) : true;
+	};
+	const out = [];
+	for (const el of doc.querySelectorAll('input,select,textarea,[role],[contenteditable]')) {
+		const role = roleOf(el);
+		if (!role || !shown(el)) continue;
+		out.push({role, name: nameOf(el), sel: cssOf(el)});
+	}
+	return out;
+}`
+
+type domField struct {
+	role, name, sel string
+}
+
+// resolveSelectors fills in Selector and turns Frame from the enclosing
+// iframe's ref into its selector chain. Each document's fields are listed by
+// one script and matched to the snapshot's fields in order by role and
+// accessible name; a field that does not match exactly (no name, a name the
+// script computes differently) is resolved through its ref, one round trip
+// each.
 func (s *Session) resolveSelectors(p playwright.Page, fields []Field, frames map[string]*frameRef) {
-	sem := make(chan struct{}, 8)
 	var wg sync.WaitGroup
-	eval := func(ref string, dst *string) {
+	sem := make(chan struct{}, 8)
+	evalRef := func(ref string, dst *string) {
 		defer wg.Done()
 		sem <- struct{}{}
 		defer func() { <-sem }()
@@ -174,28 +247,103 @@ func (s *Session) resolveSelectors(p playwright.Page, fields []Field, frames map
 	}
 	for _, f := range frames {
 		wg.Add(1)
-		go eval(f.ref, &f.selector)
-	}
-	for i := range fields {
-		wg.Add(1)
-		go eval(fields[i].Ref, &fields[i].Selector)
+		go evalRef(f.ref, &f.selector)
 	}
 	wg.Wait()
-	chain := func(ref string) string {
+	chain := func(ref string) (string, bool) {
 		var parts []string
 		for ref != "" {
 			f := frames[ref]
 			if f == nil || f.selector == "" {
-				return ""
+				return "", false
 			}
 			parts = append([]string{f.selector}, parts...)
 			ref = f.parent
 		}
-		return strings.Join(parts, enterFrame)
+		return strings.Join(parts, enterFrame), true
 	}
+	byFrame := map[string][]int{}
 	for i := range fields {
-		if fields[i].Frame != "" {
-			fields[i].Frame = chain(fields[i].Frame)
+		byFrame[fields[i].Frame] = append(byFrame[fields[i].Frame], i)
+	}
+	frameSel := map[string]string{}
+	for fref := range byFrame {
+		if fref == "" {
+			continue
+		}
+		c, ok := chain(fref)
+		if ok {
+			frameSel[fref] = c
 		}
 	}
+	var mu sync.Mutex
+	var unmatched []int
+	for fref, idx := range byFrame {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var v any
+			var err error
+			if fref == "" {
+				v, err = p.Evaluate(fieldsScript, nil)
+			} else if fs, ok := frameSel[fref]; ok {
+				v, err = p.FrameLocator(fs).Locator(":root").Evaluate(fieldsScript, nil, playwright.LocatorEvaluateOptions{Timeout: ms(2 * time.Second)})
+			}
+			var dom []domField
+			if list, ok := v.([]any); ok && err == nil {
+				for _, it := range list {
+					m, _ := it.(map[string]any)
+					r, _ := m["role"].(string)
+					n, _ := m["name"].(string)
+					sel, _ := m["sel"].(string)
+					dom = append(dom, domField{r, n, sel})
+				}
+			}
+			miss := matchFields(fields, idx, dom)
+			mu.Lock()
+			unmatched = append(unmatched, miss...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	for _, i := range unmatched {
+		wg.Add(1)
+		go evalRef(fields[i].Ref, &fields[i].Selector)
+	}
+	wg.Wait()
+	for i := range fields {
+		if fields[i].Frame != "" {
+			fields[i].Frame = frameSel[fields[i].Frame]
+			if fields[i].Frame == "" {
+				fields[i].Selector = "" // no way to name the frame: no selector
+			}
+		}
+	}
+}
+
+// matchFields assigns selectors to the snapshot fields idx (in order) from
+// the document's list, greedily in order, requiring the same role and the
+// same non-empty name. It returns the fields left unmatched.
+func matchFields(fields []Field, idx []int, dom []domField) []int {
+	var miss []int
+	j := 0
+	for _, i := range idx {
+		f := &fields[i]
+		found := -1
+		if f.Name != "" {
+			for k := j; k < len(dom); k++ {
+				if dom[k].role == f.Role && dom[k].name == f.Name {
+					found = k
+					break
+				}
+			}
+		}
+		if found < 0 || dom[found].sel == "" {
+			miss = append(miss, i)
+			continue
+		}
+		f.Selector = dom[found].sel
+		j = found + 1
+	}
+	return miss
 }

@@ -1,0 +1,14 @@
+package browser
+
+import "github.com/mxschmitt/playwright-go"
+
+func RawAria(s *Session) (string, error) {
+	p, _ := s.page()
+	return p.AriaSnapshot(playwright.PageAriaSnapshotOptions{Mode: playwright.AriaSnapshotModeAi, Depth: playwright.Int(30)})
+}
+
+var MatchFieldsForTest = matchFields
+
+type DomField = domField
+
+func NewDomField(role, name, sel string) DomField { return domField{role, name, sel} }
