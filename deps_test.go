@@ -81,20 +81,28 @@ func TestLayeringRules(t *testing.T) {
 	}
 	// Packages that must not depend on these, even transitively.
 	forbiddenDeps := map[string][]string{
-		".":                 {goproxy, playwright, mcpSDK, sqliteDrv, "net/http"},
-		"tokens":            {goproxy, playwright, mcpSDK, sqliteDrv, "net/http"},
-		"policy":            {goproxy, playwright, mcpSDK, sqliteDrv, "net/http"},
-		"redact":            {goproxy, playwright, mcpSDK, sqliteDrv, "net/http"},
-		"vault":             {goproxy, playwright, mcpSDK, sqliteDrv, "net/http"},
+		".":                 {goproxy, playwright, mcpSDK, sqliteDrv},
+		"tokens":            {goproxy, playwright, mcpSDK, sqliteDrv},
+		"policy":            {goproxy, playwright, mcpSDK, sqliteDrv},
+		"redact":            {goproxy, playwright, mcpSDK, sqliteDrv},
+		"vault":             {goproxy, playwright, mcpSDK, sqliteDrv},
 		"control":           {goproxy, playwright, mcpSDK, sqliteDrv, module + "/vault/sqlite"},
 		"browser":           {goproxy, mcpSDK, sqliteDrv, module + "/vault"},
 		"mcpserver":         {goproxy, sqliteDrv, module + "/vault/sqlite", module + "/intercept"},
 		"cmd/mcpd":          {goproxy, sqliteDrv, module + "/vault/sqlite", module + "/intercept"},
 		"intercept/rewrite": {goproxy, playwright, mcpSDK, sqliteDrv},
 	}
+	// Pure domain packages speak no HTTP themselves. (golang.org/x/net/publicsuffix
+	// reaches net/http/cookiejar for an interface, so this is a direct-import rule.)
+	noHTTP := []string{".", "tokens", "policy", "redact", "vault"}
 	pkgs := listPackages(t)
 	for _, p := range pkgs {
 		name := rel(p.ImportPath)
+		for _, imp := range p.Imports {
+			if hasPrefixAny(imp, "net/http") && hasPrefixAny(name, noHTTP...) && !strings.Contains(name, "/") {
+				t.Errorf("%s imports %s; domain packages speak no HTTP", name, imp)
+			}
+		}
 		for _, imp := range p.Imports {
 			for dep, allowed := range owners {
 				if hasPrefixAny(imp, dep) && !hasPrefixAny(name, allowed...) {
