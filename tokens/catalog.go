@@ -10,7 +10,6 @@ import (
 
 	"github.com/agentvault/agentvault/vault"
 	"golang.org/x/net/idna"
-	"golang.org/x/net/publicsuffix"
 )
 
 // Scope is what an API key may see: every card or the listed item ids, and
@@ -122,7 +121,9 @@ type LoginEntry struct {
 //   - under a URL, a login is listed when the URL's host is the login's home
 //     host or below it. The home host is the host of its website, "www."
 //     ignored, when that lies within the login's site, else the site
-//     itself. So a login for example.com fills on checkout.example.com,
+//     itself. The login's site (vault.LoginMeta.Site) is its registrable
+//     domain, so a URL is on the login's site when its host is that domain
+//     or below it. So a login for example.com fills on checkout.example.com,
 //     while one whose website is us.example.com does not fill on
 //     www.example.com: its host goes to relatedLogins instead. Logins of
 //     other registrable domains never appear, not even as related;
@@ -219,8 +220,11 @@ func BuildCatalog(items []vault.Item, args CatalogArgs) Catalog {
 			if !hostOK {
 				continue
 			}
+			// Site is the login's registrable domain (eTLD+1), so "the
+			// URL is on this site" is "host is site or below it": no
+			// public suffix lookup needed.
 			site := normHost(m.Site)
-			if site == "" || registrable(host) != registrable(site) {
+			if site == "" || !hostWithin(host, site) {
 				continue
 			}
 			home := site
@@ -292,13 +296,4 @@ func hostWithin(host, site string) bool {
 	}
 	h, s := strings.TrimPrefix(host, "www."), strings.TrimPrefix(site, "www.")
 	return h == s || strings.HasSuffix(h, "."+s)
-}
-
-// registrable is the eTLD+1 of a host, or the host itself when it has none
-// (an IP, localhost, a bare public suffix).
-func registrable(h string) string {
-	if r, err := publicsuffix.EffectiveTLDPlusOne(h); err == nil {
-		return r
-	}
-	return h
 }

@@ -9,7 +9,6 @@ import (
 
 	agentvault "github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/vault"
-	"golang.org/x/net/publicsuffix"
 )
 
 // Prefix starts every token. The scanner relies on it being ASCII.
@@ -174,10 +173,15 @@ func Suffix(deploymentSecret []byte, apiKeyID string) string {
 	return strings.Repeat("0", SuffixLen-len(s)) + s
 }
 
-// LoginLabel proposes a token label for a login on site: the registrable
-// label of its domain (github.com → github, bbc.co.uk → bbc,
-// login.example.com → example), sanitized to the label grammar. Two logins
-// on one site collide; the caller appends -2, -3, ...
+// LoginLabel proposes a token label for a login on site, which is the
+// login's registrable domain (vault.LoginMeta.Site, eTLD+1): its first DNS
+// label, sanitized to the label grammar (github.com → github, bbc.co.uk →
+// bbc). A scheme, port, path or trailing dot is tolerated. Two logins on
+// one site collide; the caller appends -2, -3, ...
+//
+// It takes the registrable domain rather than computing it because the
+// public suffix list package pulls in net/http, which this package must
+// not depend on (deps_test.go).
 func LoginLabel(site string) string {
 	h := strings.ToLower(strings.TrimSpace(site))
 	if i := strings.Index(h, "://"); i >= 0 {
@@ -192,16 +196,8 @@ func LoginLabel(site string) string {
 	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h, "]") {
 		h = h[:i]
 	}
-	h = strings.TrimSuffix(h, ".")
-	name := h
-	if ps, _ := publicsuffix.PublicSuffix(h); ps != "" && ps != h && strings.HasSuffix(h, "."+ps) {
-		name = strings.TrimSuffix(h, "."+ps)
-		if i := strings.LastIndexByte(name, '.'); i >= 0 {
-			name = name[i+1:]
-		}
-	} else if i := strings.IndexByte(h, '.'); i >= 0 {
-		name = h[:i]
-	}
+	h = strings.TrimPrefix(strings.TrimSuffix(h, "."), "www.")
+	name, _, _ := strings.Cut(h, ".")
 	var b []byte
 	for i := 0; i < len(name) && len(b) < MaxLabelLen; i++ {
 		c := name[i]

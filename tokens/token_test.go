@@ -110,8 +110,6 @@ func TestLoginLabel(t *testing.T) {
 		"github.com":                     "github",
 		"GitHub.com.":                    "github",
 		"bbc.co.uk":                      "bbc",
-		"login.bbc.co.uk":                "bbc",
-		"accounts.google.com":            "google",
 		"https://www.amazon.de/ap":       "amazon",
 		"my_bank.com":                    "my-bank",
 		"xn--bcher-kva.example":          "xn--bcher-kva",
