@@ -34,6 +34,10 @@ import (
 // limit <= 0 means DefaultLimit.
 func Body(contentType, contentEncoding string, body []byte, r Replacer, limit int64) ([]byte, int, error) {
 	r = withScratch(r)
+	if len(body) == 0 {
+		// Nothing to decode: a HEAD or 204 answer keeps its coding header.
+		return body, 0, nil
+	}
 	limit = limitOrDefault(limit)
 	if int64(len(body)) > limit {
 		return nil, 0, tooLarge()

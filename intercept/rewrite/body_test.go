@@ -118,6 +118,14 @@ func TestP9_UnknownContentEncodingRefused(t *testing.T) {
 	}
 }
 
+func TestP9_EmptyEncodedBody(t *testing.T) {
+	for _, ce := range []string{"gzip", "br", "zstd", "deflate"} {
+		if out, n, err := Body("application/json", ce, nil, testReplacer(), 0); err != nil || n != 0 || len(out) != 0 {
+			t.Fatalf("%s: empty body: n=%d err=%v", ce, n, err)
+		}
+	}
+}
+
 func TestP9_CorruptCompressedBodyRefused(t *testing.T) {
 	for _, c := range []string{"gzip", "deflate", "br", "zstd"} {
 		body := compress(t, c, []byte(tokNumber+strings.Repeat("x", 100)))
