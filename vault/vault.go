@@ -251,14 +251,14 @@ func (v *Vault) loadAuditKey(ctx context.Context, override []byte) error {
 	return nil
 }
 
-// openOrCreateBlob returns the blob, creating it with make() exactly once
+// openOrCreateBlob returns the blob, creating it with create() exactly once
 // across every process sharing the store.
-func (v *Vault) openOrCreateBlob(ctx context.Context, name string, make func() ([]byte, error)) ([]byte, error) {
+func (v *Vault) openOrCreateBlob(ctx context.Context, name string, create func() ([]byte, error)) ([]byte, error) {
 	b, err := v.openBlob(ctx, name)
 	if err == nil || !errors.Is(err, ErrNotFound) {
 		return b, err
 	}
-	fresh, err := make()
+	fresh, err := create()
 	if err != nil {
 		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "cannot derive a key")
 	}
