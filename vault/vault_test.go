@@ -711,3 +711,29 @@ func TestP13_RotationByAnotherProcess(t *testing.T) {
 		t.Fatalf("write by a process without the new key: %v, want ErrSealed", err)
 	}
 }
+
+// BenchmarkRotate1000 re-wraps the data keys of 1000 items in one
+// transaction per iteration.
+func BenchmarkRotate1000(b *testing.B) {
+	st, err := sqlite.Open(filepath.Join(b.TempDir(), "vault.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	key := make([]byte, 32)
+	rand.Read(key)
+	v, _ := vault.Open(ctx, vault.Config{Store: st, MasterKey: key, Now: testNow})
+	for i := 0; i < 1000; i++ {
+		if _, err := v.AddIdentity(ctx, "o", "w", vault.IdentityMeta{Name: "n"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for b.Loop() {
+		k := make([]byte, 32)
+		rand.Read(k)
+		if err := v.RotateKey(ctx, k, ""); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
