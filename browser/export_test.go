@@ -12,3 +12,5 @@ var MatchFieldsForTest = matchFields
 type DomField = domField
 
 func NewDomField(role, name, sel string) DomField { return domField{role, name, sel} }
+
+var ChooseOptionForTest = chooseOption

@@ -276,25 +276,100 @@ func (s *Session) Fill(t Target, value string, timeout time.Duration) error {
 	return nil
 }
 
-// SelectOption picks the option whose value or label equals value.
+// SelectOption picks the option of a <select> that matches value: its value
+// or label exactly, else the same number written differently ("7" and "07",
+// "2030" and "30"). The options are read once, so a value with no match
+// fails at once instead of waiting out the timeout.
 func (s *Session) SelectOption(t Target, value string, timeout time.Duration) error {
 	loc, _, err := s.locator(t)
 	if err != nil {
 		return err
 	}
-	_, err = loc.SelectOption(playwright.SelectOptionValues{Values: &[]string{value}}, playwright.LocatorSelectOptionOptions{Timeout: ms(timeout)})
-	if err == nil {
-		return nil
+	if t.Frame == "" {
+		loc = loc.First()
 	}
-	if errors.Is(err, playwright.ErrTimeout) {
-		// No option with that value: try the label ("12" vs "12 - December"
-		// is the caller's business; an exact label is tried once).
-		_, err2 := loc.SelectOption(playwright.SelectOptionValues{Labels: &[]string{value}}, playwright.LocatorSelectOptionOptions{Timeout: ms(timeout / 2)})
-		if err2 == nil {
-			return nil
+	if err := loc.WaitFor(playwright.LocatorWaitForOptions{State: playwright.WaitForSelectorStateAttached, Timeout: ms(timeout)}); err != nil {
+		return fillError(t, timeout, err)
+	}
+	raw, err := loc.Evaluate(`(el) => el.tagName === 'SELECT' ? Array.from(el.options).map((o) => [o.value, (o.label || o.textContent || '').trim()]) : null`, nil,
+		playwright.LocatorEvaluateOptions{Timeout: ms(timeout)})
+	if err != nil {
+		return fillError(t, timeout, err)
+	}
+	list, ok := raw.([]any)
+	if !ok {
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "%s is not a <select>: use kind input", t)
+	}
+	var opts [][2]string
+	for _, o := range list {
+		pair, _ := o.([]any)
+		if len(pair) == 2 {
+			v, _ := pair[0].(string)
+			l, _ := pair[1].(string)
+			opts = append(opts, [2]string{v, l})
 		}
 	}
-	return fillError(t, timeout, err)
+	pick, ok := chooseOption(opts, value)
+	if !ok {
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "%s has no option matching the value given (%d options)", t, len(opts))
+	}
+	if _, err := loc.SelectOption(playwright.SelectOptionValues{Values: &[]string{pick}}, playwright.LocatorSelectOptionOptions{Timeout: ms(timeout)}); err != nil {
+		return fillError(t, timeout, err)
+	}
+	return nil
+}
+
+// chooseOption returns the value of the option matching want: exact value,
+// exact label, then numeric equivalents (leading zeros, a four-digit year
+// against its last two digits).
+func chooseOption(opts [][2]string, want string) (string, bool) {
+	want = strings.TrimSpace(want)
+	for _, o := range opts {
+		if o[0] == want {
+			return o[0], true
+		}
+	}
+	for _, o := range opts {
+		if strings.EqualFold(o[1], want) {
+			return o[0], true
+		}
+	}
+	n, ok := digits(want)
+	if !ok {
+		return "", false
+	}
+	for _, o := range opts {
+		for _, cand := range o {
+			m, ok := digits(strings.TrimSpace(cand))
+			if !ok {
+				continue
+			}
+			if trimZeros(m) == trimZeros(n) || (len(n) == 4 && len(m) == 2 && n[2:] == m) || (len(n) == 2 && len(m) == 4 && m[2:] == n) {
+				return o[0], true
+			}
+		}
+	}
+	return "", false
+}
+
+func digits(s string) (string, bool) {
+	if s == "" || len(s) > 8 {
+		return "", false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return "", false
+		}
+	}
+	return s, true
+}
+
+func trimZeros(s string) string {
+	t := strings.TrimLeft(s, "0")
+	if t == "" {
+		return "0"
+	}
+	return t
 }
 
 func fillError(t Target, timeout time.Duration, err error) error {

@@ -35,3 +35,33 @@ func TestMatchFields(t *testing.T) {
 		t.Fatalf("unmatched %v", miss)
 	}
 }
+
+func TestChooseOption(t *testing.T) {
+	months := [][2]string{{"", "MM"}, {"01", "01 - January"}, {"07", "07 - July"}, {"12", "12 - December"}}
+	years := [][2]string{{"", "YYYY"}, {"2029", "2029"}, {"2030", "2030"}}
+	short := [][2]string{{"29", "29"}, {"30", "30"}}
+	countries := [][2]string{{"DE", "Germany"}, {"FR", "France"}}
+	cases := []struct {
+		opts [][2]string
+		want string
+		pick string
+		ok   bool
+	}{
+		{months, "12", "12", true},
+		{months, "7", "07", true},
+		{months, "07", "07", true},
+		{years, "2030", "2030", true},
+		{short, "2030", "30", true},
+		{years, "30", "2030", true},
+		{countries, "DE", "DE", true},
+		{countries, "france", "FR", true},
+		{months, "13", "", false},
+		{countries, "Spain", "", false},
+	}
+	for _, c := range cases {
+		got, ok := browser.ChooseOptionForTest(c.opts, c.want)
+		if got != c.pick || ok != c.ok {
+			t.Errorf("%q: got %q %v, want %q %v", c.want, got, ok, c.pick, c.ok)
+		}
+	}
+}
