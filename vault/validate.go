@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/mail"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -239,22 +240,38 @@ func validateIdentity(id IdentityMeta) error {
 	return nil
 }
 
-// loginLabel turns a registrable domain into a token label: the first DNS
-// label with anything outside [a-z0-9] removed ("github.com" -> "github").
+// maxLabelLen is the token grammar's label bound (tokens.MaxLabelLen).
+const maxLabelLen = 32
+
+// loginLabel turns a registrable domain into a token label the way
+// tokens.LoginLabel does: the first DNS label, lowercase, runs of anything
+// outside [a-z0-9-] folded to one '-', no leading or trailing '-', at most
+// 32 characters ("github.com" -> "github", "my_bank.co.uk" -> "my-bank").
 func loginLabel(domain string) string {
-	first := domain
-	if i := strings.IndexByte(domain, '.'); i > 0 {
-		first = domain[:i]
-	}
-	var b strings.Builder
-	for i := 0; i < len(first); i++ {
-		c := first[i]
-		if c >= 'a' && c <= 'z' || c >= '0' && c <= '9' {
-			b.WriteByte(c)
+	name, _, _ := strings.Cut(strings.ToLower(domain), ".")
+	var b []byte
+	for i := 0; i < len(name) && len(b) < maxLabelLen; i++ {
+		c := name[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-' && len(b) > 0:
+			b = append(b, c)
+		case len(b) > 0 && b[len(b)-1] != '-':
+			b = append(b, '-')
 		}
 	}
-	if b.Len() == 0 {
+	s := strings.TrimRight(string(b), "-")
+	if s == "" {
 		return "login"
 	}
-	return b.String()
+	return s
+}
+
+// labelWithSuffix is the n-th label for a taken base ("github-2"), the
+// base shortened so the whole stays within the grammar's bound.
+func labelWithSuffix(base string, n int) string {
+	suf := "-" + strconv.Itoa(n)
+	if len(base)+len(suf) > maxLabelLen {
+		base = strings.TrimRight(base[:maxLabelLen-len(suf)], "-")
+	}
+	return base + suf
 }

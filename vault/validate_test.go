@@ -153,10 +153,24 @@ func TestEmailPhoneAddress(t *testing.T) {
 }
 
 func TestLoginLabel(t *testing.T) {
-	for in, want := range map[string]string{"github.com": "github", "my-bank.co.uk": "mybank", "---.com": "login", "x.org": "x"} {
+	cases := map[string]string{
+		"github.com": "github", "bbc.co.uk": "bbc", "my_bank.co.uk": "my-bank", "---.com": "login",
+		"x.org": "x", "xn--bcher-kva.example": "xn--bcher-kva", strings.Repeat("a", 40) + ".com": strings.Repeat("a", 32),
+	}
+	for in, want := range cases {
 		if got := loginLabel(in); got != want {
 			t.Errorf("loginLabel(%q) = %q, want %q", in, got, want)
 		}
+	}
+	if got := labelWithSuffix("github", 2); got != "github-2" {
+		t.Errorf("suffix: %q", got)
+	}
+	long := labelWithSuffix(strings.Repeat("a", 32), 12)
+	if len(long) != 32 || !strings.HasSuffix(long, "a-12") {
+		t.Errorf("long suffix: %q", long)
+	}
+	if got := labelWithSuffix(strings.Repeat("a", 29)+"-bb", 2); got != strings.Repeat("a", 29)+"-2" {
+		t.Errorf("suffix after a cut at '-': %q", got)
 	}
 }
 

@@ -297,7 +297,7 @@ type value struct {
 
 // put seals meta and values under a fresh data key and stores the item.
 // Labels: when seq is true the label is the next number of the org's
-// sequence; otherwise it is it.Label, with "2", "3"... appended on conflict.
+// sequence; otherwise it is it.Label, with "-2", "-3"... appended on conflict.
 func (v *Vault) put(ctx context.Context, it Item, meta itemMeta, values []value, seq bool) (Item, error) {
 	v.rotMu.RLock()
 	defer v.rotMu.RUnlock()
@@ -324,7 +324,7 @@ func (v *Vault) put(ctx context.Context, it Item, meta itemMeta, values []value,
 			}
 			rec.Label = strconv.FormatInt(n, 10)
 		} else if suffix > 1 {
-			rec.Label = base + strconv.Itoa(suffix)
+			rec.Label = labelWithSuffix(base, suffix)
 		}
 		err = v.store.PutItem(ctx, rec)
 		if err == nil {
@@ -489,7 +489,7 @@ func (v *Vault) AddCard(ctx context.Context, org, owner string, in CardInput) (I
 }
 
 // AddLogin validates and stores a login; its label comes from the site
-// ("github.com" -> "github", then "github2" if taken).
+// ("github.com" -> "github", then "github-2" if taken).
 func (v *Vault) AddLogin(ctx context.Context, org, owner string, in LoginInput) (Item, error) {
 	if err := checkOrgOwner(org, owner); err != nil {
 		return Item{}, err

@@ -105,7 +105,7 @@ func TestAddListGetRemove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	labels := map[string]string{c1.ID: "1", c2.ID: "2", l1.ID: "github", l2.ID: "github2", id.ID: "1", ad.ID: "1", other.ID: "1"}
+	labels := map[string]string{c1.ID: "1", c2.ID: "2", l1.ID: "github", l2.ID: "github-2", id.ID: "1", ad.ID: "1", other.ID: "1"}
 	for _, it := range []vault.Item{c1, c2, l1, l2, id, ad, other} {
 		if it.Label != labels[it.ID] {
 			t.Errorf("%s %s: label %q, want %q", it.Kind, it.ID, it.Label, labels[it.ID])
