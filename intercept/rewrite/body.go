@@ -34,32 +34,15 @@ import (
 // limit <= 0 means DefaultLimit.
 func Body(contentType, contentEncoding string, body []byte, r Replacer, limit int64) ([]byte, int, error) {
 	r = withScratch(r)
-	if len(body) == 0 {
-		// Nothing to decode: a HEAD or 204 answer keeps its coding header.
-		return body, 0, nil
-	}
-	limit = limitOrDefault(limit)
-	if int64(len(body)) > limit {
-		return nil, 0, tooLarge()
-	}
-	codings, err := parseCodings(contentEncoding)
+	plain, forms, err := decodeAll(contentEncoding, body, limit)
 	if err != nil {
 		return nil, 0, err
 	}
-	plain := body
-	forms := make([]coding, len(codings))
-	for i := len(codings) - 1; i >= 0; i-- {
-		forms[i] = codings[i]
-		plain, forms[i], err = decode(codings[i], plain, limit)
-		if err != nil {
-			return nil, 0, err
-		}
-	}
 	rep, n, err := byMediaType(contentType, plain, r)
-	if err != nil || n == 0 {
-		if err != nil {
-			return nil, 0, err
-		}
+	if err != nil {
+		return nil, 0, err
+	}
+	if n == 0 {
 		return body, 0, nil
 	}
 	for _, c := range forms {
@@ -68,6 +51,38 @@ func Body(contentType, contentEncoding string, body []byte, r Replacer, limit in
 		}
 	}
 	return rep, n, nil
+}
+
+// Decode undoes a body's Content-Encoding with the same rules and caps as
+// Body, for callers that need to look at the plain bytes (the proxy's scan
+// for tokens before it asks the vault for anything).
+func Decode(contentEncoding string, body []byte, limit int64) ([]byte, error) {
+	plain, _, err := decodeAll(contentEncoding, body, limit)
+	return plain, err
+}
+
+// decodeAll returns the plain body and the codings to apply again, in order.
+func decodeAll(contentEncoding string, body []byte, limit int64) ([]byte, []coding, error) {
+	if len(body) == 0 {
+		// Nothing to decode: a HEAD or 204 answer keeps its coding header.
+		return body, nil, nil
+	}
+	limit = limitOrDefault(limit)
+	if int64(len(body)) > limit {
+		return nil, nil, tooLarge()
+	}
+	codings, err := parseCodings(contentEncoding)
+	if err != nil {
+		return nil, nil, err
+	}
+	plain := body
+	for i := len(codings) - 1; i >= 0; i-- {
+		plain, codings[i], err = decode(codings[i], plain, limit)
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	return plain, codings, nil
 }
 
 // ScrubBody is Body for responses, with the scrubbing replacer (real values to

@@ -19,7 +19,9 @@ const (
 
 // FrameRewriter rewrites one direction of a WebSocket connection (RFC 6455)
 // after the handshake. Text messages are reassembled from their fragments (up
-// to maxMessage bytes), rewritten as free text and sent on as one frame:
+// to maxMessage bytes), rewritten (walked as JSON when the message is JSON,
+// as most are, so \u escapes are seen; free text otherwise) and sent on as
+// one frame:
 // RFC 6455 section 5.4 lets an intermediary change the fragmentation of a
 // message that uses no extension. Frames from the client are unmasked and the
 // rewritten frame is masked again with a fresh key, as section 5.3 requires.
@@ -142,7 +144,7 @@ func (f *FrameRewriter) Run(dst io.Writer, src io.Reader) error {
 			continue
 		}
 		inText = false
-		rep, n, err := text(f.r, msg)
+		rep, n, err := byMediaType("", msg, f.r)
 		if err != nil {
 			return err
 		}

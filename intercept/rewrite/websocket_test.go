@@ -88,7 +88,7 @@ func TestP9_WebSocketMaskedClientFrames(t *testing.T) {
 	key := []byte{1, 2, 3, 4}
 	long := strings.Repeat("x", 70000) + tokNumber
 	var in []byte
-	in = append(in, frame(true, 0, opText, []byte(`{"n":"`+tokNumber+`"}`), key)...)
+	in = append(in, frame(true, 0, opText, []byte(`{"n":"\u0061v_card_1_number_u7x2k","c":"123"}`), key)...)
 	in = append(in, frame(true, 0, opBinary, []byte(tokNumber), key)...) // binary: untouched
 	in = append(in, frame(true, 0, opText, []byte(long), key)...)
 	out, err := runFrames(t, testReplacer(), true, 1<<20, in)
@@ -99,7 +99,7 @@ func TestP9_WebSocketMaskedClientFrames(t *testing.T) {
 	if len(fs) != 3 {
 		t.Fatalf("%d frames, want 3", len(fs))
 	}
-	if string(fs[0].payload) != `{"n":"`+realNumber+`"}` || !fs[0].masked || !fs[0].fin {
+	if string(fs[0].payload) != `{"n":"`+realNumber+`","c":"`+realCVV+`"}` || !fs[0].masked || !fs[0].fin {
 		t.Fatal("text frame not rewritten and re-masked")
 	}
 	if fs[0].key == [4]byte{1, 2, 3, 4} && fs[2].key == [4]byte{1, 2, 3, 4} {
