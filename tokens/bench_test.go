@@ -112,3 +112,31 @@ func BenchmarkCopy(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkScanPortable is BenchmarkScan without the vector prefilter (the
+// path on CPUs without AVX2).
+func BenchmarkScanPortable(b *testing.B) {
+	defer func(u bool) { useTeddy = u }(useTeddy)
+	useTeddy = false
+	BenchmarkScan(b)
+}
+
+// BenchmarkWriter streams 1 MiB through NewWriter in 16 KiB writes.
+func BenchmarkWriter(b *testing.B) {
+	r := NewReplacer(NewMatcher(benchPatterns()), benchRepl())
+	for _, kind := range []string{"nomatch", "matches"} {
+		body := benchBody(1<<20, kind == "matches", rand.New(rand.NewPCG(5, 6)))
+		b.Run("1MiB/"+kind, func(b *testing.B) {
+			var sink discard
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				w := r.NewWriter(&sink)
+				for i := 0; i < len(body); i += 16 << 10 {
+					_, _ = w.Write(body[i : i+16<<10])
+				}
+				_ = w.Close()
+			}
+		})
+	}
+}

@@ -190,19 +190,21 @@ func (m *Matcher) collect(src []byte, w0, w1 int, field bool, ms []match) []matc
 	if t := m.ted; t != nil && min(w1+teddyLen-1, n)-w0 >= teddyLen {
 		seg := src[w0:min(w1+teddyLen-1, n)]
 		for off := 0; ; {
-			p := teddyFind(&t.tab, seg[off:])
-			if p < 0 {
+			i, mask := teddyFind(&t.tab, seg[off:])
+			if i < 0 {
 				// The vector loop stops short of the end; finish in scalar.
-				for s := off + ^p; s+teddyLen <= len(seg); s++ {
+				for s := off + ^i; s+teddyLen <= len(seg); s++ {
 					if b := t.bits(seg, s); b != 0 {
 						ms = m.verifyBuckets(src, w0+s, b, field, ms)
 					}
 				}
 				break
 			}
-			s := off + p
-			ms = m.verifyBuckets(src, w0+s, t.bits(seg, s), field, ms)
-			off = s + 1
+			for ; mask != 0; mask &= mask - 1 {
+				s := off + i + bits.TrailingZeros32(mask)
+				ms = m.verifyBuckets(src, w0+s, t.bits(seg, s), field, ms)
+			}
+			off += i + 32
 		}
 	}
 	for ai := range m.anchors {

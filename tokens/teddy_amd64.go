@@ -8,6 +8,6 @@ import "golang.org/x/sys/cpu"
 var haveTeddy = cpu.X86.HasAVX2
 
 //go:noescape
-func teddy3AVX2(t *teddyTab, s []byte) int
+func teddy3AVX2(t *teddyTab, s []byte) (i int, mask uint32)
 
-func teddyFind(t *teddyTab, s []byte) int { return teddy3AVX2(t, s) }
+func teddyFind(t *teddyTab, s []byte) (int, uint32) { return teddy3AVX2(t, s) }

@@ -4,4 +4,4 @@ package tokens
 
 const haveTeddy = false
 
-func teddyFind(t *teddyTab, s []byte) int { return -1 }
+func teddyFind(t *teddyTab, s []byte) (int, uint32) { return -1, 0 }
