@@ -2,6 +2,8 @@ package merchant
 
 import (
 	"bytes"
+	"cmp"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -24,6 +26,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock used for certificates and card expiry checks.
 	Now func() time.Time
+	// ShopHost, PayHost and LoginHost name the three origins. They default
+	// to "localhost", "127.0.0.1" and "127.0.0.1", which resolve everywhere.
+	// Other names (e.g. "shop.test") must be mapped to 127.0.0.1 by whoever
+	// dials them; HostMap lists them. Every listener is on 127.0.0.1.
+	ShopHost, PayHost, LoginHost string
 }
 
 // Merchant is the running set of origins. Each Site has its own listener, so
@@ -56,11 +63,14 @@ func Start(opts Options) (*Merchant, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	opts.ShopHost = cmp.Or(opts.ShopHost, "localhost")
+	opts.PayHost = cmp.Or(opts.PayHost, "127.0.0.1")
+	opts.LoginHost = cmp.Or(opts.LoginHost, "127.0.0.1")
 	ca, err := newAuthority(opts.Now())
 	if err != nil {
 		return nil, fmt.Errorf("merchant: create CA: %w", err)
 	}
-	leaf, err := ca.leaf(opts.Now())
+	leaf, err := ca.leaf(opts.Now(), opts.ShopHost, opts.PayHost, opts.LoginHost)
 	if err != nil {
 		return nil, err
 	}
@@ -82,13 +92,13 @@ func Start(opts Options) (*Merchant, error) {
 		}
 		return s, err
 	}
-	if m.Shop, err = start("shop", "localhost"); err != nil {
+	if m.Shop, err = start("shop", opts.ShopHost); err != nil {
 		return fail(err)
 	}
-	if m.Pay, err = start("pay", "127.0.0.1"); err != nil {
+	if m.Pay, err = start("pay", opts.PayHost); err != nil {
 		return fail(err)
 	}
-	if m.Login, err = start("login", "localhost"); err != nil {
+	if m.Login, err = start("login", opts.LoginHost); err != nil {
 		return fail(err)
 	}
 	m.shop = newShop(m.Shop.URL, m.Pay.URL, m.issuer)
@@ -105,6 +115,33 @@ func (m *Merchant) Close() {
 			s.Close()
 		}
 	}
+}
+
+// HostMap maps every origin name that is not an IP address to the address
+// it listens on ("shop.test" -> "127.0.0.1"), for a test resolver.
+func (m *Merchant) HostMap() map[string]string {
+	out := map[string]string{}
+	for _, s := range []*Site{m.Shop, m.Pay, m.Login} {
+		h, _, _ := net.SplitHostPort(s.Host)
+		if net.ParseIP(h) == nil {
+			out[h] = "127.0.0.1"
+		}
+	}
+	return out
+}
+
+// DialContext dials the merchant's origins by name, for a client that talks
+// to the merchant directly (without a proxy that resolves for it).
+func (m *Merchant) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	h, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	if ip, ok := m.HostMap()[h]; ok {
+		addr = net.JoinHostPort(ip, port)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, network, addr)
 }
 
 // CAPEM is the merchant CA certificate in PEM form, for a proxy's extra

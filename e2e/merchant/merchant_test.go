@@ -311,3 +311,30 @@ func TestEmailFirstSignIn(t *testing.T) {
 		t.Error("the login site's record is wrong")
 	}
 }
+
+func TestNamedOriginsResolveThroughHostMap(t *testing.T) {
+	m, err := Start(Options{ShopHost: "shop.test", PayHost: "pay.test", LoginHost: "login.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if got := m.HostMap(); len(got) != 3 || got["pay.test"] != "127.0.0.1" {
+		t.Fatalf("HostMap = %v", got)
+	}
+	c := &http.Client{Transport: &http.Transport{
+		DialContext:     m.DialContext,
+		TLSClientConfig: &tls.Config{RootCAs: m.CertPool()},
+	}}
+	for _, s := range []*Site{m.Shop, m.Pay, m.Login} {
+		if !strings.HasPrefix(s.URL, "https://"+s.Name+".test:") {
+			t.Errorf("%s URL = %s", s.Name, s.URL)
+		}
+		res, err := c.Get(s.URL + "/echo?x=1")
+		if err != nil {
+			t.Fatalf("%s: %v", s.Name, err)
+		}
+		if got := body(t, res); got != "x=1" {
+			t.Errorf("%s echo = %q", s.Name, got)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"slices"
 	"time"
 )
 
@@ -53,9 +54,9 @@ func newAuthority(now time.Time) (*authority, error) {
 	}, nil
 }
 
-// leaf issues a server certificate for localhost and the loopback addresses,
-// which is every name the merchant's origins use.
-func (a *authority) leaf(now time.Time) (tls.Certificate, error) {
+// leaf issues a server certificate for localhost, the loopback addresses and
+// the given origin names.
+func (a *authority) leaf(now time.Time, names ...string) (tls.Certificate, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return tls.Certificate{}, err
@@ -69,6 +70,11 @@ func (a *authority) leaf(now time.Time) (tls.Certificate, error) {
 		NotAfter:     now.Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	for _, n := range names {
+		if net.ParseIP(n) == nil && n != "localhost" && !slices.Contains(tmpl.DNSNames, n) {
+			tmpl.DNSNames = append(tmpl.DNSNames, n)
+		}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, &key.PublicKey, a.key)
 	if err != nil {
