@@ -57,7 +57,10 @@ func loginLabels(c Catalog) []string {
 	return labels(c.Logins, func(e LoginEntry) string { return e.Label })
 }
 
-func TestCatalogFilter(t *testing.T) {
+// TestP2_CatalogFilter checks the URL filter of seed 004, including the
+// lookalike hosts P2 lists: a card or login bound to a site is never offered
+// on another.
+func TestP2_CatalogFilter(t *testing.T) {
 	cases := []struct {
 		name    string
 		url     string

@@ -388,12 +388,21 @@ const streamChunk = 32 << 10
 // After an error every call returns it: the stream is broken and the caller
 // must fail closed.
 func (r *Replacer) NewWriter(w io.Writer) io.WriteCloser {
-	return &replaceWriter{r: r, w: w}
+	bufs := bufPool.Get().(*writerBufs)
+	return &replaceWriter{r: r, w: w, bufs: bufs, buf: bufs.buf[:0], out: bufs.out[:0]}
 }
+
+// writerBufs are a writer's two buffers, pooled across streams. They hold
+// body bytes (which may be real values being scrubbed), so Close wipes them
+// before they go back.
+type writerBufs struct{ buf, out []byte }
+
+var bufPool = sync.Pool{New: func() any { return &writerBufs{} }}
 
 type replaceWriter struct {
 	r      *Replacer
 	w      io.Writer
+	bufs   *writerBufs
 	buf    []byte // buf[:off] is context already written, buf[off:] pending
 	off    int
 	out    []byte
@@ -460,15 +469,23 @@ func (rw *replaceWriter) flush(final bool) error {
 	return nil
 }
 
+// Close flushes the held-back tail, then wipes and releases the buffers.
 func (rw *replaceWriter) Close() error {
-	if rw.err != nil {
+	if rw.closed {
 		return rw.err
 	}
-	if rw.closed {
-		return nil
-	}
 	rw.closed = true
-	return rw.flush(true)
+	if rw.err == nil {
+		rw.err = rw.flush(true)
+	}
+	if b := rw.bufs; b != nil {
+		b.buf, b.out = rw.buf[:cap(rw.buf)], rw.out[:cap(rw.out)]
+		clear(b.buf)
+		clear(b.out)
+		rw.buf, rw.out, rw.bufs = nil, nil, nil
+		bufPool.Put(b)
+	}
+	return rw.err
 }
 
 // placeAnchors picks the anchor bytes by greedy weighted set cover: the

@@ -365,3 +365,27 @@ func TestPortablePath(t *testing.T) {
 	t.Run("dups", TestMatcherDuplicatesAndEmpty)
 	t.Run("refusal", TestP9_ReplacerRefusalAborts)
 }
+
+func TestWriterCloseSemantics(t *testing.T) {
+	r := NewReplacer(NewMatcher([]Pattern{{Value: []byte("secret-value-1"), ID: 1}}), idRepl)
+	var out bytes.Buffer
+	w := r.NewWriter(&out)
+	if _, err := w.Write([]byte("x=secret-val")); err != nil {
+		t.Fatal(err)
+	}
+	if out.Len() != 0 {
+		t.Fatalf("a possible match prefix was written before it was decided")
+	}
+	if _, err := w.Write([]byte("ue-1&y")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil || out.String() != "x={1}&y" {
+		t.Fatalf("got %q, %v", out.String(), err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := w.Write([]byte("z")); err == nil {
+		t.Fatalf("Write after Close succeeded")
+	}
+}
