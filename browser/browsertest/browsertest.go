@@ -103,6 +103,12 @@ func Start(tb testing.TB) *Site {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		fmt.Fprint(w, loginPage)
 	})
+	for path, body := range challengePages {
+		shop.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			fmt.Fprint(w, "<!doctype html><html><body>"+body+"</body></html>")
+		})
+	}
 	shop.HandleFunc("/order", func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.Ordered++
@@ -204,3 +210,13 @@ const loginPage = `<!doctype html><html><body><h1>Sign in</h1>
 <div id="step2" style="display:none"><label for="password">Password</label><input id="password" name="password" type="password" autocomplete="current-password">
 <button id="signin" onclick="location.href='/order'">Sign in</button></div>
 </body></html>`
+
+// challengePages are one page per challenge shape detect_challenge knows.
+var challengePages = map[string]string{
+	"/c/3ds":     `<h1>Confirm your purchase</h1><iframe name="acs-frame" src="about:blank" title="3-D Secure authentication"></iframe>`,
+	"/c/captcha": `<h1>One more step</h1><div class="g-recaptcha" data-sitekey="x"></div><p>Verify you are human</p>`,
+	"/c/otp":     `<h1>Check your phone</h1><p>We sent a code by text message.</p><label for="c">Verification code</label><input id="c" autocomplete="one-time-code">`,
+	"/c/maybe":   `<h1>Almost there</h1><label for="c">Code</label><input id="c" name="code">`,
+	"/c/blocked": `<h1>Access denied</h1><p>Error reference #18.2f3c.1700000000</p>`,
+	"/c/plain":   `<h1>Your cart</h1><p>Nothing to see.</p>`,
+}

@@ -1,0 +1,56 @@
+package browser_test
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/agentvault/agentvault/browser"
+	"github.com/agentvault/agentvault/browser/browsertest"
+)
+
+func TestDetectChallengeShapes(t *testing.T) {
+	site := browsertest.Start(t)
+	b := browsertest.Launch(t, site)
+	s, err := b.NewSession(browser.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cases := []struct {
+		path      string
+		types     []string
+		weak      bool
+		delivered bool
+		signature string
+	}{
+		{"/c/3ds", []string{"three_ds"}, false, false, ""},
+		{"/c/captcha", []string{"captcha"}, false, false, ""},
+		{"/c/otp", []string{"otp"}, false, true, ""},
+		{"/c/maybe", []string{"otp"}, true, false, ""},
+		{"/c/blocked", []string{"blocked"}, false, false, "error_reference"},
+		{"/c/plain", nil, false, false, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.path, func(t *testing.T) {
+			if err := s.Goto(site.Shop.URL+c.path, 5*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.DetectChallenge()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got.Types, c.types) || got.OTPWeak != c.weak || got.DeliveredCode != c.delivered || got.Signature != c.signature || got.Incomplete {
+				t.Fatalf("got %+v", got)
+			}
+		})
+	}
+	// observe_page's code-sent signal on the same OTP page.
+	if err := s.Goto(site.Shop.URL+"/c/otp", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	sig, err := s.Observe()
+	if err != nil || !sig.CodeSent || sig.PasswordField {
+		t.Fatalf("observe on the otp page: %+v %v", sig, err)
+	}
+}
