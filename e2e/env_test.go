@@ -123,3 +123,24 @@ func chromium(t *testing.T, trustSPKI []string, proxy *playwright.Proxy) playwri
 	})
 	return b
 }
+
+// pemDecode parses every certificate in a PEM bundle.
+func pemDecode(b []byte) ([]*x509.Certificate, error) {
+	var out []*x509.Certificate
+	for {
+		var block *pem.Block
+		block, b = pem.Decode(b)
+		if block == nil {
+			break
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		return nil, errNoPEM
+	}
+	return out, nil
+}

@@ -83,6 +83,15 @@ func isDigits(s string) bool {
 	return s != ""
 }
 
+// shortCanary is a canary for a value too short to grep on its own (a CVV):
+// only its forms in context count, where it sits as a whole field value.
+func shortCanary(name, value string) canary {
+	return canary{name: name, forms: [][]byte{
+		[]byte(`"` + value + `"`), []byte(`=` + value + `&`),
+		[]byte(`>` + value + `<`), []byte(`'` + value + `'`), []byte(`\"` + value + `\"`),
+	}}
+}
+
 // leaks checks sinks for canaries. A finding names the sink, the canary and
 // the form, never the value.
 type leaks struct {

@@ -1,0 +1,242 @@
+package e2e
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// mcpdEnv is how the built mcpd is pointed at the running proxyd.
+func (ap *appliance) mcpdArgs() ([]string, []string) {
+	args := []string{
+		"--control-url", ap.controlURL,
+		"--control-token-file", ap.controlTokenFile,
+		"--api-key-file", ap.apiKeyFile,
+		"--driver-dir", driverDir(),
+		"--chromium", chromiumPath(),
+		"--log-level", "debug",
+	}
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + ap.dataDir}
+	if v := os.Getenv("PLAYWRIGHT_NODEJS_PATH"); v != "" {
+		env = append(env, "PLAYWRIGHT_NODEJS_PATH="+v)
+	} else if _, err := os.Stat("/usr/bin/node"); err == nil {
+		env = append(env, "PLAYWRIGHT_NODEJS_PATH=/usr/bin/node")
+	}
+	return args, env
+}
+
+const (
+	payFrame   = `iframe[title='Secure payment input frame']`
+	numberSel  = `input[name='number']`
+	cvcSel     = `input[name='cvc']`
+	successSel = `#order-success`
+)
+
+// TestP11_MCPCheckoutCanary is the issue-4 proof: a scripted agent drives
+// the built mcpd over stdio through a real checkout on the test merchant,
+// with proxyd in between and canary card values in the vault.
+func TestP11_MCPCheckoutCanary(t *testing.T) {
+	requireE2E(t, true)
+	ap := startAppliance(t)
+	bin := buildCmd(t, "mcpd")
+	args, env := ap.mcpdArgs()
+
+	started := time.Now()
+	agent := startAgent(t, bin, args, env)
+	t.Logf("mcpd answered initialize after %v", time.Since(started).Round(time.Millisecond))
+
+	checkoutURL := ap.m.Shop.URL + "/checkout"
+	cat := agent.must("get_token_catalog", map[string]any{"url": checkoutURL})
+	numberTok := findToken(cat.text, "card", "number")
+	cvvTok := findToken(cat.text, "card", "cvv")
+	if numberTok == "" || cvvTok == "" {
+		t.Fatalf("catalog (%d bytes) has no card number or cvv token", len(cat.text))
+	}
+	emailTok := findToken(cat.text, "identity", "email")
+	phoneTok := findToken(cat.text, "identity", "phone")
+	line1Tok := findToken(cat.text, "address", "line1")
+	cityTok := findToken(cat.text, "address", "city")
+	postTok := findToken(cat.text, "address", "postal_code")
+
+	runStart := time.Now()
+	agent.must("open_page", map[string]any{"url": ap.m.Shop.URL + "/products/trail-shoes"})
+	agent.must("click", map[string]any{"selector": "#add-to-cart"})
+	agent.must("wait_for_selector", map[string]any{"selector": "#checkout", "timeout": 10000})
+	agent.must("click", map[string]any{"selector": "#checkout"})
+	agent.must("wait_for_selector", map[string]any{"selector": "#place-order", "timeout": 10000})
+	agent.must("wait_for_selector", map[string]any{"selector": numberSel, "frame": payFrame, "timeout": 10000})
+
+	// Orientation before any fill: the snapshot works and reaches into the
+	// card iframe.
+	snap := agent.must("snapshot_page", map[string]any{})
+	if !strings.Contains(snap.text, "ref=") {
+		t.Errorf("snapshot before any fill has no refs: %q", snap.status())
+	}
+
+	tokOr := func(tok, literal string) string {
+		if tok != "" {
+			return tok
+		}
+		return literal
+	}
+	shipping := []map[string]any{
+		{"selector": "#email", "value": tokOr(emailTok, "ada@example.org")},
+		{"selector": "#phone", "value": tokOr(phoneTok, "+49 30 1234567")},
+		{"selector": "#first-name", "value": "Ada"},
+		{"selector": "#last-name", "value": "Lovelace"},
+		{"selector": "#address-line1", "value": tokOr(line1Tok, "12 Analytical Row")},
+		{"selector": "#postal-code", "value": tokOr(postTok, "10115")},
+		{"selector": "#city", "value": tokOr(cityTok, "Berlin")},
+		{"selector": "#country", "value": "DE", "kind": "select"},
+	}
+	r := agent.must("fill_checkout", map[string]any{"fields": shipping, "timeout": 5000})
+	if !strings.Contains(r.status(), "filled=8/8") {
+		t.Errorf("shipping fill status %q, want filled=8/8", r.status())
+	}
+
+	// Card order (seed 004): a field straight after the number is refused
+	// before anything is typed.
+	r = agent.refused("fill_checkout", map[string]any{"fields": []map[string]any{
+		{"selector": numberSel, "value": numberTok, "frame": payFrame},
+		{"selector": "#postal-code", "value": "10115"},
+	}}, "card_field_order")
+	if !strings.Contains(r.status(), "filled=0/2") {
+		t.Errorf("refused batch status %q, want filled=0/2", r.status())
+	}
+
+	// Expiry first, then the number alone: the next fill must start with
+	// the CVV.
+	agent.must("fill_checkout", map[string]any{"fields": []map[string]any{
+		{"selector": "#exp-month", "value": ap.card.month, "kind": "select", "frame": payFrame},
+		{"selector": "#exp-year", "value": ap.card.year, "kind": "select", "frame": payFrame},
+	}})
+	fillStart := time.Now()
+	agent.must("fill_checkout", map[string]any{"fields": []map[string]any{
+		{"selector": numberSel, "value": numberTok, "frame": payFrame},
+	}, "timeout": 5000})
+	t.Logf("card number fill (authorize + type) took %v", time.Since(fillStart).Round(time.Millisecond))
+	agent.refused("fill_checkout", map[string]any{"fields": []map[string]any{
+		{"selector": "#city", "value": "Berlin"},
+	}}, "card_field_order")
+
+	// Reads between the number and the code are allowed and do not spend
+	// the CVV authorization; value-testing probes are refused (P19).
+	agent.must("count", map[string]any{"selector": cvcSel, "frame": payFrame})
+	agent.refused("count", map[string]any{"selector": numberSel + "[value*='4']", "frame": payFrame}, "sensitive_data_blocked")
+	agent.refused("count", map[string]any{"selector": "text=" + ap.card.number[12:], "frame": payFrame}, "sensitive_data_blocked")
+	obs := agent.must("observe_page", map[string]any{})
+	if strings.Contains(obs.text, `"inconclusive":true`) {
+		t.Logf("observe_page was inconclusive")
+	}
+	agent.must("fill_checkout", map[string]any{"fields": []map[string]any{
+		{"selector": cvcSel, "value": cvvTok, "frame": payFrame},
+	}, "timeout": 5000})
+
+	// After a token fill the snapshot is closed for the rest of the session,
+	// and clipboard chords are refused (P19).
+	agent.refused("snapshot_page", map[string]any{}, "sensitive_data_blocked")
+	agent.refused("press", map[string]any{"selector": numberSel, "key": "Control+C", "frame": payFrame}, "clipboard_blocked")
+
+	agent.must("click", map[string]any{"selector": "#place-order"})
+	out := agent.must("get_session_outcome", map[string]any{
+		"successSelector":  successSel,
+		"failureSelector":  "#form-error:not([hidden])",
+		"confirmsCheckout": true,
+		"submitSelector":   "#place-order",
+		"timeout":          20000,
+	})
+	o := out.json(t)
+	if o["outcome"] != "success" || o["corroborated"] != true {
+		t.Fatalf("outcome %v, corroborated %v (status %q)", o["outcome"], o["corroborated"], out.status())
+	}
+	checkoutTook := time.Since(runStart)
+
+	rep := agent.must("get_run_report", map[string]any{}).json(t)
+	kinds, _ := rep["filledFieldKinds"].([]any)
+	var ks []string
+	for _, k := range kinds {
+		ks = append(ks, k.(string))
+	}
+	if !strings.Contains(strings.Join(ks, ","), "card") {
+		t.Errorf("run report filled kinds %v lack card", ks)
+	}
+	if rep["confirmationDetected"] != true {
+		t.Errorf("run report does not record the confirmation")
+	}
+	if tot, _ := rep["orderTotal"].(map[string]any); tot == nil || tot["amount"] != "42.50" || tot["currency"] != "EUR" {
+		t.Errorf("run report total = %v, want EUR 42.50", rep["orderTotal"])
+	}
+	closed := agent.must("close_session", map[string]any{})
+
+	// The merchant side: the processor got the real card, the shop never did.
+	if !ap.m.Pay.Saw(ap.card.number) || !ap.m.Pay.Saw(ap.card.cvv) {
+		t.Error("the payments API did not receive the real number and CVV")
+	}
+	if ap.m.Shop.Saw(ap.card.number) || ap.m.Shop.Saw(ap.card.cvv) {
+		t.Error("the shop received the real card number or CVV")
+	}
+	if o := ap.m.Orders(); len(o) != 1 || o[0].Total != "42.50" {
+		t.Errorf("merchant has %d orders, want one of EUR 42.50", len(o))
+	}
+
+	// P11: every sink, grepped for the canaries and their encodings.
+	agent.close()
+	l := newLeaks(newCanary("card number", ap.card.number), shortCanary("cvv", ap.card.cvv))
+	l.check(t, "MCP results", agent.transcript.Bytes())
+	l.check(t, "close_session answer", []byte(closed.text))
+	l.check(t, "mcpd stderr", agent.stderr.Bytes())
+	l.check(t, "proxyd logs", ap.logs.Bytes())
+	l.check(t, "proxyd metrics", ap.metrics(t))
+	for i, img := range agent.images {
+		l.check(t, "screenshot "+itoa(i), img)
+	}
+	t.Logf("checkout run (open_page to confirmed outcome) took %v; per-call means: %s", checkoutTook.Round(time.Millisecond), agent.latencyReport())
+	t.Logf("P11 sweep covered %s", l.summary())
+}
+
+// TestMCPEmailFirstLogin signs in on the merchant's email-first form with
+// fill_login in two calls and lands on the account page.
+func TestMCPEmailFirstLogin(t *testing.T) {
+	requireE2E(t, true)
+	ap := startAppliance(t)
+	bin := buildCmd(t, "mcpd")
+	args, env := ap.mcpdArgs()
+	agent := startAgent(t, bin, args, env)
+
+	loginURL := ap.m.Login.URL + "/login"
+	cat := agent.must("get_token_catalog", map[string]any{"url": loginURL})
+	emailTok := findToken(cat.text, "login", "email")
+	pwTok := findToken(cat.text, "login", "password")
+	if emailTok == "" || pwTok == "" {
+		t.Fatalf("catalog (%d bytes) has no login email/password token for the login site", len(cat.text))
+	}
+	agent.must("open_page", map[string]any{"url": loginURL})
+	// Both halves before the password field exists: nothing is filled.
+	r := agent.call("fill_login", map[string]any{
+		"usernameSelector": "input[type='email']", "usernameToken": emailTok,
+		"passwordSelector": "input[type='password']", "passwordToken": pwTok,
+	})
+	if !r.isErr {
+		t.Errorf("fill_login with a missing password field succeeded: %q", r.status())
+	}
+	agent.must("fill_login", map[string]any{"usernameSelector": "input[type='email']", "usernameToken": emailTok})
+	agent.must("click", map[string]any{"selector": "#continue"})
+	agent.must("fill_login", map[string]any{"passwordSelector": "input[type='password']", "passwordToken": pwTok})
+	agent.must("click", map[string]any{"selector": "#sign-in"})
+	out := agent.must("get_session_outcome", map[string]any{
+		"successSelector": "#account", "failureSelector": "#signin-error:not(:empty)", "timeout": 15000,
+	}).json(t)
+	if out["outcome"] != "success" {
+		t.Fatalf("sign-in outcome %v", out["outcome"])
+	}
+	agent.must("close_session", map[string]any{})
+	if !ap.m.Login.Saw(ap.login.password) {
+		t.Error("the login site did not receive the real password")
+	}
+	agent.close()
+	l := newLeaks(newCanary("password", ap.login.password))
+	l.check(t, "MCP results", agent.transcript.Bytes())
+	l.check(t, "mcpd stderr", agent.stderr.Bytes())
+	l.check(t, "proxyd logs", ap.logs.Bytes())
+}
