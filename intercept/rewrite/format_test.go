@@ -65,6 +65,7 @@ func TestP9_JSONUnicodeEscapes(t *testing.T) {
 		{"escaped slash", `{"u":"av_card_1_number_u7x2k\/x"}`, `{"u":"` + realNumber + `/x"}`, 1, ""},
 		{"key", `{"` + tokCVV + `":1}`, `{"` + realCVV + `":1}`, 1, ""},
 		{"CVV typed as number", `{"cvv": 123 , "n":1234}`, `{"cvv": 737 , "n":1234}`, 1, ""},
+		{"digits inside a bare word untouched", `{a:x123, b:x-123}`, `{a:x123, b:x-123}`, 0, ""},
 		{"short stand-in inside string untouched", `{"a":"x123"}`, `{"a":"x123"}`, 0, ""},
 		{"replacement escaped", `{"pw":"` + standInPW + `"}`, `{"pw":"p@ss/w<rd>&\"x'y"}`, 1, ""},
 		{"whitespace and order kept", "{ \"z\" : [1, 2.50e3 ,\"" + standInCVV + "\"],\n\t\"a\":null }", "{ \"z\" : [1, 2.50e3 ,\"" + realCVV + "\"],\n\t\"a\":null }", 1, ""},

@@ -306,3 +306,71 @@ func textprotoGet(h map[string][]string, k string) string {
 	}
 	return ""
 }
+
+// refURL decodes path segments and query pairs with the standard library.
+func refURL(u *url.URL) (segs []string, pairs []refPair, ok bool) {
+	for _, s := range strings.Split(u.EscapedPath(), "/") {
+		d, err := url.PathUnescape(s)
+		if err != nil {
+			return nil, nil, false
+		}
+		segs = append(segs, d)
+	}
+	if u.RawQuery != "" {
+		if pairs, ok = refForm([]byte(u.RawQuery)); !ok {
+			return nil, nil, false
+		}
+	}
+	return segs, pairs, true
+}
+
+func FuzzURL(f *testing.F) {
+	for _, s := range []string{
+		"https://a.example/pay/tok_abcdefgh/x", "https://a.example/av%5Fcard/123?ab=123&x=%7e", "/a%2Fb/ab?q=tok_abcdefgh",
+		"https://u:tok_abcdefgh@a.example/", "https://a.example/ab;x=1/123?&&=", "mailto:tok_abcdefgh",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		u, err := url.Parse(raw)
+		if err != nil {
+			return
+		}
+		before := *u
+		n, err := URL(u, fuzzReplacer)
+		if err != nil {
+			t.Fatalf("URL(%q): %v", raw, err)
+		}
+		if n == 0 {
+			if u.String() != before.String() {
+				t.Fatalf("unchanged URL altered: %q -> %q", before.String(), u.String())
+			}
+			return
+		}
+		if before.Opaque != "" {
+			return
+		}
+		segs, pairs, ok := refURL(&before)
+		if !ok {
+			return
+		}
+		for i := range segs {
+			if segs[i] != "" {
+				segs[i], _ = refField(segs[i])
+			}
+		}
+		for i, p := range pairs {
+			pairs[i].k, _ = refField(p.k)
+			pairs[i].v, _ = refField(p.v)
+		}
+		// The result must survive a round trip through its own string form.
+		again, err := url.Parse(u.String())
+		if err != nil {
+			t.Fatalf("rewritten URL %q does not parse", u.String())
+		}
+		gotSegs, gotPairs, ok := refURL(again)
+		if !ok || !reflect.DeepEqual(gotSegs, segs) || !reflect.DeepEqual(gotPairs, pairs) {
+			t.Fatalf("%q -> %q: segments %q pairs %+v, want %q %+v", raw, u.String(), gotSegs, gotPairs, segs, pairs)
+		}
+	})
+}

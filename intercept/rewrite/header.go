@@ -190,7 +190,8 @@ func cookiePair(v []byte, start, end int, r Replacer, splice func(int, int, []by
 	for ve > vs && v[ve-1] == ' ' {
 		ve--
 	}
-	if ve-vs >= 2 && v[vs] == '"' && v[ve-1] == '"' {
+	quoted := ve-vs >= 2 && v[vs] == '"' && v[ve-1] == '"'
+	if quoted {
 		vs, ve = vs+1, ve-1
 	}
 	if vs == ve {
@@ -210,7 +211,7 @@ func cookiePair(v []byte, start, end int, r Replacer, splice func(int, int, []by
 			rep = []byte(url.QueryEscape(string(rep)))
 		}
 	}
-	if n > 0 && bytes.IndexByte(rep, ';') >= 0 {
+	if n > 0 && (bytes.IndexByte(rep, ';') >= 0 || quoted && bytes.IndexByte(rep, '"') >= 0) {
 		// Would split the cookie in two (RFC 6265 section 4.2.1).
 		return 0, agentvault.Errorf(agentvault.CodeSubstitution, "replacement does not fit in a cookie value")
 	}

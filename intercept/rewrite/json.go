@@ -49,7 +49,7 @@ func JSON(body []byte, r Replacer) ([]byte, int, error) {
 				splice(i, end, appendJSONString(nil, rep, closed))
 			}
 			i = end
-		case c == '-' || ('0' <= c && c <= '9'):
+		case (c == '-' || ('0' <= c && c <= '9')) && (i == 0 || startsValue(body[i-1])):
 			j := i + 1
 			for j < len(body) && isNumberByte(body[j]) {
 				j++
@@ -76,6 +76,17 @@ func JSON(body []byte, r Replacer) ([]byte, int, error) {
 	}
 	out = append(out, body[last:]...)
 	return out, total, nil
+}
+
+// startsValue reports whether a JSON value may follow byte c. A run of
+// digits after anything else (a letter, say, in a document that is not
+// really JSON) is part of something longer and not a number field.
+func startsValue(c byte) bool {
+	switch c {
+	case '[', '{', ',', ':', ' ', '\t', '\n', '\r':
+		return true
+	}
+	return false
 }
 
 func isNumberByte(c byte) bool {
