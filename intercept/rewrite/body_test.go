@@ -109,7 +109,7 @@ func TestP9_UnknownContentEncodingRefused(t *testing.T) {
 	for _, ce := range []string{"compress", "gzip, foo", "x-custom"} {
 		_, _, err := Body("text/plain", ce, []byte("x"), testReplacer(), 0)
 		if agentvault.ErrorCode(err) != agentvault.CodeSubstitution {
-			t.Fatalf("%s: code = %q, want %q", ce, agentvault.ErrorCode(err), agentvault.CodeSubstitution)
+			t.Fatalf("%s: code = %s, want %s", ce, show(agentvault.ErrorCode(err)), show(agentvault.CodeSubstitution))
 		}
 	}
 	// "identity" and no coding are fine.
@@ -144,7 +144,7 @@ func TestP9_ZipBombRefused(t *testing.T) {
 			bomb := compress(t, c, zeros)
 			_, _, err := Body("text/plain", strings.TrimSuffix(c, "-raw"), bomb, testReplacer(), 1<<20)
 			if agentvault.ErrorCode(err) != agentvault.CodeBodyTooLarge {
-				t.Fatalf("%d-byte bomb: code = %q, want %q", len(bomb), agentvault.ErrorCode(err), agentvault.CodeBodyTooLarge)
+				t.Fatalf("%d-byte bomb: code = %s, want %s", len(bomb), show(agentvault.ErrorCode(err)), show(agentvault.CodeBodyTooLarge))
 			}
 		})
 	}
@@ -152,12 +152,12 @@ func TestP9_ZipBombRefused(t *testing.T) {
 	bomb := compress(t, "gzip", compress(t, "gzip", zeros))
 	_, _, err := Body("text/plain", "gzip, gzip", bomb, testReplacer(), 1<<20)
 	if agentvault.ErrorCode(err) != agentvault.CodeBodyTooLarge {
-		t.Fatalf("stacked bomb: code = %q", agentvault.ErrorCode(err))
+		t.Fatalf("stacked bomb: code = %s", show(agentvault.ErrorCode(err)))
 	}
 	// A plain body over the cap.
 	_, _, err = Body("text/plain", "", zeros, testReplacer(), 1<<20)
 	if agentvault.ErrorCode(err) != agentvault.CodeBodyTooLarge {
-		t.Fatalf("plain body: code = %q", agentvault.ErrorCode(err))
+		t.Fatalf("plain body: code = %s", show(agentvault.ErrorCode(err)))
 	}
 }
 
@@ -180,7 +180,7 @@ func TestP9_BodyMediaTypes(t *testing.T) {
 				t.Fatal(err)
 			}
 			if string(out) != tc.want {
-				t.Fatalf("got %q, want %q", out, tc.want)
+				t.Fatalf("got %s, want %s", show(out), show(tc.want))
 			}
 		})
 	}
@@ -271,7 +271,7 @@ func TestP9_SubstitutesMultipart(t *testing.T) {
 			got = mustBase64(t, string(got))
 		}
 		if string(got) != want[p.FormName()] {
-			t.Fatalf("part %q = %q, want %q", p.FormName(), got, want[p.FormName()])
+			t.Fatalf("part %s = %s, want %s", show(p.FormName()), show(got), show(want[p.FormName()]))
 		}
 		seen++
 	}
@@ -293,7 +293,7 @@ func TestP9_MultipartKeepsFraming(t *testing.T) {
 	want := strings.Replace(in, tokCVV, realCVV, 1)
 	out, n, err := Multipart("XyZ", []byte(in), testReplacer())
 	if err != nil || n != 1 || string(out) != want {
-		t.Fatalf("got %q n=%d err=%v", out, n, err)
+		t.Fatalf("got %s n=%d err=%v", show(out), n, err)
 	}
 }
 
@@ -312,14 +312,14 @@ func TestP9_MultipartMalformedRefused(t *testing.T) {
 			}
 			_, _, err := Multipart(b, []byte(in), testReplacer())
 			if agentvault.ErrorCode(err) != agentvault.CodeMalformedRequest {
-				t.Fatalf("code = %q, want %q", agentvault.ErrorCode(err), agentvault.CodeMalformedRequest)
+				t.Fatalf("code = %s, want %s", show(agentvault.ErrorCode(err)), show(agentvault.CodeMalformedRequest))
 			}
 		})
 	}
 	// A part with an unknown transfer encoding could hide a value.
 	in := "--B\r\nContent-Transfer-Encoding: x-uuencode\r\n\r\nabc\r\n--B--"
 	if _, _, err := Multipart("B", []byte(in), testReplacer()); agentvault.ErrorCode(err) != agentvault.CodeSubstitution {
-		t.Fatalf("unknown CTE: code = %q", agentvault.ErrorCode(err))
+		t.Fatalf("unknown CTE: code = %s", show(agentvault.ErrorCode(err)))
 	}
 }
 
@@ -327,7 +327,7 @@ func TestP9_MultipartReplacementBreakingFramingRefused(t *testing.T) {
 	r := naiveReplacer{pairs: [][2]string{{"standin-long", "x\r\n--B--\r\n"}}}
 	in := "--B\r\n\r\nstandin-long\r\n--B--\r\n"
 	if _, _, err := Multipart("B", []byte(in), r); agentvault.ErrorCode(err) != agentvault.CodeSubstitution {
-		t.Fatalf("code = %q, want %q", agentvault.ErrorCode(err), agentvault.CodeSubstitution)
+		t.Fatalf("code = %s, want %s", show(agentvault.ErrorCode(err)), show(agentvault.CodeSubstitution))
 	}
 }
 
@@ -336,6 +336,6 @@ func TestP9_MultipartTokenInPartHeader(t *testing.T) {
 	want := "--B\r\nContent-Disposition: form-data; name=\"f\"; filename=\"" + realNumber + ".txt\"\r\n\r\n" + realCVV + "\r\n--B--\r\n"
 	out, n, err := Multipart("B", []byte(in), testReplacer())
 	if err != nil || n != 2 || string(out) != want {
-		t.Fatalf("got %q n=%d err=%v", out, n, err)
+		t.Fatalf("got %s n=%d err=%v", show(out), n, err)
 	}
 }

@@ -23,7 +23,7 @@ func runFormat(t *testing.T, cases []formatCase, f func([]byte, Replacer) ([]byt
 			out, n, err := f([]byte(tc.in), testReplacer())
 			if tc.code != "" {
 				if agentvault.ErrorCode(err) != tc.code {
-					t.Fatalf("error code = %q, want %q", agentvault.ErrorCode(err), tc.code)
+					t.Fatalf("error code = %s, want %s", show(agentvault.ErrorCode(err)), show(tc.code))
 				}
 				if out != nil {
 					t.Fatalf("got %d output bytes alongside an error", len(out))
@@ -34,7 +34,7 @@ func runFormat(t *testing.T, cases []formatCase, f func([]byte, Replacer) ([]byt
 				t.Fatalf("unexpected error: %v", err)
 			}
 			if string(out) != tc.want || n != tc.n {
-				t.Fatalf("got %q (%d replacements), want %q (%d)", out, n, tc.want, tc.n)
+				t.Fatalf("got %s (%d replacements), want %s (%d)", show(out), n, show(tc.want), tc.n)
 			}
 		})
 	}
@@ -80,7 +80,7 @@ func TestP9_JSONNumberThatCannotStayANumber(t *testing.T) {
 	r := naiveReplacer{pairs: [][2]string{{"123", "012"}}}
 	_, _, err := JSON([]byte(`{"cvv":123}`), r)
 	if agentvault.ErrorCode(err) != agentvault.CodeSubstitution {
-		t.Fatalf("code = %q, want %q", agentvault.ErrorCode(err), agentvault.CodeSubstitution)
+		t.Fatalf("code = %s, want %s", show(agentvault.ErrorCode(err)), show(agentvault.CodeSubstitution))
 	}
 }
 
@@ -119,11 +119,11 @@ func TestP9_URL(t *testing.T) {
 				return
 			}
 			if got != tc.want || n != tc.n {
-				t.Fatalf("got %q (%d), want %q (%d)", got, n, tc.want, tc.n)
+				t.Fatalf("got %s (%d), want %s (%d)", show(got), n, show(tc.want), tc.n)
 			}
 			if u.RawPath != "" {
 				if p, _ := url.PathUnescape(u.RawPath); p != u.Path {
-					t.Fatalf("RawPath %q does not decode to Path %q", u.RawPath, u.Path)
+					t.Fatalf("RawPath %s does not decode to Path %s", show(u.RawPath), show(u.Path))
 				}
 			}
 		})
@@ -158,7 +158,7 @@ func TestP9_Header(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got := h.Get(tc.header); got != tc.want || n != tc.n {
-				t.Fatalf("got %q (%d), want %q (%d)", got, n, tc.want, tc.n)
+				t.Fatalf("got %s (%d), want %s (%d)", show(got), n, show(tc.want), tc.n)
 			}
 		})
 	}
@@ -175,7 +175,7 @@ func TestP9_HeaderRefusesBrokenStructure(t *testing.T) {
 			h := http.Header{tc.header: {tc.value}}
 			_, err := Header(h, r)
 			if agentvault.ErrorCode(err) != agentvault.CodeSubstitution {
-				t.Fatalf("code = %q, want %q", agentvault.ErrorCode(err), agentvault.CodeSubstitution)
+				t.Fatalf("code = %s, want %s", show(agentvault.ErrorCode(err)), show(agentvault.CodeSubstitution))
 			}
 			if h[tc.header][0] != tc.value {
 				t.Fatal("header changed although the rewrite was refused")

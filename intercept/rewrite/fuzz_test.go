@@ -79,13 +79,13 @@ func FuzzForm(f *testing.F) {
 		}
 		got, ok := refForm(out)
 		if !ok {
-			t.Fatalf("output %q does not decode", out)
+			t.Fatalf("output %s does not decode", show(out))
 		}
 		if !reflect.DeepEqual(got, ref) || n != count {
-			t.Fatalf("in %q: got %q (%d), want %+v (%d)", in, out, n, ref, count)
+			t.Fatalf("in %s: got %s (%d), want %s (%d)", show(in), show(out), n, show(ref), count)
 		}
 		if count == 0 && !bytes.Equal(out, in) {
-			t.Fatalf("unchanged form altered: %q -> %q", in, out)
+			t.Fatalf("unchanged form altered: %s -> %s", show(in), show(out))
 		}
 	})
 }
@@ -150,12 +150,12 @@ func checkJSON(t *testing.T, in, out []byte, n int, err error) bool {
 		return false
 	}
 	if err != nil {
-		t.Fatalf("JSON failed on valid input %q: %v", in, err)
+		t.Fatalf("JSON failed on valid input %s: %v", show(in), err)
 	}
 	want, count, ok := refJSON(v)
 	got, derr := decodeJSON(out)
 	if derr != nil {
-		t.Fatalf("output of valid %q is not JSON: %q", in, out)
+		t.Fatalf("output of valid %s is not JSON: %s", show(in), show(out))
 	}
 	if !ok {
 		return true
@@ -163,7 +163,7 @@ func checkJSON(t *testing.T, in, out []byte, n int, err error) bool {
 	// The scanner also sees duplicate keys the decoder drops, so it may
 	// count more replacements, never fewer.
 	if !reflect.DeepEqual(got, want) || n < count {
-		t.Fatalf("in %q: got %q (%d), want %#v (%d)", in, out, n, want, count)
+		t.Fatalf("in %s: got %s (%d), want %s (%d)", show(in), show(out), n, show(want), count)
 	}
 	return true
 }
@@ -181,7 +181,7 @@ func FuzzJSON(f *testing.F) {
 		out, n, err := JSON(in, fuzzReplacer)
 		checkJSON(t, in, out, n, err)
 		if err == nil && n == 0 && !bytes.Equal(in, out) {
-			t.Fatalf("unchanged document altered: %q -> %q", in, out)
+			t.Fatalf("unchanged document altered: %s -> %s", show(in), show(out))
 		}
 	})
 }
@@ -228,7 +228,7 @@ func FuzzMultipart(f *testing.F) {
 		ref, ok := refMultipart(in, fuzzBoundary)
 		if !ok {
 			if err == nil {
-				t.Fatalf("accepted %q, which mime/multipart rejects", in)
+				t.Fatalf("accepted %s, which mime/multipart rejects", show(in))
 			}
 			return
 		}
@@ -246,13 +246,13 @@ func FuzzMultipart(f *testing.F) {
 			// with substitution_failed; that is correct too.
 			if plain && !strings.Contains(err.Error(), "header not terminated") &&
 				agentvault.ErrorCode(err) != agentvault.CodeSubstitution {
-				t.Fatalf("refused %q, which mime/multipart accepts: %v", in, err)
+				t.Fatalf("refused %s, which mime/multipart accepts: %v", show(in), err)
 			}
 			return
 		}
 		got, ok := refMultipart(out, fuzzBoundary)
 		if !ok || len(got) != len(ref) {
-			t.Fatalf("output of %q does not split into %d parts: %q", in, len(ref), out)
+			t.Fatalf("output of %s does not split into %d parts: %s", show(in), len(ref), show(out))
 		}
 		count := 0
 		for i, p := range ref {
@@ -267,7 +267,7 @@ func FuzzMultipart(f *testing.F) {
 				}
 			}
 			if !reflect.DeepEqual(got[i].header, wantHdr) {
-				t.Fatalf("part %d header: got %q, want %q", i, got[i].header, wantHdr)
+				t.Fatalf("part %d header: got %s, want %s", i, show(got[i].header), show(wantHdr))
 			}
 			if !plain {
 				continue
@@ -287,7 +287,7 @@ func FuzzMultipart(f *testing.F) {
 			}
 			want, c := refField(string(p.body))
 			if string(got[i].body) != want {
-				t.Fatalf("part %d: got %q, want %q", i, got[i].body, want)
+				t.Fatalf("part %d: got %s, want %s", i, show(got[i].body), show(want))
 			}
 			count += c
 		}
@@ -339,11 +339,11 @@ func FuzzURL(f *testing.F) {
 		before := *u
 		n, err := URL(u, fuzzReplacer)
 		if err != nil {
-			t.Fatalf("URL(%q): %v", raw, err)
+			t.Fatalf("URL(%s): %v", show(raw), err)
 		}
 		if n == 0 {
 			if u.String() != before.String() {
-				t.Fatalf("unchanged URL altered: %q -> %q", before.String(), u.String())
+				t.Fatalf("unchanged URL altered: %s -> %s", show(before.String()), show(u.String()))
 			}
 			return
 		}
@@ -366,11 +366,11 @@ func FuzzURL(f *testing.F) {
 		// The result must survive a round trip through its own string form.
 		again, err := url.Parse(u.String())
 		if err != nil {
-			t.Fatalf("rewritten URL %q does not parse", u.String())
+			t.Fatalf("rewritten URL %s does not parse", show(u.String()))
 		}
 		gotSegs, gotPairs, ok := refURL(again)
 		if !ok || !reflect.DeepEqual(gotSegs, segs) || !reflect.DeepEqual(gotPairs, pairs) {
-			t.Fatalf("%q -> %q: segments %q pairs %+v, want %q %+v", raw, u.String(), gotSegs, gotPairs, segs, pairs)
+			t.Fatalf("%s -> %s: segments %s pairs %s, want %s %s", show(raw), show(u.String()), show(gotSegs), show(gotPairs), show(segs), show(pairs))
 		}
 	})
 }

@@ -2,7 +2,11 @@ package rewrite
 
 import (
 	"encoding/base64"
+	"fmt"
+	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	agentvault "github.com/agentvault/agentvault"
@@ -77,3 +81,38 @@ func mustBase64(t testing.TB, s string) []byte {
 	}
 	return b
 }
+
+// realFixtures are the test values that play real secrets; show hides them.
+var realFixtures = []string{realNumber, realPW, "REAL<&>\"\\/\u2028é+ ;", "x\"y&=%\\"}
+
+// show formats v for a failure message with every real-value fixture
+// replaced by its length, so a failing test prints no secret (P11), test
+// fixtures included.
+func show(v any) string {
+	var s string
+	switch x := v.(type) {
+	case []byte:
+		s = string(x)
+	case string:
+		s = x
+	default:
+		s = fmt.Sprintf("%+v", x)
+	}
+	for _, r := range realEncodings() {
+		s = strings.ReplaceAll(s, r, fmt.Sprintf("<real:%d>", len(r)))
+	}
+	return strconv.Quote(s)
+}
+
+// realEncodings lists the fixtures in every encoding ScrubVariants knows,
+// longest first.
+var realEncodings = sync.OnceValue(func() []string {
+	var out []string
+	for _, r := range realFixtures {
+		for _, v := range ScrubVariants([]byte(r), []byte(r)) {
+			out = append(out, string(v[0]))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	return out
+})

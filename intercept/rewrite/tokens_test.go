@@ -51,7 +51,7 @@ func TestP9_WithTokensReplacer(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got := decompress(t, "gzip", out); string(got) != tc.want {
-				t.Fatalf("got %q, want %q", got, tc.want)
+				t.Fatalf("got %s, want %s", show(got), show(tc.want))
 			}
 		})
 	}
@@ -72,6 +72,6 @@ func TestP9_WithTokensReplacer(t *testing.T) {
 		t.Fatal("Basic password not substituted")
 	}
 	if _, _, err := Body("application/json", "", []byte(`{"p":"\u0061v_login_evil_password_u7x2k"}`), r, 0); agentvault.ErrorCode(err) != agentvault.CodeTokenNotAllowed {
-		t.Fatalf("forbidden token: code = %q", agentvault.ErrorCode(err))
+		t.Fatalf("forbidden token: code = %s", show(agentvault.ErrorCode(err)))
 	}
 }

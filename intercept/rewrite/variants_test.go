@@ -64,7 +64,7 @@ func TestP10_ScrubVariants(t *testing.T) {
 			listed := map[string]bool{}
 			for _, v := range vs {
 				if listed[string(v[0])] {
-					t.Fatalf("duplicate variant %q", v[0])
+					t.Fatalf("duplicate variant %s", show(v[0]))
 				}
 				listed[string(v[0])] = true
 				// Each pair is one encoding applied to both values.
@@ -78,7 +78,7 @@ func TestP10_ScrubVariants(t *testing.T) {
 					}
 				}
 				if !ok {
-					t.Fatalf("pair %q -> %q is not one encoding of real and stand-in", v[0], v[1])
+					t.Fatalf("pair %s -> %s is not one encoding of real and stand-in", show(v[0]), show(v[1]))
 				}
 			}
 			for _, m := range tc.mustHave {
@@ -89,7 +89,7 @@ func TestP10_ScrubVariants(t *testing.T) {
 					}
 				}
 				if !found {
-					t.Fatalf("no variant contains %q", m)
+					t.Fatalf("no variant contains %s", show(m))
 				}
 			}
 		})

@@ -190,7 +190,7 @@ func TestP9_WebSocketRefusals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := runFrames(t, testReplacer(), tc.fromClient, 100, tc.in)
 			if agentvault.ErrorCode(err) != tc.code {
-				t.Fatalf("code = %q, want %q", agentvault.ErrorCode(err), tc.code)
+				t.Fatalf("code = %s, want %s", show(agentvault.ErrorCode(err)), show(tc.code))
 			}
 			if len(out) != 0 {
 				t.Fatalf("%d bytes written before the refusal", len(out))

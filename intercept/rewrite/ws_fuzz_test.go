@@ -37,7 +37,7 @@ func FuzzWebSocket(f *testing.F) {
 		}
 		for i := range got {
 			if got[i] != want[i] {
-				t.Fatalf("message %d: got %q, want %q", i, got[i], want[i])
+				t.Fatalf("message %d: got %s, want %s", i, show(got[i]), show(want[i]))
 			}
 		}
 	})
