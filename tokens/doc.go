@@ -11,9 +11,13 @@
 //     Session that keeps them unique and maps them to bindings;
 //   - a multi-pattern Matcher and Replacer over byte slices and streams, the
 //     hot path the proxy uses to substitute tokens and scrub real values.
+//     On amd64 with AVX2 its prefilter is a small assembly routine
+//     (teddy_amd64.s); the portable Go path is used elsewhere, under the
+//     purego build tag, and is tested on every machine.
 //
-// It must never: import goproxy, playwright, the MCP SDK or a storage driver;
-// read the vault (it sees vault.Item metadata and vault.Secret values handed
-// to it, nothing else); log; or put a value it scans, replaces or generates
-// into an error message. Errors carry lengths and codes, never bytes.
+// It must never: import goproxy, playwright, the MCP SDK, a storage driver
+// or anything that pulls in net/http (deps_test.go); read the vault (it sees
+// vault.Item metadata and vault.Secret values handed to it, nothing else);
+// log; or put a value it scans, replaces or generates into an error
+// message. Errors carry lengths and codes, never bytes.
 package tokens

@@ -377,7 +377,8 @@ func (m *Matcher) Contains(src []byte) bool {
 	return false
 }
 
-// streamChunk bounds how much input the writer holds before it scans.
+// streamChunk bounds how much of one large Write is buffered before it is
+// scanned.
 const streamChunk = 32 << 10
 
 // NewWriter returns a writer that rewrites free text across write
@@ -424,7 +425,9 @@ func (rw *replaceWriter) Write(p []byte) (int, error) {
 		n := min(len(p), streamChunk)
 		rw.buf = append(rw.buf, p[:n]...)
 		p = p[n:]
-		if len(rw.buf)-rw.off > rw.r.m.maxLen+streamChunk/4 || len(rw.buf)-rw.off >= streamChunk {
+		// Emit whatever is decided at once: a streamed page or event
+		// stream should not wait for more input than the carry.
+		if len(rw.buf)-rw.off > rw.r.m.maxLen {
 			if err := rw.flush(false); err != nil {
 				return 0, err
 			}
