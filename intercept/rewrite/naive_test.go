@@ -3,6 +3,7 @@ package rewrite
 import (
 	"encoding/base64"
 	"fmt"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -116,3 +117,11 @@ var realEncodings = sync.OnceValue(func() []string {
 	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
 	return out
 })
+
+func TestP11_ShowHidesFixtures(t *testing.T) {
+	for _, s := range []string{realNumber, "4111 1111 1111 1111", url.QueryEscape(realPW), base64.StdEncoding.EncodeToString([]byte(realPW))} {
+		if out := show("x" + s + "y"); strings.Contains(out, s) || !strings.Contains(out, "<real:") {
+			t.Fatalf("show leaks a fixture encoding of %d bytes", len(s))
+		}
+	}
+}
