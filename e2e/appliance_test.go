@@ -71,11 +71,13 @@ func (ap *appliance) seed(t *testing.T, v *vault.Vault) {
 	number, cvv := merchant.RandomCard()
 	ap.card.number, ap.card.cvv = number, randomCVV(cvv)
 	ap.card.month, ap.card.year = 11, time.Now().Year()+4
+	// The owner allows the shop and the processor whose iframe takes the card.
 	payHost, _, _ := net.SplitHostPort(ap.m.Pay.Host)
+	shopHost, _, _ := net.SplitHostPort(ap.m.Shop.Host)
 	if _, err := v.AddCard(ctx, org, "owner", vault.CardInput{
 		Number: vault.NewSecret([]byte(ap.card.number)), CVV: vault.NewSecret([]byte(ap.card.cvv)),
 		ExpiryMonth: ap.card.month, ExpiryYear: ap.card.year, Holder: "Ada Lovelace",
-		Sites: []string{payHost},
+		Sites: []string{shopHost, payHost},
 	}); err != nil {
 		t.Fatalf("add card: %v", err)
 	}
