@@ -164,6 +164,12 @@ func jsonEscape(s string) string {
 	return out[1 : len(out)-1]
 }
 
+// jsonEscapeHTML is s as encoding/json writes it by default (<, >, & as \u escapes).
+func jsonEscapeHTML(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b[1 : len(b)-1])
+}
+
 // jsonUEscape is s with every byte outside [A-Za-z] written as \u00XX, the
 // way some clients escape digits and symbols.
 func jsonUEscape(s string) string {
@@ -187,6 +193,7 @@ var encodings = []func(string) string{
 	url.QueryEscape,
 	url.PathEscape,
 	jsonEscape,
+	jsonEscapeHTML,
 	jsonUEscape,
 	strings.ToUpper, // hex-ish or upper-cased forms of alphanumeric tokens
 	html.EscapeString,

@@ -400,6 +400,9 @@ func (s *Server) serveH1(t *tunnel, conn net.Conn) {
 		resp := s.handle(t, req, "HTTP/1.1")
 		keep := !resp.Close && !req.Close
 		resp.ProtoMajor, resp.ProtoMinor, resp.Proto = 1, 1, "HTTP/1.1"
+		if resp.ContentLength < 0 && req.Method != http.MethodHead && resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusNotModified {
+			resp.TransferEncoding = []string{"chunked"} // stream with a length known only at the end
+		}
 		werr := resp.Write(bw)
 		if werr == nil {
 			werr = bw.Flush()
@@ -831,7 +834,6 @@ func (s *Server) scrubResponse(sess *Session, resp *http.Response) (*http.Respon
 	resp.Header.Del("Content-Encoding")
 	resp.Header.Del("Content-Length")
 	resp.ContentLength = -1
-	resp.Uncompressed = true
 	return resp, nil
 }
 
