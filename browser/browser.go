@@ -58,14 +58,22 @@ type Browser struct {
 	log *slog.Logger
 	pw  *playwright.Playwright
 	b   playwright.Browser
+	// ownsDriver is true when Close must stop the driver too.
+	ownsDriver bool
 
 	mu     sync.Mutex
 	closed bool
 }
 
-// Launch starts the playwright driver and a headless Chromium. It never
-// downloads anything: a missing driver or browser is an error.
-func Launch(cfg Config) (*Browser, error) {
+// Driver is a running playwright driver (a node process). Starting it is
+// the slow half of a launch, so mcpd starts it before the first page is
+// asked for; Chromium itself needs proxyd's CA and is launched later.
+type Driver struct {
+	cfg Config
+	pw  *playwright.Playwright
+}
+
+func (cfg *Config) defaults() {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -81,6 +89,12 @@ func Launch(cfg Config) (*Browser, error) {
 	if cfg.PopupNotice == 0 {
 		cfg.PopupNotice = DefaultPopupNotice
 	}
+}
+
+// StartDriver starts the playwright driver. It never downloads anything: a
+// missing driver is an error.
+func StartDriver(cfg Config) (*Driver, error) {
+	cfg.defaults()
 	if cfg.DriverDir == "" {
 		return nil, agentvault.Errorf(agentvault.CodeInternal, "playwright driver directory not set (PLAYWRIGHT_DRIVER_PATH)")
 	}
@@ -102,11 +116,37 @@ func Launch(cfg Config) (*Browser, error) {
 	if err != nil {
 		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "start playwright driver")
 	}
+	return &Driver{cfg: cfg, pw: pw}, nil
+}
+
+// Stop ends the driver (and any Chromium it still runs).
+func (d *Driver) Stop() error { return d.pw.Stop() }
+
+// Launch starts the driver and a headless Chromium; Close stops both.
+func Launch(cfg Config) (*Browser, error) {
+	d, err := StartDriver(cfg)
+	if err != nil {
+		return nil, err
+	}
+	b, err := d.Launch(cfg)
+	if err != nil {
+		_ = d.Stop()
+		return nil, err
+	}
+	b.ownsDriver = true
+	return b, nil
+}
+
+// Launch starts a headless Chromium on this driver, trusting cfg.TrustSPKI.
+// Closing the Browser leaves the driver running.
+func (d *Driver) Launch(cfg Config) (*Browser, error) {
+	cfg.DriverDir = d.cfg.DriverDir
+	cfg.defaults()
 	args := append([]string(nil), chromiumArgs...)
 	if len(cfg.TrustSPKI) > 0 {
 		args = append(args, "--ignore-certificate-errors-spki-list="+strings.Join(cfg.TrustSPKI, ","))
 	}
-	b, err := pw.Chromium.Launch(playwright.BrowserTypeLaunchOptions{
+	b, err := d.pw.Chromium.Launch(playwright.BrowserTypeLaunchOptions{
 		ExecutablePath: playwright.String(cfg.ChromiumPath),
 		Headless:       playwright.Bool(true),
 		Args:           args,
@@ -114,10 +154,9 @@ func Launch(cfg Config) (*Browser, error) {
 		Env: map[string]string{"HTTP_PROXY": "", "HTTPS_PROXY": "", "http_proxy": "", "https_proxy": "", "NO_PROXY": "", "no_proxy": ""},
 	})
 	if err != nil {
-		_ = pw.Stop()
 		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "launch chromium")
 	}
-	return &Browser{cfg: cfg, log: cfg.Logger, pw: pw, b: b}, nil
+	return &Browser{cfg: cfg, log: cfg.Logger, pw: d.pw, b: b}, nil
 }
 
 // Trusts reports whether the browser was launched trusting exactly spki.
@@ -130,7 +169,7 @@ func (b *Browser) Trusts(spki string) bool {
 	return false
 }
 
-// Close ends Chromium and the driver.
+// Close ends Chromium, and the driver when Launch started it.
 func (b *Browser) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -139,9 +178,11 @@ func (b *Browser) Close() error {
 	}
 	b.closed = true
 	b.mu.Unlock()
-	err1 := b.b.Close()
-	err2 := b.pw.Stop()
-	return errors.Join(err1, err2)
+	err := b.b.Close()
+	if b.ownsDriver {
+		err = errors.Join(err, b.pw.Stop())
+	}
+	return err
 }
 
 // Proxy is the proxyd endpoint and the session's proxy credential.

@@ -115,6 +115,7 @@ func (m *Main) Open() error {
 	if err != nil {
 		return err
 	}
+	srv.Prewarm()
 	m.server = srv
 	return nil
 }

@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -58,6 +59,11 @@ type Server struct {
 	mcp *mcp.Server
 	red Redactor
 
+	driverOnce sync.Once
+	driverDone chan struct{}
+	driver     *browser.Driver
+	driverErr  error
+
 	mu       sync.Mutex
 	browser  *browser.Browser
 	sessions map[string]*Session // by handle
@@ -72,7 +78,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, red: cfg.Redactor, sessions: map[string]*Session{}}
+	s := &Server{cfg: cfg, log: cfg.Logger, red: cfg.Redactor, sessions: map[string]*Session{}, driverDone: make(chan struct{})}
 	if s.red == nil {
 		s.red = redactPkg{}
 	}
@@ -106,10 +112,48 @@ func (s *Server) Close() error {
 		_, _ = s.closeSession(ctx, ss)
 		cancel()
 	}
+	var err error
 	if b != nil {
-		return b.Close()
+		err = b.Close()
 	}
-	return nil
+	s.driverOnce.Do(func() { close(s.driverDone) }) // no start after Close
+	<-s.driverDone
+	if s.driver != nil {
+		err = errors.Join(err, s.driver.Stop())
+	}
+	return err
+}
+
+// Prewarm starts the playwright driver in the background, so that the
+// first open_page only waits for Chromium. Calling it is optional.
+func (s *Server) Prewarm() {
+	s.driverOnce.Do(func() {
+		go func() {
+			defer close(s.driverDone)
+			s.driver, s.driverErr = browser.StartDriver(s.driverConfig())
+			if s.driverErr != nil {
+				s.log.Warn("playwright driver did not start", "code", string(agentvault.ErrorCode(s.driverErr)))
+			}
+		}()
+	})
+}
+
+func (s *Server) driverConfig() browser.Config {
+	return browser.Config{DriverDir: s.cfg.DriverDir, ChromiumPath: s.cfg.ChromiumPath, PopupNotice: s.cfg.PopupNotice, Logger: s.log}
+}
+
+// getDriver returns the running driver, starting it now if Prewarm was not
+// called.
+func (s *Server) getDriver() (*browser.Driver, error) {
+	s.Prewarm()
+	<-s.driverDone
+	if s.driver == nil {
+		if s.driverErr == nil {
+			return nil, agentvault.Errorf(agentvault.CodeInternal, "the server is closing")
+		}
+		return nil, s.driverErr
+	}
+	return s.driver, nil
 }
 
 // SessionArg is the optional session handle every tool accepts.
@@ -240,13 +284,13 @@ func (s *Server) ensureBrowser(spki string) (*browser.Browser, error) {
 	if spki != "" {
 		trust = append(trust, spki)
 	}
-	b, err := browser.Launch(browser.Config{
-		DriverDir:    s.cfg.DriverDir,
-		ChromiumPath: s.cfg.ChromiumPath,
-		TrustSPKI:    trust,
-		PopupNotice:  s.cfg.PopupNotice,
-		Logger:       s.log,
-	})
+	d, err := s.getDriver()
+	if err != nil {
+		return nil, err
+	}
+	cfg := s.driverConfig()
+	cfg.TrustSPKI = trust
+	b, err := d.Launch(cfg)
 	if err != nil {
 		return nil, err
 	}
