@@ -140,3 +140,19 @@ func BenchmarkWriter(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReplaceFieldSmall is the per-call cost on the short values a
+// form or JSON body is made of.
+func BenchmarkReplaceFieldSmall(b *testing.B) {
+	r := NewReplacer(NewMatcher(benchPatterns()), benchRepl())
+	for _, v := range []string{"Blue shirt", "av_card_1_number_u7x2k", "737", "hello@example.org street 12"} {
+		src := []byte(v)
+		b.Run(strconv.Itoa(len(src))+"B", func(b *testing.B) {
+			dst := make([]byte, 0, 64)
+			b.ReportAllocs()
+			for b.Loop() {
+				dst, _, _ = r.ReplaceField(dst[:0], src)
+			}
+		})
+	}
+}

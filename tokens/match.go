@@ -190,7 +190,10 @@ func (m *Matcher) collect(src []byte, w0, w1 int, field bool, ms []match) []matc
 	if t := m.ted; t != nil && min(w1+teddyLen-1, n)-w0 >= teddyLen {
 		seg := src[w0:min(w1+teddyLen-1, n)]
 		for off := 0; ; {
-			i, mask := teddyFind(&t.tab, seg[off:])
+			i, mask := -1, uint32(0)
+			if len(seg)-off >= 32+teddyLen-1 {
+				i, mask = teddyFind(&t.tab, seg[off:])
+			}
 			if i < 0 {
 				// The vector loop stops short of the end; finish in scalar.
 				for s := off + ^i; s+teddyLen <= len(seg); s++ {
@@ -315,18 +318,31 @@ func (r *Replacer) replace(dst, src []byte, from, limit int, field bool) ([]byte
 	if len(r.m.pats) == 0 {
 		return dst, from, 0, nil
 	}
+	// Short inputs (most form and JSON values) keep their matches on the
+	// stack; long ones borrow a pooled slice.
+	if limit-from <= smallInput {
+		var local [16]match
+		dst, last, n, _, err := r.replaceWith(local[:0], dst, src, from, limit, field)
+		return dst, last, n, err
+	}
 	sc := scratchPool.Get().(*scratch)
-	defer scratchPool.Put(sc)
+	dst, last, n, ms, err := r.replaceWith(sc.ms[:0], dst, src, from, limit, field)
+	sc.ms = ms[:0]
+	scratchPool.Put(sc)
+	return dst, last, n, err
+}
+
+func (r *Replacer) replaceWith(ms []match, dst, src []byte, from, limit int, field bool) ([]byte, int, int, []match, error) {
 	last, count := from, 0
 	for w := from; w < limit; w += window {
-		sc.ms = r.m.collect(src, w, min(w+window, limit), field, sc.ms[:0])
-		for _, x := range sc.ms {
+		ms = r.m.collect(src, w, min(w+window, limit), field, ms[:0])
+		for _, x := range ms {
 			if x.s < last {
 				continue // overlaps the match just taken
 			}
 			v, err := r.repl(r.m.pats[x.pi].id)
 			if err != nil {
-				return dst, last, count, err
+				return dst, last, count, ms, err
 			}
 			dst = append(dst, src[last:x.s]...)
 			dst = append(dst, v...)
@@ -334,8 +350,11 @@ func (r *Replacer) replace(dst, src []byte, from, limit int, field bool) ([]byte
 			count++
 		}
 	}
-	return dst, last, count, nil
+	return dst, last, count, ms, nil
 }
+
+// smallInput is the size up to which replace keeps matches on the stack.
+const smallInput = 256
 
 // ReplaceField rewrites one whole field value (a decoded form value, JSON
 // string or header value), appending the result to dst. WholeField patterns
