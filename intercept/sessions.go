@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/tokens"
 	"github.com/agentvault/agentvault/vault"
 	"golang.org/x/net/publicsuffix"
 )
@@ -263,46 +264,6 @@ func (s *Session) Event(ev control.EventRequest) error {
 	return nil
 }
 
-// parsedToken is a mock token: av_<kind>_<label>_<field>_<suffix>.
-type parsedToken struct {
-	kind   vault.Kind
-	label  string
-	field  vault.Field
-	suffix string
-}
-
-var fieldsByKind = map[vault.Kind][]vault.Field{
-	vault.KindCard:     {vault.FieldNumber, vault.FieldCVV, vault.FieldHolder},
-	vault.KindLogin:    {vault.FieldEmail, vault.FieldUsername, vault.FieldPassword, vault.FieldTOTP},
-	vault.KindIdentity: {vault.FieldName, vault.FieldEmail, vault.FieldPhone},
-	vault.KindAddress:  {vault.FieldLine1, vault.FieldLine2, vault.FieldCity, vault.FieldRegion, vault.FieldPostalCode, vault.FieldCountry},
-}
-
-func parseToken(s string) (parsedToken, error) {
-	bad := agentvault.Errorf(agentvault.CodeUnknownToken, "not a valid token")
-	rest, ok := strings.CutPrefix(s, "av_")
-	if !ok {
-		return parsedToken{}, bad
-	}
-	i := strings.IndexByte(rest, '_')
-	j := strings.LastIndexByte(rest, '_')
-	if i < 0 || j <= i {
-		return parsedToken{}, bad
-	}
-	t := parsedToken{kind: vault.Kind(rest[:i]), suffix: rest[j+1:]}
-	mid := rest[i+1 : j]
-	for _, f := range fieldsByKind[t.kind] {
-		if l, ok := strings.CutSuffix(mid, "_"+string(f)); ok && l != "" {
-			t.label, t.field = l, f
-			break
-		}
-	}
-	if t.field == "" || len(t.suffix) != 5 {
-		return parsedToken{}, bad
-	}
-	return t, nil
-}
-
 // pageDestination extracts the host a page or frame URL sends its forms to
 // and insists on https (a secret is never typed into a plain-http page).
 func pageDestination(raw string) (Destination, error) {
@@ -382,11 +343,16 @@ func (ss *Sessions) Authorize(ctx context.Context, s *Session, req control.Autho
 }
 
 func (ss *Sessions) authorize(ctx context.Context, s *Session, req control.AuthorizeRequest) (control.AuthorizeResponse, error) {
-	tok, err := parseToken(req.Token)
+	t, err := tokens.Parse(req.Token)
 	if err != nil {
-		return control.AuthorizeResponse{}, err
+		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeUnknownToken, "not a valid token")
 	}
-	if tok.suffix != s.Key.Suffix {
+	tok := struct {
+		kind  vault.Kind
+		label string
+		field vault.Field
+	}{t.Kind, t.Label, t.Field}
+	if t.Suffix != s.Key.Suffix {
 		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeUnknownToken, "the token does not belong to this API key")
 	}
 	target := req.PageURL
@@ -459,7 +425,7 @@ func (ss *Sessions) authorize(ctx context.Context, s *Session, req control.Autho
 	}
 	if tok.field.IsSecret() {
 		if b.standIn == "" {
-			si, err := makeStandIn(tok.field, real.InsecureRawBytes(), func(c string) bool { return s.bindings[c] != nil })
+			si, err := uniqueStandIn(tok.field, real, func(c string) bool { return s.bindings[c] != nil })
 			if err != nil {
 				real.Wipe()
 				return control.AuthorizeResponse{}, err
@@ -527,6 +493,7 @@ var requestEncodings = []func(string) string{
 	url.QueryEscape,
 	url.PathEscape,
 	jsonEscape,
+	jsonEscapeHTML,
 	jsonUEscape,
 }
 
