@@ -80,6 +80,17 @@ func TestParse(t *testing.T) {
 	}
 }
 
+// TestSuffixKnownAnswer pins the derivation: changing it silently would
+// turn every token an agent holds into an unknown one.
+func TestSuffixKnownAnswer(t *testing.T) {
+	if got := Suffix([]byte("agentvault test deployment secret"), "avk_test_1"); got != "y4ajf" {
+		t.Fatalf("Suffix changed: %q", got)
+	}
+	if got := Suffix(nil, ""); got != "lv8lp" {
+		t.Fatalf("Suffix changed: %q", got)
+	}
+}
+
 func TestSuffix(t *testing.T) {
 	secret := []byte("deployment-secret-0123456789abcdef")
 	a := Suffix(secret, "key_1")
