@@ -45,6 +45,14 @@ func TestP11_MCPCheckoutCanary(t *testing.T) {
 	started := time.Now()
 	agent := startAgent(t, bin, args, env)
 	t.Logf("mcpd answered initialize after %v", time.Since(started).Round(time.Millisecond))
+	tools := strings.Join(agent.toolNames(), " ")
+	for _, want := range []string{"get_token_catalog", "open_page", "click", "press", "wait_for_selector", "count",
+		"wait_for_popup", "close_popup", "fill_checkout", "fill_login", "snapshot_page", "observe_page", "list_frames",
+		"detect_challenge", "get_session_outcome", "get_run_report", "close_session"} {
+		if !strings.Contains(" "+tools+" ", " "+want+" ") {
+			t.Errorf("mcpd does not offer %s", want)
+		}
+	}
 
 	checkoutURL := ap.m.Shop.URL + "/checkout"
 	cat := agent.must("get_token_catalog", map[string]any{"url": checkoutURL})
@@ -136,6 +144,8 @@ func TestP11_MCPCheckoutCanary(t *testing.T) {
 	// After a token fill the snapshot is closed for the rest of the session,
 	// and clipboard chords are refused (P19).
 	agent.refused("snapshot_page", map[string]any{}, "sensitive_data_blocked")
+	agent.refused("list_frames", map[string]any{}, "sensitive_data_blocked")
+	agent.must("detect_challenge", map[string]any{})
 	agent.refused("press", map[string]any{"selector": numberSel, "key": "Control+C", "frame": payFrame}, "clipboard_blocked")
 
 	agent.must("click", map[string]any{"selector": "#place-order"})
@@ -228,7 +238,9 @@ func TestMCPEmailFirstLogin(t *testing.T) {
 		"successSelector": "#account", "failureSelector": "#signin-error:not(:empty)", "timeout": 15000,
 	}).json(t)
 	if out["outcome"] != "success" {
-		t.Fatalf("sign-in outcome %v", out["outcome"])
+		obs := agent.call("observe_page", map[string]any{})
+		t.Fatalf("sign-in outcome %v; observe_page: %.300s; failed sign-ins at the site: %d; site saw the real password: %v",
+			out["outcome"], obs.text, ap.m.FailedSignIns(), ap.m.Login.Saw(ap.login.password))
 	}
 	agent.must("close_session", map[string]any{})
 	if !ap.m.Login.Saw(ap.login.password) {
@@ -239,4 +251,6 @@ func TestMCPEmailFirstLogin(t *testing.T) {
 	l.check(t, "MCP results", agent.transcript.Bytes())
 	l.check(t, "mcpd stderr", agent.stderr.Bytes())
 	l.check(t, "proxyd logs", ap.logs.Bytes())
+	l.check(t, "proxyd metrics", ap.metrics(t))
+	t.Logf("sign-in per-call means: %s; P11 sweep covered %s", agent.latencyReport(), l.summary())
 }
