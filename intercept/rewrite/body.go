@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math/bits"
 	"mime"
 	"strings"
 
@@ -244,8 +245,13 @@ func encode(c coding, b []byte) ([]byte, error) {
 		w = fw
 	case codingBrotli:
 		// Quality 4 rather than the default: recompressing on the request
-		// path should cost about what gzip does.
-		w = brotli.NewWriterLevel(&buf, 4)
+		// path should cost about what gzip does. A window just large
+		// enough for the body (the default is 4 MiB) saves the ring
+		// buffer allocation.
+		w = brotli.NewWriterOptions(&buf, brotli.WriterOptions{
+			Quality: 4,
+			LGWin:   min(max(bits.Len(uint(len(b))), 16), 24),
+		})
 	case codingZstd:
 		zw, err := zstd.NewWriter(&buf, zstd.WithEncoderConcurrency(1))
 		if err != nil {
