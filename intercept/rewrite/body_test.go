@@ -331,6 +331,20 @@ func TestP9_MultipartReplacementBreakingFramingRefused(t *testing.T) {
 	}
 }
 
+func TestP9_MultipartPreambleAndEpilogue(t *testing.T) {
+	in := "note " + tokNumber + "\r\n--B\r\n\r\nx\r\n--B--\r\nbye " + tokCVV
+	want := "note " + realNumber + "\r\n--B\r\n\r\nx\r\n--B--\r\nbye " + realCVV
+	out, n, err := Multipart("B", []byte(in), testReplacer())
+	if err != nil || n != 2 || string(out) != want {
+		t.Fatalf("got %s n=%d err=%v", show(out), n, err)
+	}
+	// No parts at all: the whole body is preamble, closing line, epilogue.
+	out, n, err = Multipart("B", []byte(tokCVV+"\r\n--B--\r\n"+tokCVV), testReplacer())
+	if err != nil || n != 2 || string(out) != realCVV+"\r\n--B--\r\n"+realCVV {
+		t.Fatalf("zero parts: got %s n=%d err=%v", show(out), n, err)
+	}
+}
+
 func TestP9_MultipartTokenInPartHeader(t *testing.T) {
 	in := "--B\r\nContent-Disposition: form-data; name=\"f\"; filename=\"" + tokNumber + ".txt\"\r\n\r\n" + tokCVV + "\r\n--B--\r\n"
 	want := "--B\r\nContent-Disposition: form-data; name=\"f\"; filename=\"" + realNumber + ".txt\"\r\n\r\n" + realCVV + "\r\n--B--\r\n"

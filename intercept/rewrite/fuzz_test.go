@@ -291,7 +291,9 @@ func FuzzMultipart(f *testing.F) {
 			}
 			count += c
 		}
-		if plain && n != count {
+		// Preamble and epilogue (which the reference cannot see) may add
+		// replacements.
+		if plain && n < count {
 			t.Fatalf("%d replacements, reference counts %d", n, count)
 		}
 		if n == 0 && !bytes.Equal(in, out) {

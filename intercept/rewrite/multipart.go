@@ -18,8 +18,8 @@ import (
 const maxMultipartDepth = 4
 
 // Multipart rewrites a multipart body (multipart/form-data and the other
-// multipart/* types) split on boundary. Part headers are searched as text (a
-// field or file name may hold a token). Each part's body is offered to the
+// multipart/* types) split on boundary. Part headers, preamble and epilogue
+// are searched as text (a field or file name may hold a token). Each part's body is offered to the
 // replacer as one whole field (a JSON part is walked as JSON, a nested
 // multipart part recursively), after undoing a base64 or quoted-printable
 // Content-Transfer-Encoding. Preamble, part headers, delimiters, line endings
@@ -40,6 +40,13 @@ type mpPart struct {
 	hdrStart, bodyStart, bodyEnd int
 }
 
+// mpLayout is where things are in a multipart body: the preamble ends at
+// the first delimiter line, the epilogue starts after the closing one.
+type mpLayout struct {
+	parts                      []mpPart
+	preambleEnd, epilogueStart int
+}
+
 func malformedMultipart(why string) error {
 	return agentvault.Errorf(agentvault.CodeMalformedRequest, "multipart body: %s", why)
 }
@@ -51,29 +58,52 @@ func rewriteMultipart(boundary string, body []byte, r Replacer, depth int) ([]by
 	if boundary == "" {
 		return nil, 0, malformedMultipart("no boundary")
 	}
-	parts, err := splitMultipart(body, boundary)
+	lay, err := splitMultipart(body, boundary)
 	if err != nil {
 		return nil, 0, err
 	}
+	parts := lay.parts
 	if err := sameAsStdlib(body, boundary, parts, nil); err != nil {
 		return nil, 0, err
 	}
-	var out []byte
-	newBodies := make([][]byte, len(parts))
-	total, last := 0, 0
-	for i, p := range parts {
-		hdr, err := readPartHeader(body[p.hdrStart:p.bodyStart])
-		if err != nil {
-			return nil, 0, err
+	// Edits in increasing position order.
+	type edit struct {
+		start, end int
+		rep        []byte
+	}
+	var edits []edit
+	total := 0
+	textEdit := func(start, end int) error {
+		rep, n, err := text(r, body[start:end])
+		if n > 0 {
+			edits = append(edits, edit{start, end, rep})
+			total += n
 		}
+		return err
+	}
+	// Servers ignore the preamble and epilogue, but a token there would
+	// still reach the site.
+	if err := textEdit(0, lay.preambleEnd); err != nil {
+		return nil, 0, err
+	}
+	newBodies := make([][]byte, len(parts))
+	for i, p := range parts {
 		// A field name or file name can carry a token too.
 		rawHdr := body[p.hdrStart:p.bodyStart]
 		hrep, hn, err := text(r, rawHdr)
 		if err != nil {
 			return nil, 0, err
 		}
-		if hn > 0 && bytes.Count(hrep, []byte("\n")) != bytes.Count(rawHdr, []byte("\n")) {
-			return nil, 0, agentvault.Errorf(agentvault.CodeSubstitution, "replacement does not fit in a multipart part header")
+		if hn > 0 {
+			if bytes.Count(hrep, []byte("\n")) != bytes.Count(rawHdr, []byte("\n")) {
+				return nil, 0, agentvault.Errorf(agentvault.CodeSubstitution, "replacement does not fit in a multipart part header")
+			}
+			edits = append(edits, edit{p.hdrStart, p.bodyStart, hrep})
+			total += hn
+		}
+		hdr, err := readPartHeader(rawHdr)
+		if err != nil {
+			return nil, 0, err
 		}
 		raw := body[p.bodyStart:p.bodyEnd]
 		rep, n, err := rewritePart(hdr, raw, r, depth)
@@ -81,27 +111,24 @@ func rewriteMultipart(boundary string, body []byte, r Replacer, depth int) ([]by
 			return nil, 0, err
 		}
 		newBodies[i] = raw
-		if n+hn == 0 {
-			continue
-		}
-		if out == nil {
-			out = make([]byte, 0, len(body)+64)
-		}
-		total += n + hn
-		if hn > 0 {
-			out = append(out, body[last:p.hdrStart]...)
-			out = append(out, hrep...)
-			last = p.bodyStart
-		}
 		if n > 0 {
 			newBodies[i] = rep
-			out = append(out, body[last:p.bodyStart]...)
-			out = append(out, rep...)
-			last = p.bodyEnd
+			edits = append(edits, edit{p.bodyStart, p.bodyEnd, rep})
+			total += n
 		}
+	}
+	if err := textEdit(lay.epilogueStart, len(body)); err != nil {
+		return nil, 0, err
 	}
 	if total == 0 {
 		return body, 0, nil
+	}
+	out := make([]byte, 0, len(body)+64)
+	last := 0
+	for _, e := range edits {
+		out = append(out, body[last:e.start]...)
+		out = append(out, e.rep...)
+		last = e.end
 	}
 	out = append(out, body[last:]...)
 	if err := sameAsStdlib(out, boundary, nil, newBodies); err != nil {
@@ -202,18 +229,20 @@ func encodeBase64Lines(b []byte, nl string) []byte {
 // ending, CRLF or a bare LF, sets the mode), a part's header ends at its first
 // empty line, and its body ends before the next line ending followed by
 // "--boundary" and then a space, tab, CR, LF, "--" or the end of input.
-func splitMultipart(b []byte, boundary string) ([]mpPart, error) {
+func splitMultipart(b []byte, boundary string) (mpLayout, error) {
 	dash := []byte("--" + boundary)
 	nl := []byte("\r\n")
 	pos := 0
+	var lay mpLayout
 	// The first delimiter line.
 	for {
 		line, next, ok := nextLine(b, pos)
+		if isFinalLine(line, dash, nl) {
+			lay.preambleEnd, lay.epilogueStart = pos, next
+			return lay, nil
+		}
 		if !ok {
-			if isFinalLine(line, dash, nl) {
-				return nil, nil
-			}
-			return nil, malformedMultipart("no delimiter line")
+			return lay, malformedMultipart("no delimiter line")
 		}
 		if bytes.HasPrefix(line, dash) {
 			rest := skipLWSP(line[len(dash):])
@@ -221,24 +250,21 @@ func splitMultipart(b []byte, boundary string) ([]mpPart, error) {
 				nl = nl[1:]
 			}
 			if bytes.Equal(rest, nl) {
+				lay.preambleEnd = pos
 				pos = next
 				break
 			}
 		}
-		if isFinalLine(line, dash, nl) {
-			return nil, nil
-		}
 		pos = next
 	}
 	nlDash := append(append([]byte{}, nl...), dash...)
-	var parts []mpPart
 	for {
 		p := mpPart{hdrStart: pos}
 		// Header: lines up to the first empty one.
 		for {
 			line, next, ok := nextLine(b, pos)
 			if !ok {
-				return nil, malformedMultipart("part header not terminated")
+				return lay, malformedMultipart("part header not terminated")
 			}
 			pos = next
 			if len(line) == 1 || (len(line) == 2 && line[0] == '\r') {
@@ -254,7 +280,7 @@ func splitMultipart(b []byte, boundary string) ([]mpPart, error) {
 			for {
 				i := bytes.Index(b[from:], nlDash)
 				if i < 0 {
-					return nil, malformedMultipart("part not terminated")
+					return lay, malformedMultipart("part not terminated")
 				}
 				i += from
 				if matchAfter(b[i:], len(nlDash)) {
@@ -266,13 +292,14 @@ func splitMultipart(b []byte, boundary string) ([]mpPart, error) {
 			// The line ending before the delimiter belongs to it.
 			pos = p.bodyEnd + len(nl)
 		}
-		parts = append(parts, p)
+		lay.parts = append(lay.parts, p)
 		line, next, ok := nextLine(b, pos)
 		if isFinalLine(line, dash, nl) {
-			return parts, nil
+			lay.epilogueStart = next
+			return lay, nil
 		}
 		if !ok || !bytes.HasPrefix(line, dash) || !bytes.Equal(skipLWSP(line[len(dash):]), nl) {
-			return nil, malformedMultipart("bad delimiter line")
+			return lay, malformedMultipart("bad delimiter line")
 		}
 		pos = next
 	}
@@ -320,7 +347,7 @@ func skipLWSP(b []byte) []byte {
 // sameAsStdlib checks that mime/multipart splits body into exactly the given
 // part bodies (from parts, or bodies when parts is nil).
 func sameAsStdlib(body []byte, boundary string, parts []mpPart, bodies [][]byte) error {
-	if parts != nil {
+	if bodies == nil {
 		bodies = make([][]byte, len(parts))
 		for i, p := range parts {
 			bodies[i] = body[p.bodyStart:p.bodyEnd]
