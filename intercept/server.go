@@ -60,6 +60,7 @@ type Server struct {
 	h2       *http2.Server
 	http     *http.Server
 
+	egressMu sync.RWMutex
 	tunnels  atomic.Int64
 	closing  atomic.Bool
 	mu       sync.Mutex
@@ -222,7 +223,23 @@ func proxyCredentials(h http.Header) (user, pass string, ok bool) {
 	return user, pass, ok
 }
 
+// SetEgress replaces the egress rule (P1) for new CONNECTs; a config
+// reload calls it only after the new config validated (P17).
+func (s *Server) SetEgress(strict bool, allowed []string) {
+	s.egressMu.Lock()
+	s.cfg.EgressStrict, s.cfg.AllowedHosts = strict, append([]string(nil), allowed...)
+	s.egressMu.Unlock()
+}
+
+func (s *Server) egressStrict() bool {
+	s.egressMu.RLock()
+	defer s.egressMu.RUnlock()
+	return s.cfg.EgressStrict
+}
+
 func (s *Server) hostAllowed(host string) bool {
+	s.egressMu.RLock()
+	defer s.egressMu.RUnlock()
 	for _, a := range s.cfg.AllowedHosts {
 		if hostUnder(host, a) {
 			return true
@@ -259,7 +276,7 @@ func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 	if err != nil {
 		return reject(err, sess)
 	}
-	if s.cfg.EgressStrict && !s.hostAllowed(dest.Host) {
+	if s.egressStrict() && !s.hostAllowed(dest.Host) {
 		return reject(agentvault.Errorf(agentvault.CodeDestinationUnauthorized, "destination is not in the egress allow list"), sess)
 	}
 	vctx, cancel := context.WithTimeout(req.Context(), 10*time.Second)

@@ -1,0 +1,178 @@
+package proxyd
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/intercept"
+	"gopkg.in/yaml.v3"
+)
+
+// Config is proxyd's configuration (configs/proxyd.yaml documents it).
+type Config struct {
+	DataDir string       `yaml:"data_dir"`
+	Listen  ListenConfig `yaml:"listen"`
+	// ProxyURL is what the control API tells browsers; default
+	// http://<listen.proxy>.
+	ProxyURL string       `yaml:"proxy_url"`
+	Egress   EgressConfig `yaml:"egress"`
+	Limits   LimitsConfig `yaml:"limits"`
+	TLS      TLSConfig    `yaml:"tls"`
+	// UnsafeAllowPrivateRanges lets the proxy reach loopback and private
+	// addresses (P3). Only for tests and local development.
+	UnsafeAllowPrivateRanges bool      `yaml:"unsafe_allow_private_ranges"`
+	Log                      LogConfig `yaml:"log"`
+}
+
+// ListenConfig holds the three listener addresses.
+type ListenConfig struct {
+	Proxy   string `yaml:"proxy"`
+	Control string `yaml:"control"`
+	Admin   string `yaml:"admin"`
+}
+
+// EgressConfig is the destination rule (P1).
+type EgressConfig struct {
+	Mode  string   `yaml:"mode"` // "open" or "strict"
+	Allow []string `yaml:"allow"`
+}
+
+// LimitsConfig are the P14 limits.
+type LimitsConfig struct {
+	MaxBodyBytes      int64         `yaml:"max_body_bytes"`
+	MaxTunnels        int           `yaml:"max_tunnels"`
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	IdleTimeout       time.Duration `yaml:"idle_timeout"`
+	UpstreamTimeout   time.Duration `yaml:"upstream_timeout"`
+}
+
+// TLSConfig adds upstream trust roots (P5).
+type TLSConfig struct {
+	ExtraRoots []string `yaml:"extra_roots"` // PEM files
+}
+
+// LogConfig selects the log level and format.
+type LogConfig struct {
+	Level  string `yaml:"level"`  // debug, info, warn, error
+	Format string `yaml:"format"` // json or text
+}
+
+//go:embed defaults.yaml
+var defaultsYAML []byte
+
+// DefaultConfig returns the embedded defaults.
+func DefaultConfig() Config {
+	c, err := parseConfig(bytes.NewReader(defaultsYAML), Config{})
+	if err != nil {
+		panic("embedded defaults do not parse: " + err.Error())
+	}
+	return c
+}
+
+// LoadConfig reads a YAML file strictly over the defaults: an unknown key,
+// a wrong type or a second document refuses it (P17). It validates too.
+func LoadConfig(path string) (Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return Config{}, agentvault.Wrap(agentvault.CodeInvalidInput, err, "cannot read config file %s", filepath.Base(path))
+	}
+	defer f.Close()
+	c, err := parseConfig(f, DefaultConfig())
+	if err != nil {
+		return Config{}, err
+	}
+	return c, c.Validate()
+}
+
+func parseConfig(r io.Reader, base Config) (Config, error) {
+	dec := yaml.NewDecoder(r)
+	dec.KnownFields(true)
+	c := base
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return Config{}, agentvault.Wrap(agentvault.CodeInvalidInput, err, "config: %s", yamlReason(err))
+	}
+	var extra any
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return Config{}, agentvault.Errorf(agentvault.CodeInvalidInput, "config: only one YAML document is allowed")
+	}
+	return c, nil
+}
+
+// yamlReason keeps yaml's own message (line numbers and field names from
+// the owner's file; a config holds no secret).
+func yamlReason(err error) string {
+	return strings.TrimPrefix(err.Error(), "yaml: ")
+}
+
+// Validate checks everything before anything listens.
+func (c *Config) Validate() error {
+	bad := func(f string, a ...any) error { return agentvault.Errorf(agentvault.CodeInvalidInput, "config: "+f, a...) }
+	if strings.TrimSpace(c.DataDir) == "" {
+		return bad("data_dir is empty")
+	}
+	for name, addr := range map[string]string{"listen.proxy": c.Listen.Proxy, "listen.control": c.Listen.Control, "listen.admin": c.Listen.Admin} {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return bad("%s: %q is not host:port", name, addr)
+		}
+		if name == "listen.proxy" {
+			continue
+		}
+		// The control and admin APIs are loopback-only.
+		ip, err := netip.ParseAddr(host)
+		if host != "localhost" && (err != nil || !ip.IsLoopback()) {
+			return bad("%s must be a loopback address, got %q", name, addr)
+		}
+	}
+	switch c.Egress.Mode {
+	case "open", "strict":
+	default:
+		return bad("egress.mode must be open or strict, got %q", c.Egress.Mode)
+	}
+	for _, h := range c.Egress.Allow {
+		if _, err := intercept.NormalizeDestination(h, 443); err != nil {
+			return bad("egress.allow: %q is not a host name", h)
+		}
+	}
+	l := c.Limits
+	if l.MaxBodyBytes < 1024 || l.MaxTunnels < 1 || l.ReadHeaderTimeout <= 0 || l.IdleTimeout <= 0 || l.UpstreamTimeout <= 0 {
+		return bad("limits must all be positive (max_body_bytes at least 1024)")
+	}
+	for _, p := range c.TLS.ExtraRoots {
+		if _, err := os.Stat(expandHome(p)); err != nil {
+			return bad("tls.extra_roots: %s is not readable", p)
+		}
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		return bad("log.level must be debug, info, warn or error")
+	}
+	switch c.Log.Format {
+	case "json", "text":
+	default:
+		return bad("log.format must be json or text")
+	}
+	if c.ProxyURL != "" && !strings.HasPrefix(c.ProxyURL, "http://") {
+		return bad("proxy_url must be an http:// URL (the proxy speaks CONNECT)")
+	}
+	return nil
+}
+
+func expandHome(p string) string {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		if h, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(h, strings.TrimPrefix(p, "~"))
+		}
+	}
+	return p
+}

@@ -1,0 +1,366 @@
+package proxyd
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/intercept"
+	"github.com/agentvault/agentvault/internal/vaultcli"
+	"github.com/agentvault/agentvault/tokens"
+	"github.com/agentvault/agentvault/vault"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Files under the data directory.
+const (
+	APIKeyFile       = "api-key"
+	ControlTokenFile = "control-token"
+	CAFile           = "ca.pem"
+	// DefaultKeyID names the API key proxyd creates at first start, until
+	// owner key management exists.
+	DefaultKeyID = "key_default"
+	// DefaultOrg is the vault org the default key works in (vaultcli's default).
+	DefaultOrg = "default"
+)
+
+// Main is one proxyd process: Open, Run until the context ends, Close.
+type Main struct {
+	Config Config
+	Logger *slog.Logger // nil: built from Config.Log on Stderr
+	Stderr io.Writer
+
+	// Set by Open.
+	Vault        *vault.Vault
+	CA           *intercept.CA
+	Sessions     *intercept.Sessions
+	Server       *intercept.Server
+	Metrics      *intercept.Metrics
+	ProxyAddr    net.Addr
+	ControlAddr  net.Addr
+	AdminAddr    net.Addr
+	ControlToken string
+	APIKey       string
+
+	mu         sync.Mutex
+	closeVault func() error
+	proxyL     net.Listener
+	controlSrv *http.Server
+	adminSrv   *http.Server
+	controlL   net.Listener
+	adminL     net.Listener
+	serveErr   chan error
+	closed     bool
+	dataDir    string
+	apiKeyHash [32]byte
+	suffix     string
+	configMu   sync.Mutex
+}
+
+// NewMain returns a Main with the embedded defaults.
+func NewMain() *Main { return &Main{Config: DefaultConfig(), Stderr: os.Stderr} }
+
+// DataDir is the resolved data directory.
+func (m *Main) DataDir() string { return expandHome(m.Config.DataDir) }
+
+// Open validates the config, opens the vault and the CA, prepares the key
+// and token files and binds the three listeners. Nothing is served yet.
+func (m *Main) Open(ctx context.Context) (err error) {
+	if err := m.Config.Validate(); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = m.Close()
+		}
+	}()
+	m.dataDir = m.DataDir()
+	if m.Logger == nil {
+		m.Logger = newLogger(m.Config.Log, m.Stderr)
+	}
+	v, closeVault, err := vaultcli.OpenDefault(m.dataDir)
+	if err != nil {
+		return err
+	}
+	m.Vault, m.closeVault = v, closeVault
+	if m.CA, err = intercept.LoadOrCreateCA(ctx, v, nil); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(m.dataDir, CAFile), m.CA.CertPEM(), 0o644); err != nil {
+		return err
+	}
+	secret, err := v.DeploymentSecret(ctx)
+	if err != nil {
+		return err
+	}
+	m.suffix = tokens.Suffix(secret, DefaultKeyID)
+	if m.APIKey, err = loadOrCreateSecretFile(filepath.Join(m.dataDir, APIKeyFile), "avk_"); err != nil {
+		return err
+	}
+	m.apiKeyHash = sha256.Sum256([]byte(m.APIKey))
+	if m.ControlToken, err = loadOrCreateSecretFile(filepath.Join(m.dataDir, ControlTokenFile), "avc_"); err != nil {
+		return err
+	}
+	var roots []*x509.Certificate
+	for _, p := range m.Config.TLS.ExtraRoots {
+		certs, err := readPEMCerts(expandHome(p))
+		if err != nil {
+			return err
+		}
+		roots = append(roots, certs...)
+	}
+	m.Sessions = intercept.NewSessions(vaultAdapter{v}, m.lookupKey)
+	m.Metrics = intercept.NewMetrics()
+	l := m.Config.Limits
+	m.Server, err = intercept.NewServer(intercept.Config{
+		CA: m.CA, Sessions: m.Sessions, Logger: m.Logger, Metrics: m.Metrics,
+		UnsafeAllowPrivateRanges: m.Config.UnsafeAllowPrivateRanges,
+		ExtraRoots:               roots,
+		EgressStrict:             m.Config.Egress.Mode == "strict",
+		AllowedHosts:             m.Config.Egress.Allow,
+		MaxBodyBytes:             l.MaxBodyBytes, MaxTunnels: l.MaxTunnels,
+		ReadHeaderTimeout: l.ReadHeaderTimeout, IdleTimeout: l.IdleTimeout, UpstreamTimeout: l.UpstreamTimeout,
+	})
+	if err != nil {
+		return err
+	}
+	if m.proxyL, err = net.Listen("tcp", m.Config.Listen.Proxy); err != nil {
+		return agentvault.Wrap(agentvault.CodeInternal, err, "cannot listen on %s", m.Config.Listen.Proxy)
+	}
+	if m.controlL, err = net.Listen("tcp", m.Config.Listen.Control); err != nil {
+		return agentvault.Wrap(agentvault.CodeInternal, err, "cannot listen on %s", m.Config.Listen.Control)
+	}
+	if m.adminL, err = net.Listen("tcp", m.Config.Listen.Admin); err != nil {
+		return agentvault.Wrap(agentvault.CodeInternal, err, "cannot listen on %s", m.Config.Listen.Admin)
+	}
+	m.ProxyAddr, m.ControlAddr, m.AdminAddr = m.proxyL.Addr(), m.controlL.Addr(), m.adminL.Addr()
+	// Every listener of this process is a loop destination (P16).
+	m.Server.AddSelf(m.ControlAddr)
+	m.Server.AddSelf(m.AdminAddr)
+	proxyURL := m.Config.ProxyURL
+	if proxyURL == "" {
+		proxyURL = "http://" + m.ProxyAddr.String()
+	}
+	m.controlSrv = &http.Server{
+		Handler: intercept.NewControlHandler(intercept.ControlConfig{
+			Sessions: m.Sessions, CA: m.CA, Token: m.ControlToken, ProxyURL: proxyURL, Logger: m.Logger,
+		}),
+		ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelDebug),
+	}
+	admin := http.NewServeMux()
+	admin.Handle("GET /metrics", promhttp.HandlerFor(m.Metrics.Registry, promhttp.HandlerOpts{}))
+	admin.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	m.adminSrv = &http.Server{Handler: admin, ReadHeaderTimeout: 5 * time.Second}
+	return nil
+}
+
+// lookupKey accepts the default API key (constant-time).
+func (m *Main) lookupKey(ctx context.Context, key string) (intercept.APIKey, error) {
+	h := sha256.Sum256([]byte(key))
+	if subtle.ConstantTimeCompare(h[:], m.apiKeyHash[:]) != 1 {
+		return intercept.APIKey{}, agentvault.Errorf(agentvault.CodeInvalidAPIKey, "unknown API key")
+	}
+	return intercept.APIKey{ID: DefaultKeyID, Org: DefaultOrg, Suffix: m.suffix}, nil
+}
+
+// Run serves until ctx ends, then shuts down gracefully.
+func (m *Main) Run(ctx context.Context) error {
+	if m.Server == nil {
+		if err := m.Open(ctx); err != nil {
+			return err
+		}
+	}
+	m.serveErr = make(chan error, 3)
+	go func() { m.serveErr <- m.Server.Serve(m.proxyL) }()
+	go func() { m.serveErr <- serveHTTP(m.controlSrv, m.controlL) }()
+	go func() { m.serveErr <- serveHTTP(m.adminSrv, m.adminL) }()
+	m.Logger.Info("proxyd listening", slog.String("proxy", m.ProxyAddr.String()),
+		slog.String("control", m.ControlAddr.String()), slog.String("admin", m.AdminAddr.String()),
+		slog.String("egress", m.Config.Egress.Mode), slog.Bool("unsafe_allow_private_ranges", m.Config.UnsafeAllowPrivateRanges))
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-m.serveErr:
+	}
+	if cerr := m.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func serveHTTP(s *http.Server, l net.Listener) error {
+	if err := s.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// Close stops the listeners, lets in-flight requests finish (up to 10 s),
+// ends every session (wiping released values) and closes the vault.
+func (m *Main) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil
+	}
+	m.closed = true
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if m.Server != nil {
+		_ = m.Server.Shutdown(ctx)
+	}
+	for _, s := range []*http.Server{m.controlSrv, m.adminSrv} {
+		if s != nil {
+			_ = s.Shutdown(ctx)
+		}
+	}
+	for _, l := range []net.Listener{m.proxyL, m.controlL, m.adminL} {
+		if l != nil {
+			_ = l.Close()
+		}
+	}
+	if m.Sessions != nil {
+		m.Sessions.CloseAll()
+	}
+	if m.closeVault != nil {
+		return m.closeVault()
+	}
+	return nil
+}
+
+// Reload re-reads the config file and applies what can change at run time
+// (the egress rule). A config that does not load or validate changes
+// nothing (P17).
+func (m *Main) Reload(path string) error {
+	c, err := LoadConfig(path)
+	if err != nil {
+		m.Logger.Warn("config reload refused; keeping the running config", slog.String("reason", agentvault.ErrorMessage(err)))
+		return err
+	}
+	m.configMu.Lock()
+	defer m.configMu.Unlock()
+	m.Config.Egress = c.Egress
+	m.Server.SetEgress(c.Egress.Mode == "strict", c.Egress.Allow)
+	m.Logger.Info("config reloaded", slog.String("egress", c.Egress.Mode))
+	return nil
+}
+
+type vaultAdapter struct{ v *vault.Vault }
+
+func (a vaultAdapter) List(ctx context.Context, org string) ([]vault.Item, error) {
+	return a.v.List(ctx, org)
+}
+
+func (a vaultAdapter) GetByLabel(ctx context.Context, org string, k vault.Kind, label string) (vault.Item, error) {
+	return a.v.GetByLabel(ctx, org, k, label)
+}
+
+func (a vaultAdapter) Release(ctx context.Context, r intercept.ReleaseArgs) (vault.Secret, error) {
+	return a.v.Release(ctx, vault.ReleaseArgs{Org: r.Org, ItemID: r.ItemID, Field: r.Field,
+		Destination: r.Destination, Session: r.Session, Actor: r.Actor, Purpose: r.Purpose})
+}
+
+var _ intercept.Vault = vaultAdapter{}
+
+func newLogger(c LogConfig, w io.Writer) *slog.Logger {
+	if w == nil {
+		w = os.Stderr
+	}
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(c.Level))
+	opts := &slog.HandlerOptions{Level: lvl}
+	if c.Format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// loadOrCreateSecretFile reads a credential file, creating it (0600, random
+// 32 bytes hex with prefix) when missing. A file readable by others is
+// refused rather than used.
+func loadOrCreateSecretFile(path, prefix string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		st, serr := os.Stat(path)
+		if serr == nil && st.Mode().Perm()&0o077 != 0 {
+			return "", agentvault.Errorf(agentvault.CodeInvalidInput, "%s is readable by other users; chmod 600 it", filepath.Base(path))
+		}
+		s := strings.TrimSpace(string(b))
+		if s == "" {
+			return "", agentvault.Errorf(agentvault.CodeInvalidInput, "%s is empty", filepath.Base(path))
+		}
+		return s, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", agentvault.Wrap(agentvault.CodeInternal, err, "cannot read %s", filepath.Base(path))
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", agentvault.Wrap(agentvault.CodeInternal, err, "random source failed")
+	}
+	s := prefix + hex.EncodeToString(raw)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", agentvault.Wrap(agentvault.CodeInternal, err, "cannot create %s", filepath.Base(path))
+	}
+	defer f.Close()
+	if _, err := io.WriteString(f, s+"\n"); err != nil {
+		return "", agentvault.Wrap(agentvault.CodeInternal, err, "cannot write %s", filepath.Base(path))
+	}
+	return s, f.Sync()
+}
+
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, mode); err != nil {
+		return agentvault.Wrap(agentvault.CodeInternal, err, "cannot write %s", filepath.Base(path))
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return agentvault.Wrap(agentvault.CodeInternal, err, "cannot write %s", filepath.Base(path))
+	}
+	return nil
+}
+
+func readPEMCerts(path string) ([]*x509.Certificate, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, agentvault.Wrap(agentvault.CodeInvalidInput, err, "cannot read %s", filepath.Base(path))
+	}
+	var out []*x509.Certificate
+	for {
+		var b *pem.Block
+		b, data = pem.Decode(data)
+		if b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			return nil, agentvault.Wrap(agentvault.CodeInvalidInput, err, "%s holds a bad certificate", filepath.Base(path))
+		}
+		out = append(out, c)
+	}
+	if len(out) == 0 {
+		return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "%s holds no certificate", filepath.Base(path))
+	}
+	return out, nil
+}

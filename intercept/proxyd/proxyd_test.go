@@ -1,0 +1,257 @@
+package proxyd_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/intercept/proxyd"
+	"github.com/agentvault/agentvault/vault"
+)
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// tlsUpstream starts a TLS server on 127.0.0.1 signed by a fresh CA and
+// writes that CA to a PEM file for tls.extra_roots.
+func tlsUpstream(t *testing.T, h http.HandlerFunc) (*httptest.Server, string) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test upstream CA"}, IsCA: true,
+		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour * 24)}
+	caDER, _ := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	caCert, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour * 24)}
+	der, _ := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	srv := httptest.NewUnstartedServer(h)
+	srv.EnableHTTP2 = true
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	path := filepath.Join(t.TempDir(), "upstream-ca.pem")
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return srv, path
+}
+
+// startMain runs a real Main on loopback ports with a fresh data directory.
+func startMain(t *testing.T, roots string, mod func(*proxyd.Config)) (*proxyd.Main, *syncBuf) {
+	t.Helper()
+	m := proxyd.NewMain()
+	m.Config.DataDir = t.TempDir()
+	m.Config.Listen = proxyd.ListenConfig{Proxy: "127.0.0.1:0", Control: "127.0.0.1:0", Admin: "127.0.0.1:0"}
+	m.Config.UnsafeAllowPrivateRanges = true
+	if roots != "" {
+		m.Config.TLS.ExtraRoots = []string{roots}
+	}
+	if mod != nil {
+		mod(&m.Config)
+	}
+	logs := &syncBuf{}
+	m.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := m.Open(ctx); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return m, logs
+}
+
+func proxyClient(m *proxyd.Main, s control.CreateSessionResponse) *http.Client {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM([]byte(s.CAPEM))
+	pu, _ := url.Parse(s.ProxyURL)
+	pu.User = url.UserPassword(s.ProxyUser, s.ProxyPassword)
+	return &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(pu), TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}}
+}
+
+func TestMainEndToEnd(t *testing.T) {
+	const number = "4242424242424242"
+	var mu sync.Mutex
+	var got []byte
+	up, roots := tlsUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = b
+		mu.Unlock()
+		_, _ = w.Write([]byte("received " + string(b)))
+	})
+	m, logs := startMain(t, roots, nil)
+	ctx := context.Background()
+	if _, err := m.Vault.AddCard(ctx, proxyd.DefaultOrg, "owner", vault.CardInput{
+		Number: vault.NewSecret([]byte(number)), CVV: vault.NewSecret([]byte("737")), ExpiryMonth: 12, ExpiryYear: 2031, AnySite: true,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{proxyd.APIKeyFile, proxyd.ControlTokenFile} {
+		st, err := os.Stat(filepath.Join(m.DataDir(), f))
+		if err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: %v %v", f, err, st.Mode())
+		}
+	}
+	c := control.NewClient("http://"+m.ControlAddr.String(), m.ControlToken, nil)
+	if _, err := control.NewClient("http://"+m.ControlAddr.String(), "wrong", nil).CreateSession(ctx, m.APIKey); agentvault.ErrorCode(err) != agentvault.CodeUnauthorized {
+		t.Fatalf("control API without the token: %v", err)
+	}
+	if _, err := c.CreateSession(ctx, "avk_wrong"); agentvault.ErrorCode(err) != agentvault.CodeInvalidAPIKey {
+		t.Fatalf("unknown API key: %v", err)
+	}
+	s, err := c.CreateSession(ctx, m.APIKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := c.Catalog(ctx, m.APIKey, "")
+	if err != nil || !strings.Contains(string(cat), "av_card_1_number_") {
+		t.Fatalf("catalog: %v %s", err, cat)
+	}
+	i := strings.Index(string(cat), "av_card_1_number_")
+	token := string(cat)[i : i+len("av_card_1_number_")+5]
+	a, err := c.Authorize(ctx, s.ID, control.AuthorizeRequest{Token: token, PageURL: up.URL + "/checkout"})
+	if err != nil || !a.StandIn {
+		t.Fatalf("authorize: %v", err)
+	}
+	resp, err := proxyClient(m, s).Post(up.URL+"/pay", "application/x-www-form-urlencoded", strings.NewReader("cc="+a.Value))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if string(got) != "cc="+number {
+		t.Fatal("upstream did not receive the real number")
+	}
+	if strings.Contains(string(body), number) || !strings.Contains(string(body), a.Value) {
+		t.Fatal("response not scrubbed back to the stand-in")
+	}
+	if resp.ProtoMajor != 2 {
+		t.Fatalf("browser leg spoke %s, want HTTP/2", resp.Proto)
+	}
+	rep, err := c.CloseSession(ctx, s.ID)
+	if err != nil || rep.Status != "Session closed" || len(rep.Report.FilledFieldKinds) != 1 {
+		t.Fatalf("close: %v %+v", err, rep)
+	}
+	hz, err := http.Get("http://" + m.AdminAddr.String() + "/healthz")
+	if err != nil || hz.StatusCode != 200 {
+		t.Fatalf("healthz: %v", err)
+	}
+	hz.Body.Close()
+	mt, err := http.Get("http://" + m.AdminAddr.String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mtext, _ := io.ReadAll(mt.Body)
+	mt.Body.Close()
+	if !strings.Contains(string(mtext), `agentvault_proxy_substitutions_total{kind="card"} 1`) {
+		t.Fatalf("metrics lack the substitution:\n%s", mtext)
+	}
+	if strings.Contains(logs.String(), number) || strings.Contains(logs.String(), a.Value) {
+		t.Fatal("a real value or stand-in is in the logs")
+	}
+	// The session's credential no longer works.
+	if _, err := proxyClient(m, s).Get(up.URL + "/"); err == nil {
+		t.Fatal("closed session's proxy credential still works")
+	}
+}
+
+func TestP17_ConfigFailsSafe(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for name, body := range map[string]string{
+		"unknown top-level key":   "data_dir: /tmp/x\nunsafe_allow_privat_ranges: true\n",
+		"unknown nested key":      "egress:\n  mode: strict\n  alow: [a.com]\n",
+		"bad egress mode":         "egress:\n  mode: permissive\n",
+		"bad allow host":          "egress:\n  mode: strict\n  allow: [\"evil.com/a.com\"]\n",
+		"control not loopback":    "listen:\n  control: 0.0.0.0:7701\n",
+		"admin not loopback":      "listen:\n  admin: 10.0.0.1:7702\n",
+		"negative limit":          "limits:\n  max_tunnels: -1\n",
+		"wrong type":              "limits:\n  max_body_bytes: lots\n",
+		"two documents":           "log:\n  level: info\n---\nlog:\n  level: debug\n",
+		"missing extra root file": "tls:\n  extra_roots: [/nonexistent/ca.pem]\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := proxyd.LoadConfig(write("c.yaml", body)); err == nil {
+				t.Fatal("config accepted")
+			}
+		})
+	}
+	// A Main with an invalid config refuses to open: nothing listens.
+	m := proxyd.NewMain()
+	m.Config.DataDir = t.TempDir()
+	m.Config.Egress.Mode = "sometimes"
+	if err := m.Open(context.Background()); err == nil || m.ProxyAddr != nil {
+		t.Fatal("Main opened with an invalid config")
+	}
+	// The example config in the repo loads.
+	if _, err := proxyd.LoadConfig("../../configs/proxyd.yaml"); err != nil {
+		t.Fatalf("configs/proxyd.yaml: %v", err)
+	}
+
+	// A failed reload keeps the running egress rule.
+	up, roots := tlsUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
+	good := write("good.yaml", "egress:\n  mode: strict\n  allow: [\"127.0.0.1\"]\n")
+	mm, _ := startMain(t, roots, func(c *proxyd.Config) { c.Egress = proxyd.EgressConfig{Mode: "strict", Allow: []string{"127.0.0.1"}} })
+	if err := mm.Reload(good); err != nil {
+		t.Fatal(err)
+	}
+	bad := write("bad.yaml", "egress:\n  mode: open\n  bogus: 1\n")
+	if err := mm.Reload(bad); err == nil {
+		t.Fatal("bad reload accepted")
+	}
+	if mm.Config.Egress.Mode != "strict" {
+		t.Fatal("failed reload changed the running config")
+	}
+	c := control.NewClient("http://"+mm.ControlAddr.String(), mm.ControlToken, nil)
+	s, err := c.CreateSession(context.Background(), mm.APIKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := proxyClient(mm, s).Get(up.URL)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("allowed host after failed reload: %v", err)
+	}
+	resp.Body.Close()
+}
