@@ -115,7 +115,9 @@ func yamlReason(err error) string {
 
 // Validate checks everything before anything listens.
 func (c *Config) Validate() error {
-	bad := func(f string, a ...any) error { return agentvault.Errorf(agentvault.CodeInvalidInput, "config: "+f, a...) }
+	bad := func(f string, a ...any) error {
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "config: "+f, a...)
+	}
 	if strings.TrimSpace(c.DataDir) == "" {
 		return bad("data_dir is empty")
 	}
