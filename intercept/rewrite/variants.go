@@ -22,7 +22,9 @@ import (
 //   - HTML: special characters as named, decimal and hex entities, and every
 //     character as a decimal or hex numeric reference;
 //   - for a card number (13 to 19 digits): the usual print groups (4-4-4-4,
-//     Amex 4-6-5, 4-6-4 for 14 digits, else fours) joined by space and by dash.
+//     Amex 4-6-5, 4-6-4 for 14 digits, else fours) joined by a space, a dash,
+//     and a space URL-encoded ("+", "%20") or non-breaking (&nbsp;, &#160;,
+//     \u00a0).
 //
 // The returned slices are fresh; the caller owns them and should wipe them
 // when the session ends.
@@ -65,7 +67,7 @@ func ScrubVariants(real, standIn []byte) [][2][]byte {
 	each(func(b []byte) []byte { return allNumericRefs(b, "&#x%x;") })
 
 	if groups := cardGroups(real); groups != nil && len(standIn) == len(real) && allDigits(standIn) {
-		for _, sep := range []string{" ", "-"} {
+		for _, sep := range []string{" ", "-", "+", "%20", "&nbsp;", "&#160;", `\u00a0`} {
 			add(groupDigits(real, groups, sep), groupDigits(standIn, groups, sep))
 		}
 	}

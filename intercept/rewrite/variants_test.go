@@ -26,7 +26,7 @@ var decoders = map[string]func(string) (string, bool){
 	"b64rawurl": decodeB64(base64.RawURLEncoding),
 	"html":      func(s string) (string, bool) { return html.UnescapeString(s), true },
 	"card": func(s string) (string, bool) {
-		return strings.NewReplacer(" ", "", "-", "").Replace(s), true
+		return strings.NewReplacer(" ", "", "-", "", "+", "", "%20", "", "&nbsp;", "", "&#160;", "", `\u00a0`, "").Replace(s), true
 	},
 }
 
@@ -50,7 +50,7 @@ func TestP10_ScrubVariants(t *testing.T) {
 			"&#112;&#64;", `\u0070\u0040`,
 		}},
 		{"visa", realNumber, "4111119999991111", []string{
-			"4111 1111 1111 1111", "4111-1111-1111-1111", "&#52;&#49;&#49;&#49;", `\u0034\u0031`, "NDExMTExMTExMTExMTExMQ==",
+			"4111 1111 1111 1111", "4111-1111-1111-1111", "4111+1111+1111+1111", "4111%201111", "4111&nbsp;1111", `4111\u00a01111`, "&#52;&#49;&#49;&#49;", `\u0034\u0031`, "NDExMTExMTExMTExMTExMQ==",
 		}},
 		{"amex", "378282246310005", "378282999990005", []string{"3782 822463 10005", "3782-822463-10005"}},
 		{"cvv", realCVV, standInCVV, []string{"&#55;&#51;&#55;", "NzM3"}},
