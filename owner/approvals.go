@@ -132,7 +132,7 @@ func (s *Service) Approvals(ctx context.Context, f ApprovalFilter) ([]Approval, 
 }
 
 // Decide records the owner's answer. Approving a new destination also
-// authorizes the site for later fills. Waiters in this process wake at once;
+// authorizes the site for later fills (in the store's transaction). Waiters in this process wake at once;
 // waiters in other processes see it at their next re-read.
 func (s *Service) Decide(ctx context.Context, id string, approve bool, by string) (Approval, error) {
 	cur, err := s.st.GetApproval(ctx, id)
@@ -150,11 +150,6 @@ func (s *Service) Decide(ctx context.Context, id string, approve bool, by string
 	s.wake(id)
 	if err != nil {
 		return a, err
-	}
-	if a.Status == StatusApproved && a.Kind == KindNewDestination {
-		if err := s.st.AddDestination(ctx, Destination{Org: s.org, Host: a.Site, AddedBy: "approval:" + a.ID, Added: a.DecidedAt}); err != nil {
-			return a, err
-		}
 	}
 	s.log.Info("approval decided", "approval", a.ID, "kind", string(a.Kind), "status", string(a.Status))
 	s.notify(EventApprovalDecided, a)

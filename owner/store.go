@@ -58,6 +58,9 @@ type ApprovalStore interface {
 	// DecideApproval moves a pending approval to approved or denied. An
 	// approval already decided is returned with CodeConflict; one past its
 	// expiry becomes expired and is returned with CodeApprovalExpired.
+	// Approving a new_destination also adds its site to the authorized
+	// destinations (AddedBy "approval:<id>") in the same transaction, so
+	// whoever sees the approval sees the site authorized.
 	DecideApproval(ctx context.Context, id string, status ApprovalStatus, by string, at time.Time) (Approval, error)
 	// ExpireApprovals marks every pending approval whose expiry is at or
 	// before now as expired and returns them.

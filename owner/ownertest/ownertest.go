@@ -242,6 +242,20 @@ func approvals(t *testing.T, st owner.Store) {
 	if _, err := st.GetApproval(ctx, "apr_none"); !errors.Is(err, vault.ErrNotFound) {
 		t.Fatalf("missing: %v", err)
 	}
+	// Approving a new destination authorizes its site in the same step.
+	nd := newApproval("apr_6", owner.KindNewDestination)
+	nd.Site = "new.example"
+	nd.Expires = t0.Add(2 * time.Hour)
+	if _, _, err := st.CreateApproval(ctx, nd, "k6", t0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.DecideApproval(ctx, "apr_6", owner.StatusApproved, "owner", t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := st.ListDestinations(ctx, "o")
+	if err != nil || len(ds) != 1 || ds[0].Host != "new.example" || ds[0].AddedBy != "approval:apr_6" {
+		t.Fatalf("destinations after approving a new one: %+v %v", ds, err)
+	}
 }
 
 func dedupeConcurrent(t *testing.T, st owner.Store) {

@@ -381,6 +381,12 @@ func (s *Store) DecideApproval(ctx context.Context, id string, status owner.Appr
 			string(status), by, nanos(at), id); err != nil {
 			return err
 		}
+		if status == owner.StatusApproved && a.Kind == owner.KindNewDestination {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO destinations (org, host, added_by, added) VALUES (?, ?, ?, ?) ON CONFLICT (org, host) DO NOTHING`,
+				a.Org, a.Site, "approval:"+a.ID, nanos(at)); err != nil {
+				return err
+			}
+		}
 		a.Status, a.DecidedBy, a.DecidedAt = status, by, fromNanos(nanos(at))
 		out = a
 		return nil
