@@ -8,7 +8,7 @@ import (
 // URL rewrites dst in place: each path segment and each query key and value is
 // decoded, offered to the replacer as one whole field and, only if it
 // changed, re-encoded (PathEscape for segments, QueryEscape for the query).
-// Path and RawPath are kept consistent so that u.EscapedPath() is what goes
+// Path and RawPath are kept consistent so that dst.EscapedPath() is what goes
 // on the wire. Userinfo, if present, is rewritten too. The fragment is never
 // sent by a client and is left alone.
 func URL(dst *url.URL, r Replacer) (int, error) {

@@ -34,7 +34,8 @@ const (
 // The proxy strips Sec-WebSocket-Extensions from the handshake, so no
 // extension may be in use: a frame with RSV1 (permessage-deflate), RSV2 or
 // RSV3 set is refused, as is a frame that breaks the masking rule for its
-// direction.
+// direction. A FrameRewriter serves one direction of one connection and is
+// not safe for concurrent use.
 type FrameRewriter struct {
 	r          Replacer
 	fromClient bool
