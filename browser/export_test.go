@@ -14,3 +14,8 @@ type DomField = domField
 func NewDomField(role, name, sel string) DomField { return domField{role, name, sel} }
 
 var ChooseOptionForTest = chooseOption
+
+func StripValuesForTest(raw string) (string, []Field) {
+	y, f, _ := stripValues(raw)
+	return y, f
+}

@@ -101,15 +101,22 @@ func stripValues(raw string) (string, []Field, map[string]*frameRef) {
 	frames := map[string]*frameRef{}
 	var fields []Field
 	out := make([]string, 0, len(lines))
+	// valueIndent is the indent of a field line whose value was cut; a
+	// deeper line that is not an element (a YAML block scalar's text) is
+	// part of that value and is dropped too. AI mode writes values inline,
+	// so this is a second line of defence.
+	valueIndent := -1
 	for _, ln := range lines {
 		m := snapLine.FindStringSubmatch(ln)
 		if m == nil {
-			// Continuation lines (multi-line text) of a field value cannot be
-			// told apart reliably; a field's value is always inline in AI mode.
+			if valueIndent >= 0 && len(ln)-len(strings.TrimLeft(ln, " ")) > valueIndent {
+				continue
+			}
 			out = append(out, ln)
 			continue
 		}
 		indent := len(m[1])
+		valueIndent = -1
 		for len(stack) > 0 && indent <= stack[len(stack)-1].indent {
 			stack = stack[:len(stack)-1]
 		}
@@ -129,6 +136,7 @@ func stripValues(raw string) (string, []Field, map[string]*frameRef) {
 		case fieldRoles[role]:
 			if rest != "" && rest != ":" {
 				rest = "" // the value: never shown
+				valueIndent = indent
 			}
 			ln = m[1] + "- " + role + attrs + rest
 			if ref != "" {

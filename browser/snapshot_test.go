@@ -2,6 +2,7 @@ package browser_test
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/agentvault/agentvault/browser"
@@ -63,5 +64,34 @@ func TestChooseOption(t *testing.T) {
 		if got != c.pick || ok != c.ok {
 			t.Errorf("%q: got %q %v, want %q %v", c.want, got, ok, c.pick, c.ok)
 		}
+	}
+}
+
+// TestStripValues: inline values and block-scalar continuations of field
+// lines are cut; other lines and element children stay.
+func TestStripValues(t *testing.T) {
+	raw := "- generic [ref=e1]:\n" +
+		"  - textbox \"Card\" [ref=e2]: \"4242 4242\"\n" +
+		"  - textbox \"Notes\" [ref=e3]: |\n" +
+		"      secret line one\n" +
+		"      secret line two\n" +
+		"  - combobox \"Country\" [ref=e4]:\n" +
+		"    - option \"DE\" [selected]\n" +
+		"  - text: Total EUR 42.50\n" +
+		"  - iframe [ref=e5]:\n" +
+		"    - textbox \"CVC\" [ref=f1e1]: \"737\"\n"
+	yaml, fields := browser.StripValuesForTest(raw)
+	for _, bad := range []string{"4242", "secret", "737"} {
+		if strings.Contains(yaml, bad) {
+			t.Fatalf("value left in:\n%s", yaml)
+		}
+	}
+	for _, keep := range []string{`option "DE" [selected]`, "Total EUR 42.50", `combobox "Country" [ref=e4]:`, `textbox "CVC" [ref=f1e1]`} {
+		if !strings.Contains(yaml, keep) {
+			t.Fatalf("%q dropped:\n%s", keep, yaml)
+		}
+	}
+	if len(fields) != 4 || fields[3].Frame != "e5" || fields[0].Name != "Card" {
+		t.Fatalf("fields %+v", fields)
 	}
 }

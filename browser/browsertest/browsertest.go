@@ -158,6 +158,7 @@ var checkoutPage = func() string {
 	}
 	b.WriteString(`<label for="country">Country</label><select id="country" name="country"><option value="FR">France</option><option value="DE">Germany</option><option value="US">United States</option></select>
 <label><input type="checkbox" id="terms" name="terms"> I accept the terms</label>
+<label for="notes-ta">Notes for the courier</label><textarea id="notes-ta" name="notes_ta"></textarea>
 <label for="exp-month">Expiry month</label><select id="exp-month" name="exp-month">` + opts(1, 12) + `</select>
 <label for="exp-year">Expiry year</label><select id="exp-year" name="exp-year">` + opts(2026, 2035) + `</select>
 <p>Total: <span id="total">EUR 42.00</span></p>
