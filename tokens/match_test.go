@@ -397,3 +397,43 @@ func TestWriterCloseSemantics(t *testing.T) {
 	}
 	_ = w.Close()
 }
+
+// TestManyPatternsAgainstReference puts hundreds of patterns (far more
+// prefixes than the vector path has buckets) against the reference, on both
+// paths.
+func TestManyPatternsAgainstReference(t *testing.T) {
+	for _, vec := range []bool{true, false} {
+		func() {
+			defer func(u bool) { useTeddy = u }(useTeddy)
+			useTeddy = vec && haveTeddy
+			rng := rand.New(rand.NewPCG(11, 12))
+			const alpha = "abcd1 \"="
+			word := func(n int) []byte {
+				b := make([]byte, n)
+				for i := range b {
+					b[i] = alpha[rng.IntN(len(alpha))]
+				}
+				return b
+			}
+			var pats []Pattern
+			for i := range 120 {
+				pats = append(pats, Pattern{Value: word(1 + rng.IntN(12)), ID: i, WholeField: rng.IntN(4) == 0})
+			}
+			src := word(2 << 10)
+			r := NewReplacer(NewMatcher(pats), idRepl)
+			for _, field := range []bool{false, true} {
+				want, wn, _ := naiveReplace(pats, src, field, idRepl)
+				var got []byte
+				var gn int
+				if field {
+					got, gn, _ = r.ReplaceField(nil, src)
+				} else {
+					got, gn, _ = r.ReplaceText(nil, src)
+				}
+				if gn != wn || !bytes.Equal(got, want) {
+					t.Fatalf("vector=%v field=%v: %d replacements, reference %d", vec, field, gn, wn)
+				}
+			}
+		}()
+	}
+}
