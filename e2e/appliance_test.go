@@ -31,6 +31,7 @@ import (
 type appliance struct {
 	m       *merchant.Merchant
 	dataDir string
+	vault   *vault.Vault
 
 	proxyAddr        string
 	controlURL       string
@@ -63,8 +64,11 @@ func randomCVV(cvv string) string {
 	}
 }
 
-// seed puts the canaries in the vault: a card usable on the processor, an
-// identity, an address and a login for the sign-in site.
+// seed puts the canaries in the vault: a card usable on the shop and its
+// processor, an identity, an address and a login for the sign-in site. The
+// vault takes only DNS names as sites, so when the merchant runs on
+// localhost and 127.0.0.1 (proxyd's Main, which resolves through the
+// system) the card is an anySite card and there is no login.
 func (ap *appliance) seed(t *testing.T, v *vault.Vault) {
 	t.Helper()
 	ctx := context.Background()
@@ -74,11 +78,16 @@ func (ap *appliance) seed(t *testing.T, v *vault.Vault) {
 	// The owner allows the shop and the processor whose iframe takes the card.
 	payHost, _, _ := net.SplitHostPort(ap.m.Pay.Host)
 	shopHost, _, _ := net.SplitHostPort(ap.m.Shop.Host)
-	if _, err := v.AddCard(ctx, org, "owner", vault.CardInput{
+	named := net.ParseIP(payHost) == nil && payHost != "localhost"
+	card := vault.CardInput{
 		Number: vault.NewSecret([]byte(ap.card.number)), CVV: vault.NewSecret([]byte(ap.card.cvv)),
 		ExpiryMonth: ap.card.month, ExpiryYear: ap.card.year, Holder: "Ada Lovelace",
 		Sites: []string{shopHost, payHost},
-	}); err != nil {
+	}
+	if !named {
+		card.Sites, card.AnySite = nil, true
+	}
+	if _, err := v.AddCard(ctx, org, "owner", card); err != nil {
 		t.Fatalf("add card: %v", err)
 	}
 	ap.m.AcceptCard(ap.card.number, ap.card.cvv, ap.card.month, ap.card.year)
@@ -87,6 +96,9 @@ func (ap *appliance) seed(t *testing.T, v *vault.Vault) {
 	}
 	if _, err := v.AddAddress(ctx, org, "owner", vault.AddressMeta{Name: "Ada Lovelace", Line1: "12 Analytical Row", City: "Berlin", PostalCode: "10115", Country: "DE"}); err != nil {
 		t.Fatalf("add address: %v", err)
+	}
+	if !named {
+		return
 	}
 	ap.login.email = "grace@example.org"
 	ap.login.password = "Pw-" + randomHex(12) + "!x"
@@ -157,10 +169,10 @@ func (a vaultAdapter) Release(ctx context.Context, r intercept.ReleaseArgs) (vau
 	return a.v.Release(ctx, vault.ReleaseArgs{Org: r.Org, ItemID: r.ItemID, Field: r.Field, Destination: r.Destination, Session: r.Session, Actor: r.Actor, Purpose: r.Purpose})
 }
 
-// startAppliance wires proxyd from its real parts: the SQLite vault under
+// startWiredAppliance wires proxyd from its real parts: the SQLite vault under
 // a temporary data directory, intercept's CA (sealed in the vault), session
 // table and MITM server, and a control API over the session table.
-func startAppliance(t *testing.T) *appliance {
+func startWiredAppliance(t *testing.T) *appliance {
 	t.Helper()
 	m, err := merchant.Start(merchant.Options{ShopHost: "shop.test", PayHost: "pay.test", LoginHost: "login.test"})
 	if err != nil {
@@ -173,6 +185,7 @@ func startAppliance(t *testing.T) *appliance {
 		t.Fatalf("open vault: %v", err)
 	}
 	t.Cleanup(func() { _ = closeVault() })
+	ap.vault = v
 	ap.seed(t, v)
 
 	ctx := context.Background()

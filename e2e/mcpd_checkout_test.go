@@ -209,7 +209,7 @@ func TestP11_MCPCheckoutCanary(t *testing.T) {
 // fill_login in two calls and lands on the account page.
 func TestMCPEmailFirstLogin(t *testing.T) {
 	requireE2E(t, true)
-	ap := startAppliance(t)
+	ap := startWiredAppliance(t)
 	bin := buildCmd(t, "mcpd")
 	args, env := ap.mcpdArgs()
 	agent := startAgent(t, bin, args, env)

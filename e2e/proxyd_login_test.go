@@ -17,7 +17,7 @@ import (
 // form encoding; every one must still reach the site as the real password.
 func TestP9_PasswordStandInsSubstituteInForms(t *testing.T) {
 	requireE2E(t, false)
-	ap := startAppliance(t)
+	ap := startWiredAppliance(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	loginPage := ap.m.Login.URL + "/login"

@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/vault"
 	"github.com/mxschmitt/playwright-go"
 )
 
@@ -129,6 +132,7 @@ func TestProxydCheckoutThreeWays(t *testing.T) {
 		if !bytes.Contains(page, []byte(ps.numberStandIn)) {
 			t.Errorf("%s: the echoed number was not replaced by the session's stand-in", way)
 		}
+		ap.checkAudit(t, way, ps.s.ID)
 	}
 
 	t.Run("GoHTTPClient", func(t *testing.T) {
@@ -237,6 +241,32 @@ func TestProxydCheckoutThreeWays(t *testing.T) {
 	leak.check(t, "proxyd logs", ap.logs.Bytes())
 	leak.check(t, "proxyd metrics", ap.metrics(t))
 	t.Logf("P11 sweep covered %s", leak.summary())
+}
+
+// checkAudit asserts P12 for one session: the card number's releases are in
+// the vault's audit log for the processor's host, with an HMAC of the value
+// and never the value.
+func (ap *appliance) checkAudit(t *testing.T, way, session string) {
+	t.Helper()
+	recs, err := ap.vault.Audit(context.Background(), vault.AuditFilter{Org: org, Session: session})
+	if err != nil {
+		t.Fatalf("%s: read audit: %v", way, err)
+	}
+	want := ap.vault.AuditHMAC(vault.NewSecret([]byte(ap.card.number)))
+	payHost, _, _ := net.SplitHostPort(ap.m.Pay.Host)
+	n := 0
+	for _, r := range recs {
+		if r.Field == vault.FieldNumber && r.Destination == payHost && bytes.Equal(r.ValueHMAC, want) {
+			n++
+		}
+		js, _ := json.Marshal(r)
+		if bytes.Contains(js, []byte(ap.card.number)) {
+			t.Errorf("%s: an audit record holds the card number", way)
+		}
+	}
+	if n == 0 {
+		t.Errorf("%s: no audit record of the number's release to the processor (%d records in the session)", way, len(recs))
+	}
 }
 
 // refusal reads a refused answer's code from the JSON error body or the
