@@ -376,3 +376,36 @@ func FuzzURL(f *testing.F) {
 		}
 	})
 }
+
+// FuzzBody drives the whole dispatch (codings, media types) with arbitrary
+// bytes: no panic, no output alongside an error, an unchanged body returned
+// as it came, and a changed one that decodes again under its coding.
+func FuzzBody(f *testing.F) {
+	types := []string{"", "text/plain", "application/json", "application/x-www-form-urlencoded",
+		"multipart/form-data; boundary=" + fuzzBoundary, "application/xml", "multipart/mixed"}
+	codings := []string{"", "gzip", "deflate", "br", "zstd", "gzip, br", "identity"}
+	f.Add(uint8(2), uint8(0), []byte(`{"a":"tok_abcdefgh"}`))
+	f.Add(uint8(3), uint8(0), []byte(`ab=123`))
+	f.Add(uint8(4), uint8(0), []byte("--B0und\r\n\r\nab\r\n--B0und--"))
+	f.Add(uint8(1), uint8(1), compress(f, "gzip", []byte("x tok_abcdefgh")))
+	f.Add(uint8(0), uint8(4), compress(f, "zstd", []byte(`["ab"]`)))
+	f.Fuzz(func(t *testing.T, ti, ci uint8, body []byte) {
+		ct, ce := types[int(ti)%len(types)], codings[int(ci)%len(codings)]
+		out, n, err := Body(ct, ce, body, fuzzReplacer, 1<<16)
+		if err != nil {
+			if out != nil || n != 0 {
+				t.Fatal("output alongside an error")
+			}
+			return
+		}
+		if n == 0 {
+			if !bytes.Equal(out, body) {
+				t.Fatal("unchanged body altered")
+			}
+			return
+		}
+		if _, err := Decode(ce, out, 1<<20); err != nil {
+			t.Fatalf("rewritten body does not decode: %v", err)
+		}
+	})
+}
