@@ -1,9 +1,11 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -86,6 +88,7 @@ func (c *standInControl) CloseSession(ctx context.Context, id string) (control.C
 }
 
 type harness struct {
+	logs *syncBuffer
 	t    testing.TB
 	site *browsertest.Site
 	ctl  *standInControl
@@ -99,9 +102,11 @@ func newHarness(tb testing.TB) *harness {
 	browsertest.SkipIfNoBrowser(tb)
 	site := browsertest.Start(tb)
 	ctl := &standInControl{}
+	logs := &syncBuffer{}
 	srv, err := New(Config{
 		Control: ctl, APIKey: "avk_test", DriverDir: browsertest.DriverDir(),
 		ExtraTrustSPKI: []string{site.SPKI}, UnsafeDirectBrowser: true,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -119,7 +124,7 @@ func newHarness(tb testing.TB) *harness {
 		cancel()
 		srv.Close()
 	})
-	return &harness{t: tb, site: site, ctl: ctl, cs: cs, srv: srv}
+	return &harness{t: tb, site: site, ctl: ctl, cs: cs, srv: srv, logs: logs}
 }
 
 func (h *harness) call(name string, args map[string]any) (string, bool) {
@@ -154,6 +159,24 @@ func (h *harness) refused(name string, args map[string]any, code agentvault.Code
 		h.t.Fatalf("%s: want refusal %s, got %q", name, code, txt)
 	}
 	return txt
+}
+
+// syncBuffer is a log sink tests can read while the server writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func jsonOf(t testing.TB, s string) map[string]any {
@@ -262,8 +285,9 @@ func TestToolsCheckoutFlow(t *testing.T) {
 	}
 	h.refused("observe_page", nil, agentvault.CodeNoPage)
 
-	// P11 at the tool boundary: no answer carried a typed value.
-	for _, txt := range h.all {
+	// P11 at the tool boundary: no answer and no log line carried a typed
+	// value.
+	for _, txt := range append(h.all, h.logs.String()) {
 		for f, v := range standIns {
 			if strings.Contains(txt, v) {
 				t.Fatalf("a tool answer carried the %s value (%d chars)", f, len(v))
@@ -407,4 +431,32 @@ func refOf(t testing.TB, snap, line string) string {
 	}
 	t.Fatalf("no %q in snapshot", line)
 	return ""
+}
+
+// TestP19_PageDataAfterFill: once a token is typed, the snapshot and the
+// frame list are refused for the rest of the session, value-testing and
+// digit text selectors are refused in count and wait_for_selector, clipboard
+// chords are refused, and reads that stay allowed answer without values.
+func TestP19_PageDataAfterFill(t *testing.T) {
+	h := newHarness(t)
+	h.ok("open_page", map[string]any{"url": h.site.CheckoutURL()})
+	h.ok("wait_for_selector", map[string]any{"selector": "#number", "frame": payFrame})
+	h.ok("snapshot_page", nil)
+	jsonOf(t, h.ok("list_frames", nil))
+	h.ok("fill_checkout", map[string]any{"fields": []map[string]any{{"selector": "#email", "value": "av_identity_1_email_u7x2k"}}})
+	h.refused("snapshot_page", nil, agentvault.CodeSensitiveDataBlocked)
+	h.refused("snapshot_page", map[string]any{"depth": 3}, agentvault.CodeSensitiveDataBlocked)
+	h.refused("list_frames", nil, agentvault.CodeSensitiveDataBlocked)
+	h.refused("count", map[string]any{"selector": "#email[value*='agent']"}, agentvault.CodeSensitiveDataBlocked)
+	h.refused("wait_for_selector", map[string]any{"selector": "text=42", "timeout": 100}, agentvault.CodeSensitiveDataBlocked)
+	h.refused("press", map[string]any{"selector": "#email", "key": "Meta+c"}, agentvault.CodeClipboardBlocked)
+	h.ok("press", map[string]any{"selector": "#email", "key": "Tab"})
+	c := jsonOf(t, h.ok("count", map[string]any{"selector": "text=Checkout"}))
+	if c["count"] != float64(1) {
+		t.Fatalf("count %v", c)
+	}
+	obs := h.ok("observe_page", nil)
+	if strings.Contains(obs, standIns["email"]) || strings.Contains(h.logs.String(), standIns["email"]) {
+		t.Fatal("the filled value reached an answer or the log")
+	}
 }
