@@ -150,7 +150,14 @@ func (f *FrameRewriter) Run(dst io.Writer, src io.Reader) error {
 			return err
 		}
 		f.Replaced += n
-		if err := f.writeText(dst, rep); err != nil {
+		err = f.writeText(dst, rep)
+		// The message may hold a real value: do not keep it around.
+		clear(msg)
+		clear(rep)
+		if cap(msg) > 1<<20 {
+			msg = nil
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -288,6 +295,8 @@ func (f *FrameRewriter) writeFrame(dst io.Writer, b0 byte, payload []byte) error
 		maskBytes(key, frame[len(head):])
 	}
 	_, err := dst.Write(frame)
+	clear(frame) // io.Writer must not retain it
+
 	return err
 }
 
