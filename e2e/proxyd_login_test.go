@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/control"
 )
 
@@ -72,4 +74,51 @@ func TestP9_PasswordStandInsSubstituteInForms(t *testing.T) {
 	}
 	t.Logf("%d of %d sign-ins with fresh stand-ins failed", failed, rounds)
 	leak.check(t, "proxyd logs", ap.logs.Bytes())
+}
+
+// TestP2_SiteScopedCardStaysOnItsSites uses a card the owner allowed on the
+// shop and its processor only (named hosts, real vault scope): authorizing
+// it for the sign-in site is refused, and its stand-in, authorized for the
+// processor, is refused on the way to the sign-in site and never arrives.
+func TestP2_SiteScopedCardStaysOnItsSites(t *testing.T) {
+	requireE2E(t, false)
+	ap := startWiredAppliance(t)
+	ps := ap.cardSession(t)
+	ctx := context.Background()
+
+	_, err := ap.ctl.Authorize(ctx, ps.s.ID, control.AuthorizeRequest{Token: ps.numberToken, PageURL: ap.m.Login.URL + "/login"})
+	if code := codeFromText(errString(err)); code != "scope_denied" {
+		t.Errorf("authorizing the card for a site outside its scope: code %q, want scope_denied", code)
+	}
+
+	before := len(ap.m.Login.Requests())
+	res, err := ps.goClient(t).Post(ap.m.Login.URL+"/echo", "application/json",
+		strings.NewReader(`{"card":"`+ps.numberStandIn+`"}`))
+	code, _ := refusal(t, res, err)
+	if code == "" {
+		t.Error("the stand-in was forwarded to a host outside the card's scope")
+	}
+	if len(ap.m.Login.Requests()) != before || ap.m.Login.Saw(ap.card.number) || ap.m.Login.Saw(ps.numberStandIn) {
+		t.Error("the sign-in site received a request carrying the card")
+	}
+
+	// The processor still gets it, in JSON this time.
+	res, err = ps.goClient(t).Post(ap.m.Pay.URL+"/echo", "application/json",
+		strings.NewReader(`{"card":"`+ps.numberStandIn+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if !ap.m.Pay.Saw(ap.card.number) {
+		t.Error("the processor did not receive the real number in JSON")
+	}
+	newLeaks(newCanary("card number", ap.card.number)).check(t, "echoed JSON response", body)
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return "code=" + string(agentvault.ErrorCode(err))
 }
