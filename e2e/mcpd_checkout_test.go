@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -103,6 +104,15 @@ func TestP11_MCPCheckoutCanary(t *testing.T) {
 		t.Errorf("shipping fill status %q, want filled=8/8", r.status())
 	}
 
+	// observe_page reads the page's own validation output: a rejected promo
+	// code shows up in errorText.
+	agent.must("fill_checkout", map[string]any{"fields": []map[string]any{{"selector": "#promo-code", "value": "SPRINGSALE"}}})
+	agent.must("click", map[string]any{"selector": "#apply-promo"})
+	obs := agent.must("observe_page", map[string]any{}).json(t)
+	if errs, _ := obs["errorText"].([]any); !strings.Contains(fmt.Sprint(errs), "promo code is not valid") {
+		t.Errorf("observe_page errorText = %v, want the promo code message", errs)
+	}
+
 	// Card order (seed 004): a field straight after the number is refused
 	// before anything is typed.
 	r = agent.refused("fill_checkout", map[string]any{"fields": []map[string]any{
@@ -133,8 +143,8 @@ func TestP11_MCPCheckoutCanary(t *testing.T) {
 	agent.must("count", map[string]any{"selector": cvcSel, "frame": payFrame})
 	agent.refused("count", map[string]any{"selector": numberSel + "[value*='4']", "frame": payFrame}, "sensitive_data_blocked")
 	agent.refused("count", map[string]any{"selector": "text=" + ap.card.number[12:], "frame": payFrame}, "sensitive_data_blocked")
-	obs := agent.must("observe_page", map[string]any{})
-	if strings.Contains(obs.text, `"inconclusive":true`) {
+	obs2 := agent.must("observe_page", map[string]any{})
+	if strings.Contains(obs2.text, `"inconclusive":true`) {
 		t.Logf("observe_page was inconclusive")
 	}
 	agent.must("fill_checkout", map[string]any{"fields": []map[string]any{
