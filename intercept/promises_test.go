@@ -453,7 +453,11 @@ type subFixture struct {
 }
 
 func newSubFixture(t *testing.T, h2 bool, handler http.HandlerFunc) *subFixture {
-	f := &subFixture{number: "4242424242424242", cvv: "737", passwd: "Tr0ub4dor&3xyz!"}
+	return newSubFixtureWith(t, h2, handler, "4242424242424242", "737", "Tr0ub4dor&3xyz!")
+}
+
+func newSubFixtureWith(t *testing.T, h2 bool, handler http.HandlerFunc, number, cvv, passwd string) *subFixture {
+	f := &subFixture{number: number, cvv: cvv, passwd: passwd}
 	f.e = startProxy(t, nil)
 	f.up = startUpstream(t, f.e.upCA, handler)
 	f.e.addCard("1", f.number, f.cvv, "shop.test")

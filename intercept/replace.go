@@ -40,20 +40,65 @@ func newReplacer(pairs []pair) *replacer {
 	return r
 }
 
-// next finds the leftmost match in b.
-func (r *replacer) next(b []byte) (pos int, p *pair) {
-	pos = -1
+// shortNeedle is the length under which a value (a CVV, a TOTP code) only
+// matches between non-alphanumeric bytes: "737" must not be replaced inside
+// "17375" or a Content-Length.
+const shortNeedle = 6
+
+func isWordByte(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+
+// next finds the leftmost match in b[from:]. A short needle needs word
+// boundaries; when one ends exactly at the end of a non-final buffer its
+// boundary is unknown yet, and wait is the position to hold back from
+// (-1 when nothing must wait).
+//
+// prev is the input byte just before b[0] (-1 at the start of the input).
+func (r *replacer) next(b []byte, from int, final bool, prev int) (pos int, p *pair, wait int) {
+	pos, wait = -1, -1
 	for i := range r.pairs {
 		q := &r.pairs[i]
 		if len(q.from) == 0 {
 			continue
 		}
-		j := bytes.Index(b, q.from)
-		if j >= 0 && (pos < 0 || j < pos) {
+		for k := from; k < len(b); {
+			j := bytes.Index(b[k:], q.from)
+			if j < 0 {
+				break
+			}
+			j += k
+			if pos >= 0 && j >= pos {
+				break
+			}
+			end := j + len(q.from)
+			if len(q.from) < shortNeedle {
+				if j > 0 && isWordByte(b[j-1]) || j == 0 && prev >= 0 && isWordByte(byte(prev)) {
+					k = j + 1
+					continue
+				}
+				if end == len(b) && !final {
+					if wait < 0 || j < wait {
+						wait = j
+					}
+					break
+				}
+				if end < len(b) && isWordByte(b[end]) {
+					k = j + 1
+					continue
+				}
+			}
 			pos, p = j, q
+			break
 		}
 	}
-	return pos, p
+	if wait >= 0 && pos >= 0 && pos < wait {
+		wait = -1
+	}
+	if wait >= 0 {
+		pos, p = -1, nil
+	}
+	return pos, p, wait
 }
 
 // apply replaces every needle in b. hit is called for each match and
@@ -66,10 +111,11 @@ func (r *replacer) apply(b []byte, hit func(*pair) ([]byte, error)) ([]byte, int
 	var out []byte
 	n, i := 0, 0
 	for i < len(b) {
-		pos, p := r.next(b[i:])
+		pos, p, _ := r.next(b, i, true, -1)
 		if pos < 0 {
 			break
 		}
+		pos -= i
 		to := p.to
 		if hit != nil {
 			var err error
@@ -95,6 +141,7 @@ type replaceReader struct {
 	r       *replacer
 	hit     func(*pair)
 	pending []byte
+	prev    int // the input byte before pending[0], -1 at the start
 	out     []byte
 	eof     bool
 	err     error
@@ -105,7 +152,7 @@ func (r *replacer) reader(src io.Reader, hit func(*pair)) io.Reader {
 	if r == nil || len(r.pairs) == 0 {
 		return src
 	}
-	return &replaceReader{src: src, r: r, hit: hit}
+	return &replaceReader{src: src, r: r, hit: hit, prev: -1}
 }
 
 func (rr *replaceReader) Read(p []byte) (int, error) {
@@ -133,12 +180,18 @@ func (rr *replaceReader) Read(p []byte) (int, error) {
 }
 
 func (rr *replaceReader) process() {
-	i := 0
+	i, waitAt := 0, -1
 	for {
-		pos, p := rr.r.next(rr.pending[i:])
+		pos, p, wait := rr.r.next(rr.pending, i, rr.eof, rr.prev)
+		if wait >= 0 {
+			rr.out = append(rr.out, rr.pending[i:wait]...)
+			i, waitAt = wait, wait
+			break
+		}
 		if pos < 0 {
 			break
 		}
+		pos -= i
 		if rr.hit != nil {
 			rr.hit(p)
 		}
@@ -148,9 +201,15 @@ func (rr *replaceReader) process() {
 	}
 	keep := 0
 	if !rr.eof {
-		keep = min(rr.r.maxLen-1, len(rr.pending)-i)
+		keep = min(max(rr.r.maxLen-1, 1), len(rr.pending)-i)
+		if waitAt >= 0 {
+			keep = len(rr.pending) - waitAt
+		}
 	}
 	rr.out = append(rr.out, rr.pending[i:len(rr.pending)-keep]...)
+	if cut := len(rr.pending) - keep; cut > 0 {
+		rr.prev = int(rr.pending[cut-1])
+	}
 	rr.pending = append(rr.pending[:0:0], rr.pending[len(rr.pending)-keep:]...)
 }
 
