@@ -152,6 +152,20 @@ func TestBrowserCheckoutPage(t *testing.T) {
 	})
 }
 
+// TestGotoProxyRefusal: a refusal proxyd answers inside the tunnel comes
+// back with its code and public message, and the tab returns to where it
+// was.
+func TestGotoProxyRefusal(t *testing.T) {
+	site, s := open(t)
+	err := s.Goto(site.Shop.URL+"/refused", 5*time.Second)
+	if agentvault.ErrorCode(err) != agentvault.CodeInsecureSite || !strings.Contains(agentvault.ErrorMessage(err), "Nothing was sent over plain http") {
+		t.Fatalf("goto: %v", err)
+	}
+	if !strings.HasSuffix(s.URL(), "/checkout") {
+		t.Fatalf("tab is at %q", s.URL())
+	}
+}
+
 // TestObserveErrorText reads validation output only, and flags it.
 func TestObserveErrorText(t *testing.T) {
 	_, s := open(t)

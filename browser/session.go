@@ -1,6 +1,7 @@
 package browser
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -137,11 +138,47 @@ func (s *Session) Goto(url string, timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	_, err = p.Goto(url, playwright.PageGotoOptions{Timeout: ms(timeout), WaitUntil: playwright.WaitUntilStateLoad})
+	before := p.URL()
+	resp, err := p.Goto(url, playwright.PageGotoOptions{Timeout: ms(timeout), WaitUntil: playwright.WaitUntilStateLoad})
 	if err != nil {
 		return navError(err)
 	}
+	if err := proxyRefusal(resp); err != nil {
+		// The page did not change, as far as the agent is concerned: go
+		// back to where the tab was.
+		if before != "" && before != "about:blank" {
+			_, _ = p.GoBack(playwright.PageGoBackOptions{Timeout: ms(5 * time.Second)})
+		}
+		return err
+	}
 	return nil
+}
+
+// RefusalHeader is the header proxyd sets on a refusal it answers inside a
+// tunnel; the body is {"code","message"} with a public message.
+const RefusalHeader = "x-agentvault-code"
+
+// proxyRefusal turns proxyd's in-tunnel refusal into its coded error.
+func proxyRefusal(resp playwright.Response) error {
+	if resp == nil {
+		return nil
+	}
+	code, err := resp.HeaderValue(RefusalHeader)
+	if err != nil || code == "" {
+		return nil
+	}
+	var body struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	if raw, err := resp.Body(); err == nil && len(raw) <= 4096 {
+		_ = json.Unmarshal(raw, &body)
+	}
+	msg := body.Message
+	if msg == "" || body.Code != code {
+		msg = "the proxy refused the request"
+	}
+	return agentvault.Errorf(agentvault.Code(code), "%s", msg)
 }
 
 // navError classifies a navigation failure without echoing the page.

@@ -109,6 +109,13 @@ func Start(tb testing.TB) *Site {
 			fmt.Fprint(w, "<!doctype html><html><body>"+body+"</body></html>")
 		})
 	}
+	shop.HandleFunc("/refused", func(w http.ResponseWriter, r *http.Request) {
+		// What proxyd answers inside a tunnel when it refuses a request.
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-Agentvault-Code", "insecure_site")
+		w.WriteHeader(http.StatusForbidden)
+		fmt.Fprint(w, `{"code":"insecure_site","message":"This site redirected to a plain http:// address. Nothing was sent over plain http."}`)
+	})
 	shop.HandleFunc("/order", func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.Ordered++
