@@ -116,6 +116,12 @@ func TestProxydCheckoutThreeWays(t *testing.T) {
 	requireE2E(t, false)
 	ap := startAppliance(t)
 	leak := newLeaks(newCanary("card number", ap.card.number))
+	var sessionsSeen []proxySession
+	cardSession := func(t *testing.T) proxySession {
+		ps := ap.cardSession(t)
+		sessionsSeen = append(sessionsSeen, ps)
+		return ps
+	}
 
 	check := func(t *testing.T, way string, ps proxySession, status int, page []byte, before int) {
 		t.Helper()
@@ -136,7 +142,7 @@ func TestProxydCheckoutThreeWays(t *testing.T) {
 	}
 
 	t.Run("GoHTTPClient", func(t *testing.T) {
-		ps := ap.cardSession(t)
+		ps := cardSession(t)
 		before := ap.m.Pay.Count(ap.card.number)
 		res, err := ps.goClient(t).PostForm(ps.legacyCheckout, ps.form(ap))
 		if err != nil {
@@ -155,7 +161,7 @@ func TestProxydCheckoutThreeWays(t *testing.T) {
 			}
 			t.Skip("curl is missing")
 		}
-		ps := ap.cardSession(t)
+		ps := cardSession(t)
 		caFile := filepath.Join(t.TempDir(), "proxyd-ca.pem")
 		if err := os.WriteFile(caFile, []byte(ps.s.CAPEM), 0o600); err != nil {
 			t.Fatal(err)
@@ -178,7 +184,7 @@ func TestProxydCheckoutThreeWays(t *testing.T) {
 
 	t.Run("Chromium", func(t *testing.T) {
 		requireE2E(t, true)
-		ps := ap.cardSession(t)
+		ps := cardSession(t)
 		pu := ps.proxyURL(t)
 		pu.User = nil
 		b := chromium(t, []string{ps.s.CASPKI}, &playwright.Proxy{
@@ -208,7 +214,7 @@ func TestProxydCheckoutThreeWays(t *testing.T) {
 	})
 
 	t.Run("Refusals", func(t *testing.T) {
-		ps := ap.cardSession(t)
+		ps := cardSession(t)
 		c := ps.goClient(t)
 
 		// The card is authorized for the processor only: the same stand-in
@@ -239,7 +245,24 @@ func TestProxydCheckoutThreeWays(t *testing.T) {
 		}
 	})
 	leak.check(t, "proxyd logs", ap.logs.Bytes())
-	leak.check(t, "proxyd metrics", ap.metrics(t))
+	metrics := ap.metrics(t)
+	leak.check(t, "proxyd metrics", metrics)
+	// P15: metric labels come from closed sets; no host, token or session.
+	for _, s := range sessionsSeen {
+		for name, v := range map[string]string{"session id": s.s.ID, "number token": s.numberToken, "number stand-in": s.numberStandIn} {
+			if bytes.Contains(metrics, []byte(v)) {
+				t.Errorf("a metric label holds a %s", name)
+			}
+		}
+	}
+	for _, h := range []string{ap.m.Shop.Host, ap.m.Pay.Host, "localhost", "127.0.0.1"} {
+		if bytes.Contains(metrics, []byte(h)) {
+			t.Errorf("a metric label holds the host %s", h)
+		}
+	}
+	if !bytes.Contains(metrics, []byte("# TYPE")) {
+		t.Error("the admin listener served no metrics")
+	}
 	t.Logf("P11 sweep covered %s", leak.summary())
 }
 
