@@ -1,0 +1,695 @@
+package dashboard
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/owner"
+	"github.com/agentvault/agentvault/policy"
+	"github.com/agentvault/agentvault/vault"
+)
+
+// Vault is what the dashboard reads from the vault: item metadata and the
+// audit log. *vault.Vault implements it. Nothing here can release a value.
+type Vault interface {
+	List(ctx context.Context, org string) ([]vault.Item, error)
+	Audit(ctx context.Context, f vault.AuditFilter) ([]vault.AuditRecord, error)
+}
+
+// Config configures the dashboard handler.
+type Config struct {
+	Service *owner.Service
+	Vault   Vault
+	Logger  *slog.Logger
+	Now     func() time.Time
+	// SignInBurst sign-in attempts are allowed at once per client address
+	// and per email, then one more every SignInEvery. Zero: 5 per minute.
+	SignInBurst int
+	SignInEvery time.Duration
+}
+
+// Handler serves the dashboard.
+type Handler struct {
+	svc     *owner.Service
+	vault   Vault
+	log     *slog.Logger
+	now     func() time.Time
+	limiter *policy.RateLimiter
+	mux     *http.ServeMux
+}
+
+const (
+	sessionCookie = "__Host-av_session"
+	preCookie     = "__Host-av_pre" // anti-CSRF for the sign-in form itself
+	maxForm       = 64 << 10
+)
+
+// New builds the handler.
+func New(cfg Config) (*Handler, error) {
+	if cfg.Service == nil || cfg.Vault == nil {
+		return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "dashboard needs the owner service and the vault")
+	}
+	h := &Handler{svc: cfg.Service, vault: cfg.Vault, log: cfg.Logger, now: cfg.Now}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	burst, every := cfg.SignInBurst, cfg.SignInEvery
+	if burst <= 0 {
+		burst = 5
+	}
+	if every <= 0 {
+		every = time.Minute
+	}
+	h.limiter = policy.NewRateLimiter(burst, every, h.now)
+	m := http.NewServeMux()
+	m.HandleFunc("GET /style.css", h.style)
+	m.HandleFunc("GET /signin", h.signInPage)
+	m.HandleFunc("POST /signin", h.signIn)
+	m.HandleFunc("POST /signout", h.authed(h.signOut))
+	m.HandleFunc("GET /{$}", h.authed(h.approvalsPage))
+	m.HandleFunc("POST /approvals/{id}", h.authed(h.decide))
+	m.HandleFunc("GET /cards", h.authed(h.cardsPage))
+	m.HandleFunc("POST /cards/{id}", h.authed(h.saveCard))
+	m.HandleFunc("GET /logins", h.authed(h.loginsPage))
+	m.HandleFunc("GET /keys", h.authed(h.keysPage))
+	m.HandleFunc("POST /keys", h.authed(h.createKey))
+	m.HandleFunc("POST /keys/{id}/scope", h.authed(h.setScope))
+	m.HandleFunc("POST /keys/{id}/revoke", h.authed(h.revokeKey))
+	m.HandleFunc("GET /sites", h.authed(h.sitesPage))
+	m.HandleFunc("POST /sites", h.authed(h.addSite))
+	m.HandleFunc("POST /sites/remove", h.authed(h.removeSite))
+	m.HandleFunc("GET /signups", h.authed(h.signupsPage))
+	m.HandleFunc("POST /signups", h.authed(h.addSignup))
+	m.HandleFunc("POST /signups/remove", h.authed(h.removeSignup))
+	m.HandleFunc("GET /activity", h.authed(h.activityPage))
+	h.mux = m
+	return h, nil
+}
+
+// ServeHTTP implements http.Handler with the security headers every answer
+// carries.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("Referrer-Policy", "no-referrer")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("Strict-Transport-Security", "max-age=31536000")
+	if r.Method == http.MethodPost {
+		r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+		// Browsers send Origin on POST; one from another site is refused
+		// before the token is even looked at.
+		if o := r.Header.Get("Origin"); o != "" && o != "null" {
+			u, err := url.Parse(o)
+			if err != nil || u.Host != r.Host {
+				h.fail(w, r, http.StatusForbidden, "cross-site request refused")
+				return
+			}
+		}
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+// csrfFor derives the synchronizer token of a cookie value: only someone
+// who can read the cookie (the page's own origin) can know it.
+func csrfFor(cookie string) string {
+	m := hmac.New(sha256.New, []byte(cookie))
+	m.Write([]byte("agentvault dashboard csrf v1"))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+func checkCSRF(r *http.Request, cookie string) bool {
+	got := r.PostFormValue("csrf")
+	return cookie != "" && got != "" && hmac.Equal([]byte(got), []byte(csrfFor(cookie)))
+}
+
+type ctxKey struct{}
+
+type session struct {
+	email string
+	token string
+}
+
+func (h *Handler) setCookie(w http.ResponseWriter, name, value string, maxAge int) {
+	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: "/", MaxAge: maxAge, Secure: true, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+}
+
+// authed admits signed-in requests and checks the CSRF token of every POST.
+func (h *Handler) authed(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c, err := r.Cookie(sessionCookie)
+		if err != nil {
+			http.Redirect(w, r, "/signin", http.StatusSeeOther)
+			return
+		}
+		d, err := h.svc.DashSession(r.Context(), c.Value)
+		if err != nil {
+			if agentvault.ErrorCode(err) == agentvault.CodeUnauthorized {
+				h.setCookie(w, sessionCookie, "", -1)
+				http.Redirect(w, r, "/signin", http.StatusSeeOther)
+				return
+			}
+			h.internal(w, r, err)
+			return
+		}
+		if r.Method == http.MethodPost && !checkCSRF(r, c.Value) {
+			h.fail(w, r, http.StatusForbidden, "the form has expired or did not come from this dashboard; reload the page and try again")
+			return
+		}
+		next(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, session{email: d.Email, token: c.Value})))
+	}
+}
+
+func sess(r *http.Request) session { s, _ := r.Context().Value(ctxKey{}).(session); return s }
+
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+func (h *Handler) signInPage(w http.ResponseWriter, r *http.Request) {
+	pre := ""
+	if c, err := r.Cookie(preCookie); err == nil && len(c.Value) >= 32 && len(c.Value) <= 64 {
+		pre = c.Value
+	} else {
+		b := make([]byte, 32)
+		_, _ = rand.Read(b)
+		pre = base64.RawURLEncoding.EncodeToString(b)
+		h.setCookie(w, preCookie, pre, 3600)
+	}
+	hasOwner, err := h.svc.HasOwner(r.Context())
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	h.render(w, r, http.StatusOK, "signin", &page{Title: "Sign in", CSRF: csrfFor(pre), Data: map[string]any{"HasOwner": hasOwner, "Email": r.URL.Query().Get("email")}})
+}
+
+func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
+	c, err := r.Cookie(preCookie)
+	if err != nil || !checkCSRF(r, c.Value) {
+		h.fail(w, r, http.StatusForbidden, "the sign-in form has expired; reload the page and try again")
+		return
+	}
+	email := strings.ToLower(strings.TrimSpace(r.PostFormValue("email")))
+	for _, key := range []string{"ip:" + clientIP(r), "email:" + email} {
+		if ok, retry := h.limiter.Take(key); !ok {
+			w.Header().Set("Retry-After", strconv.Itoa(int(retry.Seconds())+1))
+			h.fail(w, r, http.StatusTooManyRequests, "too many sign-in attempts; wait a minute and try again")
+			return
+		}
+	}
+	if _, err := h.svc.CheckOwnerPassword(r.Context(), email, r.PostFormValue("password")); err != nil {
+		if agentvault.ErrorCode(err) != agentvault.CodeUnauthorized {
+			h.internal(w, r, err)
+			return
+		}
+		h.log.Info("dashboard sign-in refused", "client", clientIP(r))
+		h.render(w, r, http.StatusUnauthorized, "signin", &page{Title: "Sign in", CSRF: csrfFor(c.Value), Error: "Wrong email or password.",
+			Data: map[string]any{"HasOwner": true, "Email": email}})
+		return
+	}
+	token, d, err := h.svc.NewDashSession(r.Context(), email)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	h.log.Info("dashboard sign-in", "client", clientIP(r))
+	h.setCookie(w, sessionCookie, token, int(d.Expires.Sub(d.Created).Seconds()))
+	h.setCookie(w, preCookie, "", -1)
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+func (h *Handler) signOut(w http.ResponseWriter, r *http.Request) {
+	if err := h.svc.EndDashSession(r.Context(), sess(r).token); err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	h.setCookie(w, sessionCookie, "", -1)
+	http.Redirect(w, r, "/signin", http.StatusSeeOther)
+}
+
+// ---- approvals ----
+
+func (h *Handler) approvalsPage(w http.ResponseWriter, r *http.Request) {
+	recent, err := h.svc.Approvals(r.Context(), owner.ApprovalFilter{Limit: 30})
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	var decided []owner.Approval
+	for _, a := range recent {
+		if a.Done() {
+			decided = append(decided, a)
+		}
+	}
+	cards, err := h.itemsByID(r.Context())
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	h.page(w, r, "approvals", "Approvals", map[string]any{"Decided": decided, "Cards": cards})
+}
+
+func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	var approve bool
+	switch r.PostFormValue("decision") {
+	case "approve":
+		approve = true
+	case "deny":
+	default:
+		h.fail(w, r, http.StatusBadRequest, "choose approve or deny")
+		return
+	}
+	a, err := h.svc.Decide(r.Context(), id, approve, "owner:"+sess(r).email)
+	if err != nil {
+		switch agentvault.ErrorCode(err) {
+		case agentvault.CodeConflict, agentvault.CodeApprovalExpired, agentvault.CodeNotFound:
+			h.redirect(w, r, "/", "", agentvault.ErrorMessage(err))
+			return
+		}
+		h.internal(w, r, err)
+		return
+	}
+	h.redirect(w, r, "/", "Request "+a.ID+" "+string(a.Status)+".", "")
+}
+
+// ---- cards ----
+
+type cardRow struct {
+	Item    vault.Item
+	Policy  owner.CardPolicy
+	Today   policy.Amount
+	Month   policy.Amount
+	Blocked string
+}
+
+func (h *Handler) cardsPage(w http.ResponseWriter, r *http.Request) {
+	items, err := h.vault.List(r.Context(), h.svc.Org())
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	now := h.now()
+	var rows []cardRow
+	for _, it := range items {
+		if it.Kind != vault.KindCard || it.Card == nil {
+			continue
+		}
+		p, err := h.svc.CardPolicy(r.Context(), it.ID)
+		if err != nil {
+			h.internal(w, r, err)
+			return
+		}
+		row := cardRow{Item: it, Policy: p, Blocked: strings.Join(p.Rules.BlockedMerchants, "\n")}
+		if p.Currency != "" {
+			row.Today, row.Month, err = h.svc.Ledger().Spent(r.Context(), it.ID, h.svc.Day(now), h.svc.Month(now), p.Currency)
+			if err != nil {
+				h.internal(w, r, err)
+				return
+			}
+		}
+		rows = append(rows, row)
+	}
+	h.page(w, r, "cards", "Cards", rows)
+}
+
+func (h *Handler) saveCard(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	items, err := h.vault.List(r.Context(), h.svc.Org())
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	if !slices.ContainsFunc(items, func(it vault.Item) bool { return it.ID == id && it.Kind == vault.KindCard }) {
+		h.fail(w, r, http.StatusNotFound, "no such card")
+		return
+	}
+	cur := strings.ToUpper(strings.TrimSpace(r.PostFormValue("currency")))
+	amount := func(name string) (*policy.Amount, error) {
+		v := strings.TrimSpace(r.PostFormValue(name))
+		if v == "" {
+			return nil, nil
+		}
+		if cur == "" {
+			return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "set the card's currency to use limits")
+		}
+		a, err := policy.ParseDecimal(v, cur)
+		if err != nil {
+			return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "limits are plain decimals such as 120.50")
+		}
+		return &a, nil
+	}
+	var rules policy.CardPolicy
+	var errs []error
+	for name, dst := range map[string]**policy.Amount{"per_purchase": &rules.PerPurchaseCap, "daily": &rules.DailyCap,
+		"monthly": &rules.MonthlyCap, "threshold": &rules.ApprovalThreshold} {
+		a, err := amount(name)
+		errs = append(errs, err)
+		*dst = a
+	}
+	if err := errors.Join(errs...); err != nil {
+		h.redirect(w, r, "/cards", "", agentvault.ErrorMessage(firstErr(errs)))
+		return
+	}
+	on := func(name string) bool { return r.PostFormValue(name) == "on" }
+	rules.Paused, rules.EveryPurchase, rules.LiveCVV, rules.StrictAmount = on("paused"), on("every_purchase"), on("live_cvv"), on("strict_amount")
+	rules.BlockedMerchants = strings.FieldsFunc(r.PostFormValue("blocked"), func(c rune) bool { return c == '\n' || c == '\r' || c == ',' || c == ' ' })
+	if err := h.svc.SetCardPolicy(r.Context(), owner.CardPolicy{CardID: id, Currency: cur, Rules: rules}, "owner:"+sess(r).email); err != nil {
+		if agentvault.ErrorCode(err) == agentvault.CodeInvalidInput {
+			h.redirect(w, r, "/cards", "", agentvault.ErrorMessage(err))
+			return
+		}
+		h.internal(w, r, err)
+		return
+	}
+	h.redirect(w, r, "/cards", "Card rules saved.", "")
+}
+
+func firstErr(errs []error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// ---- logins ----
+
+func (h *Handler) loginsPage(w http.ResponseWriter, r *http.Request) {
+	items, err := h.vault.List(r.Context(), h.svc.Org())
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	var logins []vault.Item
+	for _, it := range items {
+		if it.Kind == vault.KindLogin && it.Login != nil {
+			logins = append(logins, it)
+		}
+	}
+	h.page(w, r, "logins", "Logins", logins)
+}
+
+// ---- API keys ----
+
+type keysData struct {
+	Keys   []owner.APIKey
+	Cards  []vault.Item
+	Logins []vault.Item
+	NewKey string // shown once, right after creation
+	NewID  string
+}
+
+func (h *Handler) keysData(ctx context.Context) (keysData, error) {
+	keys, err := h.svc.APIKeys(ctx)
+	if err != nil {
+		return keysData{}, err
+	}
+	items, err := h.vault.List(ctx, h.svc.Org())
+	if err != nil {
+		return keysData{}, err
+	}
+	d := keysData{Keys: keys}
+	for _, it := range items {
+		switch it.Kind {
+		case vault.KindCard:
+			d.Cards = append(d.Cards, it)
+		case vault.KindLogin:
+			d.Logins = append(d.Logins, it)
+		}
+	}
+	return d, nil
+}
+
+func (h *Handler) keysPage(w http.ResponseWriter, r *http.Request) {
+	d, err := h.keysData(r.Context())
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	h.page(w, r, "keys", "API keys", d)
+}
+
+func scopeFromForm(r *http.Request) owner.Scope {
+	_ = r.ParseForm()
+	return owner.Scope{
+		AllCards: r.PostForm.Get("all_cards") == "on", CardIDs: r.PostForm["card"],
+		AllLogins: r.PostForm.Get("all_logins") == "on", LoginIDs: r.PostForm["login"],
+		CanCreateLogins: r.PostForm.Get("create_logins") == "on",
+	}
+}
+
+func (h *Handler) createKey(w http.ResponseWriter, r *http.Request) {
+	k, secret, err := h.svc.CreateAPIKey(r.Context(), r.PostFormValue("name"), scopeFromForm(r))
+	if err != nil {
+		if agentvault.ErrorCode(err) == agentvault.CodeInvalidInput {
+			h.redirect(w, r, "/keys", "", agentvault.ErrorMessage(err))
+			return
+		}
+		h.internal(w, r, err)
+		return
+	}
+	h.log.Info("API key created", "key", k.ID)
+	d, err := h.keysData(r.Context())
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	// Rendered in the POST's own answer (no redirect, no-store): the only
+	// time the secret leaves the appliance.
+	d.NewKey, d.NewID = secret, k.ID
+	h.page(w, r, "keys", "API keys", d)
+}
+
+func (h *Handler) setScope(w http.ResponseWriter, r *http.Request) {
+	if err := h.svc.SetScope(r.Context(), r.PathValue("id"), scopeFromForm(r)); err != nil {
+		h.keyErr(w, r, err)
+		return
+	}
+	h.redirect(w, r, "/keys", "Scope saved.", "")
+}
+
+func (h *Handler) revokeKey(w http.ResponseWriter, r *http.Request) {
+	if err := h.svc.Revoke(r.Context(), r.PathValue("id")); err != nil {
+		h.keyErr(w, r, err)
+		return
+	}
+	h.log.Info("API key revoked", "key", r.PathValue("id"))
+	h.redirect(w, r, "/keys", "Key revoked.", "")
+}
+
+func (h *Handler) keyErr(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, vault.ErrNotFound) {
+		h.fail(w, r, http.StatusNotFound, "no such key")
+		return
+	}
+	h.internal(w, r, err)
+}
+
+// ---- sites and signups ----
+
+func (h *Handler) sitesPage(w http.ResponseWriter, r *http.Request) {
+	sites, err := h.svc.Sites(r.Context())
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	h.page(w, r, "sites", "Authorized sites", sites)
+}
+
+func (h *Handler) addSite(w http.ResponseWriter, r *http.Request) {
+	if err := h.svc.AuthorizeSite(r.Context(), r.PostFormValue("host"), "owner:"+sess(r).email); err != nil {
+		h.formErr(w, r, "/sites", err)
+		return
+	}
+	h.redirect(w, r, "/sites", "Site authorized.", "")
+}
+
+func (h *Handler) removeSite(w http.ResponseWriter, r *http.Request) {
+	if err := h.svc.RemoveSite(r.Context(), r.PostFormValue("host")); err != nil {
+		h.formErr(w, r, "/sites", err)
+		return
+	}
+	h.redirect(w, r, "/sites", "Site removed.", "")
+}
+
+func (h *Handler) signupsPage(w http.ResponseWriter, r *http.Request) {
+	s, err := h.svc.Signups(r.Context())
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	h.page(w, r, "signups", "Pre-approved signups", s)
+}
+
+func (h *Handler) addSignup(w http.ResponseWriter, r *http.Request) {
+	if err := h.svc.AddSignup(r.Context(), r.PostFormValue("site"), r.PostFormValue("email"), "owner:"+sess(r).email); err != nil {
+		h.formErr(w, r, "/signups", err)
+		return
+	}
+	h.redirect(w, r, "/signups", "Signup pre-approved.", "")
+}
+
+func (h *Handler) removeSignup(w http.ResponseWriter, r *http.Request) {
+	if err := h.svc.RemoveSignup(r.Context(), r.PostFormValue("site"), r.PostFormValue("email")); err != nil {
+		h.formErr(w, r, "/signups", err)
+		return
+	}
+	h.redirect(w, r, "/signups", "Pre-approval removed.", "")
+}
+
+func (h *Handler) formErr(w http.ResponseWriter, r *http.Request, back string, err error) {
+	switch {
+	case agentvault.ErrorCode(err) == agentvault.CodeInvalidInput, errors.Is(err, vault.ErrNotFound):
+		h.redirect(w, r, back, "", agentvault.ErrorMessage(err))
+	default:
+		h.internal(w, r, err)
+	}
+}
+
+// ---- activity ----
+
+type activityRow struct {
+	Rec     vault.AuditRecord
+	Item    string // display name of the item
+	KeyName string
+}
+
+type activityData struct {
+	Rows      []activityRow
+	Approvals []owner.Approval
+	Kinds     map[string]int // released values by kind
+	Releases  int
+	Refusals  int // denied and expired approvals shown
+	Days      int
+}
+
+func (h *Handler) activityPage(w http.ResponseWriter, r *http.Request) {
+	const days = 30
+	ctx := r.Context()
+	recs, err := h.vault.Audit(ctx, vault.AuditFilter{Org: h.svc.Org(), Since: h.now().Add(-days * 24 * time.Hour)})
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	items, err := h.itemsByID(ctx)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	keys, err := h.svc.APIKeys(ctx)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	names := map[string]string{}
+	for _, k := range keys {
+		names[k.ID] = k.Name
+	}
+	d := activityData{Kinds: map[string]int{}, Days: days}
+	for i := len(recs) - 1; i >= 0 && len(d.Rows) < 200; i-- {
+		rec := recs[i]
+		rec.ValueHMAC = nil // not for display
+		d.Rows = append(d.Rows, activityRow{Rec: rec, Item: items[rec.ItemID], KeyName: names[rec.Actor]})
+	}
+	for _, rec := range recs {
+		if rec.Action == vault.AuditRelease {
+			d.Releases++
+			d.Kinds[string(rec.Kind)]++
+		}
+	}
+	if d.Approvals, err = h.svc.Approvals(ctx, owner.ApprovalFilter{Limit: 100}); err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	for _, a := range d.Approvals {
+		if a.Status == owner.StatusDenied || a.Status == owner.StatusExpired {
+			d.Refusals++
+		}
+	}
+	h.page(w, r, "activity", "Activity", d)
+}
+
+// itemsByID names items for display ("Visa •••• 4242", "github login").
+func (h *Handler) itemsByID(ctx context.Context) (map[string]string, error) {
+	items, err := h.vault.List(ctx, h.svc.Org())
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]string, len(items))
+	for _, it := range items {
+		m[it.ID] = itemName(it)
+	}
+	return m, nil
+}
+
+// ---- responses ----
+
+func (h *Handler) redirect(w http.ResponseWriter, r *http.Request, to, flash, errMsg string) {
+	q := url.Values{}
+	if flash != "" {
+		q.Set("ok", flash)
+	}
+	if errMsg != "" {
+		q.Set("err", errMsg)
+	}
+	if len(q) > 0 {
+		to += "?" + q.Encode()
+	}
+	http.Redirect(w, r, to, http.StatusSeeOther)
+}
+
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, msg string) {
+	h.render(w, r, status, "error", &page{Title: http.StatusText(status), Error: msg})
+}
+
+// internal logs the code and public message only (the cause may hold SQL
+// text) and shows a generic page.
+func (h *Handler) internal(w http.ResponseWriter, r *http.Request, err error) {
+	h.log.Error("dashboard request failed", "path", r.URL.Path, "code", string(agentvault.ErrorCode(err)), "err", agentvault.ErrorMessage(err))
+	h.fail(w, r, http.StatusInternalServerError, "something went wrong; the details are in proxyd's log")
+}
+
+// page renders a signed-in page with the banner of pending approvals.
+func (h *Handler) page(w http.ResponseWriter, r *http.Request, name, title string, data any) {
+	pending, err := h.svc.Pending(r.Context())
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	s := sess(r)
+	h.render(w, r, http.StatusOK, name, &page{
+		Title: title, Nav: name, CSRF: csrfFor(s.token), Email: s.email, Pending: pending,
+		Flash: trimMsg(r.URL.Query().Get("ok")), Error: trimMsg(r.URL.Query().Get("err")), Data: data, Now: h.now(),
+	})
+}
+
+func trimMsg(s string) string {
+	if len(s) > 200 {
+		s = s[:200]
+	}
+	return s
+}

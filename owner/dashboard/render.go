@@ -1,0 +1,174 @@
+package dashboard
+
+import (
+	"bytes"
+	"embed"
+	"fmt"
+	"html/template"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/agentvault/agentvault/owner"
+	"github.com/agentvault/agentvault/policy"
+	"github.com/agentvault/agentvault/vault"
+)
+
+//go:embed templates/*.html style.css
+var files embed.FS
+
+// page is what every template gets.
+type page struct {
+	Title   string
+	Nav     string
+	CSRF    string
+	Email   string
+	Pending []owner.Approval
+	Flash   string
+	Error   string
+	Data    any
+	Now     time.Time
+}
+
+var funcs = template.FuncMap{
+	"itemName":  itemName,
+	"maskEmail": maskEmail,
+	"amount": func(a *policy.Amount) string {
+		if a == nil {
+			return ""
+		}
+		return a.Decimal()
+	},
+	"money": func(a any) string {
+		switch v := a.(type) {
+		case *policy.Amount:
+			if v == nil {
+				return "—"
+			}
+			return v.String()
+		case policy.Amount:
+			if v.Currency == "" {
+				return "—"
+			}
+			return v.String()
+		}
+		return "—"
+	},
+	"when": func(t time.Time) string {
+		if t.IsZero() {
+			return "—"
+		}
+		return t.UTC().Format("2006-01-02 15:04 UTC")
+	},
+	"until": func(t, now time.Time) string {
+		d := t.Sub(now).Round(time.Minute)
+		if d <= 0 {
+			return "now"
+		}
+		return "in " + strings.TrimSuffix(d.String(), "0s")
+	},
+	"has": func(list []string, s string) bool {
+		for _, x := range list {
+			if x == s {
+				return true
+			}
+		}
+		return false
+	},
+	"join":  strings.Join,
+	"lines": func(s []string) string { return strings.Join(s, "\n") },
+	"kindLabel": func(k owner.ApprovalKind) string {
+		switch k {
+		case owner.KindNewDestination:
+			return "New site"
+		case owner.KindPurchase:
+			return "Purchase"
+		case owner.KindCVVEntry:
+			return "Security code"
+		case owner.KindSignup:
+			return "Signup"
+		}
+		return string(k)
+	},
+	"reasonText": reasonText,
+}
+
+// reasonText explains a reason in the owner's words.
+func reasonText(reason string) string {
+	switch policy.Reason(reason) {
+	case policy.ReasonNewDestination:
+		return "An agent wants to fill a form on a site you have not authorized."
+	case policy.ReasonOverThreshold:
+		return "The total is over this card's approval threshold."
+	case policy.ReasonEveryPurchase:
+		return "You approve every purchase with this card."
+	case policy.ReasonAmountMismatch:
+		return "The total differs from the one you approved."
+	case policy.ReasonAmountUnknown, policy.ReasonAmountUnknownStrict:
+		return "The checkout total could not be read from the page."
+	case policy.ReasonAmountUnconvertible:
+		return "The total is in a currency the rate table cannot convert."
+	case policy.ReasonCVVEntry:
+		return "This card's security code is not stored; it must be typed for this purchase."
+	}
+	return reason
+}
+
+// itemName is how an item is shown: never a value, only metadata.
+func itemName(it vault.Item) string {
+	switch {
+	case it.Kind == vault.KindCard && it.Card != nil:
+		brand := it.Card.Brand
+		if brand == "" {
+			brand = "card"
+		}
+		return fmt.Sprintf("%s •••• %s", strings.ToUpper(brand[:1])+brand[1:], it.Card.Last4)
+	case it.Kind == vault.KindLogin && it.Login != nil:
+		return it.Login.Site + " login"
+	}
+	return string(it.Kind) + " " + it.Label
+}
+
+// maskEmail shows the first letter and the domain: m•••@example.com.
+func maskEmail(e string) string {
+	at := strings.LastIndexByte(e, '@')
+	if at < 1 {
+		if e == "" {
+			return "—"
+		}
+		return "•••"
+	}
+	return e[:1] + "•••" + e[at:]
+}
+
+var pages = map[string]*template.Template{}
+
+func init() {
+	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(files, "templates/layout.html"))
+	for _, name := range []string{"signin", "error", "approvals", "cards", "logins", "keys", "sites", "signups", "activity"} {
+		t := template.Must(layout.Clone())
+		pages[name] = template.Must(t.ParseFS(files, "templates/"+name+".html"))
+	}
+}
+
+func (h *Handler) render(w http.ResponseWriter, r *http.Request, status int, name string, p *page) {
+	if p.Now.IsZero() {
+		p.Now = h.now()
+	}
+	var buf bytes.Buffer
+	if err := pages[name].ExecuteTemplate(&buf, "layout.html", p); err != nil {
+		h.log.Error("dashboard template failed", "page", name)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+func (h *Handler) style(w http.ResponseWriter, r *http.Request) {
+	b, _ := files.ReadFile("style.css")
+	w.Header().Set("Content-Type", "text/css; charset=utf-8")
+	w.Header().Set("Cache-Control", "max-age=3600")
+	_, _ = w.Write(b)
+}
