@@ -143,6 +143,7 @@ type replaceReader struct {
 	pending []byte
 	prev    int // the input byte before pending[0], -1 at the start
 	out     []byte
+	buf     []byte
 	eof     bool
 	err     error
 }
@@ -163,9 +164,11 @@ func (rr *replaceReader) Read(p []byte) (int, error) {
 		if rr.eof {
 			return 0, io.EOF
 		}
-		buf := make([]byte, 32<<10)
-		n, err := rr.src.Read(buf)
-		rr.pending = append(rr.pending, buf[:n]...)
+		if rr.buf == nil {
+			rr.buf = make([]byte, 32<<10)
+		}
+		n, err := rr.src.Read(rr.buf)
+		rr.pending = append(rr.pending, rr.buf[:n]...)
 		if err == io.EOF {
 			rr.eof = true
 		} else if err != nil {
@@ -313,7 +316,17 @@ func variantPairs(from, to string, kind vault.Kind, ref *binding) []pair {
 // request after substitution is refused: a mock token never goes upstream.
 var tokenShape = regexp.MustCompile(`(?i)av_(card|login|identity|address)_[a-z0-9._-]{1,64}?_(number|cvv|holder|email|username|password|totp|name|phone|line1|line2|city|region|postal_code|country)_[a-z0-9]{5}`)
 
-func containsTokenShape(b []byte) bool { return tokenShape.Match(b) }
+// containsTokenShape reports whether b holds a token-shaped string. A cheap
+// scan for the "av_" prefix in any letter case keeps the regexp off bodies
+// that cannot match.
+func containsTokenShape(b []byte) bool {
+	for _, p := range [][]byte{[]byte("av_"), []byte("AV_"), []byte("Av_"), []byte("aV_")} {
+		if bytes.Contains(b, p) {
+			return tokenShape.Match(b)
+		}
+	}
+	return false
+}
 
 func errTokenNotAllowed() error {
 	return agentvault.Errorf(agentvault.CodeTokenNotAllowed, "the request carries a token this session has not authorized")

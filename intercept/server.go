@@ -843,6 +843,19 @@ func (s *Server) scrubResponse(sess *Session, resp *http.Response) (*http.Respon
 	if err != nil {
 		return nil, err
 	}
+	if coding == "" && resp.ContentLength >= 0 && resp.ContentLength <= smallBody {
+		// Small identity bodies are scrubbed whole and keep a length.
+		b, err := io.ReadAll(io.LimitReader(resp.Body, smallBody+1))
+		resp.Body.Close()
+		if err != nil || int64(len(b)) != resp.ContentLength {
+			return nil, agentvault.Wrap(agentvault.CodeUpstream, err, "the site's response was cut short")
+		}
+		out, _, _ := scrub.apply(b, func(p *pair) ([]byte, error) { count(p); return p.to, nil })
+		resp.Body = nopBody(out)
+		resp.ContentLength = int64(len(out))
+		resp.Header.Set("Content-Length", strconv.Itoa(len(out)))
+		return resp, nil
+	}
 	dec, err := decoder(coding, resp.Body)
 	if err != nil {
 		return nil, err
@@ -853,6 +866,9 @@ func (s *Server) scrubResponse(sess *Session, resp *http.Response) (*http.Respon
 	resp.ContentLength = -1
 	return resp, nil
 }
+
+// smallBody is the size under which a response is scrubbed in one piece.
+const smallBody = 256 << 10
 
 type readCloser struct {
 	io.Reader

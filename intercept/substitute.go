@@ -1,6 +1,7 @@
 package intercept
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"mime"
@@ -164,7 +165,7 @@ func (s *Server) substituteRequest(ctx context.Context, sess *Session, dest Dest
 	if containsTokenShape(out) {
 		return nil, sb, errTokenNotAllowed()
 	}
-	if wc == ctxQuery {
+	if wc == ctxQuery && bytes.IndexByte(out, '%') >= 0 {
 		if u, err := url.QueryUnescape(string(out)); err == nil && containsTokenShape([]byte(u)) {
 			return nil, sb, errTokenNotAllowed()
 		}

@@ -1,0 +1,155 @@
+package intercept_test
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/elazarl/goproxy"
+)
+
+// BenchmarkProxy measures, in one run, the same requests sent directly to
+// the upstream, through a vanilla goproxy MITM (its built-in CA, no leaf
+// cache: the baseline the issue names) and through proxyd. Each scenario
+// reports the three ns/op figures and proxyd's ratios.
+//
+//	go test -run '^$' -bench BenchmarkProxy -benchtime=200ms ./intercept/
+func BenchmarkProxy(b *testing.B) {
+	f := newSubFixture(&testing.T{}, false, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, "ok")
+	})
+	up := f.up
+	// Vanilla goproxy MITM, trusting the upstream CA.
+	upPool := x509.NewCertPool()
+	upPool.AddCert(f.e.upCA.cert)
+	gp := goproxy.NewProxyHttpServer()
+	gp.OnRequest().HandleConnect(goproxy.AlwaysMitm)
+	gp.Tr = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: upPool}, Proxy: nil, DialContext: (&net.Dialer{}).DialContext}
+	gl, _ := net.Listen("tcp", "127.0.0.1:0")
+	gsrv := &http.Server{Handler: gp}
+	go func() { _ = gsrv.Serve(gl) }()
+	defer gsrv.Close()
+	gpPool := x509.NewCertPool()
+	gpPool.AddCert(goproxy.GoproxyCa.Leaf)
+	if goproxy.GoproxyCa.Leaf == nil {
+		c, _ := x509.ParseCertificate(goproxy.GoproxyCa.Certificate[0])
+		gpPool.AddCert(c)
+	}
+
+	proxydPool := x509.NewCertPool()
+	proxydPool.AddCert(f.e.ca.Certificate())
+	proxydURL := &url.URL{Scheme: "http", Host: f.e.addr, User: url.UserPassword(f.s.ID, f.pw)}
+	gpURL := &url.URL{Scheme: "http", Host: gl.Addr().String()}
+	newClient := func(mode string, keepAlive bool) *http.Client {
+		tr := &http.Transport{DisableKeepAlives: !keepAlive, MaxIdleConnsPerHost: 8,
+			TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}}
+		switch mode {
+		case "direct":
+			tr.TLSClientConfig = &tls.Config{RootCAs: upPool}
+		case "goproxy":
+			tr.Proxy = http.ProxyURL(gpURL)
+			tr.TLSClientConfig = &tls.Config{RootCAs: gpPool}
+		case "proxyd":
+			tr.Proxy = http.ProxyURL(proxydURL)
+			tr.TLSClientConfig = &tls.Config{RootCAs: proxydPool}
+		}
+		return &http.Client{Transport: tr}
+	}
+	form2k := func(value string) string {
+		return "cc=" + value + "&pad=" + strings.Repeat("x", 2048-len(value)-9)
+	}
+	big := strings.Repeat("y", 1<<20)
+	type scenario struct {
+		name      string
+		keepAlive bool
+		do        func(c *http.Client, mode string) error
+	}
+	get := func(c *http.Client, _ string) error {
+		resp, err := c.Get(hostURL(up, "127.0.0.1", "/"))
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.Body.Close()
+	}
+	post := func(body func(mode string) string) func(c *http.Client, mode string) error {
+		return func(c *http.Client, mode string) error {
+			resp, err := c.Post(hostURL(up, "shop.test", "/"), "application/x-www-form-urlencoded", strings.NewReader(body(mode)))
+			if err != nil {
+				return err
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			return resp.Body.Close()
+		}
+	}
+	scenarios := []scenario{
+		{"keepalive-get", true, get},
+		{"newconn-get", false, get},
+		{"form-2KiB-standin", true, post(func(mode string) string {
+			if mode == "proxyd" {
+				return form2k(f.numSI)
+			}
+			return form2k(f.number)
+		})},
+		{"body-1MiB", true, post(func(string) string { return big })},
+	}
+	// goproxy and direct need shop.test to resolve: use the IP form for
+	// them and a Host-free path. proxyd resolves shop.test via its table.
+	for _, sc := range scenarios {
+		b.Run(sc.name, func(b *testing.B) {
+			res := map[string]float64{}
+			modes := []string{"direct", "goproxy", "proxyd"}
+			clients := map[string]*http.Client{}
+			dos := map[string]func(*http.Client, string) error{}
+			for _, mode := range modes {
+				c := newClient(mode, sc.keepAlive)
+				do := sc.do
+				if mode != "proxyd" && sc.name != "keepalive-get" && sc.name != "newconn-get" {
+					do = func(c *http.Client, m string) error {
+						body := big
+						if sc.name == "form-2KiB-standin" {
+							body = form2k(f.number)
+						}
+						resp, err := c.Post(hostURL(up, "127.0.0.1", "/"), "application/x-www-form-urlencoded", strings.NewReader(body))
+						if err != nil {
+							return err
+						}
+						_, _ = io.Copy(io.Discard, resp.Body)
+						return resp.Body.Close()
+					}
+				}
+				if err := do(c, mode); err != nil { // warm up (leaf, upstream conn)
+					b.Fatalf("%s: %v", mode, err)
+				}
+				clients[mode], dos[mode] = c, do
+			}
+			b.ResetTimer()
+			for _, mode := range modes {
+				c, do := clients[mode], dos[mode]
+				start := time.Now()
+				for i := 0; i < b.N; i++ {
+					if err := do(c, mode); err != nil {
+						b.Fatalf("%s: %v", mode, err)
+					}
+				}
+				res[mode] = float64(time.Since(start).Nanoseconds()) / float64(b.N)
+			}
+			b.StopTimer()
+			for _, c := range clients {
+				c.Transport.(*http.Transport).CloseIdleConnections()
+			}
+			b.ReportMetric(res["direct"], "direct-ns/op")
+			b.ReportMetric(res["goproxy"], "goproxy-ns/op")
+			b.ReportMetric(res["proxyd"], "proxyd-ns/op")
+			b.ReportMetric(res["proxyd"]/res["goproxy"], "proxyd/goproxy")
+			b.ReportMetric(res["proxyd"]/res["direct"], "proxyd/direct")
+		})
+	}
+}
