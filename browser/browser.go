@@ -230,6 +230,16 @@ func (b *Browser) NewSession(opts SessionOptions) (*Session, error) {
 		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "open browser context")
 	}
 	s := &Session{b: b, ctx: bctx, popupArrived: make(chan struct{}, 1)}
+	// Refusals proxyd answers inside the tunnel carry its code in a header
+	// (read from the response's initial headers: no round trip, safe in an
+	// event callback).
+	bctx.OnResponse(func(r playwright.Response) {
+		if code := r.Headers()[RefusalHeader]; code != "" {
+			s.mu.Lock()
+			s.refusals = append(s.refusals, Refusal{Code: code, ResourceType: r.Request().ResourceType()})
+			s.mu.Unlock()
+		}
+	})
 	p, err := bctx.NewPage()
 	if err != nil {
 		_ = bctx.Close()

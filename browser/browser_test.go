@@ -164,6 +164,16 @@ func TestGotoProxyRefusal(t *testing.T) {
 	if !strings.HasSuffix(s.URL(), "/checkout") {
 		t.Fatalf("tab is at %q", s.URL())
 	}
+	// A refused fetch the page makes is recorded with its code.
+	n := s.RefusalCount()
+	if _, err := s.Click(browser.Target{Selector: "#probe"}, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	must(t, s.WaitFor(browser.Target{Selector: "body[data-probed]"}, "attached", 5*time.Second))
+	rs := s.RefusalsSince(n)
+	if len(rs) != 1 || rs[0].Code != "insecure_site" || rs[0].ResourceType != "fetch" {
+		t.Fatalf("refusals %+v", rs)
+	}
 }
 
 // TestObserveErrorText reads validation output only, and flags it.

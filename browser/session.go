@@ -37,7 +37,31 @@ type Session struct {
 	stack        []playwright.Page // openers below, current on top
 	queue        []popup           // tabs opened and not yet taken
 	popupArrived chan struct{}
+	refusals     []Refusal
 	closed       bool
+}
+
+// Refusal is a request of the session that proxyd refused inside the tunnel.
+type Refusal struct {
+	Code         string
+	ResourceType string // document, fetch, xhr, ...
+}
+
+// RefusalCount is how many refusals the session has seen so far.
+func (s *Session) RefusalCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.refusals)
+}
+
+// RefusalsSince returns the refusals seen after the first n.
+func (s *Session) RefusalsSince(n int) []Refusal {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n >= len(s.refusals) {
+		return nil
+	}
+	return append([]Refusal(nil), s.refusals[n:]...)
 }
 
 type popup struct {

@@ -161,11 +161,12 @@ func (s *Server) click(ctx context.Context, in clickIn) (*mcp.CallToolResult, er
 	defer ss.mu.Unlock()
 	ss.action()
 	ss.lastAction = in.Selector
+	seen := ss.page.RefusalCount()
 	act, err := ss.page.Click(browser.Target{Selector: in.Selector, Frame: in.Frame}, ms(in.Timeout, actionTimeout, waitMax))
 	if err != nil {
 		return nil, err
 	}
-	return prose(okStatus(), "Clicked "+in.Selector+newTabNotice(act)), nil
+	return prose(okStatus(), "Clicked "+in.Selector+newTabNotice(act)+refusalNotice(ss.page.RefusalsSince(seen))), nil
 }
 
 func newTabNotice(a browser.Action) string {
@@ -173,6 +174,19 @@ func newTabNotice(a browser.Action) string {
 		return ""
 	}
 	return "\nA new tab opened: call wait_for_popup before anything else (every tool still targets the page you were on)."
+}
+
+// refusalNotice reports requests proxyd refused while an action ran (only
+// those answered before the action returned; get_run_report counts all).
+func refusalNotice(rs []browser.Refusal) string {
+	if len(rs) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, r := range rs {
+		parts = append(parts, r.Code+" ("+r.ResourceType+")")
+	}
+	return "\nThe proxy refused " + plural(len(rs), "request", "requests") + " this caused: " + strings.Join(parts, ", ") + ". Read observe_page and get_run_report before going on."
 }
 
 func (s *Server) press(ctx context.Context, in pressIn) (*mcp.CallToolResult, error) {
@@ -192,11 +206,12 @@ func (s *Server) press(ctx context.Context, in pressIn) (*mcp.CallToolResult, er
 	}
 	ss.action()
 	ss.lastAction = in.Selector
+	seen := ss.page.RefusalCount()
 	act, err := ss.page.Press(browser.Target{Selector: in.Selector, Frame: in.Frame}, in.Key, actionTimeout)
 	if err != nil {
 		return nil, err
 	}
-	return prose(okStatus(), "Pressed "+in.Key+" on "+in.Selector+newTabNotice(act)), nil
+	return prose(okStatus(), "Pressed "+in.Key+" on "+in.Selector+newTabNotice(act)+refusalNotice(ss.page.RefusalsSince(seen))), nil
 }
 
 func (s *Server) checkSelector(ss *Session, selectors ...string) error {
