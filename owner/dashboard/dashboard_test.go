@@ -47,6 +47,7 @@ func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 type env struct {
 	t      *testing.T
 	srv    *httptest.Server
+	h      http.Handler
 	svc    *owner.Service
 	vault  *vault.Vault
 	dbPath string
@@ -97,7 +98,7 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(srv.Close)
 	client := srv.Client()
 	client.Jar, _ = cookiejar.New(nil)
-	return &env{t: t, srv: srv, svc: svc, vault: v, dbPath: dbPath, client: client, card: card, login: login}
+	return &env{t: t, srv: srv, h: h, svc: svc, vault: v, dbPath: dbPath, client: client, card: card, login: login}
 }
 
 func (e *env) do(method, path string, form url.Values) (int, string) {
