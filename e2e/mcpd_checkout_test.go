@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -37,9 +38,17 @@ const (
 // TestP11_MCPCheckoutCanary is the issue-4 proof: a scripted agent drives
 // the built mcpd over stdio through a real checkout on the test merchant,
 // with proxyd in between and canary card values in the vault.
+//
+// It runs twice: over proxyd's own Main with an anySite card (the merchant on
+// localhost and 127.0.0.1), and over the wired appliance whose merchant has
+// DNS names, with a card the owner allowed on the shop and its processor only.
 func TestP11_MCPCheckoutCanary(t *testing.T) {
 	requireE2E(t, true)
-	ap := startAppliance(t)
+	t.Run("ProxydMain", func(t *testing.T) { mcpCheckout(t, startAppliance(t)) })
+	t.Run("SiteScopedCard", func(t *testing.T) { mcpCheckout(t, startWiredAppliance(t)) })
+}
+
+func mcpCheckout(t *testing.T, ap *appliance) {
 	bin := buildCmd(t, "mcpd")
 	args, env := ap.mcpdArgs()
 
@@ -178,9 +187,19 @@ func TestP11_MCPCheckoutCanary(t *testing.T) {
 	for _, k := range kinds {
 		ks = append(ks, k.(string))
 	}
-	if !strings.Contains(strings.Join(ks, ","), "card") {
-		t.Errorf("run report filled kinds %v lack card", ks)
+	wantKinds := []string{"card"}
+	if emailTok != "" || phoneTok != "" {
+		wantKinds = append(wantKinds, "identity")
 	}
+	if line1Tok != "" || cityTok != "" || postTok != "" {
+		wantKinds = append(wantKinds, "address")
+	}
+	for _, k := range wantKinds {
+		if !slices.Contains(ks, k) {
+			t.Errorf("run report filled kinds %v lack %s", ks, k)
+		}
+	}
+	t.Logf("run report: filled kinds %v, total %v, denied %v", ks, rep["orderTotal"], rep["deniedCount"])
 	if rep["confirmationDetected"] != true {
 		t.Errorf("run report does not record the confirmation")
 	}
