@@ -415,6 +415,22 @@ func (s *Server) serveH1(t *tunnel, conn net.Conn) {
 			_, _ = io.WriteString(conn, "HTTP/1.1 100 Continue\r\n\r\n")
 		}
 		resp := s.handle(t, req, "HTTP/1.1")
+		if wb, ok := resp.Body.(*wsBody); ok {
+			// 101: write the handshake answer, then relay frames.
+			resp.Header.Set("Connection", "Upgrade")
+			resp.Header.Set("Upgrade", "websocket")
+			_, _ = io.WriteString(bw, "HTTP/1.1 101 Switching Protocols\r\n")
+			_ = resp.Header.Write(bw)
+			_, _ = io.WriteString(bw, "\r\n")
+			if err := bw.Flush(); err != nil {
+				wb.Close()
+				return
+			}
+			_ = conn.SetReadDeadline(time.Time{})
+			s.relayWebSocket(t, wb.sb, br, conn, wb.ReadWriteCloser)
+			wb.cancel()
+			return
+		}
 		keep := !resp.Close && !req.Close
 		resp.ProtoMajor, resp.ProtoMinor, resp.Proto = 1, 1, "HTTP/1.1"
 		if resp.ContentLength < 0 && req.Method != http.MethodHead && resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusNotModified {
@@ -587,8 +603,8 @@ func checkDestination(t *tunnel, req *http.Request) error {
 	if strings.Contains(strings.ToLower(strings.Join(req.Header.Values("Upgrade"), ",")), "h2c") || req.Header.Get("Http2-Settings") != "" {
 		return agentvault.Errorf(agentvault.CodeInsecureSite, "h2c upgrade is refused")
 	}
-	if req.Header.Get("Upgrade") != "" {
-		return agentvault.Errorf(agentvault.CodeMalformedRequest, "protocol upgrades are not supported")
+	if req.Header.Get("Upgrade") != "" && !isWebSocket(req) {
+		return agentvault.Errorf(agentvault.CodeMalformedRequest, "protocol upgrades other than WebSocket are not supported")
 	}
 	return nil
 }
@@ -628,7 +644,7 @@ func (s *Server) handle(t *tunnel, req *http.Request, proto string) *http.Respon
 	start := time.Now()
 	ctx := req.Context()
 	oc := outcome{decision: DecisionForwarded}
-	resp, err := s.forward(ctx, t, req, &oc)
+	resp, err := s.forward(ctx, t, req, proto, &oc)
 	if err != nil {
 		oc.decision, oc.err = DecisionRefused, err
 		resp = errorResponse(req, err)
@@ -703,7 +719,7 @@ func (s *Server) refuse(sess *Session, err error, method, host string) {
 	s.log.LogAttrs(context.Background(), slog.LevelWarn, "proxy request", attrs...)
 }
 
-func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, oc *outcome) (*http.Response, error) {
+func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, proto string, oc *outcome) (*http.Response, error) {
 	start := time.Now()
 	if err := checkDestination(t, req); err != nil {
 		return nil, err
@@ -736,9 +752,21 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, oc *
 		}
 		out.Header[k] = append([]string(nil), vs...)
 	}
+	ws := isWebSocket(req) && proto == "HTTP/1.1"
+	if ws {
+		// No extensions: frames must stay readable for rewriting.
+		out.Header.Del("Sec-Websocket-Extensions")
+		out.Header.Set("Connection", "Upgrade")
+		out.Header.Set("Upgrade", "websocket")
+	}
 	newBody, sb, err := s.substituteRequest(ctx, t.sess, t.dest, out, body)
+	keepSB := false
 	if sb != nil {
-		defer sb.wipe()
+		defer func() {
+			if !keepSB {
+				sb.wipe()
+			}
+		}()
 	}
 	if err != nil {
 		return nil, err
@@ -780,6 +808,20 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, oc *
 			}
 		}
 	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		rwc, ok := resp.Body.(io.ReadWriteCloser)
+		if !ws || !ok {
+			resp.Body.Close()
+			cancel()
+			return nil, agentvault.Errorf(agentvault.CodeUpstream, "the site switched protocols unexpectedly")
+		}
+		keepSB = true
+		resp.Body = &wsBody{ReadWriteCloser: rwc, sb: sb, cancel: cancel}
+		for _, h := range []string{"Proxy-Authenticate", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Sec-Websocket-Extensions"} {
+			resp.Header.Del(h)
+		}
+		return resp, nil
+	}
 	scrubbed, err := s.scrubResponse(t.sess, resp)
 	if err != nil {
 		resp.Body.Close()
@@ -788,6 +830,14 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, oc *
 	}
 	scrubbed.Body = &cancelBody{ReadCloser: scrubbed.Body, cancel: cancel}
 	return scrubbed, nil
+}
+
+// wsBody carries an upgraded upstream connection from forward to the
+// HTTP/1.1 loop, with the request's substitution state kept alive.
+type wsBody struct {
+	io.ReadWriteCloser
+	sb     *substitution
+	cancel context.CancelFunc
 }
 
 type cancelBody struct {

@@ -1,0 +1,81 @@
+package intercept
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/agentvault/agentvault/intercept/rewrite"
+)
+
+// isWebSocket reports a WebSocket handshake (RFC 6455 section 4.1).
+func isWebSocket(req *http.Request) bool {
+	return req.Method == http.MethodGet &&
+		headerHasToken(req.Header, "Connection", "upgrade") &&
+		strings.EqualFold(strings.TrimSpace(req.Header.Get("Upgrade")), "websocket")
+}
+
+func headerHasToken(h http.Header, name, token string) bool {
+	for _, v := range h.Values(name) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// replacerFunc adapts a replacement pass to rewrite.Replacer.
+type replacerFunc func(src []byte) ([]byte, int, error)
+
+func (f replacerFunc) ReplaceField(dst, src []byte) ([]byte, int, error) {
+	out, n, err := f(src)
+	return append(dst, out...), n, err
+}
+
+func (f replacerFunc) ReplaceText(dst, src []byte) ([]byte, int, error) {
+	out, n, err := f(src)
+	return append(dst, out...), n, err
+}
+
+var _ rewrite.Replacer = replacerFunc(nil)
+
+// relayWebSocket runs an upgraded connection: client text messages are
+// substituted (a message with an unauthorized token ends the connection),
+// server text messages are scrubbed (P10), binary frames pass untouched.
+func (s *Server) relayWebSocket(t *tunnel, sb *substitution, clientR *bufio.Reader, client net.Conn, upstream io.ReadWriteCloser) {
+	defer sb.wipe()
+	repl, scrub := t.sess.replacers()
+	up := rewrite.NewFrameRewriter(replacerFunc(func(src []byte) ([]byte, int, error) {
+		out, n, err := repl.apply(src, sb.hitFunc(ctxRaw))
+		if err != nil {
+			return nil, 0, err
+		}
+		if containsTokenShape(out) {
+			return nil, 0, errTokenNotAllowed()
+		}
+		return out, n, nil
+	}), true, int(s.cfg.MaxBodyBytes))
+	down := rewrite.NewFrameRewriter(replacerFunc(func(src []byte) ([]byte, int, error) {
+		return scrub.apply(src, func(p *pair) ([]byte, error) { s.metrics.scrub(p.kind); return p.to, nil })
+	}), false, int(s.cfg.MaxBodyBytes))
+	var once sync.Once
+	closeBoth := func() { once.Do(func() { _ = upstream.Close(); _ = client.Close() }) }
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := down.Run(client, upstream); err != nil {
+			s.refuse(t.sess, err, "WEBSOCKET", t.dest.Host)
+		}
+		closeBoth()
+	}()
+	if err := up.Run(upstream, clientR); err != nil {
+		s.refuse(t.sess, err, "WEBSOCKET", t.dest.Host)
+	}
+	closeBoth()
+	<-done
+}
