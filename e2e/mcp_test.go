@@ -19,7 +19,17 @@ import (
 
 var (
 	buildOnce sync.Map // binary name -> *buildResult
+	builtDirs sync.Map // temporary directories to remove after the run
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	builtDirs.Range(func(k, _ any) bool {
+		_ = os.RemoveAll(k.(string))
+		return true
+	})
+	os.Exit(code)
+}
 
 type buildResult struct {
 	once sync.Once
@@ -40,6 +50,7 @@ func buildCmd(t *testing.T, name string) string {
 			br.err = err
 			return
 		}
+		builtDirs.Store(dir, true)
 		br.path = filepath.Join(dir, name)
 		cmd := exec.Command("go", "build", "-o", br.path, "./cmd/"+name)
 		cmd.Dir = repoRoot()
