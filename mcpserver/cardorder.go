@@ -87,7 +87,9 @@ func (st *cardState) afterBatch(batch []fieldClass, n int) {
 			st.numberFilled[batch[i].card] = true
 		}
 	}
-	if n > 0 && n == len(batch) && batch[n-1].isNumber() {
+	// The last field typed was a number (the batch ended there, or failed
+	// on the code right after it): the code is still owed, first thing.
+	if n > 0 && n <= len(batch) && batch[n-1].isNumber() {
 		st.pendingCVV = batch[n-1].card
 	}
 }

@@ -100,8 +100,15 @@ func TestCardOrderPartialBatch(t *testing.T) {
 	var st cardState
 	b := classes(t, "12", num1, cvv1)
 	st.afterBatch(b, 2) // failed on the code
+	if st.pendingCVV != "1_u7x2k" {
+		t.Fatal("a batch that failed on the code leaves the code owed")
+	}
+	if err := checkCardOrder(&st, classes(t, "12")); err == nil {
+		t.Fatal("the next batch may not skip the owed code")
+	}
+	st.afterBatch(classes(t, "12", num1, cvv1), 1) // failed on the number
 	if st.pendingCVV != "" {
-		t.Fatal("a batch that failed partway does not end on the number by design")
+		t.Fatal("no number typed, no code owed")
 	}
 	if !st.numberFilled["1_u7x2k"] {
 		t.Fatal("number typed but not remembered")
