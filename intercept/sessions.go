@@ -92,10 +92,25 @@ type Session struct {
 	report   control.Report
 }
 
+// DecideArgs is what an authorization decision sees.
+type DecideArgs struct {
+	Key         APIKey
+	Item        vault.Item
+	Field       vault.Field
+	Destination string // normalised host, no port
+	Total       *control.OrderTotal
+}
+
+// Decider is the policy hook authorize consults after the item's own scope
+// admitted the destination (policy.Engine in proxyd). nil means the scope
+// rule alone decides.
+type Decider func(ctx context.Context, a DecideArgs) error
+
 // Sessions holds the live sessions.
 type Sessions struct {
 	Vault     Vault
 	LookupKey KeyLookup
+	Decide    Decider
 
 	mu   sync.RWMutex
 	byID map[string]*Session
@@ -381,6 +396,11 @@ func (ss *Sessions) authorize(ctx context.Context, s *Session, req control.Autho
 	}
 	if !ScopeAdmits(item, dest.Host) {
 		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeScopeDenied, "this item may not be used on this site")
+	}
+	if ss.Decide != nil {
+		if err := ss.Decide(ctx, DecideArgs{Key: s.Key, Item: item, Field: tok.field, Destination: dest.Host, Total: req.OrderTotal}); err != nil {
+			return control.AuthorizeResponse{}, err
+		}
 	}
 	s.mu.Lock()
 	closed := s.closed

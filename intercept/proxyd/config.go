@@ -29,8 +29,9 @@ type Config struct {
 	TLS      TLSConfig    `yaml:"tls"`
 	// UnsafeAllowPrivateRanges lets the proxy reach loopback and private
 	// addresses (P3). Only for tests and local development.
-	UnsafeAllowPrivateRanges bool      `yaml:"unsafe_allow_private_ranges"`
-	Log                      LogConfig `yaml:"log"`
+	UnsafeAllowPrivateRanges bool         `yaml:"unsafe_allow_private_ranges"`
+	Log                      LogConfig    `yaml:"log"`
+	Policy                   PolicyConfig `yaml:"policy"`
 }
 
 // ListenConfig holds the three listener addresses.
@@ -145,6 +146,11 @@ func (c *Config) Validate() error {
 			return bad("egress.allow: %q is not a host name", h)
 		}
 	}
+	for _, h := range c.Policy.AuthorizedDestinations {
+		if _, err := intercept.NormalizeDestination(h, 443); err != nil || strings.Contains(h, ":") {
+			return bad("policy.authorized_destinations: %q is not a host name", h)
+		}
+	}
 	l := c.Limits
 	if l.MaxBodyBytes < 1024 || l.MaxTunnels < 1 || l.ReadHeaderTimeout <= 0 || l.IdleTimeout <= 0 || l.UpstreamTimeout <= 0 {
 		return bad("limits must all be positive (max_body_bytes at least 1024)")
@@ -177,4 +183,12 @@ func expandHome(p string) string {
 		}
 	}
 	return p
+}
+
+// PolicyConfig feeds the policy engine consulted at authorize.
+type PolicyConfig struct {
+	// AuthorizedDestinations are the hosts (and their subdomains) the owner
+	// allows fills on. Empty: the policy engine is not consulted and the
+	// items' own scope rules decide (card sites or any-site, login domain).
+	AuthorizedDestinations []string `yaml:"authorized_destinations"`
 }

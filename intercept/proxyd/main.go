@@ -23,9 +23,11 @@ import (
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/internal/vaultcli"
+	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/tokens"
 	"github.com/agentvault/agentvault/vault"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/publicsuffix"
 )
 
 // Files under the data directory.
@@ -126,6 +128,9 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		roots = append(roots, certs...)
 	}
 	m.Sessions = intercept.NewSessions(vaultAdapter{v}, m.lookupKey)
+	if len(m.Config.Policy.AuthorizedDestinations) > 0 {
+		m.Sessions.Decide = policyDecider(m.Config.Policy.AuthorizedDestinations)
+	}
 	m.Metrics = intercept.NewMetrics()
 	l := m.Config.Limits
 	m.Server, err = intercept.NewServer(intercept.Config{
@@ -363,4 +368,32 @@ func readPEMCerts(path string) ([]*x509.Certificate, error) {
 		return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "%s holds no certificate", filepath.Base(path))
 	}
 	return out, nil
+}
+
+// policyDecider consults the policy engine with the owner's authorized
+// destinations. A decision that needs the owner is refused with its code:
+// there is no approval prompt yet.
+func policyDecider(dests []string) intercept.Decider {
+	eng := policy.NewEngine(policy.Rates{}, publicsuffix.EffectiveTLDPlusOne)
+	auth := map[string]bool{}
+	for _, d := range dests {
+		auth[strings.ToLower(strings.TrimSuffix(d, "."))] = true
+	}
+	return func(ctx context.Context, a intercept.DecideArgs) error {
+		args := policy.Args{
+			APIKey:                 policy.KeyInfo{ID: a.Key.ID, AllCards: true, AllLogins: true},
+			Item:                   a.Item,
+			Field:                  a.Field,
+			Destination:            a.Destination,
+			AuthorizedDestinations: auth,
+		}
+		if a.Total != nil {
+			amt, err := policy.ParseDecimal(a.Total.Amount, a.Total.Currency)
+			if err != nil {
+				return err
+			}
+			args.Total = &amt
+		}
+		return eng.Decide(ctx, args).Err()
+	}
 }

@@ -211,6 +211,8 @@ func TestP17_ConfigFailsSafe(t *testing.T) {
 		"wrong type":              "limits:\n  max_body_bytes: lots\n",
 		"two documents":           "log:\n  level: info\n---\nlog:\n  level: debug\n",
 		"missing extra root file": "tls:\n  extra_roots: [/nonexistent/ca.pem]\n",
+		"invalid policy host":     "policy:\n  authorized_destinations: [\"shop.example/x\"]\n",
+		"unknown policy key":      "policy:\n  authorized: [shop.example]\n",
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := proxyd.LoadConfig(write("c.yaml", body)); err == nil {
@@ -254,4 +256,35 @@ func TestP17_ConfigFailsSafe(t *testing.T) {
 		t.Fatalf("allowed host after failed reload: %v", err)
 	}
 	resp.Body.Close()
+}
+
+func TestP1_PolicyDeniesUnlistedDestination(t *testing.T) {
+	up, roots := tlsUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
+	m, _ := startMain(t, roots, func(c *proxyd.Config) { c.Policy.AuthorizedDestinations = []string{"shop.example"} })
+	ctx := context.Background()
+	if _, err := m.Vault.AddIdentity(ctx, proxyd.DefaultOrg, "owner", vault.IdentityMeta{Name: "Ada", Email: "ada@example.org"}); err != nil {
+		t.Fatal(err)
+	}
+	c := control.NewClient("http://"+m.ControlAddr.String(), m.ControlToken, nil)
+	s, err := c.CreateSession(ctx, m.APIKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, _ := c.Catalog(ctx, m.APIKey, "")
+	i := strings.Index(string(cat), "av_identity_")
+	if i < 0 {
+		t.Fatalf("no identity token in %s", cat)
+	}
+	token := string(cat)[i:]
+	token = token[:strings.IndexByte(token, '"')]
+	for page, want := range map[string]agentvault.Code{
+		"https://evil.example/form":  agentvault.CodeDestinationUnauthorized,
+		up.URL + "/form":             agentvault.CodeDestinationUnauthorized,
+		"https://www.shop.example/x": "",
+	} {
+		_, err := c.Authorize(ctx, s.ID, control.AuthorizeRequest{Token: token, PageURL: page})
+		if got := agentvault.ErrorCode(err); got != want {
+			t.Errorf("authorize on %s: %v, want %q", page, err, want)
+		}
+	}
 }
