@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
@@ -54,7 +55,17 @@ type env struct {
 	client *http.Client
 	card   vault.Item
 	login  vault.Item
+	logs   *syncBuffer
 }
+
+// syncBuffer collects log output from concurrent handlers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
@@ -82,14 +93,16 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := owner.New(owner.Config{Store: st, Org: org, Now: c.Now, Password: owner.PasswordParams{Memory: 1024, Time: 1, Threads: 1}})
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	svc, err := owner.New(owner.Config{Store: st, Org: org, Now: c.Now, Logger: logger, Password: owner.PasswordParams{Memory: 1024, Time: 1, Threads: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := svc.SetOwnerPassword(ctx, ownerEmail, ownerPW); err != nil {
 		t.Fatal(err)
 	}
-	h, err := dashboard.New(dashboard.Config{Service: svc, Vault: v, Now: c.Now})
+	h, err := dashboard.New(dashboard.Config{Service: svc, Vault: v, Now: c.Now, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +111,7 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(srv.Close)
 	client := srv.Client()
 	client.Jar, _ = cookiejar.New(nil)
-	return &env{t: t, srv: srv, h: h, svc: svc, vault: v, dbPath: dbPath, client: client, card: card, login: login}
+	return &env{t: t, srv: srv, h: h, svc: svc, vault: v, dbPath: dbPath, client: client, card: card, login: login, logs: logs}
 }
 
 func (e *env) do(method, path string, form url.Values) (int, string) {
@@ -419,5 +432,36 @@ func TestServeTLS(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("shutdown: %v", err)
+	}
+}
+
+// TestP11_DashboardLogsHoldNoSecrets runs sign-ins (wrong and right), key
+// creation and revocation, then greps every log line for the password, the
+// key secret and the session cookie.
+func TestP11_DashboardLogsHoldNoSecrets(t *testing.T) {
+	e := newEnv(t)
+	e.signIn("a wrong password 123")
+	e.signIn(ownerPW)
+	_, body := e.post("/keys", "/keys", url.Values{"name": {"agent"}, "all_cards": {"on"}})
+	key := keyRe.FindString(body)
+	if key == "" {
+		t.Fatal("no key shown")
+	}
+	e.post("/keys", "/keys/"+key[:20]+"/revoke", url.Values{})
+	u, _ := url.Parse(e.srv.URL)
+	var cookie string
+	for _, c := range e.client.Jar.Cookies(u) {
+		if c.Name == "__Host-av_session" {
+			cookie = c.Value
+		}
+	}
+	logs := e.logs.String()
+	if !strings.Contains(logs, "dashboard sign-in") || !strings.Contains(logs, "API key created") {
+		t.Fatal("the actions were not logged at all")
+	}
+	for name, s := range map[string]string{"password": ownerPW, "wrong password": "a wrong password 123", "key secret": key[21:], "cookie": cookie} {
+		if s == "" || strings.Contains(logs, s) {
+			t.Errorf("logs hold the %s (or it is empty: length %d)", name, len(s))
+		}
 	}
 }

@@ -1,0 +1,346 @@
+// Package ownercli is `proxyd owner ...`: the owner's commands on the
+// appliance itself, above all the first-run `set-password` that creates the
+// dashboard account, plus API keys, authorized sites and approvals for
+// owners who prefer a shell.
+//
+// A password is read from a no-echo prompt on a terminal, or one line of
+// stdin; it must never be taken from an argument or the environment, and a
+// new API key is printed once on stdout and never written anywhere else.
+package ownercli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/owner"
+	"github.com/agentvault/agentvault/vault/sqlite"
+	"golang.org/x/term"
+)
+
+// Env is everything the CLI touches, so tests drive it without a terminal.
+type Env struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	IsTerminal     func() bool
+	ReadPassword   func(prompt string) ([]byte, error)
+	// Open opens the owner service; the returned func closes it.
+	Open func(ctx context.Context) (*owner.Service, func() error, error)
+}
+
+// DBFileName is the database under the data directory (shared with the
+// vault: internal/vaultcli.DBFileName).
+const DBFileName = "vault.db"
+
+// DefaultEnv is the real process environment over dataDir and org.
+func DefaultEnv(dataDir, org string) Env {
+	fd := int(os.Stdin.Fd())
+	return Env{
+		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		IsTerminal: func() bool { return term.IsTerminal(fd) },
+		ReadPassword: func(prompt string) ([]byte, error) {
+			fmt.Fprint(os.Stderr, prompt)
+			b, err := term.ReadPassword(fd)
+			fmt.Fprintln(os.Stderr)
+			return b, err
+		},
+		Open: func(context.Context) (*owner.Service, func() error, error) {
+			if err := os.MkdirAll(dataDir, 0o700); err != nil {
+				return nil, nil, agentvault.Wrap(agentvault.CodeInternal, err, "cannot create the data directory")
+			}
+			st, err := sqlite.Open(filepath.Join(dataDir, DBFileName))
+			if err != nil {
+				return nil, nil, err
+			}
+			svc, err := owner.New(owner.Config{Store: st, Org: org})
+			if err != nil {
+				st.Close()
+				return nil, nil, err
+			}
+			return svc, st.Close, nil
+		},
+	}
+}
+
+const usage = `usage: owner <command> [flags]
+
+commands:
+  set-password --email E     creates the dashboard account or changes its password
+                             (prompted twice without echo, or one line of stdin)
+  create-key --name N [--all-cards | --cards id,id] [--all-logins | --logins id,id] [--create-logins]
+                             prints the new key once
+  keys                       lists API keys
+  revoke <key-id>
+  sites                      lists authorized sites
+  authorize-site <host>      lets agents fill forms on host and its subdomains
+  remove-site <host>
+  pending                    lists approvals waiting for the owner
+  approve <approval-id> | deny <approval-id>
+`
+
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// Run runs one command and returns the exit code.
+func Run(ctx context.Context, args []string, env Env) int {
+	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(env.Stderr, usage)
+		if len(args) == 0 {
+			return exitUsage
+		}
+		return exitOK
+	}
+	for _, a := range args[1:] {
+		if n := strings.TrimLeft(strings.SplitN(a, "=", 2)[0], "-"); strings.HasPrefix(a, "-") && (n == "password" || n == "pw") {
+			fmt.Fprintln(env.Stderr, "error: passwords are never taken from the command line; answer the prompt or pipe it on stdin")
+			return exitUsage
+		}
+	}
+	c := &cli{env: env, ctx: ctx}
+	cmds := map[string]func([]string) int{
+		"set-password": c.setPassword, "create-key": c.createKey, "keys": c.keys, "revoke": c.revoke,
+		"sites": c.sites, "authorize-site": c.authorizeSite, "remove-site": c.removeSite,
+		"pending": c.pending, "approve": c.decide(true), "deny": c.decide(false),
+	}
+	fn, ok := cmds[args[0]]
+	if !ok {
+		fmt.Fprintf(env.Stderr, "error: unknown command %q\n%s", args[0], usage)
+		return exitUsage
+	}
+	return fn(args[1:])
+}
+
+type cli struct {
+	env Env
+	ctx context.Context
+	in  *bufio.Reader
+}
+
+func (c *cli) fail(err error) int {
+	fmt.Fprintf(c.env.Stderr, "error: %s\n", agentvault.ErrorMessage(err))
+	if agentvault.ErrorCode(err) == agentvault.CodeInvalidInput {
+		return exitUsage
+	}
+	return exitError
+}
+
+func (c *cli) with(fn func(s *owner.Service) error) int {
+	if c.env.Open == nil {
+		return c.fail(agentvault.Errorf(agentvault.CodeInternal, "no store configured"))
+	}
+	s, closeFn, err := c.env.Open(c.ctx)
+	if err != nil {
+		return c.fail(err)
+	}
+	defer closeFn()
+	if err := fn(s); err != nil {
+		return c.fail(err)
+	}
+	return exitOK
+}
+
+func (c *cli) flags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(c.env.Stderr)
+	return fs
+}
+
+func (c *cli) one(name string, args []string) (string, bool) {
+	if len(args) != 1 || strings.HasPrefix(args[0], "-") {
+		fmt.Fprintf(c.env.Stderr, "error: %s takes exactly one argument\n", name)
+		return "", false
+	}
+	return args[0], true
+}
+
+func (c *cli) readLine(prompt string) (string, error) {
+	if c.env.IsTerminal != nil && c.env.IsTerminal() && c.env.ReadPassword != nil {
+		b, err := c.env.ReadPassword(prompt)
+		if err != nil {
+			return "", agentvault.Errorf(agentvault.CodeInvalidInput, "could not read the password")
+		}
+		return string(b), nil
+	}
+	if c.in == nil {
+		if c.env.Stdin == nil {
+			return "", agentvault.Errorf(agentvault.CodeInvalidInput, "no stdin to read the password from")
+		}
+		c.in = bufio.NewReader(c.env.Stdin)
+	}
+	line, err := c.in.ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", agentvault.Errorf(agentvault.CodeInvalidInput, "could not read stdin")
+	}
+	return strings.TrimRight(line, "\r\n"), nil
+}
+
+func (c *cli) setPassword(args []string) int {
+	fs := c.flags("set-password")
+	email := fs.String("email", "", "the owner's email (the dashboard sign-in)")
+	if fs.Parse(args) != nil || fs.NArg() != 0 || *email == "" {
+		fmt.Fprintln(c.env.Stderr, "error: set-password needs --email and no other argument")
+		return exitUsage
+	}
+	pw, err := c.readLine("New dashboard password: ")
+	if err != nil {
+		return c.fail(err)
+	}
+	if c.env.IsTerminal != nil && c.env.IsTerminal() {
+		again, err := c.readLine("Repeat it: ")
+		if err != nil {
+			return c.fail(err)
+		}
+		if again != pw {
+			fmt.Fprintln(c.env.Stderr, "error: the two passwords differ")
+			return exitUsage
+		}
+	}
+	return c.with(func(s *owner.Service) error {
+		if err := s.SetOwnerPassword(c.ctx, *email, pw); err != nil {
+			return err
+		}
+		fmt.Fprintln(c.env.Stdout, "Password set. Sign in to the dashboard with", strings.ToLower(strings.TrimSpace(*email)))
+		return nil
+	})
+}
+
+func splitIDs(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (c *cli) createKey(args []string) int {
+	fs := c.flags("create-key")
+	name := fs.String("name", "", "a name for the key (which agent uses it)")
+	allCards := fs.Bool("all-cards", false, "the key sees every card")
+	cards := fs.String("cards", "", "comma-separated card item ids")
+	allLogins := fs.Bool("all-logins", false, "the key sees every login")
+	logins := fs.String("logins", "", "comma-separated login item ids")
+	create := fs.Bool("create-logins", false, "the key may create logins")
+	if fs.Parse(args) != nil || fs.NArg() != 0 {
+		return exitUsage
+	}
+	return c.with(func(s *owner.Service) error {
+		k, key, err := s.CreateAPIKey(c.ctx, *name, owner.Scope{AllCards: *allCards, CardIDs: splitIDs(*cards),
+			AllLogins: *allLogins, LoginIDs: splitIDs(*logins), CanCreateLogins: *create})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(c.env.Stderr, "Created %s (%s). The key is shown once; store it where the agent reads it:\n", k.ID, k.Name)
+		fmt.Fprintln(c.env.Stdout, key)
+		return nil
+	})
+}
+
+func (c *cli) keys(args []string) int {
+	return c.with(func(s *owner.Service) error {
+		keys, err := s.APIKeys(c.ctx)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(c.env.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tNAME\tCARDS\tLOGINS\tCREATE LOGINS\tSTATUS")
+		for _, k := range keys {
+			cards, logins := fmt.Sprint(len(k.Scope.CardIDs)), fmt.Sprint(len(k.Scope.LoginIDs))
+			if k.Scope.AllCards {
+				cards = "all"
+			}
+			if k.Scope.AllLogins {
+				logins = "all"
+			}
+			status := "active"
+			if k.Revoked() {
+				status = "revoked"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\n", k.ID, k.Name, cards, logins, k.Scope.CanCreateLogins, status)
+		}
+		return tw.Flush()
+	})
+}
+
+func (c *cli) revoke(args []string) int {
+	id, ok := c.one("revoke", args)
+	if !ok {
+		return exitUsage
+	}
+	return c.with(func(s *owner.Service) error { return s.Revoke(c.ctx, id) })
+}
+
+func (c *cli) sites(args []string) int {
+	return c.with(func(s *owner.Service) error {
+		ds, err := s.Sites(c.ctx)
+		if err != nil {
+			return err
+		}
+		for _, d := range ds {
+			fmt.Fprintf(c.env.Stdout, "%s\t%s\n", d.Host, d.AddedBy)
+		}
+		return nil
+	})
+}
+
+func (c *cli) authorizeSite(args []string) int {
+	h, ok := c.one("authorize-site", args)
+	if !ok {
+		return exitUsage
+	}
+	return c.with(func(s *owner.Service) error { return s.AuthorizeSite(c.ctx, h, "owner:cli") })
+}
+
+func (c *cli) removeSite(args []string) int {
+	h, ok := c.one("remove-site", args)
+	if !ok {
+		return exitUsage
+	}
+	return c.with(func(s *owner.Service) error { return s.RemoveSite(c.ctx, h) })
+}
+
+func (c *cli) pending(args []string) int {
+	return c.with(func(s *owner.Service) error {
+		ps, err := s.Pending(c.ctx)
+		if err != nil {
+			return err
+		}
+		for _, a := range ps {
+			amount := ""
+			if a.Amount != nil {
+				amount = a.Amount.String()
+			}
+			fmt.Fprintf(c.env.Stdout, "%s\t%s\t%s\t%s\t%s\texpires %s\n", a.ID, a.Kind, a.Reason, a.Site, amount, a.Expires.Format("15:04:05 MST"))
+		}
+		return nil
+	})
+}
+
+func (c *cli) decide(approve bool) func([]string) int {
+	return func(args []string) int {
+		id, ok := c.one("approve/deny", args)
+		if !ok {
+			return exitUsage
+		}
+		return c.with(func(s *owner.Service) error {
+			a, err := s.Decide(c.ctx, id, approve, "owner:cli")
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(c.env.Stdout, "%s %s\n", a.ID, a.Status)
+			return nil
+		})
+	}
+}
