@@ -54,6 +54,7 @@ type Handler struct {
 const (
 	sessionCookie = "__Host-av_session"
 	preCookie     = "__Host-av_pre" // anti-CSRF for the sign-in form itself
+	flashCookie   = "__Host-av_flash"
 	maxForm       = 64 << 10
 )
 
@@ -281,6 +282,14 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {
 	default:
 		h.fail(w, r, http.StatusBadRequest, "choose approve or deny")
 		return
+	}
+	if approve {
+		// A live CVV is typed by the owner, not approved blind; the page
+		// offers no approve button for it, and a forged form gets none.
+		if cur, err := h.svc.Approval(r.Context(), id); err == nil && cur.Kind == owner.KindCVVEntry {
+			h.redirect(w, r, "/", "", "a security code request cannot be approved without the code")
+			return
+		}
 	}
 	a, err := h.svc.Decide(r.Context(), id, approve, "owner:"+sess(r).email)
 	if err != nil {
@@ -648,18 +657,39 @@ func (h *Handler) itemsByID(ctx context.Context) (map[string]string, error) {
 
 // ---- responses ----
 
+// redirect answers a POST with 303 to a page, carrying its one-line
+// outcome in a short-lived cookie (not the URL: a link someone sends the
+// owner cannot put words on the dashboard).
 func (h *Handler) redirect(w http.ResponseWriter, r *http.Request, to, flash, errMsg string) {
 	q := url.Values{}
 	if flash != "" {
-		q.Set("ok", flash)
+		q.Set("ok", trimMsg(flash))
 	}
 	if errMsg != "" {
-		q.Set("err", errMsg)
+		q.Set("err", trimMsg(errMsg))
 	}
 	if len(q) > 0 {
-		to += "?" + q.Encode()
+		h.setCookie(w, flashCookie, base64.RawURLEncoding.EncodeToString([]byte(q.Encode())), 60)
 	}
 	http.Redirect(w, r, to, http.StatusSeeOther)
+}
+
+// takeFlash reads and clears the outcome of the previous POST.
+func (h *Handler) takeFlash(w http.ResponseWriter, r *http.Request) (ok, errMsg string) {
+	c, err := r.Cookie(flashCookie)
+	if err != nil {
+		return "", ""
+	}
+	h.setCookie(w, flashCookie, "", -1)
+	b, err := base64.RawURLEncoding.DecodeString(c.Value)
+	if err != nil {
+		return "", ""
+	}
+	q, err := url.ParseQuery(string(b))
+	if err != nil {
+		return "", ""
+	}
+	return trimMsg(q.Get("ok")), trimMsg(q.Get("err"))
 }
 
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, status int, msg string) {
@@ -681,9 +711,10 @@ func (h *Handler) page(w http.ResponseWriter, r *http.Request, name, title strin
 		return
 	}
 	s := sess(r)
+	flash, errMsg := h.takeFlash(w, r)
 	h.render(w, r, http.StatusOK, name, &page{
 		Title: title, Nav: name, CSRF: csrfFor(s.token), Email: s.email, Pending: pending,
-		Flash: trimMsg(r.URL.Query().Get("ok")), Error: trimMsg(r.URL.Query().Get("err")), Data: data, Now: h.now(),
+		Flash: flash, Error: errMsg, Data: data, Now: h.now(),
 	})
 }
 

@@ -469,3 +469,22 @@ func TestP11_DashboardLogsHoldNoSecrets(t *testing.T) {
 		}
 	}
 }
+
+func TestCVVEntryCannotBeApprovedBlind(t *testing.T) {
+	e := newEnv(t)
+	a, err := e.svc.RequestApproval(context.Background(), owner.ApprovalRequest{Kind: owner.KindCVVEntry, Reason: "cvv_entry", Site: "shop.example", CardID: e.card.ID, Session: "s_1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.signIn(ownerPW)
+	if _, body := e.get("/"); strings.Contains(body, `value="approve"`) {
+		t.Fatal("an approve button is offered for a CVV entry")
+	}
+	_, body := e.post("/", "/approvals/"+a.ID, url.Values{"decision": {"approve"}})
+	if !strings.Contains(body, "cannot be approved without the code") {
+		t.Fatal("a forged approve was not refused")
+	}
+	if got, _ := e.svc.Approval(context.Background(), a.ID); got.Status != owner.StatusPending {
+		t.Fatalf("status %s", got.Status)
+	}
+}
