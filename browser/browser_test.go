@@ -142,7 +142,7 @@ func TestBrowserCheckoutPage(t *testing.T) {
 		if _, err := s.Click(browser.Target{Selector: "#place-order"}, 2*time.Second); err != nil {
 			t.Fatal(err)
 		}
-		m, err := s.Race(browser.Target{Selector: "#order-success"}, browser.Target{Selector: "#err:not(:empty)"}, 5*time.Second)
+		m, err := s.Race(browser.Target{Selector: "#order-success"}, browser.Target{Selector: "#err:not(:empty), .checkout-error"}, 5*time.Second)
 		if err != nil || m != "success" {
 			t.Fatalf("race: %q %v", m, err)
 		}

@@ -475,8 +475,11 @@ func (s *Session) WaitFor(t Target, state WaitState, timeout time.Duration) erro
 	default:
 		return agentvault.Errorf(agentvault.CodeInvalidInput, "state must be attached, detached, visible or hidden")
 	}
-	// First() so that a selector matching several elements waits for the
-	// first instead of failing strict mode.
+	// A selector matching several elements waits for the first match (for
+	// visible: the first visible one) instead of failing strict mode.
+	if o.State == playwright.WaitForSelectorStateVisible {
+		loc = loc.Filter(playwright.LocatorFilterOptions{Visible: playwright.Bool(true)})
+	}
 	if err := loc.First().WaitFor(o); err != nil {
 		if errors.Is(err, playwright.ErrTimeout) {
 			return agentvault.Wrap(agentvault.CodeTimeout, err, "%s did not become %s within %d ms", t, stateName(state), timeout.Milliseconds())
@@ -754,6 +757,10 @@ func (s *Session) Race(success, failure Target, timeout time.Duration) (string, 
 	if err != nil {
 		return "", err
 	}
+	// Only visible matches count: a hidden error template earlier in the
+	// page must not hold up a visible success message.
+	visible := playwright.LocatorFilterOptions{Visible: playwright.Bool(true)}
+	ls = ls.Filter(visible)
 	either := ls
 	var lf playwright.Locator
 	if failure.Selector != "" {
@@ -761,6 +768,7 @@ func (s *Session) Race(success, failure Target, timeout time.Duration) (string, 
 		if err != nil {
 			return "", err
 		}
+		lf = lf.Filter(visible)
 		either = ls.Or(lf)
 	}
 	if err := either.First().WaitFor(playwright.LocatorWaitForOptions{State: playwright.WaitForSelectorStateVisible, Timeout: ms(timeout)}); err != nil {
@@ -770,7 +778,7 @@ func (s *Session) Race(success, failure Target, timeout time.Duration) (string, 
 		return "", actionError("wait", success, timeout, err)
 	}
 	if lf != nil {
-		if v, err := lf.First().IsVisible(); err == nil && v {
+		if n, err := lf.Count(); err == nil && n > 0 {
 			return "failure", nil
 		}
 	}

@@ -120,7 +120,7 @@ func Start(tb testing.TB) *Site {
 		s.mu.Lock()
 		s.Ordered++
 		s.mu.Unlock()
-		fmt.Fprint(w, `<html><body><h1 id="order-success">Thank you, order placed</h1></body></html>`)
+		fmt.Fprint(w, `<html><body><p class="checkout-error" hidden>Payment failed</p><h1 id="order-success">Thank you, order placed</h1></body></html>`)
 	})
 	s.Shop = httptest.NewTLSServer(shop)
 	tb.Cleanup(s.Shop.Close)
