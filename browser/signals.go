@@ -37,7 +37,7 @@ const observeScript = `() => {
 	const text = (document.body ? document.body.innerText : '').slice(0, 20000);
 	if (/\b(we('ve| have)? (just )?sent|(code|link) (has been |was )?sent|sent (you )?an? (code|link|text|email)|check your (email|inbox|phone|messages))\b/i.test(text)) out.codeSent = true;
 	if (/(too many (attempts|requests|tries)|try again (later|in \d+)|temporarily (locked|blocked|unavailable)|account (is |has been )?locked|rate limit)/i.test(text)) out.refusing = true;
-	if (out.password || q('h1,h2,h3,legend,button,[role=heading]').some((e) => vis(e) && /^\s*(sign|log) ?in\b/i.test(e.textContent || ''))) out.signIn = true;
+	if (out.password || q('h1,h2,legend,[role=heading]').some((e) => vis(e) && /^\s*(sign|log) ?in\b/i.test(e.textContent || ''))) out.signIn = true;
 	const seen = new Set();
 	const add = (e, s) => {
 		s = (s || '').replace(/\s+/g, ' ').trim();
