@@ -94,6 +94,8 @@ type Session struct {
 
 // DecideArgs is what an authorization decision sees.
 type DecideArgs struct {
+	Session     string
+	Token       string
 	Key         APIKey
 	Item        vault.Item
 	Field       vault.Field
@@ -398,7 +400,7 @@ func (ss *Sessions) authorize(ctx context.Context, s *Session, req control.Autho
 		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeScopeDenied, "this item may not be used on this site")
 	}
 	if ss.Decide != nil {
-		if err := ss.Decide(ctx, DecideArgs{Key: s.Key, Item: item, Field: tok.field, Destination: dest.Host, Total: req.OrderTotal}); err != nil {
+		if err := ss.Decide(ctx, DecideArgs{Session: s.ID, Token: req.Token, Key: s.Key, Item: item, Field: tok.field, Destination: dest.Host, Total: req.OrderTotal}); err != nil {
 			return control.AuthorizeResponse{}, err
 		}
 	}

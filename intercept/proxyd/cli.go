@@ -15,6 +15,7 @@ import (
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/internal/vaultcli"
+	"github.com/agentvault/agentvault/owner/ownercli"
 )
 
 const usage = `usage: proxyd <command> [flags]
@@ -23,6 +24,7 @@ commands:
   run       [--config FILE] [--data DIR] [--proxy ADDR] [--control ADDR] [--admin ADDR]
             [--unsafe-allow-private-ranges]      serve until SIGINT/SIGTERM (SIGHUP reloads the config)
   vault     [--data DIR] <vault command> ...     the owner's vault CLI (proxyd vault help)
+  owner     [--data DIR] <owner command> ...     API keys, sites, approvals, dashboard password (proxyd owner help)
   session   create [--data DIR] [--api-key-file FILE] [--control URL]
             opens a browser session and prints its proxy credential and CA path for curl
   ca        export [--data DIR]                  prints the MITM CA certificate (PEM)
@@ -43,6 +45,9 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "vault":
 		dataDir, rest := peelData(args[1:])
 		return vaultcli.Run(ctx, rest, vaultcli.DefaultEnv(dataDir))
+	case "owner":
+		dataDir, rest := peelData(args[1:])
+		return ownercli.Run(ctx, rest, ownercli.DefaultEnv(dataDir, DefaultOrg))
 	case "session":
 		return cmdSession(ctx, args[1:], stdout, stderr)
 	case "ca":

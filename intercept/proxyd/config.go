@@ -191,4 +191,9 @@ type PolicyConfig struct {
 	// allows fills on. Empty: the policy engine is not consulted and the
 	// items' own scope rules decide (card sites or any-site, login domain).
 	AuthorizedDestinations []string `yaml:"authorized_destinations"`
+	// OwnerRules decides every authorize with the owner's rules kept in the
+	// vault database (sites, key scopes, card rules, approvals), managed with
+	// `proxyd owner ...` and the dashboard. It takes precedence over
+	// AuthorizedDestinations.
+	OwnerRules bool `yaml:"owner_rules"`
 }

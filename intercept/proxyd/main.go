@@ -23,9 +23,11 @@ import (
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/internal/vaultcli"
+	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/tokens"
 	"github.com/agentvault/agentvault/vault"
+	"github.com/agentvault/agentvault/vault/sqlite"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/net/publicsuffix"
 )
@@ -50,6 +52,7 @@ type Main struct {
 
 	// Set by Open.
 	Vault        *vault.Vault
+	Owner        *owner.Service
 	CA           *intercept.CA
 	Sessions     *intercept.Sessions
 	Server       *intercept.Server
@@ -62,6 +65,8 @@ type Main struct {
 
 	mu         sync.Mutex
 	closeVault func() error
+	closeOwner func() error
+	secret     []byte
 	proxyL     net.Listener
 	controlSrv *http.Server
 	adminSrv   *http.Server
@@ -111,7 +116,16 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	m.secret = secret
 	m.suffix = tokens.Suffix(secret, DefaultKeyID)
+	ost, err := sqlite.Open(filepath.Join(m.dataDir, vaultcli.DBFileName))
+	if err != nil {
+		return err
+	}
+	m.closeOwner = ost.Close
+	if m.Owner, err = owner.New(owner.Config{Store: ost, Org: DefaultOrg, Logger: m.Logger}); err != nil {
+		return err
+	}
 	if m.APIKey, err = loadOrCreateSecretFile(filepath.Join(m.dataDir, APIKeyFile), "avk_"); err != nil {
 		return err
 	}
@@ -128,7 +142,10 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		roots = append(roots, certs...)
 	}
 	m.Sessions = intercept.NewSessions(vaultAdapter{v}, m.lookupKey)
-	if len(m.Config.Policy.AuthorizedDestinations) > 0 {
+	switch {
+	case m.Config.Policy.OwnerRules:
+		m.Sessions.Decide = ownerDecider(m.Owner)
+	case len(m.Config.Policy.AuthorizedDestinations) > 0:
 		m.Sessions.Decide = policyDecider(m.Config.Policy.AuthorizedDestinations)
 	}
 	m.Metrics = intercept.NewMetrics()
@@ -176,13 +193,18 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	return nil
 }
 
-// lookupKey accepts the default API key (constant-time).
+// lookupKey accepts the default API key (constant-time) and keys the owner
+// created (`proxyd owner create-key`), each with its own token suffix.
 func (m *Main) lookupKey(ctx context.Context, key string) (intercept.APIKey, error) {
 	h := sha256.Sum256([]byte(key))
-	if subtle.ConstantTimeCompare(h[:], m.apiKeyHash[:]) != 1 {
-		return intercept.APIKey{}, agentvault.Errorf(agentvault.CodeInvalidAPIKey, "unknown API key")
+	if subtle.ConstantTimeCompare(h[:], m.apiKeyHash[:]) == 1 {
+		return intercept.APIKey{ID: DefaultKeyID, Org: DefaultOrg, Suffix: m.suffix}, nil
 	}
-	return intercept.APIKey{ID: DefaultKeyID, Org: DefaultOrg, Suffix: m.suffix}, nil
+	k, err := m.Owner.AuthenticateKey(ctx, key)
+	if err != nil {
+		return intercept.APIKey{}, err
+	}
+	return intercept.APIKey{ID: k.ID, Org: m.Owner.Org(), Suffix: tokens.Suffix(m.secret, k.ID)}, nil
 }
 
 // Run serves until ctx ends, then shuts down gracefully.
@@ -243,6 +265,9 @@ func (m *Main) Close() error {
 	}
 	if m.Sessions != nil {
 		m.Sessions.CloseAll()
+	}
+	if m.closeOwner != nil {
+		_ = m.closeOwner()
 	}
 	if m.closeVault != nil {
 		return m.closeVault()

@@ -27,6 +27,7 @@ import (
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/intercept/proxyd"
+	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/vault"
 )
 
@@ -286,5 +287,40 @@ func TestP1_PolicyDeniesUnlistedDestination(t *testing.T) {
 		if got := agentvault.ErrorCode(err); got != want {
 			t.Errorf("authorize on %s: %v, want %q", page, err, want)
 		}
+	}
+}
+
+func TestP1_OwnerRulesAskTheOwner(t *testing.T) {
+	m, _ := startMain(t, "", func(c *proxyd.Config) { c.Policy.OwnerRules = true })
+	ctx := context.Background()
+	if _, err := m.Vault.AddIdentity(ctx, proxyd.DefaultOrg, "owner", vault.IdentityMeta{Name: "Ada", Email: "ada@example.org"}); err != nil {
+		t.Fatal(err)
+	}
+	_, key, err := m.Owner.CreateAPIKey(ctx, "agent", owner.Scope{AllCards: true, AllLogins: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := control.NewClient("http://"+m.ControlAddr.String(), m.ControlToken, nil)
+	s, err := c.CreateSession(ctx, key) // an owner-created key works
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, _ := c.Catalog(ctx, key, "")
+	i := strings.Index(string(cat), "av_identity_")
+	token := string(cat)[i:]
+	token = token[:strings.IndexByte(token, '"')]
+	req := control.AuthorizeRequest{Token: token, PageURL: "https://www.shop.example/form"}
+	if _, err := c.Authorize(ctx, s.ID, req); agentvault.ErrorCode(err) != agentvault.CodeDestinationUnauthorized {
+		t.Fatalf("unauthorized site: %v", err)
+	}
+	pending, err := m.Owner.Pending(ctx)
+	if err != nil || len(pending) != 1 {
+		t.Fatalf("pending approvals: %v %d", err, len(pending))
+	}
+	if _, err := m.Owner.Decide(ctx, pending[0].ID, true, "owner@example.org"); err != nil {
+		t.Fatal(err)
+	}
+	if a, err := c.Authorize(ctx, s.ID, req); err != nil || a.Value != "Ada" && a.Value != "ada@example.org" {
+		t.Fatalf("after approval: %v", err)
 	}
 }
