@@ -94,9 +94,8 @@ func (s *Session) Observe() (PageSignals, error) {
 			}
 		}
 	}
-	if len(ps.ErrorText) > 0 {
-		ps.Error = true
-	}
+	// Live regions also announce success, so their text alone does not
+	// make the page an error page: only alerts and invalid fields do.
 	return ps, nil
 }
 
