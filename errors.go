@@ -65,6 +65,7 @@ const (
 	CodeCheckoutTotalUnknown Code = "checkout_total_unknown"
 	CodeApprovalDenied       Code = "approval_denied"
 	CodeApprovalExpired      Code = "approval_expired"
+	CodeApprovalPending      Code = "approval_pending" // asked, not answered yet: the control API answers 202
 	CodeCVVEntryRequired     Code = "cvv_entry_required"
 
 	// The browser tools (P19).

@@ -23,6 +23,8 @@ import (
 // Config configures a Service.
 type Config struct {
 	Store Store
+	// Engine decides fills for Authorize (policy.NewEngine in proxyd).
+	Engine policy.Decider
 	// Org is the vault org this appliance serves (the one its owner signs
 	// in for). Required.
 	Org string
@@ -51,6 +53,7 @@ type Config struct {
 // use; several processes may share one store.
 type Service struct {
 	st       Store
+	engine   policy.Decider
 	org      string
 	notifier Notifier
 	dashURL  string
@@ -73,7 +76,7 @@ func New(cfg Config) (*Service, error) {
 		return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "owner service needs a store and an org")
 	}
 	s := &Service{
-		st: cfg.Store, org: cfg.Org, notifier: cfg.Notifier, dashURL: cfg.DashboardURL, log: cfg.Logger,
+		st: cfg.Store, engine: cfg.Engine, org: cfg.Org, notifier: cfg.Notifier, dashURL: cfg.DashboardURL, log: cfg.Logger,
 		now: cfg.Now, loc: cfg.Location, ttl: cfg.ApprovalTTL, poll: cfg.PollEvery, sessTTL: cfg.SessionTTL, pw: cfg.Password,
 		waiters: map[string]map[chan struct{}]struct{}{},
 	}

@@ -18,6 +18,10 @@ type Store interface {
 	AccountStore
 	SignupStore
 	policy.Ledger
+	// GetReservation reads one ledger entry (vault.ErrNotFound when none):
+	// a retried authorize finds its own charge and does not count it
+	// against itself.
+	GetReservation(ctx context.Context, id string) (policy.Reservation, error)
 }
 
 // KeyStore keeps API keys.

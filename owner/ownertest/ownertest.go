@@ -30,6 +30,7 @@ func Run(t *testing.T, open func(t *testing.T) owner.Store) {
 	t.Run("DecideOnlyOnce", func(t *testing.T) { decideOnce(t, open(t)) })
 	t.Run("AccountsAndSessions", func(t *testing.T) { accounts(t, open(t)) })
 	t.Run("Signups", func(t *testing.T) { signups(t, open(t)) })
+	t.Run("GetReservation", func(t *testing.T) { reservation(t, open(t)) })
 	t.Run("Ledger", func(t *testing.T) {
 		ledgertest.Run(t, func(t *testing.T) policy.Ledger { return open(t) })
 	})
@@ -398,5 +399,20 @@ func signups(t *testing.T, st owner.Store) {
 	}
 	if err := st.RemoveSignup(ctx, "o", "news.example", "me@example.com"); !errors.Is(err, vault.ErrNotFound) {
 		t.Fatalf("remove twice: %v", err)
+	}
+}
+
+func reservation(t *testing.T, st owner.Store) {
+	ctx := context.Background()
+	if _, err := st.GetReservation(ctx, "r1"); !errors.Is(err, vault.ErrNotFound) {
+		t.Fatalf("missing reservation: %v", err)
+	}
+	r := policy.Reservation{ID: "r1", CardID: "itm_c", Amount: policy.MustAmount("12.34 EUR"), Day: "2026-11-30", Month: "2026-11"}
+	if err := st.Reserve(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.GetReservation(ctx, "r1")
+	if err != nil || got.CardID != r.CardID || got.Amount != r.Amount || got.Day != r.Day || got.Month != r.Month {
+		t.Fatalf("reservation: %+v %v", got, err)
 	}
 }

@@ -483,6 +483,15 @@ func spent(ctx context.Context, q interface {
 	return policy.Amount{Minor: d, Currency: cur}, policy.Amount{Minor: m, Currency: cur}, nil
 }
 
+// GetReservation implements owner.Store. Caps are not stored; the
+// returned reservation has none.
+func (s *Store) GetReservation(ctx context.Context, id string) (policy.Reservation, error) {
+	var r policy.Reservation
+	err := s.db.QueryRowContext(ctx, `SELECT id, card_id, day, month, currency, minor FROM ledger WHERE id = ?`, id).
+		Scan(&r.ID, &r.CardID, &r.Day, &r.Month, &r.Amount.Currency, &r.Amount.Minor)
+	return r, dbErr(err, "read reservation")
+}
+
 // Cancel implements policy.Ledger.
 func (s *Store) Cancel(ctx context.Context, id string) error {
 	_, err := s.db.ExecContext(ctx, `DELETE FROM ledger WHERE id = ?`, id)

@@ -1,0 +1,147 @@
+package owner
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/policy"
+	"github.com/agentvault/agentvault/vault"
+)
+
+// FillRequest is one authorize call as proxyd sees it, after the token was
+// resolved to an item and the page to a normalised destination host.
+type FillRequest struct {
+	KeyID       string // the session's API key id
+	Session     string
+	Item        vault.Item
+	Field       vault.Field
+	Destination string         // normalised host, no port
+	Total       *policy.Amount // the checkout total read at the fill, if any
+}
+
+// Authorize decides a fill end to end, and is what proxyd's authorize hook
+// calls: it re-reads the key (a revocation or a scope change applies at
+// once), loads the owner's rules, destinations, spending and this session's
+// approvals, asks the engine, and then
+//
+//   - on Allow, for a card number with a charge, reserves the charge in the
+//     ledger (once per session, card and total: a retried call is decided
+//     without its own charge and spends nothing more) and returns nil;
+//   - on NeedsOwner, queues (or finds) the approval and returns an error
+//     with CodeApprovalPending whose chain holds a *Pending (PendingOf);
+//   - otherwise returns the engine's refusal.
+func (s *Service) Authorize(ctx context.Context, r FillRequest) error {
+	if s.engine == nil {
+		return agentvault.Errorf(agentvault.CodeInternal, "no policy engine configured")
+	}
+	key, err := s.KeyInfo(ctx, r.KeyID)
+	if err != nil {
+		return err
+	}
+	args, err := s.FillArgs(ctx, policy.Args{APIKey: key, Item: r.Item, Field: r.Field, Destination: r.Destination, Total: r.Total}, r.Session)
+	if err != nil {
+		return err
+	}
+	if r.Field == vault.FieldNumber && r.Total != nil {
+		// A retried call: its charge is already in the ledger. Decide as
+		// the first call did, without counting it against itself.
+		prev, err := s.st.GetReservation(ctx, ReservationID(r.Session, r.Item.ID, *r.Total))
+		switch {
+		case err == nil && prev.Amount.Currency == args.SpentToday.Currency:
+			args.SpentToday.Minor = max(args.SpentToday.Minor-prev.Amount.Minor, 0)
+			args.SpentMonth.Minor = max(args.SpentMonth.Minor-prev.Amount.Minor, 0)
+		case err != nil && !errors.Is(err, vault.ErrNotFound):
+			return err
+		}
+	}
+	d := s.engine.Decide(ctx, args)
+	switch {
+	case d.Allow:
+		if r.Field == vault.FieldNumber && d.Charge != nil && r.Total != nil && r.Item.Kind == vault.KindCard {
+			return s.Reserve(ctx, ReservationID(r.Session, r.Item.ID, *r.Total), r.Item.ID, *d.Charge)
+		}
+		return nil
+	case !d.NeedsOwner:
+		return d.Err()
+	}
+	req := ApprovalRequest{Reason: string(d.Reason), Site: d.Site, APIKeyID: r.KeyID, Session: r.Session}
+	switch d.Reason {
+	case policy.ReasonNewDestination:
+		req.Kind = KindNewDestination
+	case policy.ReasonCVVEntry:
+		req.Kind, req.CardID = KindCVVEntry, r.Item.ID
+	default:
+		req.Kind, req.CardID, req.Amount = KindPurchase, r.Item.ID, r.Total
+	}
+	a, err := s.RequestApproval(ctx, req)
+	if err != nil {
+		return err
+	}
+	return agentvault.Wrap(agentvault.CodeApprovalPending, &Pending{Approval: a, Code: d.Code}, "waiting for the owner (%s)", d.Reason)
+}
+
+// ReservationID names the authorization a charge belongs to: one session,
+// one card, one checkout total (as the page showed it).
+func ReservationID(session, cardID string, charge policy.Amount) string {
+	return session + "|" + cardID + "|" + charge.Decimal() + " " + charge.Currency
+}
+
+// Pending is the cause inside a CodeApprovalPending error.
+type Pending struct {
+	Approval Approval
+	// Code is the refusal the fill gets if the owner does not say yes in
+	// time (policy.Decision.Code).
+	Code agentvault.Code
+}
+
+func (p *Pending) Error() string { return "waiting for approval " + p.Approval.ID }
+
+// PendingAnswer is the control API's 202 body for a fill that waits for
+// the owner: {"pending":true,"waitId":"apr_...","reason":"new_destination",
+// "site":"shop.example","expiresAt":"..."}.
+type PendingAnswer struct {
+	Pending   bool           `json:"pending"`
+	WaitID    string         `json:"waitId"`
+	Kind      string         `json:"kind"`
+	Reason    string         `json:"reason"`
+	Site      string         `json:"site"`
+	Amount    *policy.Amount `json:"amount,omitempty"`
+	ExpiresAt time.Time      `json:"expiresAt"`
+}
+
+// PendingOf finds the approval a refused fill waits on.
+func PendingOf(err error) (PendingAnswer, bool) {
+	var p *Pending
+	if !errors.As(err, &p) {
+		return PendingAnswer{}, false
+	}
+	a := p.Approval
+	return PendingAnswer{Pending: true, WaitID: a.ID, Kind: string(a.Kind), Reason: a.Reason, Site: a.Site, Amount: a.Amount, ExpiresAt: a.Expires}, true
+}
+
+// WaitAnswer is the body of GET /v1/waits/{id}: the approval's status and,
+// once it ends without a yes, the refusal code the fill gets.
+type WaitAnswer struct {
+	Status    string         `json:"status"` // pending, approved, denied, expired
+	WaitID    string         `json:"waitId"`
+	Kind      string         `json:"kind"`
+	Reason    string         `json:"reason"`
+	Site      string         `json:"site"`
+	Amount    *policy.Amount `json:"amount,omitempty"`
+	ExpiresAt time.Time      `json:"expiresAt"`
+	Code      string         `json:"code,omitempty"`
+	Message   string         `json:"message,omitempty"`
+}
+
+// Answer renders the approval for a waiter.
+func (a Approval) Answer() WaitAnswer {
+	w := WaitAnswer{Status: string(a.Status), WaitID: a.ID, Kind: string(a.Kind), Reason: a.Reason, Site: a.Site, Amount: a.Amount, ExpiresAt: a.Expires}
+	if a.Status != StatusPending {
+		if err := a.Outcome(); err != nil {
+			w.Code, w.Message = string(agentvault.ErrorCode(err)), agentvault.ErrorMessage(err)
+		}
+	}
+	return w
+}

@@ -1,0 +1,111 @@
+package owner_test
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/owner"
+	"github.com/agentvault/agentvault/policy"
+	"github.com/agentvault/agentvault/vault"
+	"github.com/agentvault/agentvault/vault/sqlite"
+)
+
+func lastTwoLabels(h string) (string, error) {
+	parts := strings.Split(h, ".")
+	return strings.Join(parts[len(parts)-2:], "."), nil
+}
+
+// TestP18_AuthorizeAsksThenReservesOnce walks proxyd's authorize hook
+// through a new site, a purchase over the threshold, the owner's yes, a
+// retried call that spends nothing more, a cap, a denial and a revocation.
+func TestP18_AuthorizeAsksThenReservesOnce(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "vault.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s, err := owner.New(owner.Config{Store: st, Org: "o", Now: newClock().Now, Password: fastPW,
+		Engine: policy.NewEngine(policy.Rates{}, lastTwoLabels)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _, err := s.CreateAPIKey(ctx, "agent", owner.Scope{AllCards: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	card := vault.Item{ID: "itm_c", Kind: vault.KindCard, Fields: []vault.Field{vault.FieldNumber, vault.FieldCVV}, Card: &vault.CardMeta{AnySite: true}}
+	if err := s.SetCardPolicy(ctx, owner.CardPolicy{CardID: card.ID, Rules: policy.CardPolicy{
+		ApprovalThreshold: ptr(policy.MustAmount("50.00 EUR")), DailyCap: ptr(policy.MustAmount("100.00 EUR"))}}, "owner"); err != nil {
+		t.Fatal(err)
+	}
+	total := policy.MustAmount("80.00 EUR")
+	fill := owner.FillRequest{KeyID: k.ID, Session: "s_1", Item: card, Field: vault.FieldNumber, Destination: "pay.shop.example", Total: &total}
+
+	pendingOn := func(want owner.ApprovalKind) owner.PendingAnswer {
+		t.Helper()
+		err := s.Authorize(ctx, fill)
+		p, ok := owner.PendingOf(err)
+		if agentvault.ErrorCode(err) != agentvault.CodeApprovalPending || !ok || p.Kind != string(want) {
+			t.Fatalf("want pending %s, got %v", want, err)
+		}
+		return p
+	}
+	p := pendingOn(owner.KindNewDestination)
+	if p.Site != "shop.example" || p.WaitID == "" || p.ExpiresAt.IsZero() {
+		t.Fatalf("pending answer %+v", p)
+	}
+	b, _ := json.Marshal(p)
+	if !strings.Contains(string(b), `"pending":true`) || !strings.Contains(string(b), `"waitId":"apr_`) {
+		t.Fatalf("wire shape %s", b)
+	}
+	if again := pendingOn(owner.KindNewDestination); again.WaitID != p.WaitID {
+		t.Fatal("a retried authorize asked the owner twice")
+	}
+	if _, err := s.Decide(ctx, p.WaitID, true, "owner"); err != nil {
+		t.Fatal(err)
+	}
+	p = pendingOn(owner.KindPurchase)
+	if p.Reason != string(policy.ReasonOverThreshold) || p.Amount == nil || *p.Amount != total {
+		t.Fatalf("purchase pending %+v", p)
+	}
+	a, _ := s.Decide(ctx, p.WaitID, true, "owner")
+	if ans := a.Answer(); ans.Status != "approved" || ans.Code != "" {
+		t.Fatalf("answer %+v", ans)
+	}
+	for range 3 {
+		if err := s.Authorize(ctx, fill); err != nil {
+			t.Fatalf("approved fill: %v", err)
+		}
+	}
+	today, _, _ := s.Ledger().Spent(ctx, card.ID, s.Day(newClock().Now()), s.Month(newClock().Now()), "EUR")
+	if today != total {
+		t.Fatalf("spent %s after three calls, want one charge of %s", today, total)
+	}
+	// Another session's 80.00 would break the daily cap: refused, not asked.
+	other := fill
+	other.Session = "s_2"
+	if err := s.Authorize(ctx, other); agentvault.ErrorCode(err) != agentvault.CodeDailyLimit {
+		t.Fatalf("over the cap: %v", err)
+	}
+	// A denied purchase answers approval_denied to the waiter.
+	small := policy.MustAmount("10.00 EUR")
+	s.SetCardPolicy(ctx, owner.CardPolicy{CardID: card.ID, Rules: policy.CardPolicy{EveryPurchase: true}}, "owner")
+	other.Total = &small
+	err = s.Authorize(ctx, other)
+	p, _ = owner.PendingOf(err)
+	a, _ = s.Decide(ctx, p.WaitID, false, "owner")
+	if ans := a.Answer(); ans.Status != "denied" || ans.Code != string(agentvault.CodeApprovalDenied) {
+		t.Fatalf("denied answer %+v", ans)
+	}
+	if err := s.Revoke(ctx, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Authorize(ctx, fill); agentvault.ErrorCode(err) != agentvault.CodeKeyRevoked {
+		t.Fatalf("revoked key: %v", err)
+	}
+}
