@@ -218,9 +218,12 @@ func (m *Main) Run(ctx context.Context) error {
 	go func() { m.serveErr <- m.Server.Serve(m.proxyL) }()
 	go func() { m.serveErr <- serveHTTP(m.controlSrv, m.controlL) }()
 	go func() { m.serveErr <- serveHTTP(m.adminSrv, m.adminL) }()
+	m.configMu.Lock()
+	egress := m.Config.Egress.Mode
+	m.configMu.Unlock()
 	m.Logger.Info("proxyd listening", slog.String("proxy", m.ProxyAddr.String()),
 		slog.String("control", m.ControlAddr.String()), slog.String("admin", m.AdminAddr.String()),
-		slog.String("egress", m.Config.Egress.Mode), slog.Bool("unsafe_allow_private_ranges", m.Config.UnsafeAllowPrivateRanges))
+		slog.String("egress", egress), slog.Bool("unsafe_allow_private_ranges", m.Config.UnsafeAllowPrivateRanges))
 	var err error
 	select {
 	case <-ctx.Done():
@@ -290,6 +293,13 @@ func (m *Main) Reload(path string) error {
 	m.Server.SetEgress(c.Egress.Mode == "strict", c.Egress.Allow)
 	m.Logger.Info("config reloaded", slog.String("egress", c.Egress.Mode))
 	return nil
+}
+
+// EgressMode is the running egress mode (it changes on Reload).
+func (m *Main) EgressMode() string {
+	m.configMu.Lock()
+	defer m.configMu.Unlock()
+	return m.Config.Egress.Mode
 }
 
 type vaultAdapter struct{ v *vault.Vault }

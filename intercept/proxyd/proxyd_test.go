@@ -244,7 +244,7 @@ func TestP17_ConfigFailsSafe(t *testing.T) {
 	if err := mm.Reload(bad); err == nil {
 		t.Fatal("bad reload accepted")
 	}
-	if mm.Config.Egress.Mode != "strict" {
+	if mm.EgressMode() != "strict" {
 		t.Fatal("failed reload changed the running config")
 	}
 	c := control.NewClient("http://"+mm.ControlAddr.String(), mm.ControlToken, nil)
