@@ -75,6 +75,7 @@ func (ap *appliance) seed(t *testing.T, v *vault.Vault) {
 	number, cvv := merchant.RandomCard()
 	ap.card.number, ap.card.cvv = number, randomCVV(cvv)
 	ap.card.month, ap.card.year = 11, time.Now().Year()+4
+	planted.Store(ap.card.number, struct{}{})
 	// The owner allows the shop and the processor whose iframe takes the card.
 	payHost, _, _ := net.SplitHostPort(ap.m.Pay.Host)
 	shopHost, _, _ := net.SplitHostPort(ap.m.Shop.Host)
@@ -102,6 +103,7 @@ func (ap *appliance) seed(t *testing.T, v *vault.Vault) {
 	}
 	ap.login.email = "grace@example.org"
 	ap.login.password = "Pw-" + randomHex(12) + "!x"
+	planted.Store(ap.login.password, struct{}{})
 	loginHost, _, _ := net.SplitHostPort(ap.m.Login.Host)
 	if _, err := v.AddLogin(ctx, org, "owner", vault.LoginInput{
 		Site: loginHost, Website: ap.m.Login.URL + "/login", Email: ap.login.email,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +24,9 @@ type canary struct {
 
 func newCanary(name, value string) canary {
 	c := canary{name: name}
+	if name != "" {
+		planted.Store(value, struct{}{})
+	}
 	add := func(s string) {
 		if s == "" {
 			return
@@ -83,9 +87,28 @@ func isDigits(s string) bool {
 	return s != ""
 }
 
+// planted holds every canary of this test binary, so that text quoted in a
+// failure message can be cleaned of them first.
+var planted sync.Map // value -> struct{}
+
+var longDigits = regexp.MustCompile(`\d[\d -]{10,}\d`)
+
+// redacted returns s with every planted value (in any of its forms) and any
+// long digit run replaced, for quoting page or tool text in a failure.
+func redacted(s string) string {
+	planted.Range(func(k, _ any) bool {
+		for _, f := range newCanary("", k.(string)).forms {
+			s = strings.ReplaceAll(s, string(f), "<redacted>")
+		}
+		return true
+	})
+	return longDigits.ReplaceAllString(s, "<digits>")
+}
+
 // shortCanary is a canary for a value too short to grep on its own (a CVV):
 // only its forms in context count, where it sits as a whole field value.
 func shortCanary(name, value string) canary {
+	planted.Store(value, struct{}{})
 	return canary{name: name, forms: [][]byte{
 		[]byte(`"` + value + `"`), []byte(`=` + value + `&`),
 		[]byte(`>` + value + `<`), []byte(`'` + value + `'`), []byte(`\"` + value + `\"`),
@@ -166,5 +189,13 @@ func TestCanaryFormsAreFound(t *testing.T) {
 	pw := newCanary("password", `p@ss"w0rd/+`)
 	if !bytes.Contains([]byte(`{"pw":"p@ss\"w0rd/+"}`), pw.forms[3]) {
 		t.Error("JSON-escaped password form missing")
+	}
+}
+
+func TestRedactedHidesPlantedValues(t *testing.T) {
+	newCanary("password", "hunter2-Canary!")
+	got := redacted(`{"a":"hunter2-Canary!","b":"hunter2-Canary%21","n":"4111 1111 1111 1111"}`)
+	if strings.Contains(got, "hunter2") || strings.Contains(got, "4111") {
+		t.Errorf("redacted left a value in place (%d bytes)", len(got))
 	}
 }

@@ -135,7 +135,7 @@ func (r answer) status() string {
 	if len(line) > 160 {
 		line = line[:160]
 	}
-	return line
+	return redacted(line)
 }
 
 // json decodes a JSON answer.

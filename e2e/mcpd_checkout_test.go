@@ -269,7 +269,7 @@ func TestMCPEmailFirstLogin(t *testing.T) {
 	if out["outcome"] != "success" {
 		obs := agent.call("observe_page", map[string]any{})
 		t.Fatalf("sign-in outcome %v; observe_page: %.300s; failed sign-ins at the site: %d; site saw the real password: %v",
-			out["outcome"], obs.text, ap.m.FailedSignIns(), ap.m.Login.Saw(ap.login.password))
+			out["outcome"], redacted(obs.text), ap.m.FailedSignIns(), ap.m.Login.Saw(ap.login.password))
 	}
 	agent.must("close_session", map[string]any{})
 	if !ap.m.Login.Saw(ap.login.password) {

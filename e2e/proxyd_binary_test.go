@@ -46,6 +46,7 @@ func TestProxydBinaryOwnerFlow(t *testing.T) {
 	m := startMerchant(t)
 	number, cvv := merchant.RandomCard()
 	cvv = randomCVV(cvv)
+	planted.Store(number, struct{}{})
 	year := time.Now().Year() + 3
 	m.AcceptCard(number, cvv, 11, year)
 	bin := buildCmd(t, "proxyd")
