@@ -262,7 +262,8 @@ func FuzzStandIn(f *testing.F) {
 			if c != agentvault.CodeInvalidInput && c != agentvault.CodeSubstitution {
 				t.Fatalf("unexpected code %q", c)
 			}
-			if len(real) >= 3 && strings.Contains(err.Error(), string(real)) {
+			// Shorter values occur in any sentence by chance (" 4 ").
+			if len(real) >= 6 && strings.Contains(err.Error(), string(real)) {
 				t.Fatalf("P11: error carries the value")
 			}
 			return
