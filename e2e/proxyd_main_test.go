@@ -14,7 +14,9 @@ import (
 // unsafe_allow_private_ranges (the merchant is on loopback) and the
 // merchant's CA as an extra upstream root. The merchant is on localhost and
 // 127.0.0.1, the names the system resolver knows.
-func startAppliance(t *testing.T) *appliance {
+func startAppliance(t *testing.T) *appliance { t.Helper(); return startProxydMain(t, true) }
+
+func startProxydMain(t *testing.T, trustMerchant bool) *appliance {
 	t.Helper()
 	ap := &appliance{m: startMerchant(t), dataDir: t.TempDir(), logs: &syncBuffer{}}
 	caPath, err := ap.m.WriteCA(ap.dataDir)
@@ -26,7 +28,9 @@ func startAppliance(t *testing.T) *appliance {
 	pm.Config.DataDir = ap.dataDir
 	pm.Config.Listen = proxyd.ListenConfig{Proxy: "127.0.0.1:0", Control: "127.0.0.1:0", Admin: "127.0.0.1:0"}
 	pm.Config.UnsafeAllowPrivateRanges = true
-	pm.Config.TLS.ExtraRoots = []string{caPath}
+	if trustMerchant {
+		pm.Config.TLS.ExtraRoots = []string{caPath}
+	}
 	pm.Config.Log = proxyd.LogConfig{Level: "debug", Format: "json"}
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := pm.Open(ctx); err != nil {
@@ -51,4 +55,21 @@ func startAppliance(t *testing.T) *appliance {
 	ap.metricsURL = "http://" + pm.AdminAddr.String() + "/metrics"
 	ap.ctl = control.NewClient(ap.controlURL, pm.ControlToken, nil)
 	return ap
+}
+
+// TestP5_UntrustedUpstreamIsRefused runs proxyd's Main without the
+// merchant's CA among its roots: upstream TLS is verified, so the request
+// is refused with upstream_tls and the card never reaches the processor.
+func TestP5_UntrustedUpstreamIsRefused(t *testing.T) {
+	requireE2E(t, false)
+	ap := startProxydMain(t, false)
+	ps := ap.cardSession(t)
+	res, err := ps.goClient(t).PostForm(ps.legacyCheckout, ps.form(ap))
+	code, _ := refusal(t, res, err)
+	if code != "upstream_tls" {
+		t.Errorf("request to an upstream signed by an untrusted CA: code %q, want upstream_tls", code)
+	}
+	if ap.m.Pay.Saw(ap.card.number) || len(ap.m.Charges()) != 0 {
+		t.Error("the card reached an upstream whose certificate proxyd could not verify")
+	}
 }

@@ -107,12 +107,12 @@ func (ps proxySession) form(ap *appliance) url.Values {
 	}
 }
 
-// TestProxydCheckoutThreeWays is the issue-3 proof: the same checkout
+// TestP10_ProxydCheckoutThreeWays is the issue-3 proof: the same checkout
 // request, carrying stand-ins, goes through proxyd from Go's http.Client,
 // curl and Chromium submitting a real HTML form. Each time the processor
 // receives the real card (P9) and the receipt it echoes back reaches the
 // client with the stand-in in place of the real number (P10).
-func TestProxydCheckoutThreeWays(t *testing.T) {
+func TestP10_ProxydCheckoutThreeWays(t *testing.T) {
 	requireE2E(t, false)
 	ap := startAppliance(t)
 	leak := newLeaks(newCanary("card number", ap.card.number))
