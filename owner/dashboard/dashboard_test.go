@@ -46,7 +46,7 @@ type clock struct {
 func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	srv    *httptest.Server
 	h      http.Handler
 	svc    *owner.Service
@@ -71,7 +71,7 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	ctx := context.Background()
 	dbPath := filepath.Join(t.TempDir(), "vault.db")
@@ -144,7 +144,7 @@ func (e *env) get(path string) (int, string) { return e.do(http.MethodGet, path,
 
 var csrfRe = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
-func csrfOf(t *testing.T, body string) string {
+func csrfOf(t testing.TB, body string) string {
 	t.Helper()
 	m := csrfRe.FindStringSubmatch(body)
 	if m == nil {
