@@ -32,6 +32,7 @@ type Config struct {
 	UnsafeAllowPrivateRanges bool         `yaml:"unsafe_allow_private_ranges"`
 	Log                      LogConfig    `yaml:"log"`
 	Policy                   PolicyConfig `yaml:"policy"`
+	Dashboard                DashConfig   `yaml:"dashboard"`
 }
 
 // ListenConfig holds the three listener addresses.
@@ -39,6 +40,8 @@ type ListenConfig struct {
 	Proxy   string `yaml:"proxy"`
 	Control string `yaml:"control"`
 	Admin   string `yaml:"admin"`
+	// Dashboard is the owner's TLS dashboard; empty turns it off.
+	Dashboard string `yaml:"dashboard"`
 }
 
 // EgressConfig is the destination rule (P1).
@@ -136,6 +139,11 @@ func (c *Config) Validate() error {
 			return bad("%s must be a loopback address, got %q", name, addr)
 		}
 	}
+	if c.Listen.Dashboard != "" {
+		if _, _, err := net.SplitHostPort(c.Listen.Dashboard); err != nil {
+			return bad("listen.dashboard: %q is not host:port", c.Listen.Dashboard)
+		}
+	}
 	switch c.Egress.Mode {
 	case "open", "strict":
 	default:
@@ -196,4 +204,12 @@ type PolicyConfig struct {
 	// `proxyd owner ...` and the dashboard. It takes precedence over
 	// AuthorizedDestinations.
 	OwnerRules bool `yaml:"owner_rules"`
+}
+
+// DashConfig says how the dashboard gets its certificate.
+type DashConfig struct {
+	// Domain, when set, gets a certificate from ACME (Let's Encrypt) for
+	// this name; otherwise a local certificate for localhost and 127.0.0.1.
+	Domain string `yaml:"domain"`
+	Email  string `yaml:"email"`
 }

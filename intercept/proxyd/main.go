@@ -24,6 +24,7 @@ import (
 	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/internal/vaultcli"
 	"github.com/agentvault/agentvault/owner"
+	"github.com/agentvault/agentvault/owner/dashboard"
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/tokens"
 	"github.com/agentvault/agentvault/vault"
@@ -51,21 +52,27 @@ type Main struct {
 	Stderr io.Writer
 
 	// Set by Open.
-	Vault        *vault.Vault
-	Owner        *owner.Service
-	CA           *intercept.CA
-	Sessions     *intercept.Sessions
-	Server       *intercept.Server
-	Metrics      *intercept.Metrics
-	ProxyAddr    net.Addr
-	ControlAddr  net.Addr
-	AdminAddr    net.Addr
-	ControlToken string
-	APIKey       string
+	Vault       *vault.Vault
+	Owner       *owner.Service
+	CA          *intercept.CA
+	Sessions    *intercept.Sessions
+	Server      *intercept.Server
+	Metrics     *intercept.Metrics
+	ProxyAddr   net.Addr
+	ControlAddr net.Addr
+	AdminAddr   net.Addr
+	// DashboardAddr is nil when the dashboard is off.
+	DashboardAddr net.Addr
+	ControlToken  string
+	APIKey        string
 
 	mu         sync.Mutex
 	closeVault func() error
 	closeOwner func() error
+	dashH      *dashboard.Handler
+	dashL      net.Listener
+	dashCancel context.CancelFunc
+	dashDone   chan error
 	secret     []byte
 	proxyL     net.Listener
 	controlSrv *http.Server
@@ -171,6 +178,16 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	if m.adminL, err = net.Listen("tcp", m.Config.Listen.Admin); err != nil {
 		return agentvault.Wrap(agentvault.CodeInternal, err, "cannot listen on %s", m.Config.Listen.Admin)
 	}
+	if m.Config.Listen.Dashboard != "" {
+		if m.dashH, err = dashboard.New(dashboard.Config{Service: m.Owner, Vault: v, Logger: m.Logger}); err != nil {
+			return err
+		}
+		if m.dashL, err = net.Listen("tcp", m.Config.Listen.Dashboard); err != nil {
+			return agentvault.Wrap(agentvault.CodeInternal, err, "cannot listen on %s", m.Config.Listen.Dashboard)
+		}
+		m.DashboardAddr = m.dashL.Addr()
+		m.Server.AddSelf(m.DashboardAddr)
+	}
 	m.ProxyAddr, m.ControlAddr, m.AdminAddr = m.proxyL.Addr(), m.controlL.Addr(), m.adminL.Addr()
 	// Every listener of this process is a loop destination (P16).
 	m.Server.AddSelf(m.ControlAddr)
@@ -214,7 +231,13 @@ func (m *Main) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	m.serveErr = make(chan error, 3)
+	m.serveErr = make(chan error, 4)
+	if m.dashL != nil {
+		dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		m.dashCancel, m.dashDone = cancel, make(chan error, 1)
+		tc := dashboard.TLSConfig{Domain: m.Config.Dashboard.Domain, Email: m.Config.Dashboard.Email, DataDir: m.dataDir}
+		go func() { m.dashDone <- dashboard.Serve(dctx, m.dashL, m.dashH, tc) }()
+	}
 	go func() { m.serveErr <- m.Server.Serve(m.proxyL) }()
 	go func() { m.serveErr <- serveHTTP(m.controlSrv, m.controlL) }()
 	go func() { m.serveErr <- serveHTTP(m.adminSrv, m.adminL) }()
@@ -261,7 +284,11 @@ func (m *Main) Close() error {
 			_ = s.Shutdown(ctx)
 		}
 	}
-	for _, l := range []net.Listener{m.proxyL, m.controlL, m.adminL} {
+	if m.dashCancel != nil {
+		m.dashCancel()
+		<-m.dashDone
+	}
+	for _, l := range []net.Listener{m.proxyL, m.controlL, m.adminL, m.dashL} {
 		if l != nil {
 			_ = l.Close()
 		}

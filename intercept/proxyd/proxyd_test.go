@@ -324,3 +324,29 @@ func TestP1_OwnerRulesAskTheOwner(t *testing.T) {
 		t.Fatalf("after approval: %v", err)
 	}
 }
+
+func TestMainServesDashboard(t *testing.T) {
+	m, _ := startMain(t, "", func(c *proxyd.Config) { c.Listen.Dashboard = "127.0.0.1:0" })
+	if m.DashboardAddr == nil {
+		t.Fatal("dashboard not listening")
+	}
+	// The local certificate is trusted by nobody; this only checks that the
+	// listener speaks TLS and answers.
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	var resp *http.Response
+	var err error
+	for i := 0; i < 50; i++ {
+		if resp, err = hc.Get("https://" + m.DashboardAddr.String() + "/"); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode >= 500 {
+		t.Fatalf("dashboard answered %d", resp.StatusCode)
+	}
+}
