@@ -35,7 +35,9 @@ const observeScript = `() => {
 		if (t === 'email' || t === 'tel' || /\b(email|tel|tel-national)\b/.test(ac)) out.emailPhone = true;
 	}
 	const text = (document.body ? document.body.innerText : '').slice(0, 20000);
-	if (/\b(we('ve| have)? (just )?sent|(code|link) (has been |was )?sent|sent (you )?an? (code|link|text|email)|check your (email|inbox|phone|messages))\b/i.test(text)) out.codeSent = true;
+	// A code or sign-in link on its way, not any email ("we've sent your
+	// receipt" on a confirmation page is not a code step).
+	if (/\b(code|passcode|one-time|otp|verification link|sign-?in link|magic link|login link)\b[^.\n]{0,40}\b(sent|texted|emailed)\b/i.test(text) || /\b(sent|texted|emailed)\b[^.\n]{0,40}\b(code|passcode|one-time|otp|verification link|sign-?in link|magic link|login link)\b/i.test(text)) out.codeSent = true;
 	if (/(too many (attempts|requests|tries)|try again (later|in \d+)|temporarily (locked|blocked|unavailable)|account (is |has been )?locked|rate limit)/i.test(text)) out.refusing = true;
 	if (out.password || q('h1,h2,legend,[role=heading]').some((e) => vis(e) && /^\s*(sign|log) ?in\b/i.test(e.textContent || ''))) out.signIn = true;
 	const seen = new Set();
@@ -126,7 +128,7 @@ const challengeScript = `() => {
 	const codeWords = /\b(verification code|one-?time (pass)?code|security code (was )?sent|enter (the|your) (\d+-digit )?code|authenticator app|two-?factor|2fa)\b/i.test(text);
 	const codeish = codeInputs.some((i) => /\b(otp|code|passcode|verification|2fa|mfa|totp|token)\b/i.test([i.name, i.id, i.getAttribute('aria-label'), i.getAttribute('placeholder')].join(' ')) && (i.getAttribute('type') || 'text') !== 'password');
 	if (codeish && codeWords) out.otpStrong = true; else if (codeish || (codeWords && codeInputs.length > 0)) out.otpWeak = true;
-	if (/\b(we('ve| have)? sent|code (has been |was )?sent|sent (you )?a (code|text)|text message|sms|check your (email|inbox|phone))\b/i.test(text)) out.delivered = true;
+	if (/\b(code|passcode|one-time|otp)\b[^.\n]{0,40}\b(sent|texted|emailed)\b/i.test(text) || /\b(sent|texted|emailed)\b[^.\n]{0,40}\b(code|passcode|one-time|otp)\b/i.test(text) || /\b(text message|sms)\b/i.test(text)) out.delivered = true;
 	if (/\b(error reference|reference (number|#|id)|incident id)\b/i.test(text) && /\b(error|denied|blocked)\b/i.test(text)) { out.blocked = true; out.signature = 'error_reference'; }
 	else if (/\b(access denied|request (was )?blocked|you have been blocked|unusual traffic|forbidden)\b/i.test(text)) out.blocked = true;
 	return out;

@@ -120,7 +120,7 @@ func Start(tb testing.TB) *Site {
 		s.mu.Lock()
 		s.Ordered++
 		s.mu.Unlock()
-		fmt.Fprint(w, `<html><body><p class="checkout-error" hidden>Payment failed</p><h1 id="order-success">Thank you, order placed</h1></body></html>`)
+		fmt.Fprint(w, `<html><body><header><button>Sign in</button></header><p class="checkout-error" hidden>Payment failed</p><h1 id="order-success">Thank you, order placed</h1><p>We've sent your receipt to your email.</p><div aria-live="polite">Order confirmed</div></body></html>`)
 	})
 	s.Shop = httptest.NewTLSServer(shop)
 	tb.Cleanup(s.Shop.Close)
@@ -224,7 +224,7 @@ const loginPage = `<!doctype html><html><body><h1>Sign in</h1>
 var challengePages = map[string]string{
 	"/c/3ds":     `<h1>Confirm your purchase</h1><iframe name="acs-frame" src="about:blank" title="3-D Secure authentication"></iframe>`,
 	"/c/captcha": `<h1>One more step</h1><div class="g-recaptcha" data-sitekey="x"></div><p>Verify you are human</p>`,
-	"/c/otp":     `<h1>Check your phone</h1><p>We sent a code by text message.</p><label for="c">Verification code</label><input id="c" autocomplete="one-time-code">`,
+	"/c/otp":     `<h1>Check your phone</h1><p>We sent a 6-digit code to your phone.</p><label for="c">Verification code</label><input id="c" autocomplete="one-time-code">`,
 	"/c/maybe":   `<h1>Almost there</h1><label for="c">Code</label><input id="c" name="code">`,
 	"/c/blocked": `<h1>Access denied</h1><p>Error reference #18.2f3c.1700000000</p>`,
 	"/c/plain":   `<h1>Your cart</h1><p>Nothing to see.</p>`,
