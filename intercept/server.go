@@ -877,7 +877,7 @@ func (s *Server) scrubResponse(sess *Session, resp *http.Response) (*http.Respon
 	for _, h := range hopByHop {
 		resp.Header.Del(h)
 	}
-	_, scrub := sess.replacers()
+	_, scrub := sess.matchers()
 	if scrub == nil || len(scrub.pairs) == 0 {
 		return resp, nil
 	}

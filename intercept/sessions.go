@@ -86,7 +86,7 @@ type Session struct {
 	bindings map[string]*binding // by token and by stand-in
 	released []released
 	version  int // bumps when bindings or released change
-	reqRepl  *replacer
+	reqMatch *requestMatch
 	scrub    *replacer
 	cacheVer int
 	report   control.Report
@@ -468,66 +468,53 @@ func (ss *Sessions) authorize(ctx context.Context, s *Session, req control.Autho
 	return out, nil
 }
 
-// replacers returns the session's request replacer (tokens and stand-ins
-// to a marker resolved per hit) and its response scrubber, rebuilt only when
-// the bindings changed.
-func (s *Session) replacers() (req, scrub *replacer) {
+// wholeFieldLen is the length under which a token or stand-in (a CVV, a
+// TOTP code) only matches as a whole field or between delimiters.
+const wholeFieldLen = 7
+
+// requestMatch is a session's request-side matcher: every token and
+// stand-in, each pattern's ID the index of its binding. long holds only the
+// long values, for the hidden-value check over decoded views.
+type requestMatch struct {
+	m, long  *tokens.Matcher
+	bindings []*binding
+}
+
+// matchers returns the session's request matcher and response scrubber,
+// rebuilt only when the bindings changed.
+func (s *Session) matchers() (*requestMatch, *replacer) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.reqRepl != nil && s.cacheVer == s.version {
-		return s.reqRepl, s.scrub
+	if s.reqMatch != nil && s.cacheVer == s.version {
+		return s.reqMatch, s.scrub
 	}
-	var rp []pair
+	rm := &requestMatch{}
+	var pats, long []tokens.Pattern
 	seen := map[*binding]bool{}
-	for needle, b := range s.bindings {
-		_ = needle
+	for _, b := range s.bindings {
 		if seen[b] {
 			continue
 		}
 		seen[b] = true
-		// The replacement is resolved per request (released fresh, audited),
-		// so here `to` is empty and the pair only records the encoding.
+		id := len(rm.bindings)
+		rm.bindings = append(rm.bindings, b)
 		for _, n := range []string{b.token, b.standIn} {
 			if n == "" {
 				continue
 			}
-			for i, enc := range requestEncodings {
-				f := enc(n)
-				if f == "" {
-					continue
-				}
-				rp = append(rp, pair{from: []byte(f), kind: b.item.Kind, ref: b, to: []byte{byte(i)}})
+			p := tokens.Pattern{Value: []byte(n), ID: id, WholeField: len(n) < wholeFieldLen}
+			pats = append(pats, p)
+			if !p.WholeField {
+				long = append(long, p)
 			}
 		}
 	}
+	rm.m, rm.long = tokens.NewMatcher(pats), tokens.NewMatcher(long)
 	var sp []pair
 	for _, r := range s.released {
 		sp = append(sp, variantPairs(string(r.real.InsecureRawBytes()), r.standIn, r.kind, nil)...)
 	}
-	s.reqRepl, s.scrub, s.cacheVer = newReplacer(dedupe(rp)), newReplacer(sp), s.version
-	return s.reqRepl, s.scrub
+	s.reqMatch, s.scrub, s.cacheVer = rm, newReplacer(sp), s.version
+	return s.reqMatch, s.scrub
 }
 
-// requestEncodings are the forms a token or stand-in takes in a request; the
-// index is stored in pair.to so the real value is encoded the same way.
-var requestEncodings = []func(string) string{
-	func(s string) string { return s },
-	url.QueryEscape,
-	url.PathEscape,
-	jsonEscape,
-	jsonEscapeHTML,
-	jsonUEscape,
-}
-
-func dedupe(ps []pair) []pair {
-	seen := map[string]bool{}
-	out := ps[:0]
-	for _, p := range ps {
-		if seen[string(p.from)] {
-			continue
-		}
-		seen[string(p.from)] = true
-		out = append(out, p)
-	}
-	return out
-}

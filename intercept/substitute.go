@@ -1,27 +1,15 @@
 package intercept
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
-	"mime"
 	"net/http"
 	"net/url"
 	"slices"
-	"strings"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/intercept/rewrite"
+	"github.com/agentvault/agentvault/tokens"
 	"github.com/agentvault/agentvault/vault"
-)
-
-// wireContext says how a real value must be encoded where it is inserted.
-type wireContext int
-
-const (
-	ctxRaw wireContext = iota
-	ctxQuery
-	ctxPath
-	ctxJSON
 )
 
 // substitution is one request's substitution state: each binding hit is
@@ -70,145 +58,105 @@ func (sb *substitution) resolve(b *binding) ([]byte, error) {
 	return raw, nil
 }
 
-// hitFunc returns the replacement callback for a wire context.
-func (sb *substitution) hitFunc(wc wireContext) func(*pair) ([]byte, error) {
-	return func(p *pair) ([]byte, error) {
-		real, err := sb.resolve(p.ref)
+// replacer returns the request-side rewrite.Replacer: tokens and stand-ins
+// become the real value (raw: package rewrite encodes it for where it sits),
+// and any token-shaped string left in a rewritten field is refused.
+func (sb *substitution) replacer(rm *requestMatch) rewrite.Replacer {
+	tr := tokens.NewReplacer(rm.m, func(id int) ([]byte, error) {
+		real, err := sb.resolve(rm.bindings[id])
 		if err != nil {
 			return nil, err
 		}
 		sb.count++
-		enc := int(p.to[0])
-		if enc == 0 { // matched the raw form: encode for where it sits
-			switch wc {
-			case ctxQuery:
-				enc = 1
-			case ctxPath:
-				enc = 2
-			case ctxJSON:
-				enc = 3
-			}
-		}
-		return []byte(requestEncodings[enc](string(real))), nil
-	}
+		return real, nil
+	})
+	return checkedReplacer{tr}
 }
 
-// substituteRequest rewrites req's URL, headers and body in place. body is
-// the full (encoded) request body; the rewritten body is returned. Nothing
-// of the request is forwarded when it fails.
-func (s *Server) substituteRequest(ctx context.Context, sess *Session, dest Destination, req *http.Request, body []byte) ([]byte, *substitution, error) {
-	repl, _ := sess.replacers()
-	sb := &substitution{ctx: ctx, srv: s, sess: sess, dest: dest, reals: map[*binding][]byte{}}
+// checkedReplacer refuses a field or text that still holds a mock token
+// after replacement: a token the session never authorized.
+type checkedReplacer struct{ r *tokens.Replacer }
 
-	// URL path and query.
-	if p := req.URL.EscapedPath(); p != "" {
-		np, _, err := repl.apply([]byte(p), sb.hitFunc(ctxPath))
-		if err != nil {
+func (c checkedReplacer) ReplaceField(dst, src []byte) ([]byte, int, error) {
+	n0 := len(dst)
+	out, n, err := c.r.ReplaceField(dst, src)
+	if err == nil && containsTokenShape(out[n0:]) {
+		return nil, 0, errTokenNotAllowed()
+	}
+	return out, n, err
+}
+
+func (c checkedReplacer) ReplaceText(dst, src []byte) ([]byte, int, error) {
+	n0 := len(dst)
+	out, n, err := c.r.ReplaceText(dst, src)
+	if err == nil && containsTokenShape(out[n0:]) {
+		return nil, 0, errTokenNotAllowed()
+	}
+	return out, n, err
+}
+
+// substituteRequest rewrites req's URL, headers and body (P9) through
+// package rewrite, which decodes each field (path segment, query value,
+// form value, JSON string, multipart part, Basic credentials, cookie) and
+// puts the real value back in the same encoding. body is the request body
+// as received (encoded); the rewritten body is returned. Nothing is
+// forwarded when this fails.
+func (s *Server) substituteRequest(ctx context.Context, sess *Session, dest Destination, req *http.Request, body []byte) ([]byte, *substitution, error) {
+	rm, _ := sess.matchers()
+	sb := &substitution{ctx: ctx, srv: s, sess: sess, dest: dest, reals: map[*binding][]byte{}}
+	r := sb.replacer(rm)
+	if _, err := rewrite.URL(req.URL, r); err != nil {
+		return nil, sb, err
+	}
+	if _, err := rewrite.Header(req.Header, r); err != nil {
+		return nil, sb, err
+	}
+	out := body
+	if len(body) > 0 {
+		var err error
+		if out, _, err = rewrite.Body(req.Header.Get("Content-Type"), req.Header.Get("Content-Encoding"), body, r, s.cfg.MaxBodyBytes); err != nil {
 			return nil, sb, err
 		}
-		if string(np) != p {
-			dec, err := url.PathUnescape(string(np))
-			if err != nil {
-				return nil, sb, agentvault.Errorf(agentvault.CodeSubstitution, "path does not decode after substitution")
-			}
-			req.URL.Path, req.URL.RawPath = dec, string(np)
-		}
 	}
-	nq, _, err := repl.apply([]byte(req.URL.RawQuery), sb.hitFunc(ctxQuery))
-	if err != nil {
+	if err := s.hiddenValues(rm, req, out); err != nil {
 		return nil, sb, err
 	}
-	req.URL.RawQuery = string(nq)
-	if containsTokenShape([]byte(req.URL.RawPath)) || containsTokenShape([]byte(req.URL.Path)) || containsTokenShape(nq) {
-		return nil, sb, errTokenNotAllowed()
-	}
-	if uq, err := url.QueryUnescape(req.URL.RawQuery); err == nil && containsTokenShape([]byte(uq)) {
-		return nil, sb, errTokenNotAllowed()
-	}
-
-	// Headers, Basic credentials decoded.
-	for name, vals := range req.Header {
-		for i, v := range vals {
-			nv, err := sb.header(repl, name, v)
-			if err != nil {
-				return nil, sb, err
-			}
-			vals[i] = nv
-		}
-	}
-
-	// Body, decoded.
-	if len(body) == 0 {
-		return body, sb, nil
-	}
-	coding, err := contentEncoding(req.Header)
-	if err != nil {
-		return nil, sb, err
-	}
-	plain, err := decodeAll(coding, body, s.cfg.MaxBodyBytes)
-	if err != nil {
-		return nil, sb, err
-	}
-	wc := ctxRaw
-	if mt, _, err := mime.ParseMediaType(req.Header.Get("Content-Type")); err == nil {
-		switch {
-		case mt == "application/x-www-form-urlencoded":
-			wc = ctxQuery
-		case mt == "application/json" || strings.HasSuffix(mt, "+json"):
-			wc = ctxJSON
-		}
-	}
-	out, n, err := repl.apply(plain, sb.hitFunc(wc))
-	if err != nil {
-		return nil, sb, err
-	}
-	if containsTokenShape(out) {
-		return nil, sb, errTokenNotAllowed()
-	}
-	if wc == ctxQuery && bytes.IndexByte(out, '%') >= 0 {
-		if u, err := url.QueryUnescape(string(out)); err == nil && containsTokenShape([]byte(u)) {
-			return nil, sb, errTokenNotAllowed()
-		}
-	}
-	if n == 0 {
-		return body, sb, nil
-	}
-	enc, err := encodeAll(coding, out)
-	if err != nil {
-		return nil, sb, err
-	}
-	return enc, sb, nil
+	return out, sb, nil
 }
 
-func (sb *substitution) header(repl *replacer, name, v string) (string, error) {
-	nv, _, err := repl.apply([]byte(v), sb.hitFunc(ctxRaw))
-	if err != nil {
-		return "", err
+// hiddenValues refuses a request that still carries a token or a long
+// stand-in somewhere package rewrite could not rewrite in place (an
+// encoding it treats as opaque): a mock value never goes upstream.
+func (s *Server) hiddenValues(rm *requestMatch, req *http.Request, body []byte) error {
+	var views [][]byte
+	views = append(views, []byte(req.URL.EscapedPath()), []byte(req.URL.RawQuery))
+	if p, err := url.PathUnescape(req.URL.EscapedPath()); err == nil {
+		views = append(views, []byte(p))
 	}
-	out := string(nv)
-	if (name == "Authorization" || name == "Proxy-Authorization") && len(out) > 6 && strings.EqualFold(out[:6], "basic ") {
-		dec, err := base64.StdEncoding.DecodeString(strings.TrimSpace(out[6:]))
-		if err == nil {
-			nd, n, err := repl.apply(dec, sb.hitFunc(ctxRaw))
-			if err != nil {
-				return "", err
-			}
-			if containsTokenShape(nd) {
-				return "", errTokenNotAllowed()
-			}
-			if n > 0 {
-				out = out[:6] + base64.StdEncoding.EncodeToString(nd)
-			}
+	for name, vs := range req.Header {
+		for _, v := range vs {
+			views = append(views, []byte(name+": "+v))
 		}
 	}
-	if strings.ContainsAny(out, "\r\n\x00") {
-		return "", agentvault.Errorf(agentvault.CodeSubstitution, "a substituted header value is not valid")
+	plain := body
+	if len(body) > 0 {
+		d, err := rewrite.Decode(req.Header.Get("Content-Encoding"), body, s.cfg.MaxBodyBytes)
+		if err != nil {
+			return err
+		}
+		plain = d
 	}
-	if containsTokenShape([]byte(out)) {
-		return "", errTokenNotAllowed()
+	views = append(views, plain)
+	for _, v := range slices.Clone(views) {
+		views = append(views, rewrite.EncodedViews(v)...)
 	}
-	if u, err := url.QueryUnescape(out); err == nil && containsTokenShape([]byte(u)) {
-		return "", errTokenNotAllowed()
+	for _, v := range views {
+		if containsTokenShape(v) {
+			return errTokenNotAllowed()
+		}
+		if rm.long.Contains(v) {
+			return agentvault.Errorf(agentvault.CodeSubstitution, "a value could not be substituted where it sits")
+		}
 	}
-	return out, nil
+	return nil
 }

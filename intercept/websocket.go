@@ -49,17 +49,8 @@ var _ rewrite.Replacer = replacerFunc(nil)
 // server text messages are scrubbed (P10), binary frames pass untouched.
 func (s *Server) relayWebSocket(t *tunnel, sb *substitution, clientR *bufio.Reader, client net.Conn, upstream io.ReadWriteCloser) {
 	defer sb.wipe()
-	repl, scrub := t.sess.replacers()
-	up := rewrite.NewFrameRewriter(replacerFunc(func(src []byte) ([]byte, int, error) {
-		out, n, err := repl.apply(src, sb.hitFunc(ctxRaw))
-		if err != nil {
-			return nil, 0, err
-		}
-		if containsTokenShape(out) {
-			return nil, 0, errTokenNotAllowed()
-		}
-		return out, n, nil
-	}), true, int(s.cfg.MaxBodyBytes))
+	rm, scrub := t.sess.matchers()
+	up := rewrite.NewFrameRewriter(sb.replacer(rm), true, int(s.cfg.MaxBodyBytes))
 	down := rewrite.NewFrameRewriter(replacerFunc(func(src []byte) ([]byte, int, error) {
 		return scrub.apply(src, func(p *pair) ([]byte, error) { s.metrics.scrub(p.kind); return p.to, nil })
 	}), false, int(s.cfg.MaxBodyBytes))
