@@ -60,11 +60,16 @@ func (s *Service) Authorize(ctx context.Context, r FillRequest) error {
 	switch {
 	case d.Allow:
 		if r.Field == vault.FieldNumber && d.Charge != nil && r.Total != nil && r.Item.Kind == vault.KindCard {
-			return s.Reserve(ctx, ReservationID(r.Session, r.Item.ID, *r.Total), r.Item.ID, *d.Charge)
+			if err := s.Reserve(ctx, ReservationID(r.Session, r.Item.ID, *r.Total), r.Item.ID, *d.Charge); err != nil {
+				s.refused(ctx, r, d.Site, err)
+				return err
+			}
 		}
 		return nil
 	case !d.NeedsOwner:
-		return d.Err()
+		err := d.Err()
+		s.refused(ctx, r, d.Site, err)
+		return err
 	}
 	req := ApprovalRequest{Reason: string(d.Reason), Site: d.Site, APIKeyID: r.KeyID, Session: r.Session}
 	switch d.Reason {
@@ -144,4 +149,26 @@ func (a Approval) Answer() WaitAnswer {
 		}
 	}
 	return w
+}
+
+// refused records a refusal for the Activity page. The refusal stands
+// whether or not the record is written; a failed write is logged.
+func (s *Service) refused(ctx context.Context, r FillRequest, site string, cause error) {
+	code := agentvault.ErrorCode(cause)
+	if code == agentvault.CodeInternal || code == agentvault.CodeTimeout {
+		return // not a rule's refusal
+	}
+	if site == "" {
+		site = r.Destination
+	}
+	err := s.st.AppendRefusal(ctx, Refusal{Org: s.org, Time: s.now().UTC(), APIKeyID: r.KeyID, Session: r.Session, ItemID: r.Item.ID,
+		Kind: string(r.Item.Kind), Field: string(r.Field), Site: site, Code: string(code)})
+	if err != nil {
+		s.log.Warn("could not record a refusal", "code", string(agentvault.ErrorCode(err)))
+	}
+}
+
+// Refusals lists refused fills since a time, newest first.
+func (s *Service) Refusals(ctx context.Context, since time.Time, limit int) ([]Refusal, error) {
+	return s.st.ListRefusals(ctx, s.org, since, limit)
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/owner"
@@ -91,6 +92,9 @@ func TestP18_AuthorizeAsksThenReservesOnce(t *testing.T) {
 	other.Session = "s_2"
 	if err := s.Authorize(ctx, other); agentvault.ErrorCode(err) != agentvault.CodeDailyLimit {
 		t.Fatalf("over the cap: %v", err)
+	}
+	if rs, err := s.Refusals(ctx, time.Time{}, 0); err != nil || len(rs) != 1 || rs[0].Code != string(agentvault.CodeDailyLimit) || rs[0].Session != "s_2" || rs[0].Site != "shop.example" {
+		t.Fatalf("refusal log: %+v %v", rs, err)
 	}
 	// A denied purchase answers approval_denied to the waiter.
 	small := policy.MustAmount("10.00 EUR")

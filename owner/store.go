@@ -17,6 +17,7 @@ type Store interface {
 	ApprovalStore
 	AccountStore
 	SignupStore
+	RefusalStore
 	policy.Ledger
 	// GetReservation reads one ledger entry (vault.ErrNotFound when none):
 	// a retried authorize finds its own charge and does not count it
@@ -89,4 +90,12 @@ type SignupStore interface {
 	AddSignup(ctx context.Context, s Signup) error // idempotent
 	RemoveSignup(ctx context.Context, org, site, email string) error
 	ListSignups(ctx context.Context, org string) ([]Signup, error)
+}
+
+// RefusalStore keeps the log of refused fills.
+type RefusalStore interface {
+	AppendRefusal(ctx context.Context, r Refusal) error
+	// ListRefusals returns the org's refusals at or after since, newest
+	// first, at most limit (0: no limit).
+	ListRefusals(ctx context.Context, org string, since time.Time, limit int) ([]Refusal, error)
 }

@@ -179,3 +179,18 @@ type DashSession struct {
 	Created   time.Time
 	Expires   time.Time
 }
+
+// Refusal is a fill the rules refused, kept for the owner's Activity page.
+// It names the item, field and site, never a value.
+type Refusal struct {
+	Seq      int64
+	Org      string
+	Time     time.Time
+	APIKeyID string
+	Session  string
+	ItemID   string
+	Kind     string // vault.Kind
+	Field    string // vault.Field
+	Site     string
+	Code     string // the refusal's agentvault.Code
+}

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -588,12 +589,26 @@ type activityRow struct {
 }
 
 type activityData struct {
-	Rows      []activityRow
-	Approvals []owner.Approval
-	Kinds     map[string]int // released values by kind
-	Releases  int
-	Refusals  int // denied and expired approvals shown
-	Days      int
+	Rows         []activityRow
+	Approvals    []owner.Approval
+	Kinds        map[string]int // released values by kind
+	Releases     int
+	Unanswered   int // denied and expired approvals shown
+	Refusals     []refusalRow
+	RefusalCodes map[string]int
+	Totals       []cardTotal
+	Days         int
+}
+
+type refusalRow struct {
+	owner.Refusal
+	Item    string
+	KeyName string
+}
+
+type cardTotal struct {
+	Name  string
+	Month policy.Amount
 }
 
 func (h *Handler) activityPage(w http.ResponseWriter, r *http.Request) {
@@ -636,8 +651,37 @@ func (h *Handler) activityPage(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, a := range d.Approvals {
 		if a.Status == owner.StatusDenied || a.Status == owner.StatusExpired {
-			d.Refusals++
+			d.Unanswered++
 		}
+	}
+	refusals, err := h.svc.Refusals(ctx, h.now().Add(-days*24*time.Hour), 0)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	d.RefusalCodes = map[string]int{}
+	for i, rf := range refusals {
+		d.RefusalCodes[rf.Code]++
+		if i < 100 {
+			d.Refusals = append(d.Refusals, refusalRow{Refusal: rf, Item: items[rf.ItemID], KeyName: names[rf.APIKeyID]})
+		}
+	}
+	policies, err := h.svc.CardPolicies(ctx)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	now := h.now()
+	for _, p := range policies {
+		if p.Currency == "" {
+			continue
+		}
+		_, month, err := h.svc.Ledger().Spent(ctx, p.CardID, h.svc.Day(now), h.svc.Month(now), p.Currency)
+		if err != nil {
+			h.internal(w, r, err)
+			return
+		}
+		d.Totals = append(d.Totals, cardTotal{Name: cmp.Or(items[p.CardID], p.CardID), Month: month})
 	}
 	h.page(w, r, "activity", "Activity", d)
 }

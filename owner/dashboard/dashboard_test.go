@@ -398,8 +398,15 @@ func TestPagesNeverShowSecrets(t *testing.T) {
 			t.Errorf("%s carries script", path)
 		}
 	}
-	if _, body := e.get("/activity"); !strings.Contains(body, "pay.shop.example") || !strings.Contains(body, "Visa •••• 4242") {
-		t.Fatal("activity does not show the release")
+	if err := e.svc.Store().AppendRefusal(ctx, owner.Refusal{Org: org, Time: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC), APIKeyID: "avk_1",
+		Session: "s_2", ItemID: e.card.ID, Kind: "card", Field: "number", Site: "bad.example", Code: "merchant_blocked"}); err != nil {
+		t.Fatal(err)
+	}
+	_, body := e.get("/activity")
+	for _, want := range []string{"pay.shop.example", "Visa •••• 4242", "merchant_blocked", "bad.example", "Spent this month", "0.00 EUR"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("activity lacks %q", want)
+		}
 	}
 	if _, body := e.get("/logins"); !strings.Contains(body, "github.com") || !strings.Contains(body, "a•••@example.com") || strings.Contains(body, "ada@example.com") {
 		t.Fatal("logins page: site missing or email not masked")

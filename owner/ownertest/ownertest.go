@@ -31,6 +31,7 @@ func Run(t *testing.T, open func(t *testing.T) owner.Store) {
 	t.Run("AccountsAndSessions", func(t *testing.T) { accounts(t, open(t)) })
 	t.Run("Signups", func(t *testing.T) { signups(t, open(t)) })
 	t.Run("GetReservation", func(t *testing.T) { reservation(t, open(t)) })
+	t.Run("Refusals", func(t *testing.T) { refusals(t, open(t)) })
 	t.Run("Ledger", func(t *testing.T) {
 		ledgertest.Run(t, func(t *testing.T) policy.Ledger { return open(t) })
 	})
@@ -414,5 +415,23 @@ func reservation(t *testing.T, st owner.Store) {
 	got, err := st.GetReservation(ctx, "r1")
 	if err != nil || got.CardID != r.CardID || got.Amount != r.Amount || got.Day != r.Day || got.Month != r.Month {
 		t.Fatalf("reservation: %+v %v", got, err)
+	}
+}
+
+func refusals(t *testing.T, st owner.Store) {
+	ctx := context.Background()
+	for i, org := range []string{"o", "o", "other", "o"} {
+		r := owner.Refusal{Org: org, Time: t0.Add(time.Duration(i) * time.Hour), APIKeyID: "avk_1", Session: "s_1", ItemID: "itm_c",
+			Kind: "card", Field: "number", Site: "shop.example", Code: fmt.Sprint("code", i)}
+		if err := st.AppendRefusal(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := st.ListRefusals(ctx, "o", t0.Add(time.Hour), 0)
+	if err != nil || len(got) != 2 || got[0].Code != "code3" || got[1].Code != "code1" || !got[1].Time.Equal(t0.Add(time.Hour)) || got[0].Site != "shop.example" {
+		t.Fatalf("refusals: %+v %v", got, err)
+	}
+	if got, _ := st.ListRefusals(ctx, "o", time.Time{}, 1); len(got) != 1 || got[0].Code != "code3" {
+		t.Fatalf("limit: %+v", got)
 	}
 }

@@ -607,6 +607,41 @@ func (s *Store) ListSignups(ctx context.Context, org string) ([]owner.Signup, er
 	return out, dbErr(rows.Err(), "list signups")
 }
 
+// ---- refusals ----
+
+// AppendRefusal implements owner.RefusalStore.
+func (s *Store) AppendRefusal(ctx context.Context, r owner.Refusal) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO refusals (org, time, api_key_id, session, item_id, kind, field, site, code) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		r.Org, nanos(r.Time), r.APIKeyID, r.Session, r.ItemID, r.Kind, r.Field, r.Site, r.Code)
+	return dbErr(err, "append refusal")
+}
+
+// ListRefusals implements owner.RefusalStore.
+func (s *Store) ListRefusals(ctx context.Context, org string, since time.Time, limit int) ([]owner.Refusal, error) {
+	q := `SELECT seq, org, time, api_key_id, session, item_id, kind, field, site, code FROM refusals WHERE org = ? AND time >= ? ORDER BY seq DESC`
+	args := []any{org, nanos(since)}
+	if limit > 0 {
+		q += ` LIMIT ?`
+		args = append(args, limit)
+	}
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, dbErr(err, "list refusals")
+	}
+	defer rows.Close()
+	var out []owner.Refusal
+	for rows.Next() {
+		var r owner.Refusal
+		var t int64
+		if err := rows.Scan(&r.Seq, &r.Org, &t, &r.APIKeyID, &r.Session, &r.ItemID, &r.Kind, &r.Field, &r.Site, &r.Code); err != nil {
+			return nil, dbErr(err, "list refusals")
+		}
+		r.Time = fromNanos(t)
+		out = append(out, r)
+	}
+	return out, dbErr(rows.Err(), "list refusals")
+}
+
 var (
 	_ owner.Store   = (*Store)(nil)
 	_ policy.Ledger = (*Store)(nil)

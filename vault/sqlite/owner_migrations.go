@@ -101,5 +101,24 @@ CREATE TABLE signups (
 `)
 }
 
+// Migration 3: refused fills for the owner's Activity page.
+func init() {
+	migrations = append(migrations, `
+CREATE TABLE refusals (
+	seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+	org        TEXT NOT NULL,
+	time       INTEGER NOT NULL,
+	api_key_id TEXT NOT NULL,
+	session    TEXT NOT NULL,
+	item_id    TEXT NOT NULL,
+	kind       TEXT NOT NULL,
+	field      TEXT NOT NULL,
+	site       TEXT NOT NULL,
+	code       TEXT NOT NULL
+);
+CREATE INDEX refusals_org_time ON refusals (org, time);
+`)
+}
+
 // LatestSchemaVersion is the version Open migrates to.
 func LatestSchemaVersion() int { return len(migrations) - 1 }
