@@ -517,4 +517,3 @@ func (s *Session) matchers() (*requestMatch, *replacer) {
 	s.reqMatch, s.scrub, s.cacheVer = rm, newReplacer(sp), s.version
 	return s.reqMatch, s.scrub
 }
-
