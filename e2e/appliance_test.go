@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
@@ -171,9 +170,13 @@ func (a vaultAdapter) Release(ctx context.Context, r intercept.ReleaseArgs) (vau
 	return a.v.Release(ctx, vault.ReleaseArgs{Org: r.Org, ItemID: r.ItemID, Field: r.Field, Destination: r.Destination, Session: r.Session, Actor: r.Actor, Purpose: r.Purpose})
 }
 
-// startWiredAppliance wires proxyd from its real parts: the SQLite vault under
-// a temporary data directory, intercept's CA (sealed in the vault), session
-// table and MITM server, and a control API over the session table.
+// startWiredAppliance wires proxyd from its real parts the way proxyd's Main
+// does (the SQLite vault under a temporary data directory, intercept's CA
+// sealed in the vault, its session table, MITM server and control API), with
+// one difference Main has no option for: the proxy resolves the merchant's
+// test names (shop.test, pay.test, login.test) to loopback. The vault takes
+// only DNS names as card and login sites, so the site-scoped card and the
+// login proofs need them.
 func startWiredAppliance(t *testing.T) *appliance {
 	t.Helper()
 	m, err := merchant.Start(merchant.Options{ShopHost: "shop.test", PayHost: "pay.test", LoginHost: "login.test"})
@@ -242,7 +245,9 @@ func startWiredAppliance(t *testing.T) *appliance {
 	cl := listen(t)
 	srv.AddSelf(cl.Addr())
 	ap.controlURL = "http://" + cl.Addr().String()
-	ctlSrv := &http.Server{Handler: controlAPI(token, sessions, v, ca, suffix, "http://"+ap.proxyAddr, lookup), ReadHeaderTimeout: 5 * time.Second}
+	ctlSrv := &http.Server{Handler: intercept.NewControlHandler(intercept.ControlConfig{
+		Sessions: sessions, CA: ca, Token: token, ProxyURL: "http://" + ap.proxyAddr, Logger: log,
+	}), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = ctlSrv.Serve(cl) }()
 	t.Cleanup(func() { _ = ctlSrv.Close() })
 
@@ -264,110 +269,6 @@ func listen(t *testing.T) net.Listener {
 		t.Fatal(err)
 	}
 	return l
-}
-
-// controlAPI serves the control API table of docs/DESIGN.md over the
-// session table.
-func controlAPI(token string, ss *intercept.Sessions, v *vault.Vault, ca *intercept.CA, suffix, proxyURL string,
-	lookup intercept.KeyLookup) http.Handler {
-	mux := http.NewServeMux()
-	reply := func(w http.ResponseWriter, out any, err error) {
-		w.Header().Set("Content-Type", "application/json")
-		if err != nil {
-			status := http.StatusBadRequest
-			switch agentvault.ErrorCode(err) {
-			case agentvault.CodeNotFound, agentvault.CodeSessionEnded:
-				status = http.StatusNotFound
-			case agentvault.CodeInvalidAPIKey, agentvault.CodeUnauthorized:
-				status = http.StatusUnauthorized
-			case agentvault.CodeInternal, agentvault.CodeAuditUnavailable:
-				status = http.StatusInternalServerError
-			default:
-				status = http.StatusForbidden
-			}
-			w.WriteHeader(status)
-			_ = json.NewEncoder(w).Encode(control.ErrorBody{Code: string(agentvault.ErrorCode(err)), Message: agentvault.ErrorMessage(err)})
-			return
-		}
-		_ = json.NewEncoder(w).Encode(out)
-	}
-	decode := func(r *http.Request, v any) error {
-		if err := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 1<<20)).Decode(v); err != nil {
-			return agentvault.Errorf(agentvault.CodeInvalidInput, "request body is not valid JSON")
-		}
-		return nil
-	}
-	session := func(r *http.Request) (*intercept.Session, error) { return ss.Get(r.PathValue("id")) }
-	mux.HandleFunc("POST /v1/sessions", func(w http.ResponseWriter, r *http.Request) {
-		var req control.CreateSessionRequest
-		if err := decode(r, &req); err != nil {
-			reply(w, nil, err)
-			return
-		}
-		s, pw, err := ss.Create(r.Context(), req.APIKey)
-		if err != nil {
-			reply(w, nil, err)
-			return
-		}
-		reply(w, control.CreateSessionResponse{ID: s.ID, ProxyURL: proxyURL, ProxyUser: s.ID, ProxyPassword: pw,
-			CASPKI: ca.SPKIHash(), CAPEM: string(ca.CertPEM())}, nil)
-	})
-	mux.HandleFunc("GET /v1/catalog", func(w http.ResponseWriter, r *http.Request) {
-		if _, err := lookup(r.Context(), r.URL.Query().Get("apiKey")); err != nil {
-			reply(w, nil, err)
-			return
-		}
-		items, err := v.List(r.Context(), org)
-		if err != nil {
-			reply(w, nil, err)
-			return
-		}
-		reply(w, tokens.BuildCatalog(items, tokens.CatalogArgs{Suffix: suffix, URL: r.URL.Query().Get("url"),
-			Scope: tokens.Scope{AllCards: true, AllLogins: true}}), nil)
-	})
-	mux.HandleFunc("POST /v1/sessions/{id}/authorize", func(w http.ResponseWriter, r *http.Request) {
-		s, err := session(r)
-		var req control.AuthorizeRequest
-		if err == nil {
-			err = decode(r, &req)
-		}
-		if err != nil {
-			reply(w, nil, err)
-			return
-		}
-		out, err := ss.Authorize(r.Context(), s, req)
-		reply(w, out, err)
-	})
-	mux.HandleFunc("POST /v1/sessions/{id}/events", func(w http.ResponseWriter, r *http.Request) {
-		s, err := session(r)
-		var ev control.EventRequest
-		if err == nil {
-			err = decode(r, &ev)
-		}
-		if err == nil {
-			err = s.Event(ev)
-		}
-		reply(w, control.EventResponse{}, err)
-	})
-	mux.HandleFunc("GET /v1/sessions/{id}/report", func(w http.ResponseWriter, r *http.Request) {
-		s, err := session(r)
-		if err != nil {
-			reply(w, nil, err)
-			return
-		}
-		reply(w, s.Report(), nil)
-	})
-	mux.HandleFunc("DELETE /v1/sessions/{id}", func(w http.ResponseWriter, r *http.Request) {
-		rep, err := ss.Close(r.PathValue("id"))
-		reply(w, control.CloseResponse{Status: "Session closed", Report: rep}, err)
-	})
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer "+token {
-			reply(w, nil, agentvault.Errorf(agentvault.CodeUnauthorized, "missing or wrong control token"))
-			return
-		}
-		mux.ServeHTTP(w, r)
-	})
 }
 
 var errNoPEM = errors.New("no certificate in PEM")
