@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -76,6 +79,16 @@ func mcpCheckout(t *testing.T, ap *appliance) {
 	line1Tok := findToken(cat.text, "address", "line1")
 	cityTok := findToken(cat.text, "address", "city")
 	postTok := findToken(cat.text, "address", "postal_code")
+
+	// P4 through the whole chain: a plain-http page is refused by open_page
+	// with insecure_site, and the plain listener sees nothing.
+	var plainHits atomic.Int64
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { plainHits.Add(1) }))
+	defer plain.Close()
+	agent.refused("open_page", map[string]any{"url": plain.URL + "/checkout"}, "insecure_site")
+	if plainHits.Load() != 0 {
+		t.Errorf("the plain-http site received %d requests", plainHits.Load())
+	}
 
 	runStart := time.Now()
 	agent.must("open_page", map[string]any{"url": ap.m.Shop.URL + "/products/trail-shoes"})
