@@ -159,3 +159,25 @@ func TestP15_MetricsStayBounded(t *testing.T) {
 		t.Fatalf("%d series after a hostile run", series)
 	}
 }
+
+func TestP14_IdleTunnelTimesOut(t *testing.T) {
+	e := startProxy(t, func(c *intercept.Config) { c.IdleTimeout = 300 * time.Millisecond })
+	up := startUpstream(t, e.upCA, nil)
+	s, pw := e.session()
+	h := "shop.test:" + up.port()
+	tc, err := e.tlsTunnel(t, s, pw, h, "shop.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, br := rawExchange(t, tc, "GET / HTTP/1.1\r\nHost: "+h+"\r\n\r\n")
+	if resp.StatusCode != 200 {
+		t.Fatalf("%d %s", resp.StatusCode, codeOf(resp))
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	// Then stay silent: the proxy must close the idle tunnel on its own.
+	_ = tc.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if _, err := br.ReadByte(); err == nil || strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("idle tunnel still open: %v", err)
+	}
+	waitFor(t, func() bool { return strings.Contains(metricsText(t, e), "agentvault_proxy_open_tunnels 0") })
+}
