@@ -30,6 +30,10 @@ const (
 	// guards real cards; NIST SP 800-63B asks for at least 8, we ask more.
 	minPasswordLen = 12
 	maxPasswordLen = 1024
+	// maxMemoryKiB bounds what a stored hash may ask for (128 MiB, twice
+	// the default), so a tampered row cannot make a sign-in allocate
+	// gigabytes or run for seconds.
+	maxMemoryKiB = 128 * 1024
 )
 
 // HashPassword returns the argon2id PHC string for pw:
@@ -60,9 +64,9 @@ func CheckPassword(pw, encoded string) bool {
 	if _, err := fmt.Sscanf(parts[3], "m=%d,t=%d,p=%d", &p.Memory, &p.Time, &p.Threads); err != nil {
 		return false
 	}
-	// Refuse parameters nobody here writes, so a tampered row cannot make a
-	// sign-in allocate gigabytes.
-	if p.Memory == 0 || p.Memory > 1<<20 || p.Time == 0 || p.Time > 16 || p.Threads == 0 {
+	// Refuse parameters nobody here writes (see maxMemoryKiB).
+	if p.Memory == 0 || p.Memory > maxMemoryKiB || p.Time == 0 || p.Time > 8 || p.Threads == 0 || p.Threads > 16 ||
+		uint64(p.Memory)*uint64(p.Time) > maxMemoryKiB*4 {
 		return false
 	}
 	enc := base64.RawStdEncoding
