@@ -253,6 +253,43 @@ func (s *Session) resolveSelectors(p playwright.Page, fields []Field, frames map
 			}
 		}
 	}
+	byFrame := map[string][]int{}
+	for i := range fields {
+		byFrame[fields[i].Frame] = append(byFrame[fields[i].Frame], i)
+	}
+	var mu sync.Mutex
+	var unmatched []int
+	var docs sync.WaitGroup
+	listDoc := func(idx []int, frameSel string) {
+		defer docs.Done()
+		var v any
+		var err error
+		if frameSel == "" {
+			v, err = p.Evaluate(fieldsScript, nil)
+		} else {
+			v, err = p.FrameLocator(frameSel).Locator(":root").Evaluate(fieldsScript, nil, playwright.LocatorEvaluateOptions{Timeout: ms(2 * time.Second)})
+		}
+		var dom []domField
+		if list, ok := v.([]any); ok && err == nil {
+			for _, it := range list {
+				m, _ := it.(map[string]any)
+				r, _ := m["role"].(string)
+				n, _ := m["name"].(string)
+				sel, _ := m["sel"].(string)
+				dom = append(dom, domField{r, n, sel})
+			}
+		}
+		miss := matchFields(fields, idx, dom)
+		mu.Lock()
+		unmatched = append(unmatched, miss...)
+		mu.Unlock()
+	}
+	// The top document needs no frame selector: list it while the iframes'
+	// selectors are being computed.
+	if idx, ok := byFrame[""]; ok {
+		docs.Add(1)
+		go listDoc(idx, "")
+	}
 	for _, f := range frames {
 		wg.Add(1)
 		go evalRef(f.ref, &f.selector)
@@ -270,51 +307,22 @@ func (s *Session) resolveSelectors(p playwright.Page, fields []Field, frames map
 		}
 		return strings.Join(parts, enterFrame), true
 	}
-	byFrame := map[string][]int{}
-	for i := range fields {
-		byFrame[fields[i].Frame] = append(byFrame[fields[i].Frame], i)
-	}
 	frameSel := map[string]string{}
-	for fref := range byFrame {
+	for fref, idx := range byFrame {
 		if fref == "" {
 			continue
 		}
-		c, ok := chain(fref)
-		if ok {
+		if c, ok := chain(fref); ok {
 			frameSel[fref] = c
+			docs.Add(1)
+			go listDoc(idx, c)
 		}
 	}
-	var mu sync.Mutex
-	var unmatched []int
-	for fref, idx := range byFrame {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var v any
-			var err error
-			if fref == "" {
-				v, err = p.Evaluate(fieldsScript, nil)
-			} else if fs, ok := frameSel[fref]; ok {
-				v, err = p.FrameLocator(fs).Locator(":root").Evaluate(fieldsScript, nil, playwright.LocatorEvaluateOptions{Timeout: ms(2 * time.Second)})
-			}
-			var dom []domField
-			if list, ok := v.([]any); ok && err == nil {
-				for _, it := range list {
-					m, _ := it.(map[string]any)
-					r, _ := m["role"].(string)
-					n, _ := m["name"].(string)
-					sel, _ := m["sel"].(string)
-					dom = append(dom, domField{r, n, sel})
-				}
-			}
-			miss := matchFields(fields, idx, dom)
-			mu.Lock()
-			unmatched = append(unmatched, miss...)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
+	docs.Wait()
 	for _, i := range unmatched {
+		if fields[i].Frame != "" && frameSel[fields[i].Frame] == "" {
+			continue // the frame cannot be named: no selector either way
+		}
 		wg.Add(1)
 		go evalRef(fields[i].Ref, &fields[i].Selector)
 	}
@@ -323,7 +331,7 @@ func (s *Session) resolveSelectors(p playwright.Page, fields []Field, frames map
 		if fields[i].Frame != "" {
 			fields[i].Frame = frameSel[fields[i].Frame]
 			if fields[i].Frame == "" {
-				fields[i].Selector = "" // no way to name the frame: no selector
+				fields[i].Selector = ""
 			}
 		}
 	}
