@@ -168,7 +168,7 @@ func (ca *upstreamCA) leaf(t testing.TB, names ...string) tls.Certificate {
 }
 
 // testNames are the upstream names every test server answers for.
-var testNames = []string{"shop.test", "pay.shop.test", "evil.test", "login.example.com", "www.example.com", "xn--pple-43d.test", "127.0.0.1"}
+var testNames = []string{"shop.test", "pay.shop.test", "evil.test", "login.example.com", "www.example.com", "xn--pple-43d.test", "shop.test.evil.test", "127.0.0.1"}
 
 // upstream is a TLS test server that counts accepted connections and
 // records what it received.
