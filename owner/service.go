@@ -339,6 +339,11 @@ func (s *Service) SetCardPolicy(ctx context.Context, p CardPolicy, by string) er
 	return s.st.PutCardPolicy(ctx, p)
 }
 
+// DeleteCardPolicy drops a card's rules (the card then has none).
+func (s *Service) DeleteCardPolicy(ctx context.Context, cardID string) error {
+	return s.st.DeleteCardPolicy(ctx, s.org, cardID)
+}
+
 // ---- destinations and signups ----
 
 // NormalizeHost lower-cases a host or registrable domain, drops a trailing
