@@ -41,3 +41,30 @@ func TestProxyAuthRequired(t *testing.T) {
 	}
 	_ = http.StatusOK
 }
+
+func TestHeadAndNoContentThroughScrubbingSession(t *testing.T) {
+	f := newSubFixture(t, false, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/204" {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		w.Header().Set("Content-Length", "12")
+		if r.Method != http.MethodHead {
+			_, _ = w.Write([]byte("hello world!"))
+		}
+	})
+	for _, h2 := range []bool{false, true} {
+		c := f.e.client(f.s, f.pw, h2)
+		for _, tc := range []struct{ method, path string }{{"HEAD", "/"}, {"GET", "/204"}, {"GET", "/"}} {
+			req, _ := http.NewRequest(tc.method, f.url(tc.path), nil)
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode >= 400 {
+				t.Fatalf("%s %s h2=%v: %d %s", tc.method, tc.path, h2, resp.StatusCode, codeOf(resp))
+			}
+		}
+	}
+}

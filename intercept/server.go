@@ -822,7 +822,7 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, prot
 		}
 		return resp, nil
 	}
-	scrubbed, err := s.scrubResponse(t.sess, resp)
+	scrubbed, err := s.scrubResponse(t.sess, req.Method, resp)
 	if err != nil {
 		resp.Body.Close()
 		cancel()
@@ -873,7 +873,7 @@ func upstreamError(err error) error {
 // scrubResponse replaces every real value released in the session (and its
 // encodings) by its stand-in, in headers and body (P10). Compressed bodies
 // are decoded and sent on as identity.
-func (s *Server) scrubResponse(sess *Session, resp *http.Response) (*http.Response, error) {
+func (s *Server) scrubResponse(sess *Session, method string, resp *http.Response) (*http.Response, error) {
 	for _, h := range hopByHop {
 		resp.Header.Del(h)
 	}
@@ -888,6 +888,9 @@ func (s *Server) scrubResponse(sess *Session, resp *http.Response) (*http.Respon
 			vs[i] = string(nv)
 		}
 		resp.Header[k] = vs
+	}
+	if method == http.MethodHead || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified {
+		return resp, nil // no body: the headers were all there was to scrub
 	}
 	coding, err := contentEncoding(resp.Header)
 	if err != nil {
