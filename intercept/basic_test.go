@@ -68,3 +68,29 @@ func TestHeadAndNoContentThroughScrubbingSession(t *testing.T) {
 		}
 	}
 }
+
+func TestClosedSessionTunnelsRefuse(t *testing.T) {
+	e := startProxy(t, nil)
+	up := startUpstream(t, e.upCA, nil)
+	s, pw := e.session()
+	c := e.client(s, pw, false)
+	resp, err := c.Get(hostURL(up, "shop.test", "/"))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("%v", err)
+	}
+	resp.Body.Close()
+	if _, err := e.sessions.Close(s.ID); err != nil {
+		t.Fatal(err)
+	}
+	before := up.count()
+	resp, err = c.Get(hostURL(up, "shop.test", "/")) // reuses the open tunnel
+	if err == nil {
+		resp.Body.Close()
+		if codeOf(resp) != "session_ended" {
+			t.Fatalf("open tunnel of a closed session: %d %s", resp.StatusCode, codeOf(resp))
+		}
+	}
+	if up.count() != before {
+		t.Fatal("a closed session's request reached the upstream")
+	}
+}

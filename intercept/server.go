@@ -721,6 +721,9 @@ func (s *Server) refuse(sess *Session, err error, method, host string) {
 
 func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, proto string, oc *outcome) (*http.Response, error) {
 	start := time.Now()
+	if t.sess.Closed() {
+		return nil, agentvault.Errorf(agentvault.CodeSessionEnded, "the session has ended")
+	}
 	if err := checkDestination(t, req); err != nil {
 		return nil, err
 	}

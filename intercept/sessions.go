@@ -219,6 +219,14 @@ func (ss *Sessions) CloseAll() {
 	}
 }
 
+// Closed reports whether the session has ended; its open tunnels then
+// refuse every further request.
+func (s *Session) Closed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
 // Report returns a copy of the session's report.
 func (s *Session) Report() control.Report {
 	s.mu.Lock()
