@@ -104,6 +104,17 @@ func mcpCheckout(t *testing.T, ap *appliance) {
 	if !strings.Contains(snap.text, "ref=") {
 		t.Errorf("snapshot before any fill has no refs: %q", snap.status())
 	}
+	if i := strings.Index(snap.text, "# Field selectors"); i < 0 {
+		t.Error("snapshot has no trailing # Field selectors comment")
+	} else {
+		tail := snap.text[i:]
+		// Each field inside the card iframe names its frame (seed 004).
+		for _, id := range []string{"#card-number", "#exp-month", "#exp-year", "#card-cvc"} {
+			if !strings.Contains(tail, "selector="+id+" frame=") {
+				t.Errorf("field selectors do not name %s with its iframe", id)
+			}
+		}
+	}
 
 	tokOr := func(tok, literal string) string {
 		if tok != "" {
