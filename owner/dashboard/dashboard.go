@@ -40,6 +40,12 @@ type Config struct {
 	// and per email, then one more every SignInEvery. Zero: 5 per minute.
 	SignInBurst int
 	SignInEvery time.Duration
+	// LiveCVV, when set, lets the owner answer a cvv_entry approval by
+	// typing the card's security code: the dashboard hands it to this hook
+	// (proxyd keeps it in the waiting session's memory for that one fill,
+	// never in the vault or a log) and then approves. Without it a CVV
+	// entry can only be denied here.
+	LiveCVV func(ctx context.Context, a owner.Approval, cvv vault.Secret) error
 }
 
 // Handler serves the dashboard.
@@ -49,6 +55,7 @@ type Handler struct {
 	log     *slog.Logger
 	now     func() time.Time
 	limiter *policy.RateLimiter
+	liveCVV func(ctx context.Context, a owner.Approval, cvv vault.Secret) error
 	mux     *http.ServeMux
 }
 
@@ -64,7 +71,7 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Service == nil || cfg.Vault == nil {
 		return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "dashboard needs the owner service and the vault")
 	}
-	h := &Handler{svc: cfg.Service, vault: cfg.Vault, log: cfg.Logger, now: cfg.Now}
+	h := &Handler{svc: cfg.Service, vault: cfg.Vault, log: cfg.Logger, now: cfg.Now, liveCVV: cfg.LiveCVV}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -270,7 +277,7 @@ func (h *Handler) approvalsPage(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, r, err)
 		return
 	}
-	h.page(w, r, "approvals", "Approvals", map[string]any{"Decided": decided, "Cards": cards})
+	h.page(w, r, "approvals", "Approvals", map[string]any{"Decided": decided, "Cards": cards, "LiveCVV": h.liveCVV != nil})
 }
 
 func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {
@@ -285,11 +292,12 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if approve {
-		// A live CVV is typed by the owner, not approved blind; the page
-		// offers no approve button for it, and a forged form gets none.
+		// A live CVV is typed by the owner, not approved blind.
 		if cur, err := h.svc.Approval(r.Context(), id); err == nil && cur.Kind == owner.KindCVVEntry {
-			h.redirect(w, r, "/", "", "a security code request cannot be approved without the code")
-			return
+			if msg := h.handOverCVV(r, cur); msg != "" {
+				h.redirect(w, r, "/", "", msg)
+				return
+			}
 		}
 	}
 	a, err := h.svc.Decide(r.Context(), id, approve, "owner:"+sess(r).email)
@@ -303,6 +311,30 @@ func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.redirect(w, r, "/", "Request "+a.ID+" "+string(a.Status)+".", "")
+}
+
+// handOverCVV gives the typed security code to the LiveCVV hook; it
+// returns a message for the owner when that cannot happen.
+func (h *Handler) handOverCVV(r *http.Request, a owner.Approval) string {
+	if h.liveCVV == nil || a.Status != owner.StatusPending {
+		return "a security code request cannot be approved without the code"
+	}
+	raw := []byte(r.PostFormValue("cvv"))
+	defer func() {
+		for i := range raw {
+			raw[i] = 0
+		}
+	}()
+	if len(raw) < 3 || len(raw) > 4 || strings.Trim(string(raw), "0123456789") != "" {
+		return "the security code is 3 or 4 digits"
+	}
+	cvv := vault.NewSecret(raw)
+	if err := h.liveCVV(r.Context(), a, cvv); err != nil {
+		cvv.Wipe()
+		h.log.Warn("live CVV hand-over failed", "approval", a.ID, "code", string(agentvault.ErrorCode(err)))
+		return "the security code could not be handed to the waiting fill: " + agentvault.ErrorMessage(err)
+	}
+	return ""
 }
 
 // ---- cards ----

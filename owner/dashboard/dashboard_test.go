@@ -71,7 +71,7 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 }
 func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
-func newEnv(t testing.TB) *env {
+func newEnv(t testing.TB, opts ...func(*dashboard.Config)) *env {
 	t.Helper()
 	ctx := context.Background()
 	dbPath := filepath.Join(t.TempDir(), "vault.db")
@@ -106,7 +106,11 @@ func newEnv(t testing.TB) *env {
 	if err := svc.SetOwnerPassword(ctx, ownerEmail, ownerPW); err != nil {
 		t.Fatal(err)
 	}
-	h, err := dashboard.New(dashboard.Config{Service: svc, Vault: v, Now: c.Now, Logger: logger})
+	cfg := dashboard.Config{Service: svc, Vault: v, Now: c.Now, Logger: logger}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	h, err := dashboard.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,5 +497,41 @@ func TestCVVEntryCannotBeApprovedBlind(t *testing.T) {
 	}
 	if got, _ := e.svc.Approval(context.Background(), a.ID); got.Status != owner.StatusPending {
 		t.Fatalf("status %s", got.Status)
+	}
+}
+
+// TestLiveCVVHandedOver types a security code into the approval form: the
+// hook gets exactly that value, the approval is approved, and neither the
+// page nor the log shows the code.
+func TestLiveCVVHandedOver(t *testing.T) {
+	const typed = "9174"
+	var got vault.Secret
+	var gotFor string
+	e := newEnv(t, func(c *dashboard.Config) {
+		c.LiveCVV = func(_ context.Context, a owner.Approval, cvv vault.Secret) error {
+			got, gotFor = vault.NewSecret(cvv.InsecureRawBytes()), a.ID
+			return nil
+		}
+	})
+	a, err := e.svc.RequestApproval(context.Background(), owner.ApprovalRequest{Kind: owner.KindCVVEntry, Reason: "cvv_entry", Site: "shop.example", CardID: e.card.ID, Session: "s_1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.signIn(ownerPW)
+	if _, body := e.post("/", "/approvals/"+a.ID, url.Values{"decision": {"approve"}, "cvv": {"12a"}}); !strings.Contains(body, "3 or 4 digits") {
+		t.Fatal("a malformed code was not refused")
+	}
+	_, body := e.post("/", "/approvals/"+a.ID, url.Values{"decision": {"approve"}, "cvv": {typed}})
+	if gotFor != a.ID || !got.Equal(vault.NewSecret([]byte(typed))) {
+		t.Fatalf("hook got length %d for %q", got.Len(), gotFor)
+	}
+	if st, _ := e.svc.Approval(context.Background(), a.ID); st.Status != owner.StatusApproved {
+		t.Fatalf("status %s", st.Status)
+	}
+	// Random ids could hold the digits by chance; the code standing alone
+	// cannot.
+	alone := regexp.MustCompile(`(^|[^0-9A-Za-z_-])` + typed + `([^0-9A-Za-z_-]|$)`)
+	if alone.MatchString(body) || alone.MatchString(e.logs.String()) {
+		t.Fatal("the typed code is echoed in the page or the log")
 	}
 }
