@@ -307,3 +307,67 @@ func TestMCPEmailFirstLogin(t *testing.T) {
 	l.check(t, "proxyd metrics", ap.metrics(t))
 	t.Logf("sign-in per-call means: %s; P11 sweep covered %s", agent.latencyReport(), l.summary())
 }
+
+// TestMCPDeclinedCardIsNotConfirmed fills the card with a wrong expiry year:
+// the processor declines, the page says so in its validation output, the
+// outcome is a failure, and the run report shows the card was entered but
+// no confirmation was recorded. Nothing leaks on this path either.
+func TestMCPDeclinedCardIsNotConfirmed(t *testing.T) {
+	requireE2E(t, true)
+	ap := startAppliance(t)
+	bin := buildCmd(t, "mcpd")
+	args, env := ap.mcpdArgs()
+	agent := startAgent(t, bin, args, env)
+
+	cat := agent.must("get_token_catalog", map[string]any{"url": ap.m.Shop.URL + "/checkout"})
+	numberTok, cvvTok := findToken(cat.text, "card", "number"), findToken(cat.text, "card", "cvv")
+	agent.must("open_page", map[string]any{"url": ap.m.Shop.URL + "/products/headlamp"})
+	agent.must("click", map[string]any{"selector": "#add-to-cart"})
+	agent.must("wait_for_selector", map[string]any{"selector": "#checkout", "timeout": 10000})
+	agent.must("click", map[string]any{"selector": "#checkout"})
+	agent.must("wait_for_selector", map[string]any{"selector": numberSel, "frame": payFrame, "timeout": 10000})
+	agent.must("fill_checkout", map[string]any{"fields": []map[string]any{
+		{"selector": "#email", "value": "ada@example.org"},
+		{"selector": "#first-name", "value": "Ada"},
+		{"selector": "#last-name", "value": "Lovelace"},
+		{"selector": "#address-line1", "value": "12 Analytical Row"},
+		{"selector": "#postal-code", "value": "10115"},
+		{"selector": "#city", "value": "Berlin"},
+		{"selector": "#country", "value": "DE", "kind": "select"},
+		{"selector": "#exp-month", "value": ap.card.month, "kind": "select", "frame": payFrame},
+		{"selector": "#exp-year", "value": ap.card.year + 1, "kind": "select", "frame": payFrame},
+		{"selector": numberSel, "value": numberTok, "frame": payFrame},
+		{"selector": cvcSel, "value": cvvTok, "frame": payFrame},
+	}, "timeout": 5000})
+	agent.must("click", map[string]any{"selector": "#place-order"})
+	out := agent.must("get_session_outcome", map[string]any{
+		"successSelector": successSel, "failureSelector": "#form-error:not([hidden])",
+		"confirmsCheckout": true, "submitSelector": "#place-order", "timeout": 20000,
+	}).json(t)
+	if out["outcome"] != "failure" || out["corroborated"] == true {
+		t.Fatalf("declined payment: outcome %v, corroborated %v", out["outcome"], out["corroborated"])
+	}
+	obs := agent.must("observe_page", map[string]any{}).json(t)
+	if errs, _ := obs["errorText"].([]any); !strings.Contains(fmt.Sprint(errs), "expiration date") {
+		t.Errorf("observe_page errorText = %v, want the processor's expiry message", redacted(fmt.Sprint(errs)))
+	}
+	rep := agent.must("get_run_report", map[string]any{}).json(t)
+	if rep["confirmationDetected"] == true {
+		t.Error("a declined checkout was recorded as confirmed")
+	}
+	if kinds, _ := rep["filledFieldKinds"].([]any); !strings.Contains(fmt.Sprint(kinds), "card") {
+		t.Errorf("run report kinds %v: the card was entered and the report must say so", kinds)
+	}
+	agent.must("close_session", map[string]any{})
+	if !ap.m.Pay.Saw(ap.card.number) {
+		t.Error("the processor never received the real number (the decline must come from the issuer, not the proxy)")
+	}
+	if len(ap.m.Orders()) != 0 || len(ap.m.Charges()) != 0 {
+		t.Error("a declined card produced an order or a charge")
+	}
+	agent.close()
+	l := newLeaks(newCanary("card number", ap.card.number), shortCanary("cvv", ap.card.cvv))
+	l.check(t, "MCP results", agent.transcript.Bytes())
+	l.check(t, "mcpd stderr", agent.stderr.Bytes())
+	l.check(t, "proxyd logs", ap.logs.Bytes())
+}
