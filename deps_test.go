@@ -91,10 +91,13 @@ func TestLayeringRules(t *testing.T) {
 		"mcpserver":         {goproxy, sqliteDrv, module + "/vault/sqlite", module + "/intercept"},
 		"cmd/mcpd":          {goproxy, sqliteDrv, module + "/vault/sqlite", module + "/intercept"},
 		"intercept/rewrite": {goproxy, playwright, mcpSDK, sqliteDrv},
+		"owner":             {goproxy, playwright, mcpSDK, sqliteDrv, module + "/vault/sqlite"},
+		"owner/dashboard":   {goproxy, playwright, mcpSDK, sqliteDrv, module + "/vault/sqlite"},
+		"owner/notify":      {goproxy, playwright, mcpSDK, sqliteDrv, module + "/vault/sqlite"},
 	}
 	// Pure domain packages speak no HTTP themselves. (golang.org/x/net/publicsuffix
 	// reaches net/http/cookiejar for an interface, so this is a direct-import rule.)
-	noHTTP := []string{".", "tokens", "policy", "redact", "vault"}
+	noHTTP := []string{".", "tokens", "policy", "redact", "vault", "owner"}
 	pkgs := listPackages(t)
 	for _, p := range pkgs {
 		name := rel(p.ImportPath)
