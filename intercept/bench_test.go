@@ -21,7 +21,7 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkProxy -benchtime=200ms ./intercept/
 func BenchmarkProxy(b *testing.B) {
-	f := newSubFixture(&testing.T{}, false, func(w http.ResponseWriter, r *http.Request) {
+	f := newSubFixture(b, false, func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		_, _ = io.WriteString(w, "ok")
 	})

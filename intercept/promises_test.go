@@ -443,11 +443,11 @@ type subFixture struct {
 	client               *http.Client
 }
 
-func newSubFixture(t *testing.T, h2 bool, handler http.HandlerFunc) *subFixture {
+func newSubFixture(t testing.TB, h2 bool, handler http.HandlerFunc) *subFixture {
 	return newSubFixtureWith(t, h2, handler, "4242424242424242", "737", "Tr0ub4dor&3xyz!")
 }
 
-func newSubFixtureWith(t *testing.T, h2 bool, handler http.HandlerFunc, number, cvv, passwd string) *subFixture {
+func newSubFixtureWith(t testing.TB, h2 bool, handler http.HandlerFunc, number, cvv, passwd string) *subFixture {
 	f := &subFixture{number: number, cvv: cvv, passwd: passwd}
 	f.e = startProxy(t, nil)
 	f.up = startUpstream(t, f.e.upCA, handler)
