@@ -314,3 +314,26 @@ func TestOwnerPasswordAndSessions(t *testing.T) {
 		t.Fatalf("a password change ends sessions: %v", err)
 	}
 }
+
+// TestSweeperWakesWaiter: nobody decides; the background sweeper expires
+// the approval once the (test) clock passes its expiry and the waiter
+// returns expired.
+func TestSweeperWakesWaiter(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := newClock()
+	s := newService(t, "", c)
+	a, err := s.RequestApproval(ctx, owner.ApprovalRequest{Kind: owner.KindNewDestination, Site: "slow.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.RunSweeper(ctx, 5*time.Millisecond)
+	c.Add(policy.DestinationApprovalWait + time.Second)
+	got, err := s.WaitApproval(ctx, a.ID, time.Minute)
+	if err != nil || got.Status != owner.StatusExpired {
+		t.Fatalf("%+v %v", got, err)
+	}
+	if ans := got.Answer(); ans.Code != string(agentvault.CodeDestinationUnauthorized) {
+		t.Fatalf("answer %+v", ans)
+	}
+}
