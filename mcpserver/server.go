@@ -64,8 +64,13 @@ type Server struct {
 	driver     *browser.Driver
 	driverErr  error
 
-	mu       sync.Mutex
+	// launchMu serialises launching and closing the shared browser, so a
+	// launch in progress never holds up the session map.
+	launchMu sync.Mutex
 	browser  *browser.Browser
+	closed   bool
+
+	mu       sync.Mutex
 	sessions map[string]*Session // by handle
 	current  string              // the handle a call without session uses
 }
@@ -104,9 +109,12 @@ func (s *Server) Close() error {
 	s.mu.Lock()
 	sessions := s.sessions
 	s.sessions = map[string]*Session{}
+	s.mu.Unlock()
+	s.launchMu.Lock()
 	b := s.browser
 	s.browser = nil
-	s.mu.Unlock()
+	s.closed = true
+	s.launchMu.Unlock()
 	for _, ss := range sessions {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, _ = s.closeSession(ctx, ss)
@@ -269,8 +277,11 @@ func (s *Server) ensureSession(ctx context.Context, handle string) (*Session, er
 
 // ensureBrowser launches Chromium once, trusting proxyd's CA.
 func (s *Server) ensureBrowser(spki string) (*browser.Browser, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.launchMu.Lock()
+	defer s.launchMu.Unlock()
+	if s.closed {
+		return nil, agentvault.Errorf(agentvault.CodeInternal, "the server is closing")
+	}
 	if s.browser != nil {
 		if spki == "" || s.browser.Trusts(spki) {
 			return s.browser, nil
@@ -296,6 +307,14 @@ func (s *Server) ensureBrowser(spki string) (*browser.Browser, error) {
 	}
 	s.browser = b
 	return b, nil
+}
+
+// prelaunch starts Chromium for a session that has no page yet, so that
+// open_page finds it running.
+func (s *Server) prelaunch(spki string) {
+	if _, err := s.ensureBrowser(spki); err != nil {
+		s.log.Warn("browser prelaunch failed", "code", string(agentvault.ErrorCode(err)))
+	}
 }
 
 // closeSession ends a session on proxyd and closes its browser context.

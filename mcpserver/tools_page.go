@@ -96,12 +96,24 @@ func (s *Server) register() {
 }
 
 func (s *Server) getTokenCatalog(ctx context.Context, in catalogIn) (*mcp.CallToolResult, error) {
-	if _, err := s.lookup(in.Session); err != nil {
+	ss, err := s.lookup(in.Session)
+	if err != nil {
 		return nil, err
 	}
 	raw, err := s.cfg.Control.Catalog(ctx, s.cfg.APIKey, in.URL)
 	if err != nil {
 		return nil, err
+	}
+	if ss == nil {
+		// The task starts here: open its proxyd session now (the seed's
+		// catalog call starts a session without a browser) and start
+		// Chromium in the background, so open_page only navigates. A
+		// failure here is left for open_page to report.
+		if ns, err := s.ensureSession(ctx, in.Session); err == nil {
+			go s.prelaunch(ns.ctl.CASPKI)
+		} else {
+			s.log.Warn("session not opened at catalog time", "code", string(agentvault.ErrorCode(err)))
+		}
 	}
 	text, err := withStatusKeys(okStatus(), raw)
 	if err != nil {
