@@ -535,3 +535,39 @@ func TestLiveCVVHandedOver(t *testing.T) {
 		t.Fatal("the typed code is echoed in the page or the log")
 	}
 }
+
+// TestServeLocalCertificate: with no domain and no certificate, Serve
+// issues its own for the configured hosts.
+func TestServeLocalCertificate(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- dashboard.Serve(ctx, ln, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), dashboard.TLSConfig{Hosts: []string{"127.0.0.1", "dash.local"}})
+	}()
+	conn, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{InsecureSkipVerify: true}) // inspecting the self-issued leaf
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := conn.ConnectionState().PeerCertificates[0]
+	conn.Close()
+	if err := leaf.VerifyHostname("127.0.0.1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := leaf.VerifyHostname("dash.local"); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// ACME needs somewhere to keep its certificates.
+	ln2, _ := net.Listen("tcp", "127.0.0.1:0")
+	defer ln2.Close()
+	if err := dashboard.Serve(context.Background(), ln2, http.NotFoundHandler(), dashboard.TLSConfig{Domain: "dash.example.com"}); err == nil {
+		t.Fatal("ACME without a data directory started")
+	}
+}
