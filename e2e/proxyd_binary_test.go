@@ -45,7 +45,7 @@ func TestProxydBinaryOwnerFlow(t *testing.T) {
 	}
 	m := startMerchant(t)
 	number, cvv := merchant.RandomCard()
-	cvv = randomCVV(cvv)
+	cvv = uncommonCVV(cvv)
 	planted.Store(number, struct{}{})
 	year := time.Now().Year() + 3
 	m.AcceptCard(number, cvv, 11, year)
