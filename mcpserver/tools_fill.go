@@ -135,6 +135,9 @@ func (s *Server) fillCheckout(ctx context.Context, in fillCheckoutIn) (*mcp.Call
 			if fillErr != nil {
 				break
 			}
+			// Known to the scrubber before typing: a fill that fails
+			// partway may still leave characters on the page.
+			ss.filled = append(ss.filled, typed)
 		}
 		t := browser.Target{Selector: f.Selector, Frame: f.Frame}
 		if f.Kind == "select" {
@@ -147,7 +150,6 @@ func (s *Server) fillCheckout(ctx context.Context, in fillCheckoutIn) (*mcp.Call
 		}
 		if classes[i].isToken {
 			ss.loginPassword = false
-			ss.filled = append(ss.filled, typed)
 			k := classes[i].kind
 			if classes[i].isCVV() {
 				k = "cvv"
@@ -269,11 +271,11 @@ func (s *Server) fillLogin(ctx context.Context, in fillLoginIn) (*mcp.CallToolRe
 			if err != nil {
 				return nil, withFilled(err, n, m)
 			}
+			ss.filled = append(ss.filled, value)
 		}
 		if err := ss.page.Fill(browser.Target{Selector: h.selector}, value, loginFieldWait); err != nil {
 			return nil, withFilled(err, n, m)
 		}
-		ss.filled = append(ss.filled, value)
 		if h.name == "password" {
 			typedPassword = value
 			ss.loginPassword = true
