@@ -8,6 +8,7 @@ import "html/template"
 // observe_page, can tell them from the rest of the page.
 
 const shopStyle = `<style>
+[hidden]{display:none!important}
 body{font-family:system-ui,sans-serif;margin:0;color:#1d1d1f;background:#fafafa}
 header{display:flex;justify-content:space-between;align-items:center;padding:12px 24px;background:#14342b;color:#fff}
 header a{color:#fff;text-decoration:none}
