@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentvault/agentvault"
 	"golang.org/x/net/idna"
@@ -32,7 +33,7 @@ func NormalizeDestination(hostport string, defaultPort int) (Destination, error)
 	bad := func() (Destination, error) {
 		return Destination{}, agentvault.Errorf(agentvault.CodeDestinationUnauthorized, "destination is not a valid host")
 	}
-	if hostport == "" || strings.ContainsAny(hostport, "@/\\?#% \t\r\n") {
+	if hostport == "" || !utf8.ValidString(hostport) || strings.ContainsAny(hostport, "@/\\?#% \t\r\n") {
 		return bad()
 	}
 	host, portStr := hostport, ""
@@ -69,6 +70,12 @@ func NormalizeDestination(hostport string, defaultPort int) (Destination, error)
 		return bad()
 	}
 	ascii = strings.ToLower(ascii)
+	// The ASCII form must be stable: a name whose punycode does not decode
+	// back to a valid label (replacement characters, disallowed runes) is
+	// refused rather than guessed at.
+	if again, err := hostProfile.ToASCII(ascii); err != nil || again != ascii {
+		return bad()
+	}
 	for _, label := range strings.Split(ascii, ".") {
 		if label == "" || len(label) > 63 {
 			return bad()
