@@ -81,10 +81,11 @@ func NewControlHandler(cfg ControlConfig) http.Handler {
 			reply(w, r, nil, err)
 			return
 		}
-		reply(w, r, tokens.BuildCatalog(items, tokens.CatalogArgs{
-			Suffix: key.Suffix, URL: r.URL.Query().Get("url"),
-			Scope: tokens.Scope{AllCards: true, AllLogins: true},
-		}), nil)
+		scope := tokens.Scope{AllCards: true, AllLogins: true}
+		if key.Scope != nil {
+			scope = *key.Scope
+		}
+		reply(w, r, tokens.BuildCatalog(items, tokens.CatalogArgs{Suffix: key.Suffix, URL: r.URL.Query().Get("url"), Scope: scope}), nil)
 	})
 	mux.HandleFunc("POST /v1/sessions/{id}/authorize", func(w http.ResponseWriter, r *http.Request) {
 		s, err := session(r)

@@ -44,6 +44,9 @@ type APIKey struct {
 	ID     string
 	Org    string
 	Suffix string
+	// Scope limits the cards and logins the key sees in the catalog; nil
+	// means every item.
+	Scope *tokens.Scope
 }
 
 // KeyLookup resolves the API key an agent presents.
@@ -347,6 +350,20 @@ func ScopeAdmits(item vault.Item, host string) bool {
 	return false
 }
 
+// keySees applies an API key's item scope (nil: every item).
+func keySees(sc *tokens.Scope, it vault.Item) bool {
+	if sc == nil {
+		return true
+	}
+	switch it.Kind {
+	case vault.KindCard:
+		return sc.AllCards || slices.Contains(sc.CardIDs, it.ID)
+	case vault.KindLogin:
+		return sc.AllLogins || slices.Contains(sc.LoginIDs, it.ID)
+	}
+	return true
+}
+
 // hostUnder reports whether host is site or a subdomain of it, both
 // normalised first.
 func hostUnder(host, site string) bool {
@@ -400,6 +417,9 @@ func (ss *Sessions) authorize(ctx context.Context, s *Session, req control.Autho
 			return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeUnknownToken, "no item for this token")
 		}
 		return control.AuthorizeResponse{}, err
+	}
+	if !keySees(s.Key.Scope, item) {
+		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeScopeDenied, "this API key may not use this item")
 	}
 	if !item.Has(tok.field) {
 		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeUnknownToken, "the item has no such field")

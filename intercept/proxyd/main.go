@@ -221,7 +221,8 @@ func (m *Main) lookupKey(ctx context.Context, key string) (intercept.APIKey, err
 	if err != nil {
 		return intercept.APIKey{}, err
 	}
-	return intercept.APIKey{ID: k.ID, Org: m.Owner.Org(), Suffix: tokens.Suffix(m.secret, k.ID)}, nil
+	scope := tokens.Scope{AllCards: k.Scope.AllCards, CardIDs: k.Scope.CardIDs, AllLogins: k.Scope.AllLogins, LoginIDs: k.Scope.LoginIDs}
+	return intercept.APIKey{ID: k.ID, Org: m.Owner.Org(), Suffix: tokens.Suffix(m.secret, k.ID), Scope: &scope}, nil
 }
 
 // Run serves until ctx ends, then shuts down gracefully.

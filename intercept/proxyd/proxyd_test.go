@@ -350,3 +350,49 @@ func TestMainServesDashboard(t *testing.T) {
 		t.Fatalf("dashboard answered %d", resp.StatusCode)
 	}
 }
+
+func TestOwnerKeyScopeLimitsCatalogAndAuthorize(t *testing.T) {
+	m, _ := startMain(t, "", nil)
+	ctx := context.Background()
+	card, err := m.Vault.AddCard(ctx, proxyd.DefaultOrg, "owner", vault.CardInput{
+		Number: vault.NewSecret([]byte("4242424242424242")), CVV: vault.NewSecret([]byte("737")), ExpiryMonth: 12, ExpiryYear: 2031, AnySite: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Vault.AddIdentity(ctx, proxyd.DefaultOrg, "owner", vault.IdentityMeta{Name: "Ada", Email: "ada@example.org"}); err != nil {
+		t.Fatal(err)
+	}
+	_, key, err := m.Owner.CreateAPIKey(ctx, "no cards", owner.Scope{AllLogins: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := control.NewClient("http://"+m.ControlAddr.String(), m.ControlToken, nil)
+	cat, err := c.Catalog(ctx, key, "")
+	if err != nil || strings.Contains(string(cat), "av_card_") {
+		t.Fatalf("catalog shows a card outside the key's scope: %v", err)
+	}
+	s, err := c.CreateSession(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The token this key would use for the card: same grammar, its own suffix.
+	_, err = c.Authorize(ctx, s.ID, control.AuthorizeRequest{Token: "av_card_" + card.Label + "_number_" + suffixOf(t, c, key), PageURL: "https://shop.example/"})
+	if agentvault.ErrorCode(err) != agentvault.CodeScopeDenied {
+		t.Fatalf("authorize outside the key's scope: %v", err)
+	}
+}
+
+// suffixOf reads a key's token suffix from any token in its catalog.
+func suffixOf(t *testing.T, c *control.Client, key string) string {
+	cat, err := c.Catalog(context.Background(), key, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.Index(string(cat), `"av_`)
+	if i < 0 {
+		t.Fatalf("no token in the catalog: %s", cat)
+	}
+	tok := string(cat)[i+1:]
+	tok = tok[:strings.IndexByte(tok, '"')]
+	return tok[len(tok)-5:]
+}
