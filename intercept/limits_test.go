@@ -87,6 +87,9 @@ func TestP14_GoroutinesReturnToBaseline(t *testing.T) {
 	up := startUpstream(t, e.upCA, nil)
 	s, pw := e.session()
 	base := runtime.NumGoroutine()
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
 	for round := 0; round < 3; round++ {
 		for _, h2 := range []bool{false, true} {
 			c := e.client(s, pw, h2)
@@ -112,6 +115,14 @@ func TestP14_GoroutinesReturnToBaseline(t *testing.T) {
 	e.srv.UpstreamTransport().CloseIdleConnections()
 	up.CloseClientConnections()
 	waitFor(t, func() bool { return runtime.NumGoroutine() <= base+5 })
+	// Memory returns too: the live heap after the load stays within a loose
+	// bound of where it started (TLS session state, pools).
+	var after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grow := int64(after.HeapInuse) - int64(before.HeapInuse); grow > 32<<20 {
+		t.Fatalf("heap grew by %d bytes after the load", grow)
+	}
 }
 
 // waitFor polls cond until it holds or a generous deadline passes.
