@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/agentvault/agentvault"
 )
@@ -52,10 +54,33 @@ func (c *Client) Catalog(ctx context.Context, apiKey, pageURL string) (json.RawM
 }
 
 // Authorize binds req.Token to the page in req for the session and returns
-// what to type.
+// what to type. When the owner must decide first, the error has code
+// approval_pending and PendingOf(err) gives what to wait on.
 func (c *Client) Authorize(ctx context.Context, sessionID string, req AuthorizeRequest) (AuthorizeResponse, error) {
 	var out AuthorizeResponse
-	err := c.do(ctx, http.MethodPost, sessionPath(sessionID, "authorize"), req, &out)
+	var pending Pending
+	status, err := c.doStatus(ctx, http.MethodPost, sessionPath(sessionID, "authorize"), req, &out, &pending)
+	if err == nil && status == http.StatusAccepted {
+		return AuthorizeResponse{}, agentvault.Wrap(agentvault.CodeApprovalPending, &pending, "waiting for the owner (%s)", pending.Reason)
+	}
+	return out, err
+}
+
+// PendingOf returns the pending approval inside an Authorize error.
+func PendingOf(err error) (*Pending, bool) {
+	var p *Pending
+	if errors.As(err, &p) {
+		return p, true
+	}
+	return nil, false
+}
+
+// Wait long-polls a pending approval for up to timeout (the server caps it
+// at 25 s) and returns its status; call it again while Status is pending.
+func (c *Client) Wait(ctx context.Context, waitID string, timeout time.Duration) (WaitAnswer, error) {
+	var out WaitAnswer
+	p := WaitsPath + "/" + url.PathEscape(waitID) + "?timeout=" + url.QueryEscape(timeout.String())
+	err := c.do(ctx, http.MethodGet, p, nil, &out)
 	return out, err
 }
 
@@ -87,17 +112,24 @@ func sessionPath(id, sub string) string {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	_, err := c.doStatus(ctx, method, path, in, out, nil)
+	return err
+}
+
+// doStatus sends a request and decodes a 2xx answer into out, or a 202 into
+// accepted when it is not nil.
+func (c *Client) doStatus(ctx context.Context, method, path string, in, out, accepted any) (int, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return agentvault.Wrap(agentvault.CodeInternal, err, "encode control request")
+			return 0, agentvault.Wrap(agentvault.CodeInternal, err, "encode control request")
 		}
 		body = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
 	if err != nil {
-		return agentvault.Wrap(agentvault.CodeInternal, err, "build control request")
+		return 0, agentvault.Wrap(agentvault.CodeInternal, err, "build control request")
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
 	req.Header.Set("Accept", "application/json")
@@ -106,23 +138,26 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return agentvault.Wrap(agentvault.CodeUpstream, err, "control API unreachable")
+		return 0, agentvault.Wrap(agentvault.CodeUpstream, err, "control API unreachable")
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
-		return agentvault.Wrap(agentvault.CodeUpstream, err, "read control answer")
+		return resp.StatusCode, agentvault.Wrap(agentvault.CodeUpstream, err, "read control answer")
 	}
 	if resp.StatusCode/100 != 2 {
-		return decodeError(resp.StatusCode, data)
+		return resp.StatusCode, decodeError(resp.StatusCode, data)
+	}
+	if resp.StatusCode == http.StatusAccepted && accepted != nil {
+		out = accepted
 	}
 	if out == nil || len(bytes.TrimSpace(data)) == 0 {
-		return nil
+		return resp.StatusCode, nil
 	}
 	if err := json.Unmarshal(data, out); err != nil {
-		return agentvault.Wrap(agentvault.CodeInternal, err, "decode control answer")
+		return resp.StatusCode, agentvault.Wrap(agentvault.CodeInternal, err, "decode control answer")
 	}
-	return nil
+	return resp.StatusCode, nil
 }
 
 // decodeError turns an error answer back into the *agentvault.Error proxyd

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/control"
@@ -139,5 +140,32 @@ func TestClientDecodesErrors(t *testing.T) {
 				t.Fatalf("err = %v, want code %s", err, tt.code)
 			}
 		})
+	}
+}
+
+func TestClientPendingAndWait(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/sessions/{id}/authorize", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusAccepted)
+		_, _ = w.Write([]byte(`{"pending":true,"waitId":"apr_1","kind":"new_destination","reason":"new_destination","site":"shop.example","expiresAt":"2026-01-01T00:00:00Z"}`))
+	})
+	mux.HandleFunc("GET /v1/waits/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if r.PathValue("id") != "apr_1" || r.URL.Query().Get("timeout") != "25s" {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		_, _ = w.Write([]byte(`{"status":"denied","waitId":"apr_1","code":"approval_denied","message":"the owner said no"}`))
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	c := control.NewClient(srv.URL, "tok", nil)
+	_, err := c.Authorize(context.Background(), "s_1", control.AuthorizeRequest{Token: "x", PageURL: "https://shop.example/"})
+	p, ok := control.PendingOf(err)
+	if agentvault.ErrorCode(err) != agentvault.CodeApprovalPending || !ok || p.WaitID != "apr_1" || p.Site != "shop.example" {
+		t.Fatalf("pending: %v", err)
+	}
+	a, err := c.Wait(context.Background(), p.WaitID, 25*time.Second)
+	if err != nil || a.Status != "denied" || a.Code != "approval_denied" {
+		t.Fatalf("wait: %+v %v", a, err)
 	}
 }

@@ -1,5 +1,7 @@
 package control
 
+import "time"
+
 // Paths of the control API. Session paths take the session id after
 // SessionsPath.
 const (
@@ -91,4 +93,39 @@ type CloseResponse struct {
 type ErrorBody struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+}
+
+// WaitsPath is where a pending authorization is waited on:
+// GET /v1/waits/{id}?timeout=25s.
+const WaitsPath = "/v1/waits"
+
+// Pending is the 202 answer of authorize when the owner must decide first
+// (a new site, a purchase over a threshold, a live CVV). The client returns
+// it inside an approval_pending error (see PendingOf); wait on WaitID, then
+// authorize again once the status is approved.
+type Pending struct {
+	Pending   bool        `json:"pending"`
+	WaitID    string      `json:"waitId"`
+	Kind      string      `json:"kind"`
+	Reason    string      `json:"reason"`
+	Site      string      `json:"site"`
+	Amount    *OrderTotal `json:"amount,omitempty"`
+	ExpiresAt time.Time   `json:"expiresAt"`
+}
+
+func (p *Pending) Error() string { return "waiting for the owner: " + p.WaitID }
+
+// WaitAnswer is the answer of GET /v1/waits/{id}: the approval's status
+// (pending, approved, denied, expired) and, when it ended without a yes, the
+// refusal code the fill gets.
+type WaitAnswer struct {
+	Status    string      `json:"status"`
+	WaitID    string      `json:"waitId"`
+	Kind      string      `json:"kind"`
+	Reason    string      `json:"reason"`
+	Site      string      `json:"site"`
+	Amount    *OrderTotal `json:"amount,omitempty"`
+	ExpiresAt time.Time   `json:"expiresAt"`
+	Code      string      `json:"code,omitempty"`
+	Message   string      `json:"message,omitempty"`
 }
