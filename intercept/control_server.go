@@ -1,11 +1,13 @@
 package intercept
 
 import (
+	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/control"
@@ -19,7 +21,15 @@ type ControlConfig struct {
 	Token    string // bearer token; compared in constant time
 	ProxyURL string // what browsers use, e.g. http://127.0.0.1:7700
 	Logger   *slog.Logger
+	// Pending recognises an authorize refusal that waits for the owner and
+	// returns the 202 body for it (owner.PendingOf in proxyd); nil: none.
+	Pending func(err error) (any, bool)
+	// Wait long-polls a pending approval (GET /v1/waits/{id}); nil: 404.
+	Wait func(ctx context.Context, id string, timeout time.Duration) (any, error)
 }
+
+// maxWait caps a long poll, below common proxy and client timeouts.
+const maxWait = 25 * time.Second
 
 // maxControlBody bounds control request bodies.
 const maxControlBody = 64 << 10
@@ -99,6 +109,14 @@ func NewControlHandler(cfg ControlConfig) http.Handler {
 			return
 		}
 		resp, err := ss.Authorize(r.Context(), s, req)
+		if err != nil && cfg.Pending != nil {
+			if p, ok := cfg.Pending(err); ok {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusAccepted)
+				_ = json.NewEncoder(w).Encode(p)
+				return
+			}
+		}
 		reply(w, r, resp, err)
 	})
 	mux.HandleFunc("POST /v1/sessions/{id}/events", func(w http.ResponseWriter, r *http.Request) {
@@ -125,6 +143,23 @@ func NewControlHandler(cfg ControlConfig) http.Handler {
 	mux.HandleFunc("DELETE /v1/sessions/{id}", func(w http.ResponseWriter, r *http.Request) {
 		rep, err := ss.Close(r.PathValue("id"))
 		reply(w, r, control.CloseResponse{Status: "Session closed", Report: rep}, err)
+	})
+	mux.HandleFunc("GET /v1/waits/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if cfg.Wait == nil {
+			reply(w, r, nil, agentvault.Errorf(agentvault.CodeNotFound, "no approvals in this deployment"))
+			return
+		}
+		timeout := maxWait
+		if v := r.URL.Query().Get("timeout"); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				reply(w, r, nil, agentvault.Errorf(agentvault.CodeInvalidInput, "timeout is not a duration"))
+				return
+			}
+			timeout = min(d, maxWait)
+		}
+		a, err := cfg.Wait(r.Context(), r.PathValue("id"), timeout)
+		reply(w, r, a, err)
 	})
 	want := []byte("Bearer " + cfg.Token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -130,7 +130,9 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		return err
 	}
 	m.closeOwner = ost.Close
-	if m.Owner, err = owner.New(owner.Config{Store: ost, Org: DefaultOrg, Logger: m.Logger}); err != nil {
+	if m.Owner, err = owner.New(owner.Config{Store: ost, Org: DefaultOrg, Logger: m.Logger,
+		Engine:       policy.NewEngine(policy.Rates{}, publicsuffix.EffectiveTLDPlusOne),
+		DashboardURL: "https://" + m.Config.Listen.Dashboard + "/"}); err != nil {
 		return err
 	}
 	if m.APIKey, err = loadOrCreateSecretFile(filepath.Join(m.dataDir, APIKeyFile), "avk_"); err != nil {
@@ -199,6 +201,14 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	m.controlSrv = &http.Server{
 		Handler: intercept.NewControlHandler(intercept.ControlConfig{
 			Sessions: m.Sessions, CA: m.CA, Token: m.ControlToken, ProxyURL: proxyURL, Logger: m.Logger,
+			Pending: func(err error) (any, bool) { return owner.PendingOf(err) },
+			Wait: func(ctx context.Context, id string, timeout time.Duration) (any, error) {
+				a, err := m.Owner.WaitApproval(ctx, id, timeout)
+				if err != nil && a.ID == "" {
+					return nil, err
+				}
+				return a.Answer(), nil
+			},
 		}),
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelDebug),
@@ -233,6 +243,9 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 	}
 	m.serveErr = make(chan error, 4)
+	sweepCtx, stopSweep := context.WithCancel(ctx)
+	defer stopSweep()
+	go m.Owner.RunSweeper(sweepCtx, 30*time.Second)
 	if m.dashL != nil {
 		dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		m.dashCancel, m.dashDone = cancel, make(chan error, 1)

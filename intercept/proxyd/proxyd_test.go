@@ -310,18 +310,37 @@ func TestP1_OwnerRulesAskTheOwner(t *testing.T) {
 	token := string(cat)[i:]
 	token = token[:strings.IndexByte(token, '"')]
 	req := control.AuthorizeRequest{Token: token, PageURL: "https://www.shop.example/form"}
-	if _, err := c.Authorize(ctx, s.ID, req); agentvault.ErrorCode(err) != agentvault.CodeDestinationUnauthorized {
+	_, err = c.Authorize(ctx, s.ID, req)
+	p, ok := control.PendingOf(err)
+	if agentvault.ErrorCode(err) != agentvault.CodeApprovalPending || !ok || p.Site == "" {
 		t.Fatalf("unauthorized site: %v", err)
 	}
-	pending, err := m.Owner.Pending(ctx)
-	if err != nil || len(pending) != 1 {
-		t.Fatalf("pending approvals: %v %d", err, len(pending))
+	if w, err := c.Wait(ctx, p.WaitID, 10*time.Millisecond); err != nil || w.Status != "pending" {
+		t.Fatalf("wait before the owner decided: %+v %v", w, err)
 	}
-	if _, err := m.Owner.Decide(ctx, pending[0].ID, true, "owner@example.org"); err != nil {
+	if _, err := m.Owner.Decide(ctx, p.WaitID, true, "owner@example.org"); err != nil {
 		t.Fatal(err)
+	}
+	if w, err := c.Wait(ctx, p.WaitID, 5*time.Second); err != nil || w.Status != "approved" {
+		t.Fatalf("wait after approval: %+v %v", w, err)
 	}
 	if a, err := c.Authorize(ctx, s.ID, req); err != nil || a.Value != "Ada" && a.Value != "ada@example.org" {
 		t.Fatalf("after approval: %v", err)
+	}
+	// The file-based default key goes through the same owner rules.
+	ds, err := c.CreateSession(ctx, m.APIKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dcat, _ := c.Catalog(ctx, m.APIKey, "")
+	j := strings.Index(string(dcat), "av_identity_")
+	dtok := string(dcat)[j:]
+	dtok = dtok[:strings.IndexByte(dtok, '"')]
+	if _, err := c.Authorize(ctx, ds.ID, control.AuthorizeRequest{Token: dtok, PageURL: "https://www.shop.example/form"}); err != nil {
+		t.Fatalf("default key on an approved site: %v", err)
+	}
+	if _, err := c.Authorize(ctx, ds.ID, control.AuthorizeRequest{Token: dtok, PageURL: "https://other.example/form"}); agentvault.ErrorCode(err) != agentvault.CodeApprovalPending {
+		t.Fatalf("default key on a new site: %v", err)
 	}
 }
 
