@@ -1,9 +1,14 @@
 package intercept_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/intercept"
+	"github.com/agentvault/agentvault/vault"
 )
 
 func TestProxyForwardsHTTPS(t *testing.T) {
@@ -92,5 +97,45 @@ func TestClosedSessionTunnelsRefuse(t *testing.T) {
 	}
 	if up.count() != before {
 		t.Fatal("a closed session's request reached the upstream")
+	}
+}
+
+func TestLiveCVVFromSessionMemory(t *testing.T) {
+	e := startProxy(t, nil)
+	up := startUpstream(t, e.upCA, nil)
+	// A live-CVV card: the vault holds no code.
+	e.vault.add(vault.Item{Kind: vault.KindCard, Label: "1", Card: &vault.CardMeta{AnySite: true}},
+		map[vault.Field]string{vault.FieldNumber: "4242424242424242"})
+	e.sessions.Decide = func(context.Context, intercept.DecideArgs) error { return nil }
+	s, pw := e.session()
+	page := "https://shop.test:" + up.port() + "/pay"
+	if _, err := e.authorize(s, tok("card", "1", "cvv"), page); agentvault.ErrorCode(err) != agentvault.CodeCVVEntryRequired {
+		t.Fatalf("before the owner typed it: %v", err)
+	}
+	item := e.vault.items[0]
+	if err := e.sessions.SetLiveValue(s.ID, item.ID, vault.FieldCVV, vault.NewSecret([]byte("4321"))); err != nil {
+		t.Fatal(err)
+	}
+	a, err := e.authorize(s, tok("card", "1", "cvv"), page)
+	if err != nil || !a.StandIn || a.Value == "4321" || len(a.Value) != 4 {
+		t.Fatalf("after: %v", err)
+	}
+	resp, err := e.client(s, pw, false).Post(hostURL(up, "shop.test", "/pay"), "application/x-www-form-urlencoded", strings.NewReader("cvc="+a.Value))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := readAll(t, resp.Body)
+	resp.Body.Close()
+	if string(up.last().Body) != "cvc=4321" {
+		t.Fatal("live CVV not substituted")
+	}
+	if strings.Contains(body, "4321") || strings.Contains(e.logs.String(), "4321") {
+		t.Fatal("live CVV came back or was logged")
+	}
+	if _, err := e.sessions.Close(s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.sessions.SetLiveValue(s.ID, item.ID, vault.FieldCVV, vault.NewSecret([]byte("1"))); err == nil {
+		t.Fatal("live value accepted for a closed session")
 	}
 }

@@ -67,6 +67,7 @@ type binding struct {
 	item    vault.Item
 	field   vault.Field
 	hosts   []string // normalised hosts authorized for this binding
+	live    bool     // the value is in the session's memory (a live CVV), not the vault
 }
 
 // released is a real value released in the session, scrubbed from every
@@ -88,7 +89,8 @@ type Session struct {
 	closed   bool
 	bindings map[string]*binding // by token and by stand-in
 	released []released
-	version  int // bumps when bindings or released change
+	live     map[string]vault.Secret // item id + field → value the owner typed
+	version  int                     // bumps when bindings or released change
 	reqMatch *requestMatch
 	scrub    *replacer
 	cacheVer int
@@ -203,7 +205,10 @@ func (ss *Sessions) Close(id string) (control.Report, error) {
 	for _, r := range s.released {
 		r.real.Wipe()
 	}
-	s.released = nil
+	for _, v := range s.live {
+		v.Wipe()
+	}
+	s.released, s.live = nil, nil
 	s.bindings = map[string]*binding{}
 	s.version++
 	return s.reportLocked(), nil
@@ -220,6 +225,41 @@ func (ss *Sessions) CloseAll() {
 	for _, id := range ids {
 		_, _ = ss.Close(id)
 	}
+}
+
+func isLiveCVV(item vault.Item, f vault.Field) bool {
+	return f == vault.FieldCVV && item.Kind == vault.KindCard && item.Card != nil && item.Card.CVVLen == 0 && !item.Has(f)
+}
+
+func (s *Session) liveValue(itemID string, f vault.Field) (vault.Secret, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.live[itemID+"\x00"+string(f)]
+	return v, ok
+}
+
+// SetLiveValue keeps a value the owner typed for this session only (a live
+// CVV): it never goes to the vault or a log, and is wiped when the session
+// closes.
+func (ss *Sessions) SetLiveValue(sessionID, itemID string, f vault.Field, v vault.Secret) error {
+	s, err := ss.Get(sessionID)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return agentvault.Errorf(agentvault.CodeSessionEnded, "the session has ended")
+	}
+	if s.live == nil {
+		s.live = map[string]vault.Secret{}
+	}
+	if old, ok := s.live[itemID+"\x00"+string(f)]; ok {
+		old.Wipe()
+	}
+	s.live[itemID+"\x00"+string(f)] = vault.NewSecret(v.InsecureRawBytes())
+	s.version++
+	return nil
 }
 
 // Closed reports whether the session has ended; its open tunnels then
@@ -421,6 +461,15 @@ func (ss *Sessions) authorize(ctx context.Context, s *Session, req control.Autho
 	if !keySees(s.Key.Scope, item) {
 		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeScopeDenied, "this API key may not use this item")
 	}
+	live, hasLive := s.liveValue(item.ID, tok.field)
+	liveCVV := isLiveCVV(item, tok.field)
+	if liveCVV && ss.Decide != nil {
+		// A live-CVV card stores no code: the owner types it per purchase.
+		// Decide as if the field existed, so the policy asks for the entry
+		// (cvv_entry approval); once the owner typed it, it is in the
+		// session's memory.
+		item.Fields = append(slices.Clone(item.Fields), tok.field)
+	}
 	if !item.Has(tok.field) {
 		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeUnknownToken, "the item has no such field")
 	}
@@ -451,12 +500,20 @@ func (ss *Sessions) authorize(ctx context.Context, s *Session, req control.Autho
 			return control.AuthorizeResponse{Value: standIn, Kind: string(tok.kind), Field: string(tok.field), StandIn: true}, nil
 		}
 	}
-	real, err := ss.Vault.Release(ctx, ReleaseArgs{
-		Org: s.Key.Org, ItemID: item.ID, Field: tok.field, Destination: dest.Host,
-		Session: s.ID, Actor: s.Key.ID, Purpose: PurposeAuthorize,
-	})
-	if err != nil {
-		return control.AuthorizeResponse{}, err
+	var real vault.Secret
+	switch {
+	case hasLive:
+		real = vault.NewSecret(live.InsecureRawBytes())
+	case liveCVV:
+		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeCVVEntryRequired, "the owner has not typed this card's security code yet")
+	default:
+		real, err = ss.Vault.Release(ctx, ReleaseArgs{
+			Org: s.Key.Org, ItemID: item.ID, Field: tok.field, Destination: dest.Host,
+			Session: s.ID, Actor: s.Key.ID, Purpose: PurposeAuthorize,
+		})
+		if err != nil {
+			return control.AuthorizeResponse{}, err
+		}
 	}
 	out := control.AuthorizeResponse{Kind: string(tok.kind), Field: string(tok.field)}
 	s.mu.Lock()
@@ -467,7 +524,7 @@ func (ss *Sessions) authorize(ctx context.Context, s *Session, req control.Autho
 	}
 	b := s.bindings[req.Token]
 	if b == nil {
-		b = &binding{token: req.Token, item: item, field: tok.field}
+		b = &binding{token: req.Token, item: item, field: tok.field, live: hasLive}
 		s.bindings[req.Token] = b
 	}
 	if !slices.Contains(b.hosts, dest.Host) {

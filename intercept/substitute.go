@@ -41,6 +41,16 @@ func (sb *substitution) resolve(b *binding) ([]byte, error) {
 	if !ScopeAdmits(b.item, sb.dest.Host) {
 		return nil, agentvault.Errorf(agentvault.CodeScopeDenied, "this item may not be used on this destination")
 	}
+	if b.live {
+		v, ok := sb.sess.liveValue(b.item.ID, b.field)
+		if !ok {
+			return nil, agentvault.Errorf(agentvault.CodeSessionEnded, "the typed value is gone")
+		}
+		raw := append([]byte(nil), v.InsecureRawBytes()...)
+		sb.reals[b] = raw
+		sb.kinds = append(sb.kinds, b.item.Kind)
+		return raw, nil
+	}
 	sec, err := sb.srv.sessions.Vault.Release(sb.ctx, ReleaseArgs{
 		Org: sb.sess.Key.Org, ItemID: b.item.ID, Field: b.field, Destination: sb.dest.Host,
 		Session: sb.sess.ID, Actor: sb.sess.Key.ID, Purpose: PurposeSubstitute,

@@ -181,7 +181,10 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		return agentvault.Wrap(agentvault.CodeInternal, err, "cannot listen on %s", m.Config.Listen.Admin)
 	}
 	if m.Config.Listen.Dashboard != "" {
-		if m.dashH, err = dashboard.New(dashboard.Config{Service: m.Owner, Vault: v, Logger: m.Logger}); err != nil {
+		liveCVV := func(ctx context.Context, a owner.Approval, cvv vault.Secret) error {
+			return m.Sessions.SetLiveValue(a.Session, a.CardID, vault.FieldCVV, cvv)
+		}
+		if m.dashH, err = dashboard.New(dashboard.Config{Service: m.Owner, Vault: v, Logger: m.Logger, LiveCVV: liveCVV}); err != nil {
 			return err
 		}
 		if m.dashL, err = net.Listen("tcp", m.Config.Listen.Dashboard); err != nil {
