@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,6 +26,9 @@ type Control interface {
 	Event(ctx context.Context, sessionID string, ev control.EventRequest) error
 	Report(ctx context.Context, sessionID string) (control.Report, error)
 	CloseSession(ctx context.Context, sessionID string) (control.CloseResponse, error)
+	// Wait long-polls a pending owner approval (authorize answered
+	// approval_pending) for up to timeout.
+	Wait(ctx context.Context, waitID string, timeout time.Duration) (control.WaitAnswer, error)
 }
 
 var _ Control = (*control.Client)(nil)
@@ -49,7 +53,11 @@ type Config struct {
 	// Redactor scrubs page text and checks selectors after a fill; nil
 	// means package redact.
 	Redactor Redactor
-	Logger   *slog.Logger
+	// OwnerWaitMax bounds how long one fill waits on the owner (default 15
+	// minutes, the tool reference's wait for a new site); WaitPoll is one
+	// long poll of that wait (default 20 s, at most proxyd's 25 s cap).
+	OwnerWaitMax, WaitPoll time.Duration
+	Logger                 *slog.Logger
 }
 
 // Server holds the MCP server, the shared browser and the sessions.
@@ -73,6 +81,12 @@ type Server struct {
 	mu       sync.Mutex
 	sessions map[string]*Session // by handle
 	current  string              // the handle a call without session uses
+
+	// stopCtx ends with Close: a fill waiting on the owner stops waiting.
+	stopCtx      context.Context
+	stop         context.CancelFunc
+	ownerWaitMax time.Duration
+	waitPoll     time.Duration
 }
 
 // New builds the server and registers the tools.
@@ -83,7 +97,15 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, red: cfg.Redactor, sessions: map[string]*Session{}, driverDone: make(chan struct{})}
+	s := &Server{cfg: cfg, log: cfg.Logger, red: cfg.Redactor, sessions: map[string]*Session{}, driverDone: make(chan struct{}),
+		ownerWaitMax: cfg.OwnerWaitMax, waitPoll: cfg.WaitPoll}
+	s.stopCtx, s.stop = context.WithCancel(context.Background())
+	if s.ownerWaitMax <= 0 {
+		s.ownerWaitMax = defaultOwnerWaitMax
+	}
+	if s.waitPoll <= 0 || s.waitPoll > 25*time.Second {
+		s.waitPoll = defaultWaitPoll
+	}
 	if s.red == nil {
 		s.red = redactPkg{}
 	}
@@ -106,6 +128,7 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
 
 // Close ends every session (closing them on proxyd too) and the browser.
 func (s *Server) Close() error {
+	s.stop()
 	s.mu.Lock()
 	sessions := s.sessions
 	s.sessions = map[string]*Session{}
@@ -192,18 +215,37 @@ func addTool[In sessionArg](s *Server, name, desc string, readOnly bool, f toolF
 				res = statusError(agentvault.Errorf(agentvault.CodeInternal, "%s failed unexpectedly", name), nil)
 			}
 		}()
-		r, err := f(ctx, in)
+		call := &callState{req: req, tool: name}
+		r, err := f(withCall(ctx, call), in)
 		if err != nil {
 			s.log.Info("tool", "tool", name, "status", "error", "code", string(agentvault.ErrorCode(err)), "ms", time.Since(start).Milliseconds())
 			var fe *filledError
 			if asFilled(err, &fe) {
-				return statusError(fe.err, &fe.filled), nil, nil
+				return withNotes(statusError(fe.err, &fe.filled), call.notes), nil, nil
 			}
-			return statusError(err, nil), nil, nil
+			return withNotes(statusError(err, nil), call.notes), nil, nil
 		}
 		s.log.Info("tool", "tool", name, "status", "ok", "ms", time.Since(start).Milliseconds())
-		return r, nil, nil
+		return withNotes(r, call.notes), nil, nil
 	})
+}
+
+// withNotes appends what the call waited on (owner approvals) to a prose
+// answer, one line each, skipping a line the answer already says.
+func withNotes(r *mcp.CallToolResult, notes []string) *mcp.CallToolResult {
+	if r == nil || len(notes) == 0 || len(r.Content) == 0 {
+		return r
+	}
+	tc, ok := r.Content[0].(*mcp.TextContent)
+	if !ok || strings.HasPrefix(tc.Text, "{") {
+		return r
+	}
+	for _, n := range notes {
+		if !strings.Contains(tc.Text, n) {
+			tc.Text += "\n" + n
+		}
+	}
+	return r
 }
 
 // filledError carries filled=N/M along with a fill tool's error.

@@ -55,30 +55,44 @@ func valueString(v any) (string, error) {
 func isRef(sel string) bool { return redact.IsRefSelector(sel) }
 
 // authorize asks proxyd for the value to type for a token on the current
-// page (and frame), with the order total for a card number.
+// page (and frame), with the order total for a card number. When the owner
+// must decide first, it waits for them (waitOwner) and asks again, reading
+// the page afresh: the total may have changed while the owner looked.
 func (s *Server) authorize(ctx context.Context, ss *Session, token string, cls fieldClass, frame string) (string, error) {
-	req := control.AuthorizeRequest{Token: token, PageURL: ss.page.URL()}
-	if frame != "" {
-		fu, err := ss.page.FrameURL(frame)
+	for round := 0; ; round++ {
+		req := control.AuthorizeRequest{Token: token, PageURL: ss.page.URL()}
+		if frame != "" {
+			fu, err := ss.page.FrameURL(frame)
+			if err != nil {
+				return "", err
+			}
+			req.FrameURL = fu
+		}
+		if cls.isNumber() {
+			if t, ok := ss.page.ReadOrderTotal(); ok {
+				req.OrderTotal = &control.OrderTotal{Amount: t.Amount, Currency: t.Currency}
+				ss.orderTotal = req.OrderTotal
+			}
+		}
+		ans, err := s.cfg.Control.Authorize(ctx, ss.ctl.ID, req)
+		if p, ok := control.PendingOf(err); ok && agentvault.ErrorCode(err) == agentvault.CodeApprovalPending {
+			if round >= maxOwnerRounds {
+				return "", agentvault.Errorf(agentvault.CodeApprovalPending,
+					"the proxy asked the owner %d times in a row for field %s; stopped waiting. Nothing was typed in this field.", round, cls.field)
+			}
+			if err := s.waitOwner(ctx, p); err != nil {
+				return "", err
+			}
+			continue
+		}
 		if err != nil {
 			return "", err
 		}
-		req.FrameURL = fu
-	}
-	if cls.isNumber() {
-		if t, ok := ss.page.ReadOrderTotal(); ok {
-			req.OrderTotal = &control.OrderTotal{Amount: t.Amount, Currency: t.Currency}
-			ss.orderTotal = req.OrderTotal
+		if ans.Value == "" {
+			return "", agentvault.Errorf(agentvault.CodeSubstitution, "the proxy returned nothing to type for field %s", cls.field)
 		}
+		return ans.Value, nil
 	}
-	ans, err := s.cfg.Control.Authorize(ctx, ss.ctl.ID, req)
-	if err != nil {
-		return "", err
-	}
-	if ans.Value == "" {
-		return "", agentvault.Errorf(agentvault.CodeSubstitution, "the proxy returned nothing to type for field %s", cls.field)
-	}
-	return ans.Value, nil
 }
 
 func (s *Server) fillCheckout(ctx context.Context, in fillCheckoutIn) (*mcp.CallToolResult, error) {

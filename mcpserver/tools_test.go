@@ -25,6 +25,8 @@ type standInControl struct {
 	events []control.EventRequest
 	auths  []control.AuthorizeRequest
 	closed bool
+	// owner, when set, plays the owner's approval queue (owner_wait_test).
+	owner *ownerScript
 }
 
 var standIns = map[string]string{
@@ -44,6 +46,9 @@ func (c *standInControl) Authorize(ctx context.Context, id string, req control.A
 	c.mu.Lock()
 	c.auths = append(c.auths, req)
 	c.mu.Unlock()
+	if p := c.owner.ask(req.Token); p != nil {
+		return control.AuthorizeResponse{}, agentvault.Wrap(agentvault.CodeApprovalPending, p, "waiting for the owner (%s)", p.Reason)
+	}
 	for f, v := range standIns {
 		if strings.Contains(req.Token, "_"+f+"_") {
 			return control.AuthorizeResponse{Value: v, Field: f, StandIn: true}, nil
@@ -79,6 +84,10 @@ func (c *standInControl) Report(ctx context.Context, id string) (control.Report,
 	return r, nil
 }
 
+func (c *standInControl) Wait(ctx context.Context, waitID string, timeout time.Duration) (control.WaitAnswer, error) {
+	return c.owner.wait(ctx, waitID)
+}
+
 func (c *standInControl) CloseSession(ctx context.Context, id string) (control.CloseResponse, error) {
 	r, _ := c.Report(ctx, id)
 	c.mu.Lock()
@@ -98,15 +107,21 @@ type harness struct {
 }
 
 func newHarness(tb testing.TB) *harness {
+	return newHarnessWith(tb, &standInControl{}, nil)
+}
+
+// newHarnessWith is newHarness with a prepared control and client options
+// (notification handlers).
+func newHarnessWith(tb testing.TB, ctl *standInControl, copts *mcp.ClientOptions) *harness {
 	tb.Helper()
 	browsertest.SkipIfNoBrowser(tb)
 	site := browsertest.Start(tb)
-	ctl := &standInControl{}
 	logs := &syncBuffer{}
 	srv, err := New(Config{
 		Control: ctl, APIKey: "avk_test", DriverDir: browsertest.DriverDir(),
 		ExtraTrustSPKI: []string{site.SPKI}, UnsafeDirectBrowser: true,
-		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		WaitPoll: 50 * time.Millisecond,
+		Logger:   slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -114,7 +129,7 @@ func newHarness(tb testing.TB) *harness {
 	ctx, cancel := context.WithCancel(context.Background())
 	st, ct := mcp.NewInMemoryTransports()
 	go srv.Run(ctx, st)
-	client := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "0"}, nil)
+	client := mcp.NewClient(&mcp.Implementation{Name: "test-agent", Version: "0"}, copts)
 	cs, err := client.Connect(ctx, ct, nil)
 	if err != nil {
 		tb.Fatal(err)
