@@ -125,3 +125,42 @@ func TestP10_ScrubsCompressedResponses(t *testing.T) {
 }
 
 func gzipReader(b []byte) (io.Reader, error) { return gzip.NewReader(bytes.NewReader(b)) }
+
+// TestP10_UnmatchedCompressedResponseUntouched: a small compressed body with
+// no real value in it goes on exactly as the site sent it; one with a value
+// is scrubbed and sent as identity with its new length.
+func TestP10_UnmatchedCompressedResponseUntouched(t *testing.T) {
+	var f *subFixture
+	clean := gz([]byte("nothing secret here"))
+	f = newSubFixture(t, false, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		if r.URL.Path == "/clean" {
+			_, _ = w.Write(clean)
+			return
+		}
+		_, _ = w.Write(gz([]byte("card " + f.number)))
+	})
+	for _, h2 := range []bool{false, true} {
+		c := f.e.client(f.s, f.pw, h2)
+		for _, path := range []string{"/clean", "/dirty"} {
+			req, _ := http.NewRequest("GET", f.url(path), nil)
+			req.Header.Set("Accept-Encoding", "gzip")
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := readAll(t, resp.Body)
+			resp.Body.Close()
+			switch path {
+			case "/clean":
+				if resp.Header.Get("Content-Encoding") != "gzip" || body != string(clean) {
+					t.Fatalf("h2=%v: clean body changed (encoding %q, %d bytes)", h2, resp.Header.Get("Content-Encoding"), len(body))
+				}
+			case "/dirty":
+				if resp.Header.Get("Content-Encoding") != "" || body != "card "+f.numSI || resp.ContentLength != int64(len(body)) {
+					t.Fatalf("h2=%v: dirty body not scrubbed to identity (encoding %q, %d bytes)", h2, resp.Header.Get("Content-Encoding"), len(body))
+				}
+			}
+		}
+	}
+}

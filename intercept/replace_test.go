@@ -24,12 +24,12 @@ func (c *chunkReader) Read(p []byte) (int, error) {
 	return k, nil
 }
 
-func testScrubber() *replacer {
-	var ps []pair
-	ps = append(ps, variantPairs("4242424242424242", "4242420000004242", vault.KindCard, nil)...)
-	ps = append(ps, variantPairs("737", "123", vault.KindCard, nil)...)
-	ps = append(ps, variantPairs("p&ss w0rd", "q#tt x1sf", vault.KindLogin, nil)...)
-	return newReplacer(ps)
+func testScrubber() *scrubber {
+	return newScrubber([]released{
+		{real: vault.NewSecret([]byte("4242424242424242")), standIn: "4242420000004242", kind: vault.KindCard},
+		{real: vault.NewSecret([]byte("737")), standIn: "123", kind: vault.KindCard},
+		{real: vault.NewSecret([]byte("p&ss w0rd")), standIn: "q#tt x1sf", kind: vault.KindLogin},
+	})
 }
 
 func TestP10_ShortValuesOnlyBetweenDelimiters(t *testing.T) {
@@ -42,7 +42,7 @@ func TestP10_ShortValuesOnlyBetweenDelimiters(t *testing.T) {
 		"Length: 7370":        "Length: 7370",
 		"4242 4242 4242 4242": "4242 4200 0000 4242",
 	} {
-		got, _, _ := r.apply([]byte(in), nil)
+		got, _ := r.apply([]byte(in), nil)
 		if string(got) != want {
 			t.Errorf("apply(%q) = %q, want %q", in, got, want)
 		}
@@ -61,7 +61,7 @@ func FuzzP10_StreamingScrubMatchesWhole(f *testing.F) {
 			n = 1 + (n&63+64)%64
 		}
 		r := testScrubber()
-		want, _, _ := r.apply(data, nil)
+		want, _ := r.apply(data, nil)
 		got, err := io.ReadAll(r.reader(&chunkReader{b: bytes.Clone(data), n: n}, nil))
 		if err != nil {
 			t.Fatal(err)
@@ -70,4 +70,54 @@ func FuzzP10_StreamingScrubMatchesWhole(f *testing.F) {
 			t.Fatalf("chunk %d: stream %q, whole %q", n, got, want)
 		}
 	})
+}
+
+// TestP10_WholeBodyScrubbedByMediaType: a whole body is walked by its media
+// type first, so a value behind an escape no variant lists is still found,
+// then scanned as text.
+func TestP10_WholeBodyScrubbedByMediaType(t *testing.T) {
+	r := testScrubber()
+	cases := []struct{ name, ct, in, want string }{
+		{"json odd escape", "application/json", `{"pw":"p&ss\u0020w0rd"}`, `{"pw":"q#tt x1sf"}`},
+		{"json sniffed", "text/plain", `["4242424242424242"]`, `["4242420000004242"]`},
+		{"json key", "application/json", `{"4242424242424242":1}`, `{"4242420000004242":1}`},
+		{"broken json as text", "application/json", `{"cc":"4242424242424242"`, `{"cc":"4242420000004242"`},
+		{"html", "text/html", `<b>4242 4242 4242 4242</b> cvv <i>737</i>`, `<b>4242 4200 0000 4242</b> cvv <i>123</i>`},
+		{"nothing", "text/html", `<b>17375</b>`, `<b>17375</b>`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			kinds := 0
+			got, n := r.body(tc.ct, []byte(tc.in), 1<<20, func(vault.Kind) { kinds++ })
+			if string(got) != tc.want {
+				t.Fatalf("got %q, want %q", got, tc.want)
+			}
+			if (n > 0) != (tc.in != tc.want) || kinds != n {
+				t.Fatalf("count %d, hits %d", n, kinds)
+			}
+		})
+	}
+}
+
+// TestScrubReaderCloseEarly: a body closed before its end stops the stream
+// and the reader refuses further reads.
+func TestScrubReaderCloseEarly(t *testing.T) {
+	r := testScrubber()
+	rd := r.reader(&chunkReader{b: bytes.Repeat([]byte("x 4242424242424242 "), 10000), n: 1000}, nil)
+	buf := make([]byte, 100)
+	if _, err := io.ReadFull(rd, buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := rd.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		_, err := rd.Read(buf)
+		if err != nil {
+			if err == io.EOF {
+				t.Fatal("closed stream ended as if complete")
+			}
+			break
+		}
+	}
 }

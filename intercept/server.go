@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/intercept/rewrite"
 	"github.com/elazarl/goproxy"
 	"golang.org/x/net/http2"
 )
@@ -874,49 +875,58 @@ func upstreamError(err error) error {
 }
 
 // scrubResponse replaces every real value released in the session (and its
-// encodings) by its stand-in, in headers and body (P10). Compressed bodies
-// are decoded and sent on as identity.
+// encodings) by its stand-in, in headers and body (P10). A body of known
+// length up to smallBody is scrubbed whole (decoded, by media type, then as
+// text) and keeps a length; when nothing matched it goes on exactly as the
+// site sent it, compression included. A longer or unsized body is decoded
+// and scrubbed as a stream and sent on as identity, chunked.
 func (s *Server) scrubResponse(sess *Session, method string, resp *http.Response) (*http.Response, error) {
 	for _, h := range hopByHop {
 		resp.Header.Del(h)
 	}
-	_, scrub := sess.matchers()
-	if scrub == nil || len(scrub.pairs) == 0 {
+	_, sc := sess.matchers()
+	if sc == nil {
 		return resp, nil
 	}
-	count := func(p *pair) { s.metrics.scrub(p.kind) }
-	for k, vs := range resp.Header {
+	hit := s.metrics.scrub
+	for _, vs := range resp.Header {
 		for i, v := range vs {
-			nv, _, _ := scrub.apply([]byte(v), func(p *pair) ([]byte, error) { count(p); return p.to, nil })
-			vs[i] = string(nv)
+			if nv, n := sc.apply([]byte(v), hit); n > 0 {
+				vs[i] = string(nv)
+			}
 		}
-		resp.Header[k] = vs
 	}
 	if method == http.MethodHead || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified {
 		return resp, nil // no body: the headers were all there was to scrub
 	}
-	coding, err := contentEncoding(resp.Header)
-	if err != nil {
-		return nil, err
-	}
-	if coding == "" && resp.ContentLength >= 0 && resp.ContentLength <= smallBody {
-		// Small identity bodies are scrubbed whole and keep a length.
-		b, err := io.ReadAll(io.LimitReader(resp.Body, smallBody+1))
+	coding := strings.Join(resp.Header.Values("Content-Encoding"), ",")
+	if resp.ContentLength >= 0 && resp.ContentLength <= smallBody {
+		raw, err := io.ReadAll(io.LimitReader(resp.Body, smallBody+1))
 		resp.Body.Close()
-		if err != nil || int64(len(b)) != resp.ContentLength {
+		if err != nil || int64(len(raw)) != resp.ContentLength {
 			return nil, agentvault.Wrap(agentvault.CodeUpstream, err, "the site's response was cut short")
 		}
-		out, _, _ := scrub.apply(b, func(p *pair) ([]byte, error) { count(p); return p.to, nil })
+		plain, err := rewrite.Decode(coding, raw, s.cfg.MaxBodyBytes)
+		if err != nil {
+			return nil, err
+		}
+		out, n := sc.body(resp.Header.Get("Content-Type"), plain, s.cfg.MaxBodyBytes, hit)
+		if n == 0 {
+			resp.Body = nopBody(raw)
+			return resp, nil
+		}
 		resp.Body = nopBody(out)
+		resp.Header.Del("Content-Encoding")
 		resp.ContentLength = int64(len(out))
 		resp.Header.Set("Content-Length", strconv.Itoa(len(out)))
 		return resp, nil
 	}
-	dec, err := decoder(coding, resp.Body)
+	dec, err := rewrite.NewDecoder(coding, resp.Body, s.cfg.MaxBodyBytes)
 	if err != nil {
 		return nil, err
 	}
-	resp.Body = &readCloser{Reader: scrub.reader(dec, count), closers: []io.Closer{dec, resp.Body}}
+	scrubbed := sc.reader(dec, hit)
+	resp.Body = &readCloser{Reader: scrubbed, closers: []io.Closer{scrubbed, dec, resp.Body}}
 	resp.Header.Del("Content-Encoding")
 	resp.Header.Del("Content-Length")
 	resp.ContentLength = -1

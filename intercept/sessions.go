@@ -92,7 +92,7 @@ type Session struct {
 	live     map[string]vault.Secret // item id + field → value the owner typed
 	version  int                     // bumps when bindings or released change
 	reqMatch *requestMatch
-	scrub    *replacer
+	scrub    *scrubber
 	cacheVer int
 	report   control.Report
 }
@@ -567,7 +567,7 @@ type requestMatch struct {
 
 // matchers returns the session's request matcher and response scrubber,
 // rebuilt only when the bindings changed.
-func (s *Session) matchers() (*requestMatch, *replacer) {
+func (s *Session) matchers() (*requestMatch, *scrubber) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.reqMatch != nil && s.cacheVer == s.version {
@@ -595,10 +595,6 @@ func (s *Session) matchers() (*requestMatch, *replacer) {
 		}
 	}
 	rm.m, rm.long = tokens.NewMatcher(pats), tokens.NewMatcher(long)
-	var sp []pair
-	for _, r := range s.released {
-		sp = append(sp, variantPairs(string(r.real.InsecureRawBytes()), r.standIn, r.kind, nil)...)
-	}
-	s.reqMatch, s.scrub, s.cacheVer = rm, newReplacer(sp), s.version
+	s.reqMatch, s.scrub, s.cacheVer = rm, newScrubber(s.released), s.version
 	return s.reqMatch, s.scrub
 }

@@ -29,31 +29,18 @@ func headerHasToken(h http.Header, name, token string) bool {
 	return false
 }
 
-// replacerFunc adapts a replacement pass to rewrite.Replacer.
-type replacerFunc func(src []byte) ([]byte, int, error)
-
-func (f replacerFunc) ReplaceField(dst, src []byte) ([]byte, int, error) {
-	out, n, err := f(src)
-	return append(dst, out...), n, err
-}
-
-func (f replacerFunc) ReplaceText(dst, src []byte) ([]byte, int, error) {
-	out, n, err := f(src)
-	return append(dst, out...), n, err
-}
-
-var _ rewrite.Replacer = replacerFunc(nil)
-
 // relayWebSocket runs an upgraded connection: client text messages are
 // substituted (a message with an unauthorized token ends the connection),
 // server text messages are scrubbed (P10), binary frames pass untouched.
 func (s *Server) relayWebSocket(t *tunnel, sb *substitution, clientR *bufio.Reader, client net.Conn, upstream io.ReadWriteCloser) {
 	defer sb.wipe()
-	rm, scrub := t.sess.matchers()
+	rm, sc := t.sess.matchers()
 	up := rewrite.NewFrameRewriter(sb.replacer(rm), true, int(s.cfg.MaxBodyBytes))
-	down := rewrite.NewFrameRewriter(replacerFunc(func(src []byte) ([]byte, int, error) {
-		return scrub.apply(src, func(p *pair) ([]byte, error) { s.metrics.scrub(p.kind); return p.to, nil })
-	}), false, int(s.cfg.MaxBodyBytes))
+	var scrub rewrite.Replacer = passThrough{}
+	if sc != nil {
+		scrub = sc.replacer(s.metrics.scrub)
+	}
+	down := rewrite.NewFrameRewriter(scrub, false, int(s.cfg.MaxBodyBytes))
 	var once sync.Once
 	closeBoth := func() { once.Do(func() { _ = upstream.Close(); _ = client.Close() }) }
 	done := make(chan struct{})
@@ -69,4 +56,14 @@ func (s *Server) relayWebSocket(t *tunnel, sb *substitution, clientR *bufio.Read
 	}
 	closeBoth()
 	<-done
+}
+
+// passThrough is the scrubber of a session that released no real value.
+type passThrough struct{}
+
+func (passThrough) ReplaceField(dst, src []byte) ([]byte, int, error) {
+	return append(dst, src...), 0, nil
+}
+func (passThrough) ReplaceText(dst, src []byte) ([]byte, int, error) {
+	return append(dst, src...), 0, nil
 }

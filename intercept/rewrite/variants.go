@@ -21,10 +21,13 @@ import (
 //   - base64 of the value alone: standard and URL alphabets, padded and not;
 //   - HTML: special characters as named, decimal and hex entities, and every
 //     character as a decimal or hex numeric reference;
-//   - for a card number (13 to 19 digits): the usual print groups (4-4-4-4,
-//     Amex 4-6-5, 4-6-4 for 14 digits, else fours) joined by a space, a dash,
-//     and a space URL-encoded ("+", "%20") or non-breaking (&nbsp;, &#160;,
-//     \u00a0).
+//   - JSON with every ASCII byte but letters as \u00XX (digits and symbols
+//     escaped, words readable);
+//   - upper-cased;
+//   - for a card number (13 to 19 digits): the usual print groups (fours,
+//     4-6-5 for 15 digits, 4-6-4 for 14) joined by a space, a dash, a space
+//     URL-encoded ("+", "%20") or a non-breaking space (&nbsp;, &#160;,
+//     \u00a0 escaped, or the UTF-8 character itself).
 //
 // The returned slices are fresh; the caller owns them and should wipe them
 // when the session ends.
@@ -55,6 +58,7 @@ func ScrubVariants(real, standIn []byte) [][2][]byte {
 	each(func(b []byte) []byte { return bytes.ReplaceAll(jsonEscape(b, true), []byte("/"), []byte(`\/`)) })
 	each(func(b []byte) []byte { return allUnicodeEscapes(b, "%04x") })
 	each(func(b []byte) []byte { return allUnicodeEscapes(b, "%04X") })
+	each(func(b []byte) []byte { return nonLetterEscapes(b) })
 
 	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
 		each(func(b []byte) []byte { return []byte(enc.EncodeToString(b)) })
@@ -66,12 +70,33 @@ func ScrubVariants(real, standIn []byte) [][2][]byte {
 	each(func(b []byte) []byte { return allNumericRefs(b, "&#%d;") })
 	each(func(b []byte) []byte { return allNumericRefs(b, "&#x%x;") })
 
-	if groups := cardGroups(real); groups != nil && len(standIn) == len(real) && allDigits(standIn) {
-		for _, sep := range []string{" ", "-", "+", "%20", "&nbsp;", "&#160;", `\u00a0`} {
-			add(groupDigits(real, groups, sep), groupDigits(standIn, groups, sep))
+	// A page may print the value upper-cased (a CSS-less template, a
+	// hex-like code); for digits this is the raw form again and is skipped.
+	add(bytes.ToUpper(real), bytes.ToUpper(standIn))
+
+	if len(standIn) == len(real) && allDigits(standIn) {
+		for _, groups := range cardGroups(real) {
+			for _, sep := range []string{" ", "-", "+", "%20", "&nbsp;", "&#160;", `\u00a0`, "\u00a0"} {
+				add(groupDigits(real, groups, sep), groupDigits(standIn, groups, sep))
+			}
 		}
 	}
 	return out
+}
+
+// nonLetterEscapes writes every ASCII byte other than a letter as a JSON
+// \u00XX escape, the way some clients and templates escape digits and
+// symbols while leaving words readable.
+func nonLetterEscapes(b []byte) []byte {
+	var sb strings.Builder
+	for _, r := range string(b) {
+		if r < 0x80 && !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z') {
+			fmt.Fprintf(&sb, `\u%04x`, r)
+			continue
+		}
+		sb.WriteRune(r)
+	}
+	return []byte(sb.String())
 }
 
 func jsonEscape(b []byte, htmlSafe bool) []byte {
@@ -153,23 +178,24 @@ func allDigits(b []byte) bool {
 	return len(b) > 0
 }
 
-// cardGroups returns the print grouping of a card number, or nil when b is
-// not one.
-func cardGroups(b []byte) []int {
+// cardGroups returns the print groupings of a card number, or nil when b is
+// not one: the brand's own (Amex 4-6-5, Diners 4-6-4) first, then plain
+// fours, and 4-6-5 for any 15-digit number, since pages differ.
+func cardGroups(b []byte) [][]int {
 	if !allDigits(b) || len(b) < 13 || len(b) > 19 {
 		return nil
 	}
-	switch {
-	case len(b) == 15 && b[0] == '3' && (b[1] == '4' || b[1] == '7'):
-		return []int{4, 6, 5}
-	case len(b) == 14:
-		return []int{4, 6, 4}
-	}
-	var g []int
+	var fours []int
 	for n := len(b); n > 0; n -= 4 {
-		g = append(g, min(4, n))
+		fours = append(fours, min(4, n))
 	}
-	return g
+	switch len(b) {
+	case 15:
+		return [][]int{{4, 6, 5}, fours}
+	case 14:
+		return [][]int{{4, 6, 4}, fours}
+	}
+	return [][]int{fours}
 }
 
 func groupDigits(b []byte, groups []int, sep string) []byte {

@@ -26,7 +26,7 @@ var decoders = map[string]func(string) (string, bool){
 	"b64rawurl": decodeB64(base64.RawURLEncoding),
 	"html":      func(s string) (string, bool) { return html.UnescapeString(s), true },
 	"card": func(s string) (string, bool) {
-		return strings.NewReplacer(" ", "", "-", "", "+", "", "%20", "", "&nbsp;", "", "&#160;", "", `\u00a0`, "").Replace(s), true
+		return strings.NewReplacer(" ", "", "-", "", "+", "", "%20", "", "&nbsp;", "", "&#160;", "", `\u00a0`, "", "\u00a0", "").Replace(s), true
 	},
 }
 
@@ -47,12 +47,14 @@ func TestP10_ScrubVariants(t *testing.T) {
 			`p@ss/w\u003crd\u003e\u0026\"x'y`, `p@ss/w<rd>&\"x'y`, `p@ss\/w\u003crd\u003e\u0026\"x'y`,
 			base64.StdEncoding.EncodeToString([]byte(realPW)), base64.RawURLEncoding.EncodeToString([]byte(realPW)),
 			html.EscapeString(realPW), "p@ss/w&lt;rd&gt;&amp;&quot;x&apos;y", "p@ss/w&#60;rd&#62;&#38;&#34;x&#39;y",
-			"&#112;&#64;", `\u0070\u0040`,
+			"&#112;&#64;", `\u0070\u0040`, `p\u0040ss\u002fw\u003crd`, "P@SS/W<RD>",
 		}},
 		{"visa", realNumber, "4111119999991111", []string{
 			"4111 1111 1111 1111", "4111-1111-1111-1111", "4111+1111+1111+1111", "4111%201111", "4111&nbsp;1111", `4111\u00a01111`, "&#52;&#49;&#49;&#49;", `\u0034\u0031`, "NDExMTExMTExMTExMTExMQ==",
+			"4111\u00a01111", `\u0034\u0031\u0031`,
 		}},
-		{"amex", "378282246310005", "378282999990005", []string{"3782 822463 10005", "3782-822463-10005"}},
+		{"amex", "378282246310005", "378282999990005", []string{"3782 822463 10005", "3782-822463-10005", "3782 8224 6310 005"}},
+		{"diners", "30569309025904", "30569399995904", []string{"3056 930902 5904", "3056 9309 0259 04"}},
 		{"cvv", realCVV, standInCVV, []string{"&#55;&#51;&#55;", "NzM3"}},
 	}
 	for _, tc := range cases {
@@ -76,6 +78,10 @@ func TestP10_ScrubVariants(t *testing.T) {
 						ok = true
 						break
 					}
+				}
+				// Upper-casing cannot be undone: check it forwards.
+				if string(v[0]) == strings.ToUpper(tc.real) && string(v[1]) == strings.ToUpper(tc.standIn) {
+					ok = true
 				}
 				if !ok {
 					t.Fatalf("pair %s -> %s is not one encoding of real and stand-in", show(v[0]), show(v[1]))
