@@ -37,9 +37,11 @@ deps: system-deps driver
 build:
 	$(GO) build -o bin/ ./cmd/...
 
-# Start the appliance on its embedded defaults (data under $(DATA)).
+# Start the appliance on its embedded defaults (data under $(DATA)): proxyd in
+# the background, mcpd serving MCP over HTTP on 127.0.0.1:7704 in the
+# foreground; Ctrl-C stops both (scripts/run.sh).
 run: deps build
-	./bin/proxyd run --data $(DATA)
+	DATA=$(DATA) BIN=./bin ./scripts/run.sh
 
 vet:
 	$(GO) vet ./...

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,6 +31,9 @@ type Main struct {
 	ChromiumPath     string
 	DriverDir        string
 	LogLevel         string
+	// HTTPAddr, when set, serves MCP over streamable HTTP on this loopback
+	// address instead of stdio (--http; `make run` uses it).
+	HTTPAddr string
 
 	// Stderr receives the logs; stdout is the MCP stream and never sees a
 	// log line. Defaults to os.Stderr.
@@ -60,7 +66,62 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.ChromiumPath, "chromium", envOr("CHROMIUM_PATH", "/usr/bin/chromium"), "Chromium binary")
 	fs.StringVar(&m.DriverDir, "driver-dir", envOr("PLAYWRIGHT_DRIVER_PATH", m.DriverDir), "playwright-core driver directory (holds package/cli.js)")
 	fs.StringVar(&m.LogLevel, "log-level", m.LogLevel, "debug, info, warn or error (logs go to stderr)")
-	return fs.Parse(args)
+	fs.Var(&httpFlag{&m.HTTPAddr}, "http", "serve MCP over streamable HTTP instead of stdio; --http alone listens on "+DefaultHTTPAddr+", --http=127.0.0.1:PORT elsewhere (loopback only)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if m.HTTPAddr != "" {
+		if err := checkLoopback(m.HTTPAddr); err != nil {
+			fmt.Fprintln(m.Stderr, "mcpd:", agentvault.ErrorMessage(err))
+			return err
+		}
+	}
+	return nil
+}
+
+// DefaultHTTPAddr is where --http listens when given no address.
+const DefaultHTTPAddr = "127.0.0.1:7704"
+
+// httpFlag is --http: a boolean flag that may also carry an address.
+type httpFlag struct{ addr *string }
+
+func (f *httpFlag) String() string {
+	if f.addr == nil {
+		return ""
+	}
+	return *f.addr
+}
+
+func (f *httpFlag) Set(v string) error {
+	switch v {
+	case "true":
+		*f.addr = DefaultHTTPAddr
+	case "false", "":
+		*f.addr = ""
+	default:
+		*f.addr = v
+	}
+	return nil
+}
+
+func (f *httpFlag) IsBoolFlag() bool { return true }
+
+// checkLoopback refuses an MCP listener anyone but this machine could
+// reach: the MCP endpoint drives a browser that fills the owner's cards and
+// has no authentication of its own.
+func checkLoopback(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "--http wants host:port, e.g. %s", DefaultHTTPAddr)
+	}
+	if host == "localhost" {
+		return nil
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil || !ip.IsLoopback() {
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "--http listens on loopback only (127.0.0.1 or ::1)")
+	}
+	return nil
 }
 
 func envOr(k, def string) string {
@@ -120,9 +181,56 @@ func (m *Main) Open() error {
 	return nil
 }
 
-// Run opens the server if needed and serves MCP on stdin/stdout.
+// Run opens the server if needed and serves MCP on stdin/stdout, or on
+// streamable HTTP when HTTPAddr is set.
 func (m *Main) Run(ctx context.Context) error {
+	if m.HTTPAddr != "" {
+		if err := checkLoopback(m.HTTPAddr); err != nil {
+			return err
+		}
+		ln, err := net.Listen("tcp", m.HTTPAddr)
+		if err != nil {
+			return agentvault.Wrap(agentvault.CodeInternal, err, "cannot listen on %s", m.HTTPAddr)
+		}
+		return m.ServeHTTP(ctx, ln)
+	}
 	return m.RunTransport(ctx, &mcp.StdioTransport{})
+}
+
+// ServeHTTP opens the server if needed and serves MCP over streamable HTTP
+// at /mcp on ln (and / for clients that post to the root), with /healthz,
+// until ctx ends.
+func (m *Main) ServeHTTP(ctx context.Context, ln net.Listener) error {
+	if m.server == nil {
+		if err := m.Open(); err != nil {
+			ln.Close()
+			return err
+		}
+	}
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m.server.MCP() }, nil)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "ok\n")
+	})
+	mux.Handle("/mcp", h)
+	mux.Handle("/", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	m.server.log.Info("mcpd serving MCP over HTTP", "url", "http://"+ln.Addr().String()+"/mcp")
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	// A tool call waiting on the owner holds its stream open: end those
+	// waits first so that the shutdown does not sit on them.
+	m.server.stop()
+	sctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(sctx)
+	return nil
 }
 
 // RunTransport serves MCP on t (an in-memory or command transport in

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -90,4 +91,76 @@ func TestMcpdRefusesMissingControlToken(t *testing.T) {
 	if err := m.Open(); err == nil || !strings.Contains(err.Error(), "control token") {
 		t.Fatalf("Open: %v", err)
 	}
+}
+
+// TestMcpdServesStreamableHTTP: --http serves the same tools over
+// streamable HTTP on loopback (what `make run` starts), with /healthz, and
+// stops when its context ends. Non-loopback addresses are refused.
+func TestMcpdServesStreamableHTTP(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+		ok   bool
+	}{
+		{[]string{"--http"}, "127.0.0.1:7704", true},
+		{[]string{"--http=127.0.0.1:7800"}, "127.0.0.1:7800", true},
+		{[]string{"--http=[::1]:7800"}, "[::1]:7800", true},
+		{[]string{}, "", true},
+		{[]string{"--http=0.0.0.0:7704"}, "", false},
+		{[]string{"--http=192.168.1.2:7704"}, "", false},
+	} {
+		m := newMainForTest("unused")
+		err := m.ParseFlags(c.args)
+		if (err == nil) != c.ok || (c.ok && m.HTTPAddr != c.want) {
+			t.Errorf("%v: addr %q err %v", c.args, m.HTTPAddr, err)
+		}
+	}
+
+	dir := t.TempDir()
+	const token = "ctl-token-http"
+	ctlSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+token || r.URL.Path != control.CatalogPath {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write([]byte(`{"identity":null,"addresses":[],"cards":[],"logins":[]}`))
+	}))
+	defer ctlSrv.Close()
+	tokFile := filepath.Join(dir, "control-token")
+	os.WriteFile(tokFile, []byte(token), 0o600)
+	t.Setenv("AGENTVAULT_API_KEY", "avk_http_test")
+	m := newMainForTest(tokFile)
+	m.ControlURL = ctlSrv.URL
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.ServeHTTP(ctx, ln) }()
+	base := "http://" + ln.Addr().String()
+
+	resp, err := http.Get(base + "/healthz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("healthz: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "http-test", Version: "0"}, nil).Connect(ctx, &mcp.StreamableClientTransport{Endpoint: base + "/mcp"}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	tools, err := cs.ListTools(ctx, nil)
+	if err != nil || len(tools.Tools) < 17 {
+		t.Fatalf("tools/list: %v", err)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "get_token_catalog", Arguments: map[string]any{}})
+	if err != nil || res.IsError || !strings.HasPrefix(res.Content[0].(*mcp.TextContent).Text, `{"status":"ok"`) {
+		t.Fatalf("get_token_catalog over HTTP: %v %+v", err, res)
+	}
+	cs.Close()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("ServeHTTP: %v", err)
+	}
+	m.Close()
 }
