@@ -4,13 +4,16 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/tokens"
 )
 
@@ -47,6 +50,10 @@ func NewControlHandler(cfg ControlConfig) http.Handler {
 		if err != nil {
 			log.LogAttrs(r.Context(), slog.LevelWarn, "control request refused",
 				slog.String("path", r.Pattern), slog.String("code", string(agentvault.ErrorCode(err))), slog.String("reason", agentvault.ErrorMessage(err)))
+			var rl *policy.RateLimitError
+			if errors.As(err, &rl) {
+				w.Header().Set("Retry-After", strconv.Itoa(int((rl.RetryAfter+time.Second-1)/time.Second)))
+			}
 			writeError(w, err)
 			return
 		}

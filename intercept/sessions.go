@@ -11,9 +11,11 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/tokens"
 	"github.com/agentvault/agentvault/vault"
 	"golang.org/x/net/publicsuffix"
@@ -36,6 +38,31 @@ type Vault interface {
 	List(ctx context.Context, org string) ([]vault.Item, error)
 	GetByLabel(ctx context.Context, org string, kind vault.Kind, label string) (vault.Item, error)
 	Release(ctx context.Context, a ReleaseArgs) (vault.Secret, error)
+}
+
+// UseAuditor is the vault's audit path for a value it does not store (a
+// live CVV the owner typed): vault.Vault.AuditUse. A Vault without it
+// cannot use such values: they are refused (P12).
+type UseAuditor interface {
+	AuditUse(ctx context.Context, a ReleaseArgs, value vault.Secret) error
+}
+
+// auditUse records the use of a value kept in the session's memory before
+// it is typed or sent, and fails closed when it cannot.
+func (ss *Sessions) auditUse(ctx context.Context, s *Session, item vault.Item, f vault.Field, host, purpose string, v vault.Secret) error {
+	au, ok := ss.Vault.(UseAuditor)
+	if !ok {
+		return agentvault.Errorf(agentvault.CodeAuditUnavailable, "this vault cannot audit a value it does not store")
+	}
+	err := au.AuditUse(ctx, ReleaseArgs{Org: s.Key.Org, ItemID: item.ID, Field: f, Destination: host,
+		Session: s.ID, Actor: s.Key.ID, Purpose: purpose}, v)
+	if err != nil {
+		if c := agentvault.ErrorCode(err); c != agentvault.CodeAuditUnavailable {
+			return agentvault.Wrap(agentvault.CodeAuditUnavailable, err, "the use could not be audited")
+		}
+		return err
+	}
+	return nil
 }
 
 // APIKey is an agent credential: which org's items it may use, and the
@@ -68,6 +95,10 @@ type binding struct {
 	field   vault.Field
 	hosts   []string // normalised hosts authorized for this binding
 	live    bool     // the value is in the session's memory (a live CVV), not the vault
+	// total is the checkout total the last authorize of a card number was
+	// decided for (nil when the page showed none); an amount on the wire
+	// next to the number may not exceed it (wire_amount.go).
+	total *policy.Amount
 }
 
 // released is a real value released in the session, scrubbed from every
@@ -95,6 +126,12 @@ type Session struct {
 	scrub    *scrubber
 	cacheVer int
 	report   control.Report
+	// counted names refusals already in DeniedCount that can be reported
+	// more than once (an approval the owner denied, seen by each wait).
+	counted map[string]bool
+	// lastRateLimited is when a rate_limited refusal was last counted in
+	// the report: a burst counts once a minute.
+	lastRateLimited time.Time
 }
 
 // DecideArgs is what an authorization decision sees.
@@ -118,6 +155,14 @@ type Sessions struct {
 	Vault     Vault
 	LookupKey KeyLookup
 	Decide    Decider
+	// Limiter, when set, bounds authorize calls per API key (rate_limited
+	// with a retry time).
+	Limiter *policy.RateLimiter
+	// WireAmount configures the amount check on requests that carry a card
+	// number (wire_amount.go). The zero value checks the common field names.
+	WireAmount WireAmountConfig
+	// Now is the clock for report counting; nil means time.Now.
+	Now func() time.Time
 
 	mu   sync.RWMutex
 	byID map[string]*Session
@@ -294,6 +339,30 @@ func (s *Session) denied() {
 	s.mu.Unlock()
 }
 
+// deniedAuthorize counts a refused authorize in the report: a call parked
+// for the owner (approval_pending) is not a refusal, and a burst of
+// rate_limited refusals counts once a minute, not once each.
+func (ss *Sessions) deniedAuthorize(s *Session, err error) {
+	switch agentvault.ErrorCode(err) {
+	case agentvault.CodeApprovalPending:
+		return
+	case agentvault.CodeRateLimited:
+		now := time.Now()
+		if ss.Now != nil {
+			now = ss.Now()
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !s.lastRateLimited.IsZero() && now.Sub(s.lastRateLimited) < time.Minute {
+			return
+		}
+		s.lastRateLimited = now
+		s.report.DeniedCount++
+		return
+	}
+	s.denied()
+}
+
 func (s *Session) addKinds(kinds ...string) {
 	for _, k := range kinds {
 		if !slices.Contains(s.report.FilledFieldKinds, k) {
@@ -316,7 +385,7 @@ func (s *Session) Event(ev control.EventRequest) error {
 	case control.EventFill:
 		for _, k := range ev.Kinds {
 			switch vault.Kind(k) {
-			case vault.KindCard, vault.KindLogin, vault.KindIdentity, vault.KindAddress:
+			case vault.KindCard, vault.KindLogin, vault.KindIdentity, vault.KindAddress, vault.Kind(vault.FieldCVV):
 			default:
 				return agentvault.Errorf(agentvault.CodeInvalidInput, "unknown field kind")
 			}
@@ -417,11 +486,43 @@ func hostUnder(host, site string) bool {
 // Authorize binds a token to the destination of the page (or frame) about
 // to be filled, releasing the value once (audited) to build its stand-in.
 func (ss *Sessions) Authorize(ctx context.Context, s *Session, req control.AuthorizeRequest) (control.AuthorizeResponse, error) {
-	resp, err := ss.authorize(ctx, s, req)
+	var resp control.AuthorizeResponse
+	err := ss.allow(s)
+	if err == nil {
+		resp, err = ss.authorize(ctx, s, req)
+	}
 	if err != nil {
-		s.denied()
+		ss.deniedAuthorize(s, err)
 	}
 	return resp, err
+}
+
+// DeniedOnce counts a refusal decided outside authorize (the owner denied
+// or let expire the approval a fill waited on) in the session's report,
+// once per key however often it is reported. An unknown session is ignored.
+func (ss *Sessions) DeniedOnce(sessionID, key string) {
+	s, err := ss.Get(sessionID)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.counted[key] {
+		return
+	}
+	if s.counted == nil {
+		s.counted = map[string]bool{}
+	}
+	s.counted[key] = true
+	s.report.DeniedCount++
+}
+
+// allow spends one of the key's authorize calls (Limiter).
+func (ss *Sessions) allow(s *Session) error {
+	if ss.Limiter == nil {
+		return nil
+	}
+	return ss.Limiter.Allow(s.Key.ID)
 }
 
 func (ss *Sessions) authorize(ctx context.Context, s *Session, req control.AuthorizeRequest) (control.AuthorizeResponse, error) {
@@ -476,6 +577,14 @@ func (ss *Sessions) authorize(ctx context.Context, s *Session, req control.Autho
 	if !ScopeAdmits(item, dest.Host) {
 		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeScopeDenied, "this item may not be used on this site")
 	}
+	var total *policy.Amount
+	if req.OrderTotal != nil && item.Kind == vault.KindCard && tok.field == vault.FieldNumber {
+		t, err := policy.ParseDecimal(req.OrderTotal.Amount, req.OrderTotal.Currency)
+		if err != nil {
+			return control.AuthorizeResponse{}, err
+		}
+		total = &t
+	}
 	if ss.Decide != nil {
 		if err := ss.Decide(ctx, DecideArgs{Session: s.ID, Token: req.Token, Key: s.Key, Item: item, Field: tok.field, Destination: dest.Host, Total: req.OrderTotal}); err != nil {
 			return control.AuthorizeResponse{}, err
@@ -494,6 +603,9 @@ func (ss *Sessions) authorize(ctx context.Context, s *Session, req control.Autho
 			existing.hosts = append(existing.hosts, dest.Host)
 			s.version++
 		}
+		if tok.field == vault.FieldNumber {
+			existing.total = total
+		}
 		standIn := existing.standIn
 		s.mu.Unlock()
 		if standIn != "" {
@@ -504,6 +616,10 @@ func (ss *Sessions) authorize(ctx context.Context, s *Session, req control.Autho
 	switch {
 	case hasLive:
 		real = vault.NewSecret(live.InsecureRawBytes())
+		if err := ss.auditUse(ctx, s, item, tok.field, dest.Host, PurposeAuthorize, real); err != nil {
+			real.Wipe()
+			return control.AuthorizeResponse{}, err
+		}
 	case liveCVV:
 		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeCVVEntryRequired, "the owner has not typed this card's security code yet")
 	default:
@@ -530,6 +646,9 @@ func (ss *Sessions) authorize(ctx context.Context, s *Session, req control.Autho
 	if !slices.Contains(b.hosts, dest.Host) {
 		b.hosts = append(b.hosts, dest.Host)
 	}
+	if tok.field == vault.FieldNumber {
+		b.total = total
+	}
 	if tok.field.IsSecret() {
 		if b.standIn == "" {
 			si, err := uniqueStandIn(tok.field, real, func(c string) bool { return s.bindings[c] != nil })
@@ -549,6 +668,11 @@ func (ss *Sessions) authorize(ctx context.Context, s *Session, req control.Autho
 		real.Wipe()
 	}
 	s.addKinds(string(item.Kind))
+	if item.Kind == vault.KindCard && tok.field == vault.FieldCVV {
+		// The report names a released security code on its own (seed 004:
+		// ["identity","address","card","cvv"]).
+		s.addKinds(string(vault.FieldCVV))
+	}
 	s.version++
 	return out, nil
 }

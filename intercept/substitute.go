@@ -131,6 +131,10 @@ func (s *Server) substituteRequest(ctx context.Context, sess *Session, dest Dest
 	if err := s.hiddenValues(rm, req, out); err != nil {
 		return nil, sb, err
 	}
+	// Live-value audit and wire amount check (wire_amount.go).
+	if err := s.checkSubstituted(sb, req, body); err != nil {
+		return nil, sb, err
+	}
 	return out, sb, nil
 }
 

@@ -1,0 +1,227 @@
+package intercept_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/intercept"
+	"github.com/agentvault/agentvault/policy"
+	"github.com/agentvault/agentvault/vault"
+)
+
+// AuditUse records the use of a value the vault does not hold (a live CVV),
+// with the same fail-closed switch as Release.
+func (v *memVault) AuditUse(ctx context.Context, a intercept.ReleaseArgs, value vault.Secret) error {
+	if v.failAudit.Load() {
+		return agentvault.Errorf(agentvault.CodeAuditUnavailable, "audit log unavailable")
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	a.Purpose = "use:" + a.Purpose
+	v.audit = append(v.audit, a)
+	return nil
+}
+
+// TestP18_WireAmountAboveApprovedTotalRefused: the request that carries the
+// card number also carries the amount the site will charge; more than the
+// total the number was authorized for is refused before anything goes
+// upstream, in every body shape and unit convention.
+func TestP18_WireAmountAboveApprovedTotalRefused(t *testing.T) {
+	e := startProxy(t, nil)
+	up := startUpstream(t, e.upCA, nil)
+	const number = "4242424242424242"
+	e.addCard("1", number, "737")
+	s, pw := e.session()
+	page := hostURL(up, "shop.test", "/pay")
+	a, err := e.sessions.Authorize(context.Background(), s, control.AuthorizeRequest{Token: tok("card", "1", "number"), PageURL: page,
+		OrderTotal: &control.OrderTotal{Amount: "12.34", Currency: "EUR"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	si := a.Value
+	form := "application/x-www-form-urlencoded"
+	cases := []struct {
+		name, ctype, body string
+		want              agentvault.Code // "" forwarded
+	}{
+		{"stripe minor units equal", form, "amount=1234&currency=eur&card[number]=" + si, ""},
+		{"stripe minor units grown", form, "amount=1235&currency=eur&card[number]=" + si, agentvault.CodeAmountMismatch},
+		{"decimal total equal", "application/json", `{"card":"` + si + `","order":{"total":"12.34","currency":"EUR"}}`, ""},
+		{"decimal total grown", "application/json", `{"card":"` + si + `","order":{"grand_total":12.35}}`, agentvault.CodeAmountMismatch},
+		{"camelCase total grown", "application/json", `{"card":"` + si + `","orderTotal":"13"}`, agentvault.CodeAmountMismatch},
+		{"whole units total", form, "total=12&cc=" + si, ""},
+		{"whole units total grown", form, "total=13&cc=" + si, agentvault.CodeAmountMismatch},
+		{"price without currency ignored", "application/json", `{"card":"` + si + `","items":[{"price":99}]}`, ""},
+		{"price with currency grown", "application/json", `{"card":"` + si + `","items":[{"price":"99.00","currency":"EUR"}]}`, agentvault.CodeAmountMismatch},
+		{"formatted amount grown", form, "total=" + "%E2%82%AC1.234%2C56" + "&currency=EUR&cc=" + si, agentvault.CodeAmountMismatch},
+		{"other currency unconvertible", form, "total=10.00&currency=USD&cc=" + si, agentvault.CodeAmountUnconvertible},
+		{"garbled digits refused", form, "total=12..3&cc=" + si, agentvault.CodeAmountUnknown},
+		{"negative discount line ignored", "application/json", `{"card":"` + si + `","discount":{"amount":-500}}`, ""},
+		{"no amount", form, "cc=" + si, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := up.count()
+			resp, err := e.client(s, pw, false).Post(page, c.ctype, strings.NewReader(c.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if got := agentvault.Code(codeOf(resp)); got != c.want {
+				t.Fatalf("code %q (status %d), want %q", got, resp.StatusCode, c.want)
+			}
+			reached := up.count() > before
+			if reached != (c.want == "") {
+				t.Fatalf("upstream reached: %v", reached)
+			}
+			if reached && !strings.Contains(string(up.last().Body), number) {
+				t.Fatal("forwarded without the real number")
+			}
+		})
+	}
+	// A request without the card number is not checked: the amount alone
+	// is not a charge the proxy releases anything for.
+	resp, err := e.client(s, pw, false).Post(page, form, strings.NewReader("amount=999999&currency=eur"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if codeOf(resp) != "" {
+		t.Fatalf("amount without a card refused: %s", codeOf(resp))
+	}
+	if s.Report().DeniedCount != 8 {
+		t.Fatalf("deniedCount %d, want 8", s.Report().DeniedCount)
+	}
+	if strings.Contains(e.logs.String(), number) {
+		t.Fatal("the number is in the logs")
+	}
+}
+
+// TestP18_WireAmountConfiguredFields: names added by config, minor units
+// included, are read like the common ones.
+func TestP18_WireAmountConfiguredFields(t *testing.T) {
+	e := startProxy(t, nil)
+	e.sessions.WireAmount = intercept.WireAmountConfig{DecimalFields: []string{"checkout_sum"}, MinorUnitFields: []string{"cents"}}
+	up := startUpstream(t, e.upCA, nil)
+	e.addCard("1", "4242424242424242", "737")
+	s, pw := e.session()
+	page := hostURL(up, "shop.test", "/pay")
+	a, err := e.sessions.Authorize(context.Background(), s, control.AuthorizeRequest{Token: tok("card", "1", "number"), PageURL: page,
+		OrderTotal: &control.OrderTotal{Amount: "20", Currency: "USD"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for body, want := range map[string]string{
+		"checkout_sum=20.00&cc=" + a.Value: "",
+		"checkout_sum=20.01&cc=" + a.Value: "amount_mismatch",
+		"cents=2000&cc=" + a.Value:         "",
+		"cents=2001&cc=" + a.Value:         "amount_mismatch",
+	} {
+		resp, err := e.client(s, pw, false).Post(page, "application/x-www-form-urlencoded", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if codeOf(resp) != want {
+			t.Errorf("%d-byte body: code %q, want %q", len(body), codeOf(resp), want)
+		}
+	}
+}
+
+// TestLiveCVVUseIsAudited: a code the owner typed is audited when it is
+// bound and each time it goes on the wire; without the audit it is not sent
+// (P12).
+func TestLiveCVVUseIsAudited(t *testing.T) {
+	e := startProxy(t, nil)
+	up := startUpstream(t, e.upCA, nil)
+	e.vault.add(vault.Item{Kind: vault.KindCard, Label: "1", Card: &vault.CardMeta{AnySite: true}},
+		map[vault.Field]string{vault.FieldNumber: "4242424242424242"})
+	e.sessions.Decide = func(context.Context, intercept.DecideArgs) error { return nil }
+	s, pw := e.session()
+	page := hostURL(up, "shop.test", "/pay")
+	if err := e.sessions.SetLiveValue(s.ID, e.vault.items[0].ID, vault.FieldCVV, vault.NewSecret([]byte("5813"))); err != nil {
+		t.Fatal(err)
+	}
+	a, err := e.authorize(s, tok("card", "1", "cvv"), page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.vault.audits("use:authorize") != 1 {
+		t.Fatal("binding the typed code was not audited")
+	}
+	post := func() string {
+		resp, err := e.client(s, pw, false).Post(page, "application/x-www-form-urlencoded", strings.NewReader("cvc="+a.Value))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return codeOf(resp)
+	}
+	if c := post(); c != "" || string(up.last().Body) != "cvc=5813" {
+		t.Fatalf("live code not substituted: %q", c)
+	}
+	if e.vault.audits("use:substitute") != 1 {
+		t.Fatal("the use on the wire was not audited")
+	}
+	e.vault.failAudit.Store(true)
+	n := up.count()
+	if c := post(); c != string(agentvault.CodeAuditUnavailable) || up.count() != n {
+		t.Fatalf("unaudited use: code %q, upstream reached %v", c, up.count() != n)
+	}
+	if k := s.Report().FilledFieldKinds; strings.Join(k, ",") != "card,cvv" {
+		t.Fatalf("filledFieldKinds %v", k)
+	}
+}
+
+// TestReportCountsRefusals: refused authorizes count in deniedCount, a call
+// parked for the owner does not, a burst of rate_limited refusals counts
+// once a minute, and an approval the owner denied counts once.
+func TestReportCountsRefusals(t *testing.T) {
+	e := startProxy(t, nil)
+	e.addCard("1", "4242424242424242", "737")
+	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	e.sessions.Now = func() time.Time { return now }
+	e.sessions.Limiter = policy.NewRateLimiter(2, time.Hour, func() time.Time { return now })
+	var decide error
+	e.sessions.Decide = func(context.Context, intercept.DecideArgs) error { return decide }
+	s, _ := e.session()
+	page := "https://shop.test/pay"
+	decide = agentvault.Errorf(agentvault.CodeApprovalPending, "waiting")
+	if _, err := e.authorize(s, tok("card", "1", "number"), page); agentvault.ErrorCode(err) != agentvault.CodeApprovalPending {
+		t.Fatal(err)
+	}
+	decide = agentvault.Errorf(agentvault.CodeCardPaused, "paused")
+	if _, err := e.authorize(s, tok("card", "1", "number"), page); agentvault.ErrorCode(err) != agentvault.CodeCardPaused {
+		t.Fatal(err)
+	}
+	if n := s.Report().DeniedCount; n != 1 {
+		t.Fatalf("after pending + paused: %d, want 1", n)
+	}
+	for range 5 {
+		_, err := e.authorize(s, tok("card", "1", "number"), page)
+		var rl *policy.RateLimitError
+		if !errors.As(err, &rl) || rl.RetryAfter <= 0 {
+			t.Fatalf("burst: %v", err)
+		}
+	}
+	if n := s.Report().DeniedCount; n != 2 {
+		t.Fatalf("after a rate_limited burst: %d, want 2", n)
+	}
+	now = now.Add(61 * time.Second)
+	if _, err := e.authorize(s, tok("card", "1", "number"), page); agentvault.ErrorCode(err) != agentvault.CodeRateLimited {
+		t.Fatal(err)
+	}
+	if n := s.Report().DeniedCount; n != 3 {
+		t.Fatalf("a minute later: %d, want 3", n)
+	}
+	e.sessions.DeniedOnce(s.ID, "apr_1")
+	e.sessions.DeniedOnce(s.ID, "apr_1")
+	if n := s.Report().DeniedCount; n != 4 {
+		t.Fatalf("a denied approval seen twice: %d, want 4", n)
+	}
+}
