@@ -19,6 +19,10 @@ type FillRequest struct {
 	Field       vault.Field
 	Destination string         // normalised host, no port
 	Total       *policy.Amount // the checkout total read at the fill, if any
+	// Key, when set, is the key's scope as the caller knows it, used
+	// instead of reading KeyID from the store (proxyd's file-based default
+	// key, which the store does not hold).
+	Key *policy.KeyInfo
 }
 
 // Authorize decides a fill end to end, and is what proxyd's authorize hook
@@ -36,9 +40,15 @@ func (s *Service) Authorize(ctx context.Context, r FillRequest) error {
 	if s.engine == nil {
 		return agentvault.Errorf(agentvault.CodeInternal, "no policy engine configured")
 	}
-	key, err := s.KeyInfo(ctx, r.KeyID)
-	if err != nil {
-		return err
+	var key policy.KeyInfo
+	if r.Key != nil {
+		key = *r.Key
+	} else {
+		k, err := s.KeyInfo(ctx, r.KeyID)
+		if err != nil {
+			return err
+		}
+		key = k
 	}
 	args, err := s.FillArgs(ctx, policy.Args{APIKey: key, Item: r.Item, Field: r.Field, Destination: r.Destination, Total: r.Total}, r.Session)
 	if err != nil {

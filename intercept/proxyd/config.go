@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/intercept"
+	"github.com/agentvault/agentvault/owner"
 	"gopkg.in/yaml.v3"
 )
 
@@ -29,10 +30,15 @@ type Config struct {
 	TLS      TLSConfig    `yaml:"tls"`
 	// UnsafeAllowPrivateRanges lets the proxy reach loopback and private
 	// addresses (P3). Only for tests and local development.
-	UnsafeAllowPrivateRanges bool         `yaml:"unsafe_allow_private_ranges"`
-	Log                      LogConfig    `yaml:"log"`
-	Policy                   PolicyConfig `yaml:"policy"`
-	Dashboard                DashConfig   `yaml:"dashboard"`
+	UnsafeAllowPrivateRanges bool `yaml:"unsafe_allow_private_ranges"`
+	// UnsafeTestHosts maps host names to IP addresses the proxy dials for
+	// them instead of asking DNS (shop.test: 127.0.0.1). Only for tests that
+	// need named sites on this machine (the vault refuses IPs as card and
+	// login sites); refused unless UnsafeAllowPrivateRanges is on too.
+	UnsafeTestHosts map[string]string `yaml:"unsafe_test_hosts"`
+	Log             LogConfig         `yaml:"log"`
+	Policy          PolicyConfig      `yaml:"policy"`
+	Dashboard       DashConfig        `yaml:"dashboard"`
 }
 
 // ListenConfig holds the three listener addresses.
@@ -57,6 +63,11 @@ type LimitsConfig struct {
 	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
 	IdleTimeout       time.Duration `yaml:"idle_timeout"`
 	UpstreamTimeout   time.Duration `yaml:"upstream_timeout"`
+	// AuthorizeBurst and AuthorizePerMinute bound authorize calls per API
+	// key (a token bucket): beyond them a call is refused with rate_limited
+	// and a retry time.
+	AuthorizeBurst     int `yaml:"authorize_burst"`
+	AuthorizePerMinute int `yaml:"authorize_per_minute"`
 }
 
 // TLSConfig adds upstream trust roots (P5).
@@ -154,13 +165,37 @@ func (c *Config) Validate() error {
 			return bad("egress.allow: %q is not a host name", h)
 		}
 	}
+	if !c.Policy.OwnerRules {
+		return bad("policy.owner_rules cannot be turned off: every fill is decided by the owner's rules (deny by default)")
+	}
 	for _, h := range c.Policy.AuthorizedDestinations {
 		if _, err := intercept.NormalizeDestination(h, 443); err != nil || strings.Contains(h, ":") {
 			return bad("policy.authorized_destinations: %q is not a host name", h)
 		}
+		if _, err := owner.NormalizeHost(h); err != nil {
+			return bad("policy.authorized_destinations: %q is not a host name with a dot or an IP address", h)
+		}
+	}
+	for _, f := range append(append([]string(nil), c.Policy.WireAmount.DecimalFields...), c.Policy.WireAmount.MinorUnitFields...) {
+		if strings.TrimSpace(f) == "" || len(f) > 64 {
+			return bad("policy.wire_amount: field names must be 1 to 64 characters")
+		}
+	}
+	if len(c.UnsafeTestHosts) > 0 && !c.UnsafeAllowPrivateRanges {
+		return bad("unsafe_test_hosts needs unsafe_allow_private_ranges: true as well (it is for tests on this machine only)")
+	}
+	for h, ip := range c.UnsafeTestHosts {
+		d, err := intercept.NormalizeDestination(h, 443)
+		if err != nil || d.Host != h || net.ParseIP(h) != nil {
+			return bad("unsafe_test_hosts: %q is not a normalised host name", h)
+		}
+		if _, err := netip.ParseAddr(ip); err != nil {
+			return bad("unsafe_test_hosts: %q maps to %q, not an IP address", h, ip)
+		}
 	}
 	l := c.Limits
-	if l.MaxBodyBytes < 1024 || l.MaxTunnels < 1 || l.ReadHeaderTimeout <= 0 || l.IdleTimeout <= 0 || l.UpstreamTimeout <= 0 {
+	if l.MaxBodyBytes < 1024 || l.MaxTunnels < 1 || l.ReadHeaderTimeout <= 0 || l.IdleTimeout <= 0 || l.UpstreamTimeout <= 0 ||
+		l.AuthorizeBurst < 1 || l.AuthorizePerMinute < 1 {
 		return bad("limits must all be positive (max_body_bytes at least 1024)")
 	}
 	for _, p := range c.TLS.ExtraRoots {
@@ -193,17 +228,28 @@ func expandHome(p string) string {
 	return p
 }
 
-// PolicyConfig feeds the policy engine consulted at authorize.
+// PolicyConfig feeds the owner's rules consulted at authorize.
 type PolicyConfig struct {
-	// AuthorizedDestinations are the hosts (and their subdomains) the owner
-	// allows fills on. Empty: the policy engine is not consulted and the
-	// items' own scope rules decide (card sites or any-site, login domain).
+	// AuthorizedDestinations are hosts (with their subdomains) added to the
+	// owner's authorized sites at start-up, as if the owner had authorized
+	// them (`proxyd owner authorize-site`). They stay authorized until the
+	// owner removes them; a site not authorized asks the owner at its
+	// first fill (P1).
 	AuthorizedDestinations []string `yaml:"authorized_destinations"`
-	// OwnerRules decides every authorize with the owner's rules kept in the
-	// vault database (sites, key scopes, card rules, approvals), managed with
-	// `proxyd owner ...` and the dashboard. It takes precedence over
-	// AuthorizedDestinations.
+	// OwnerRules is always on: every authorize is decided by the owner's
+	// rules kept in the vault database (sites, key scopes, card rules,
+	// approvals). The key stays so older configs that set it still load;
+	// false is refused.
 	OwnerRules bool `yaml:"owner_rules"`
+	// WireAmount names extra request fields holding the amount a site is
+	// about to charge (intercept.WireAmountConfig has the rules).
+	WireAmount WireAmountConfig `yaml:"wire_amount"`
+}
+
+// WireAmountConfig adds field names to the wire amount check.
+type WireAmountConfig struct {
+	DecimalFields   []string `yaml:"decimal_fields"`
+	MinorUnitFields []string `yaml:"minor_unit_fields"`
 }
 
 // DashConfig says how the dashboard gets its certificate.

@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -130,8 +131,9 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		return err
 	}
 	m.closeOwner = ost.Close
+	eng := policy.NewEngine(policy.Rates{}, publicsuffix.EffectiveTLDPlusOne)
 	if m.Owner, err = owner.New(owner.Config{Store: ost, Org: DefaultOrg, Logger: m.Logger,
-		Engine:       policy.NewEngine(policy.Rates{}, publicsuffix.EffectiveTLDPlusOne),
+		Engine:       eng,
 		DashboardURL: "https://" + m.Config.Listen.Dashboard + "/"}); err != nil {
 		return err
 	}
@@ -150,18 +152,33 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		}
 		roots = append(roots, certs...)
 	}
+	// Deny by default (P1): every fill is decided by the owner's rules; a
+	// site the owner has not authorized asks them first. The config's
+	// authorized destinations are the owner's too.
+	for _, h := range m.Config.Policy.AuthorizedDestinations {
+		if err := m.Owner.AuthorizeSite(ctx, h, "config"); err != nil {
+			return err
+		}
+	}
+	l := m.Config.Limits
 	m.Sessions = intercept.NewSessions(vaultAdapter{v}, m.lookupKey)
-	switch {
-	case m.Config.Policy.OwnerRules:
-		m.Sessions.Decide = ownerDecider(m.Owner)
-	case len(m.Config.Policy.AuthorizedDestinations) > 0:
-		m.Sessions.Decide = policyDecider(m.Config.Policy.AuthorizedDestinations)
+	m.Sessions.Decide = ownerDecider(m.Owner)
+	m.Sessions.Limiter = policy.NewRateLimiter(l.AuthorizeBurst, time.Minute/time.Duration(l.AuthorizePerMinute), nil)
+	m.Sessions.WireAmount = intercept.WireAmountConfig{
+		DecimalFields:   m.Config.Policy.WireAmount.DecimalFields,
+		MinorUnitFields: m.Config.Policy.WireAmount.MinorUnitFields,
+		Engine:          eng,
 	}
 	m.Metrics = intercept.NewMetrics()
-	l := m.Config.Limits
+	var resolver intercept.Resolver
+	if len(m.Config.UnsafeTestHosts) > 0 {
+		resolver = testHostsResolver(m.Config.UnsafeTestHosts)
+		m.Logger.Warn("unsafe_test_hosts is set: named hosts resolve to fixed local addresses (tests only)")
+	}
 	m.Server, err = intercept.NewServer(intercept.Config{
 		CA: m.CA, Sessions: m.Sessions, Logger: m.Logger, Metrics: m.Metrics,
 		UnsafeAllowPrivateRanges: m.Config.UnsafeAllowPrivateRanges,
+		Resolver:                 resolver,
 		ExtraRoots:               roots,
 		EgressStrict:             m.Config.Egress.Mode == "strict",
 		AllowedHosts:             m.Config.Egress.Allow,
@@ -209,6 +226,10 @@ func (m *Main) Open(ctx context.Context) (err error) {
 				a, err := m.Owner.WaitApproval(ctx, id, timeout)
 				if err != nil && a.ID == "" {
 					return nil, err
+				}
+				if a.Done() && a.Status != owner.StatusApproved && a.Session != "" {
+					// The fill that waited is refused: the report counts it.
+					m.Sessions.DeniedOnce(a.Session, a.ID)
 				}
 				return a.Answer(), nil
 			},
@@ -449,30 +470,15 @@ func readPEMCerts(path string) ([]*x509.Certificate, error) {
 	return out, nil
 }
 
-// policyDecider consults the policy engine with the owner's authorized
-// destinations. A decision that needs the owner is refused with its code:
-// there is no approval prompt yet.
-func policyDecider(dests []string) intercept.Decider {
-	eng := policy.NewEngine(policy.Rates{}, publicsuffix.EffectiveTLDPlusOne)
-	auth := map[string]bool{}
-	for _, d := range dests {
-		auth[strings.ToLower(strings.TrimSuffix(d, "."))] = true
+// testHostsResolver answers unsafe_test_hosts from its table and every other
+// name from the system resolver.
+type testHostsResolver map[string]string
+
+func (h testHostsResolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	if ip, ok := h[strings.TrimSuffix(strings.ToLower(host), ".")]; ok {
+		return []netip.Addr{netip.MustParseAddr(ip)}, nil
 	}
-	return func(ctx context.Context, a intercept.DecideArgs) error {
-		args := policy.Args{
-			APIKey:                 policy.KeyInfo{ID: a.Key.ID, AllCards: true, AllLogins: true},
-			Item:                   a.Item,
-			Field:                  a.Field,
-			Destination:            a.Destination,
-			AuthorizedDestinations: auth,
-		}
-		if a.Total != nil {
-			amt, err := policy.ParseDecimal(a.Total.Amount, a.Total.Currency)
-			if err != nil {
-				return err
-			}
-			args.Total = &amt
-		}
-		return eng.Decide(ctx, args).Err()
-	}
+	return net.DefaultResolver.LookupNetIP(ctx, network, host)
 }
+
+var _ intercept.Resolver = testHostsResolver(nil)

@@ -49,7 +49,7 @@ func tlsUpstream(t *testing.T, h http.HandlerFunc) (*httptest.Server, string) {
 	caDER, _ := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
 	caCert, _ := x509.ParseCertificate(caDER)
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"shop.test", "pay.test"},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour * 24)}
 	der, _ := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
 	srv := httptest.NewUnstartedServer(h)
@@ -114,7 +114,7 @@ func TestMainEndToEnd(t *testing.T) {
 		mu.Unlock()
 		_, _ = w.Write([]byte("received " + string(b)))
 	})
-	m, logs := startMain(t, roots, nil)
+	m, logs := startMain(t, roots, func(c *proxyd.Config) { c.Policy.AuthorizedDestinations = []string{"127.0.0.1"} })
 	ctx := context.Background()
 	if _, err := m.Vault.AddCard(ctx, proxyd.DefaultOrg, "owner", vault.CardInput{
 		Number: vault.NewSecret([]byte(number)), CVV: vault.NewSecret([]byte("737")), ExpiryMonth: 12, ExpiryYear: 2031, AnySite: true,
@@ -214,6 +214,12 @@ func TestP17_ConfigFailsSafe(t *testing.T) {
 		"missing extra root file": "tls:\n  extra_roots: [/nonexistent/ca.pem]\n",
 		"invalid policy host":     "policy:\n  authorized_destinations: [\"shop.example/x\"]\n",
 		"unknown policy key":      "policy:\n  authorized: [shop.example]\n",
+		"owner rules off":         "policy:\n  owner_rules: false\n",
+		"localhost authorized":    "policy:\n  authorized_destinations: [localhost]\n",
+		"test hosts alone":        "unsafe_test_hosts: {shop.test: 127.0.0.1}\n",
+		"test host not an IP":     "unsafe_allow_private_ranges: true\nunsafe_test_hosts: {shop.test: localhost}\n",
+		"test host not a name":    "unsafe_allow_private_ranges: true\nunsafe_test_hosts: {\"Shop.Test\": 127.0.0.1}\n",
+		"zero authorize rate":     "limits:\n  authorize_per_minute: 0\n",
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := proxyd.LoadConfig(write("c.yaml", body)); err == nil {
@@ -259,11 +265,22 @@ func TestP17_ConfigFailsSafe(t *testing.T) {
 	resp.Body.Close()
 }
 
-func TestP1_PolicyDeniesUnlistedDestination(t *testing.T) {
-	up, roots := tlsUpstream(t, func(w http.ResponseWriter, r *http.Request) {})
+// TestP1_DenyByDefaultAsksTheOwner: with the default config, a fill on a
+// site the owner has not authorized waits for the owner (202 and a wait
+// id), a site listed in policy.authorized_destinations does not, and an
+// owner's no is the fill's refusal (counted once in the report). Nothing is
+// substituted for a token that was never authorized.
+func TestP1_DenyByDefaultAsksTheOwner(t *testing.T) {
+	var hits int
+	var mu sync.Mutex
+	up, roots := tlsUpstream(t, func(w http.ResponseWriter, r *http.Request) { mu.Lock(); hits++; mu.Unlock() })
 	m, _ := startMain(t, roots, func(c *proxyd.Config) { c.Policy.AuthorizedDestinations = []string{"shop.example"} })
 	ctx := context.Background()
 	if _, err := m.Vault.AddIdentity(ctx, proxyd.DefaultOrg, "owner", vault.IdentityMeta{Name: "Ada", Email: "ada@example.org"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Vault.AddCard(ctx, proxyd.DefaultOrg, "owner", vault.CardInput{Number: vault.NewSecret([]byte("4242424242424242")),
+		CVV: vault.NewSecret([]byte("737")), ExpiryMonth: 12, ExpiryYear: 2031, AnySite: true}); err != nil {
 		t.Fatal(err)
 	}
 	c := control.NewClient("http://"+m.ControlAddr.String(), m.ControlToken, nil)
@@ -272,26 +289,67 @@ func TestP1_PolicyDeniesUnlistedDestination(t *testing.T) {
 		t.Fatal(err)
 	}
 	cat, _ := c.Catalog(ctx, m.APIKey, "")
-	i := strings.Index(string(cat), "av_identity_")
-	if i < 0 {
-		t.Fatalf("no identity token in %s", cat)
-	}
-	token := string(cat)[i:]
-	token = token[:strings.IndexByte(token, '"')]
-	for page, want := range map[string]agentvault.Code{
-		"https://evil.example/form":  agentvault.CodeDestinationUnauthorized,
-		up.URL + "/form":             agentvault.CodeDestinationUnauthorized,
-		"https://www.shop.example/x": "",
-	} {
-		_, err := c.Authorize(ctx, s.ID, control.AuthorizeRequest{Token: token, PageURL: page})
-		if got := agentvault.ErrorCode(err); got != want {
-			t.Errorf("authorize on %s: %v, want %q", page, err, want)
+	token := func(prefix string) string {
+		i := strings.Index(string(cat), prefix)
+		if i < 0 {
+			t.Fatalf("no %s token", prefix)
 		}
+		tok := string(cat)[i:]
+		return tok[:strings.IndexByte(tok, '"')]
+	}
+	var waitID string
+	for _, tok := range []string{token("av_identity_"), token("av_card_1_number_")} {
+		for page, pending := range map[string]bool{
+			"https://evil.example/form":  true,
+			up.URL + "/form":             true,
+			"https://www.shop.example/x": false,
+		} {
+			_, err := c.Authorize(ctx, s.ID, control.AuthorizeRequest{Token: tok, PageURL: page})
+			p, ok := control.PendingOf(err)
+			if pending != (agentvault.ErrorCode(err) == agentvault.CodeApprovalPending && ok) || !pending && err != nil {
+				t.Fatalf("authorize on %s: %v (pending wanted: %v)", page, err, pending)
+			}
+			if ok && strings.HasPrefix(page, up.URL) {
+				waitID = p.WaitID
+			}
+		}
+	}
+	if rep, _ := c.Report(ctx, s.ID); rep.DeniedCount != 0 {
+		t.Fatalf("a fill parked for the owner counted as a refusal: %d", rep.DeniedCount)
+	}
+	// The token was never authorized for the upstream: it is refused, not sent.
+	resp, err := proxyClient(m, s).Post(up.URL+"/pay", "application/x-www-form-urlencoded", strings.NewReader("cc="+token("av_card_1_number_")))
+	if err == nil {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Fatalf("unauthorized token: status %d", resp.StatusCode)
+		}
+	}
+	mu.Lock()
+	if hits != 0 {
+		t.Fatal("a request with an unauthorized token reached the site")
+	}
+	mu.Unlock()
+	before, _ := c.Report(ctx, s.ID) // the refused request counts
+	if before.DeniedCount != 1 {
+		t.Fatalf("refused request: deniedCount %d", before.DeniedCount)
+	}
+	if _, err := m.Owner.Decide(ctx, waitID, false, "owner@example.org"); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		w, err := c.Wait(ctx, waitID, time.Second)
+		if err != nil || w.Status != "denied" || w.Code != string(agentvault.CodeDestinationUnauthorized) {
+			t.Fatalf("wait after the owner's no: %+v %v", w, err)
+		}
+	}
+	if rep, _ := c.Report(ctx, s.ID); rep.DeniedCount != 2 {
+		t.Fatalf("the owner's no counted %d times, want once", rep.DeniedCount-1)
 	}
 }
 
 func TestP1_OwnerRulesAskTheOwner(t *testing.T) {
-	m, _ := startMain(t, "", func(c *proxyd.Config) { c.Policy.OwnerRules = true })
+	m, _ := startMain(t, "", nil)
 	ctx := context.Background()
 	if _, err := m.Vault.AddIdentity(ctx, proxyd.DefaultOrg, "owner", vault.IdentityMeta{Name: "Ada", Email: "ada@example.org"}); err != nil {
 		t.Fatal(err)
