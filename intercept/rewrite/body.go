@@ -34,7 +34,8 @@ import (
 //
 // limit <= 0 means DefaultLimit.
 func Body(contentType, contentEncoding string, body []byte, r Replacer, limit int64) ([]byte, int, error) {
-	r = withScratch(r)
+	r, sr := withScratch(r)
+	defer sr.release()
 	plain, forms, err := decodeAll(contentEncoding, body, limit)
 	if err != nil {
 		return nil, 0, err

@@ -11,7 +11,8 @@ import (
 // nothing matched keeps its original bytes, escaping included; only a changed
 // one is re-encoded (url.QueryEscape).
 func Form(body []byte, r Replacer) ([]byte, int, error) {
-	r = withScratch(r)
+	r, sr := withScratch(r)
+	defer sr.release()
 	return rewritePairs(body, r)
 }
 

@@ -23,7 +23,8 @@ import (
 // Hop-by-hop headers are the proxy's business: it must strip them (and
 // anything Connection names) before or after calling Header.
 func Header(h http.Header, r Replacer) (int, error) {
-	r = withScratch(r)
+	r, sr := withScratch(r)
+	defer sr.release()
 	type change struct {
 		name string
 		i    int

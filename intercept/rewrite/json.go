@@ -20,7 +20,8 @@ import (
 // JSON number (a CVV with a leading zero, say) cannot be written back without
 // changing its type, so it is refused.
 func JSON(body []byte, r Replacer) ([]byte, int, error) {
-	r = withScratch(r)
+	r, sr := withScratch(r)
+	defer sr.release()
 	var out []byte
 	total, last := 0, 0
 	splice := func(start, end int, rep []byte) {

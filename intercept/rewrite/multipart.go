@@ -32,7 +32,8 @@ const maxMultipartDepth = 4
 // and the output are parsed again with mime/multipart and must yield exactly
 // the parts we rewrote. Anything else is refused.
 func Multipart(boundary string, body []byte, r Replacer) ([]byte, int, error) {
-	r = withScratch(r)
+	r, sr := withScratch(r)
+	defer sr.release()
 	return rewriteMultipart(boundary, body, r, 0)
 }
 

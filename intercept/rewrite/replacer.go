@@ -3,6 +3,7 @@ package rewrite
 import (
 	"bytes"
 	"errors"
+	"sync"
 
 	agentvault "github.com/agentvault/agentvault"
 )
@@ -41,17 +42,36 @@ func text(r Replacer, src []byte) ([]byte, int, error) {
 // allocation per JSON string or form value. A changed result is copied out
 // before the buffer is reused, and the buffer is wiped after each use since
 // it may hold a real value. Not safe for concurrent use; never shared.
+// Buffers are pooled across calls (the proxy rewrites a URL and a header
+// set on every request) and wiped whole before they go back.
 type scratchReplacer struct {
 	Replacer
 	buf []byte
 }
 
-// withScratch wraps r for one call; wrapping twice is a no-op.
-func withScratch(r Replacer) Replacer {
+var scratchPool = sync.Pool{New: func() any { return &scratchReplacer{buf: make([]byte, 0, 4096)} }}
+
+// withScratch wraps r for one call of an exported function, which must
+// call release on the second result when it returns. Wrapping twice is a
+// no-op (the second result is then nil, and release on nil does nothing).
+func withScratch(r Replacer) (Replacer, *scratchReplacer) {
 	if _, ok := r.(*scratchReplacer); ok {
-		return r
+		return r, nil
 	}
-	return &scratchReplacer{Replacer: r, buf: make([]byte, 0, 4096)}
+	sr := scratchPool.Get().(*scratchReplacer)
+	sr.Replacer = r
+	return sr, sr
+}
+
+// release wipes the buffer (an append that outgrew it left a partial copy
+// of a rewritten value behind) and returns it to the pool.
+func (sr *scratchReplacer) release() {
+	if sr == nil {
+		return
+	}
+	clear(sr.buf[:cap(sr.buf)])
+	sr.Replacer = nil
+	scratchPool.Put(sr)
 }
 
 // replaceWith runs the replacer on src and returns src itself when nothing

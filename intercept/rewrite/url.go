@@ -12,7 +12,8 @@ import (
 // on the wire. Userinfo, if present, is rewritten too. The fragment is never
 // sent by a client and is left alone.
 func URL(dst *url.URL, r Replacer) (int, error) {
-	r = withScratch(r)
+	r, sr := withScratch(r)
+	defer sr.release()
 	// Work on a copy so that a refusal leaves dst as it was.
 	c := *dst
 	u := &c

@@ -51,7 +51,10 @@ func NewFrameRewriter(r Replacer, fromClient bool, maxMessage int) *FrameRewrite
 	if maxMessage <= 0 {
 		maxMessage = DefaultLimit
 	}
-	return &FrameRewriter{r: withScratch(r), fromClient: fromClient, maxMessage: maxMessage}
+	// The rewriter keeps its buffer for the connection's life (never
+	// released to the pool).
+	sr, _ := withScratch(r)
+	return &FrameRewriter{r: sr, fromClient: fromClient, maxMessage: maxMessage}
 }
 
 type frameHeader struct {
