@@ -6,23 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"net/netip"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/e2e/merchant"
-	"github.com/agentvault/agentvault/intercept"
-	"github.com/agentvault/agentvault/internal/vaultcli"
-	"github.com/agentvault/agentvault/tokens"
 	"github.com/agentvault/agentvault/vault"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // appliance is a running proxyd (proxy listener, control API, admin
@@ -134,128 +125,6 @@ func (ap *appliance) metrics(t *testing.T) []byte {
 		t.Errorf("read metrics: %v", err)
 	}
 	return b
-}
-
-// hostsResolver answers for the merchant's test names only; anything else is
-// unknown, so no lookup ever leaves the machine.
-type hostsResolver map[string]string
-
-func (h hostsResolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
-	if a, ok := h[host]; ok {
-		return []netip.Addr{netip.MustParseAddr(a)}, nil
-	}
-	if ip, err := netip.ParseAddr(host); err == nil {
-		return []netip.Addr{ip}, nil
-	}
-	if host == "localhost" {
-		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
-	}
-	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
-}
-
-// vaultAdapter gives the proxy the two vault calls it needs.
-type vaultAdapter struct{ v *vault.Vault }
-
-func (a vaultAdapter) List(ctx context.Context, o string) ([]vault.Item, error) {
-	return a.v.List(ctx, o)
-}
-func (a vaultAdapter) GetByLabel(ctx context.Context, o string, k vault.Kind, l string) (vault.Item, error) {
-	return a.v.GetByLabel(ctx, o, k, l)
-}
-func (a vaultAdapter) Release(ctx context.Context, r intercept.ReleaseArgs) (vault.Secret, error) {
-	return a.v.Release(ctx, vault.ReleaseArgs{Org: r.Org, ItemID: r.ItemID, Field: r.Field, Destination: r.Destination, Session: r.Session, Actor: r.Actor, Purpose: r.Purpose})
-}
-
-// startWiredAppliance wires proxyd from its real parts the way proxyd's Main
-// does (the SQLite vault under a temporary data directory, intercept's CA
-// sealed in the vault, its session table, MITM server and control API), with
-// one difference Main has no option for: the proxy resolves the merchant's
-// test names (shop.test, pay.test, login.test) to loopback. The vault takes
-// only DNS names as card and login sites, so the site-scoped card and the
-// login proofs need them.
-func startWiredAppliance(t *testing.T) *appliance {
-	t.Helper()
-	m, err := merchant.Start(merchant.Options{ShopHost: "shop.test", PayHost: "pay.test", LoginHost: "login.test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.Close)
-	ap := &appliance{m: m, dataDir: t.TempDir(), logs: &syncBuffer{}}
-	v, closeVault, err := vaultcli.OpenDefault(ap.dataDir)
-	if err != nil {
-		t.Fatalf("open vault: %v", err)
-	}
-	t.Cleanup(func() { _ = closeVault() })
-	ap.vault = v
-	ap.seed(t, v)
-
-	ctx := context.Background()
-	log := slog.New(slog.NewTextHandler(ap.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	ca, err := intercept.LoadOrCreateCA(ctx, v, nil)
-	if err != nil {
-		t.Fatalf("CA: %v", err)
-	}
-	secret, err := v.DeploymentSecret(ctx)
-	if err != nil {
-		t.Fatalf("deployment secret: %v", err)
-	}
-	keyID := "key_e2e"
-	ap.apiKey = "avk_" + randomHex(16)
-	suffix := tokens.Suffix(secret, keyID)
-	lookup := func(ctx context.Context, k string) (intercept.APIKey, error) {
-		if k != ap.apiKey {
-			return intercept.APIKey{}, agentvault.Errorf(agentvault.CodeInvalidAPIKey, "unknown API key")
-		}
-		return intercept.APIKey{ID: keyID, Org: org, Suffix: suffix}, nil
-	}
-	sessions := intercept.NewSessions(vaultAdapter{v}, lookup)
-	metrics := intercept.NewMetrics()
-	block, _ := pemDecode(m.CAPEM())
-	srv, err := intercept.NewServer(intercept.Config{
-		CA: ca, Sessions: sessions, Logger: log, Metrics: metrics,
-		UnsafeAllowPrivateRanges: true,
-		ExtraRoots:               block,
-		Resolver:                 hostsResolver(m.HostMap()),
-	})
-	if err != nil {
-		t.Fatalf("proxy: %v", err)
-	}
-	pl := listen(t)
-	ap.proxyAddr = pl.Addr().String()
-	go func() { _ = srv.Serve(pl) }()
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	})
-
-	token := randomHex(24)
-	ap.controlTokenFile = filepath.Join(ap.dataDir, "control-token")
-	ap.apiKeyFile = filepath.Join(ap.dataDir, "api-key")
-	if err := os.WriteFile(ap.controlTokenFile, []byte(token+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(ap.apiKeyFile, []byte(ap.apiKey+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cl := listen(t)
-	srv.AddSelf(cl.Addr())
-	ap.controlURL = "http://" + cl.Addr().String()
-	ctlSrv := &http.Server{Handler: intercept.NewControlHandler(intercept.ControlConfig{
-		Sessions: sessions, CA: ca, Token: token, ProxyURL: "http://" + ap.proxyAddr, Logger: log,
-	}), ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = ctlSrv.Serve(cl) }()
-	t.Cleanup(func() { _ = ctlSrv.Close() })
-
-	al := listen(t)
-	srv.AddSelf(al.Addr())
-	ap.metricsURL = "http://" + al.Addr().String() + "/metrics"
-	adm := &http.Server{Handler: promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = adm.Serve(al) }()
-	t.Cleanup(func() { _ = adm.Close() })
-
-	ap.ctl = control.NewClient(ap.controlURL, token, nil)
-	return ap
 }
 
 func listen(t *testing.T) net.Listener {

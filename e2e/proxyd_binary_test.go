@@ -75,6 +75,8 @@ listen:
 tls:
   extra_roots: [%s]
 unsafe_allow_private_ranges: true
+policy:
+  authorized_destinations: [127.0.0.1]
 log:
   level: debug
   format: json

@@ -6,19 +6,37 @@ import (
 	"testing"
 
 	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/e2e/merchant"
 	"github.com/agentvault/agentvault/intercept/proxyd"
 )
 
 // startAppliance runs proxyd's own Main in-process, the way cmd/proxyd does,
-// with a temporary data directory, loopback listeners on free ports,
-// unsafe_allow_private_ranges (the merchant is on loopback) and the
-// merchant's CA as an extra upstream root. The merchant is on localhost and
-// 127.0.0.1, the names the system resolver knows.
-func startAppliance(t *testing.T) *appliance { t.Helper(); return startProxydMain(t, true) }
-
-func startProxydMain(t *testing.T, trustMerchant bool) *appliance {
+// with a temporary data directory, loopback listeners on free ports and the
+// merchant's CA as an extra upstream root. The merchant answers as
+// shop.test, pay.test and login.test: the vault takes only DNS names as card
+// and login sites, so Main maps them to 127.0.0.1 with its loudly named test
+// knobs (unsafe_test_hosts, which needs unsafe_allow_private_ranges). The
+// owner has authorized the three sites (policy.authorized_destinations), so
+// fills do not wait for an approval; mods may change that (an empty
+// AuthorizedDestinations makes every first fill ask the owner) or turn the
+// dashboard on.
+func startAppliance(t *testing.T, mods ...func(*proxyd.Config)) *appliance {
 	t.Helper()
-	ap := &appliance{m: startMerchant(t), dataDir: t.TempDir(), logs: &syncBuffer{}}
+	return startProxydMain(t, true, mods...)
+}
+
+// startWiredAppliance is startAppliance: it used to wire proxyd's parts by
+// hand because Main had no way to resolve the test names.
+func startWiredAppliance(t *testing.T) *appliance { t.Helper(); return startAppliance(t) }
+
+func startProxydMain(t *testing.T, trustMerchant bool, mods ...func(*proxyd.Config)) *appliance {
+	t.Helper()
+	m, err := merchant.Start(merchant.Options{ShopHost: "shop.test", PayHost: "pay.test", LoginHost: "login.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	ap := &appliance{m: m, dataDir: t.TempDir(), logs: &syncBuffer{}}
 	caPath, err := ap.m.WriteCA(ap.dataDir)
 	if err != nil {
 		t.Fatal(err)
@@ -28,10 +46,15 @@ func startProxydMain(t *testing.T, trustMerchant bool) *appliance {
 	pm.Config.DataDir = ap.dataDir
 	pm.Config.Listen = proxyd.ListenConfig{Proxy: "127.0.0.1:0", Control: "127.0.0.1:0", Admin: "127.0.0.1:0"}
 	pm.Config.UnsafeAllowPrivateRanges = true
+	pm.Config.UnsafeTestHosts = m.HostMap()
+	pm.Config.Policy.AuthorizedDestinations = []string{"shop.test", "pay.test", "login.test"}
 	if trustMerchant {
 		pm.Config.TLS.ExtraRoots = []string{caPath}
 	}
 	pm.Config.Log = proxyd.LogConfig{Level: "debug", Format: "json"}
+	for _, mod := range mods {
+		mod(&pm.Config)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := pm.Open(ctx); err != nil {
 		cancel()
