@@ -270,3 +270,44 @@ func unwrap(err error) error {
 	}
 	return u.Unwrap()
 }
+
+// TestObserveLiveRegions: a live region's text is reported either way, but
+// only failure wording (or an alert) makes the page an error page, so a
+// confirmation that announces itself in role=status is not an error.
+func TestObserveLiveRegions(t *testing.T) {
+	site := browsertest.Start(t)
+	b := browsertest.Launch(t, site)
+	s, err := b.NewSession(browser.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	for _, c := range []struct {
+		path  string
+		error bool
+		text  string
+	}{
+		{"/live/status-success", false, "Thank you, your order is confirmed."},
+		{"/live/polite-success", false, "Payment received"},
+		{"/live/assertive-success", false, "Payment successful"},
+		{"/live/status-failure", true, "Payment failed: the card was declined."},
+		{"/live/assertive-failure", true, "Something went wrong, please try again."},
+		{"/live/alert", true, "Enter a valid postcode"},
+		{"/live/hidden-failure", false, ""},
+	} {
+		t.Run(strings.TrimPrefix(c.path, "/live/"), func(t *testing.T) {
+			must(t, s.Goto(site.Shop.URL+c.path, 5*time.Second))
+			sig, err := s.Observe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sig.Error != c.error {
+				t.Errorf("error = %v, want %v", sig.Error, c.error)
+			}
+			got := strings.Join(sig.ErrorText, "|")
+			if got != c.text {
+				t.Errorf("errorText %q, want %q", got, c.text)
+			}
+		})
+	}
+}

@@ -46,7 +46,15 @@ const observeScript = `() => {
 		if (!s || seen.has(s) || out.errors.length >= 10) return;
 		seen.add(s); out.errors.push(s.slice(0, 400));
 	};
-	for (const e of q('[role=alert],[aria-live]:not([aria-live=off]),[role=status]')) if (vis(e)) add(e, e.innerText);
+	// Live regions announce successes as well as failures (seed 004): their
+	// text is reported, but only failure wording makes it an error. An alert
+	// is an error whatever it says (below).
+	const failWords = /\b(error|failed|failure|declined|invalid|incorrect|not valid|is required|could ?n[o'’]t|unable to|went wrong|rejected|denied)\b/i;
+	for (const e of q('[role=alert],[aria-live]:not([aria-live=off]),[role=status]')) {
+		if (!vis(e)) continue;
+		add(e, e.innerText);
+		if (failWords.test(e.innerText || '')) out.error = true;
+	}
 	for (const e of q('[aria-invalid=true]')) {
 		out.error = true;
 		for (const a of ['aria-describedby', 'aria-errormessage']) {
@@ -96,8 +104,9 @@ func (s *Session) Observe() (PageSignals, error) {
 			}
 		}
 	}
-	// Live regions also announce success, so their text alone does not
-	// make the page an error page: only alerts and invalid fields do.
+	// A live region's text alone does not make the page an error page
+	// (a confirmation announces itself too): alerts, invalid fields and
+	// failure wording do (observeScript).
 	return ps, nil
 }
 

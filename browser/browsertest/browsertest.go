@@ -109,6 +109,12 @@ func Start(tb testing.TB) *Site {
 			fmt.Fprint(w, "<!doctype html><html><body>"+body+"</body></html>")
 		})
 	}
+	for path, body := range livePages {
+		shop.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+			fmt.Fprint(w, "<!doctype html><html><body><h1>Checkout</h1>"+body+"</body></html>")
+		})
+	}
 	shop.HandleFunc("/refused", func(w http.ResponseWriter, r *http.Request) {
 		// What proxyd answers inside a tunnel when it refuses a request.
 		w.Header().Set("Content-Type", "application/json")
@@ -228,4 +234,16 @@ var challengePages = map[string]string{
 	"/c/maybe":   `<h1>Almost there</h1><label for="c">Code</label><input id="c" name="code">`,
 	"/c/blocked": `<h1>Access denied</h1><p>Error reference #18.2f3c.1700000000</p>`,
 	"/c/plain":   `<h1>Your cart</h1><p>Nothing to see.</p>`,
+}
+
+// livePages announce outcomes in live regions, for observe_page's error
+// signal: a success announcement is not an error, failure wording is.
+var livePages = map[string]string{
+	"/live/status-success":    `<section id="order-success" role="status"><p>Thank you, your order is confirmed.</p></section>`,
+	"/live/polite-success":    `<div aria-live="polite">Payment received</div>`,
+	"/live/assertive-success": `<p aria-live="assertive">Payment successful</p>`,
+	"/live/status-failure":    `<div role="status">Payment failed: the card was declined.</div>`,
+	"/live/assertive-failure": `<div aria-live="assertive">Something went wrong, please try again.</div>`,
+	"/live/alert":             `<p role="alert">Enter a valid postcode</p>`,
+	"/live/hidden-failure":    `<div role="status" hidden>Payment failed</div><p>All good.</p>`,
 }
