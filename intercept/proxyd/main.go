@@ -382,7 +382,17 @@ func (a vaultAdapter) Release(ctx context.Context, r intercept.ReleaseArgs) (vau
 		Destination: r.Destination, Session: r.Session, Actor: r.Actor, Purpose: r.Purpose})
 }
 
-var _ intercept.Vault = vaultAdapter{}
+// AuditUse audits a value the vault does not store (a live CVV) before
+// the proxy uses it.
+func (a vaultAdapter) AuditUse(ctx context.Context, r intercept.ReleaseArgs, v vault.Secret) error {
+	return a.v.AuditUse(ctx, vault.ReleaseArgs{Org: r.Org, ItemID: r.ItemID, Field: r.Field,
+		Destination: r.Destination, Session: r.Session, Actor: r.Actor, Purpose: r.Purpose}, v)
+}
+
+var (
+	_ intercept.Vault      = vaultAdapter{}
+	_ intercept.UseAuditor = vaultAdapter{}
+)
 
 func newLogger(c LogConfig, w io.Writer) *slog.Logger {
 	if w == nil {
