@@ -24,6 +24,10 @@ type Metrics struct {
 	tunnels       prometheus.Gauge
 	leafHits      prometheus.Counter
 	leafMisses    prometheus.Counter
+
+	requestBy      map[string]prometheus.Counter
+	substitutionBy [5]prometheus.Counter // by kindIndex
+	scrubBy        [5]prometheus.Counter
 }
 
 // Decisions recorded in requests_total.
@@ -77,14 +81,42 @@ func NewMetrics() *Metrics {
 	m.leafHits = prometheus.NewCounter(prometheus.CounterOpts{Name: "agentvault_proxy_leaf_cache_hits_total", Help: "Leaf certificates served from cache."})
 	m.leafMisses = prometheus.NewCounter(prometheus.CounterOpts{Name: "agentvault_proxy_leaf_cache_misses_total", Help: "Leaf certificates signed."})
 	m.Registry.MustRegister(m.requests, m.substitutions, m.scrubs, m.refusals, m.upstream, m.added, m.tunnels, m.leafHits, m.leafMisses)
+	// Every request counts one decision and most count kinds: the
+	// counters of the closed label sets are bound once, so the hot path
+	// does no label hashing.
+	m.requestBy = map[string]prometheus.Counter{}
 	for _, d := range []string{DecisionForwarded, DecisionSubstituted, DecisionRefused} {
-		m.requests.WithLabelValues(d)
+		m.requestBy[d] = m.requests.WithLabelValues(d)
+	}
+	for _, k := range []vault.Kind{vault.KindCard, vault.KindLogin, vault.KindIdentity, vault.KindAddress} {
+		m.substitutionBy[kindIndex(k)] = m.substitutions.WithLabelValues(kindLabel(k))
+		m.scrubBy[kindIndex(k)] = m.scrubs.WithLabelValues(kindLabel(k))
 	}
 	return m
 }
 
+// kindIndex is k's slot in the pre-bound counters; 0 ("other") is left
+// unbound so the series appears only if it is ever used.
+func kindIndex(k vault.Kind) int {
+	switch k {
+	case vault.KindCard:
+		return 1
+	case vault.KindLogin:
+		return 2
+	case vault.KindIdentity:
+		return 3
+	case vault.KindAddress:
+		return 4
+	}
+	return 0
+}
+
 func (m *Metrics) request(decision string) {
 	if m != nil {
+		if c, ok := m.requestBy[decision]; ok {
+			c.Inc()
+			return
+		}
 		m.requests.WithLabelValues(decision).Inc()
 	}
 }
@@ -97,12 +129,20 @@ func (m *Metrics) refusal(err error) {
 
 func (m *Metrics) substitution(k vault.Kind) {
 	if m != nil {
+		if c := m.substitutionBy[kindIndex(k)]; c != nil {
+			c.Inc()
+			return
+		}
 		m.substitutions.WithLabelValues(kindLabel(k)).Inc()
 	}
 }
 
 func (m *Metrics) scrub(k vault.Kind) {
 	if m != nil {
+		if c := m.scrubBy[kindIndex(k)]; c != nil {
+			c.Inc()
+			return
+		}
 		m.scrubs.WithLabelValues(kindLabel(k)).Inc()
 	}
 }

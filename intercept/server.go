@@ -618,6 +618,15 @@ func (s *Server) readBody(req *http.Request) ([]byte, error) {
 	if req.ContentLength > s.cfg.MaxBodyBytes {
 		return nil, agentvault.Errorf(agentvault.CodeBodyTooLarge, "request body is over the limit")
 	}
+	if req.ContentLength >= 0 {
+		// A declared length is read into one exact buffer (the server
+		// enforces it): no doubling growth holding twice the body.
+		b := make([]byte, req.ContentLength)
+		if _, err := io.ReadFull(req.Body, b); err != nil {
+			return nil, agentvault.Wrap(agentvault.CodeMalformedRequest, err, "request body could not be read")
+		}
+		return b, nil
+	}
 	b, err := io.ReadAll(io.LimitReader(req.Body, s.cfg.MaxBodyBytes+1))
 	if err != nil {
 		return nil, agentvault.Wrap(agentvault.CodeMalformedRequest, err, "request body could not be read")
@@ -750,11 +759,19 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, prot
 		out.URL.Host = "[" + t.dest.Host + "]"
 	}
 	out.Host = out.URL.Host
+	// One backing array for every copied value: a header rewrite must not
+	// reach the client's request (its Content-Type is logged).
+	nv := 0
+	for _, vs := range req.Header {
+		nv += len(vs)
+	}
+	vals := make([]string, 0, nv)
 	for k, vs := range req.Header {
 		if isHopByHop(k) || strings.EqualFold(k, "Expect") {
 			continue
 		}
-		out.Header[k] = append([]string(nil), vs...)
+		vals = append(vals, vs...)
+		out.Header[k] = vals[len(vals)-len(vs) : len(vals) : len(vals)]
 	}
 	ws := isWebSocket(req) && proto == "HTTP/1.1"
 	if ws {
@@ -901,9 +918,10 @@ func (s *Server) scrubResponse(sess *Session, method string, resp *http.Response
 	}
 	coding := strings.Join(resp.Header.Values("Content-Encoding"), ",")
 	if resp.ContentLength >= 0 && resp.ContentLength <= smallBody {
-		raw, err := io.ReadAll(io.LimitReader(resp.Body, smallBody+1))
+		raw := make([]byte, resp.ContentLength)
+		_, err := io.ReadFull(resp.Body, raw)
 		resp.Body.Close()
-		if err != nil || int64(len(raw)) != resp.ContentLength {
+		if err != nil {
 			return nil, agentvault.Wrap(agentvault.CodeUpstream, err, "the site's response was cut short")
 		}
 		plain, err := rewrite.Decode(coding, raw, s.cfg.MaxBodyBytes)

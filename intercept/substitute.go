@@ -96,6 +96,14 @@ func (c checkedReplacer) ReplaceField(dst, src []byte) ([]byte, int, error) {
 	return out, n, err
 }
 
+// Contains lets package rewrite skip copying a large field with nothing
+// to replace; a token-shaped string counts, so the refusal still happens.
+func (c checkedReplacer) Contains(src []byte) bool {
+	return c.r.Contains(src) || containsTokenShape(src)
+}
+
+var _ rewrite.Container = checkedReplacer{}
+
 func (c checkedReplacer) ReplaceText(dst, src []byte) ([]byte, int, error) {
 	n0 := len(dst)
 	out, n, err := c.r.ReplaceText(dst, src)

@@ -22,6 +22,14 @@ type Replacer interface {
 	ReplaceText(dst, src []byte) ([]byte, int, error)
 }
 
+// Container is an optional Replacer method: Contains reports whether src
+// holds anything ReplaceText or ReplaceField would replace or refuse (a
+// false answer must be certain). *tokens.Replacer has it: a whole-field
+// match is also a free-text match.
+type Container interface {
+	Contains(src []byte) bool
+}
+
 // DefaultLimit caps a decoded body when the caller passes a limit <= 0.
 const DefaultLimit = 32 << 20
 
@@ -81,6 +89,12 @@ func replaceWith(r Replacer, fieldMode bool, src []byte) ([]byte, int, error) {
 	var dst []byte
 	if sr != nil {
 		r, dst = sr.Replacer, sr.buf[:0]
+	}
+	// A value too large for the scratch buffer (a 1 MiB form field) would
+	// be copied whole only to be thrown away when nothing matches: ask
+	// first, when the replacer can tell.
+	if c, ok := r.(Container); ok && len(src) > cap(dst) && !c.Contains(src) {
+		return src, 0, nil
 	}
 	f := r.ReplaceText
 	if fieldMode {

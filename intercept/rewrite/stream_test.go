@@ -60,3 +60,39 @@ func TestNewDecoderRefusesUnknownAndCorrupt(t *testing.T) {
 		t.Fatalf("corrupt gzip: %v", err)
 	}
 }
+
+// countingReplacer replaces every "yyyy" by "zzzz", records how many bytes
+// reach ReplaceField and answers Contains from a fixed flag.
+type countingReplacer struct {
+	has   bool
+	asked *int
+}
+
+func (c countingReplacer) Contains([]byte) bool { return c.has }
+
+func (c countingReplacer) ReplaceField(dst, src []byte) ([]byte, int, error) {
+	*c.asked += len(src)
+	n := bytes.Count(src, []byte("yyyy"))
+	return append(dst, bytes.ReplaceAll(src, []byte("yyyy"), []byte("zzzz"))...), n, nil
+}
+
+func (c countingReplacer) ReplaceText(dst, src []byte) ([]byte, int, error) {
+	return c.ReplaceField(dst, src)
+}
+
+// TestLargeFieldNotCopiedWhenNothingMatches: a field larger than the scratch
+// buffer is not handed to the replacer (and copied) when Contains says
+// nothing is there; when Contains says yes, it is rewritten as before.
+func TestLargeFieldNotCopiedWhenNothingMatches(t *testing.T) {
+	big := bytes.Repeat([]byte("y"), 1<<20)
+	body := append([]byte("a=1&big="), big...)
+	n := 0
+	out, k, err := Form(body, countingReplacer{has: false, asked: &n})
+	if err != nil || k != 0 || &out[0] != &body[0] || n >= len(big) {
+		t.Fatalf("skip: err %v, count %d, same %v, bytes asked %d", err, k, &out[0] == &body[0], n)
+	}
+	out, k, err = Form(body, countingReplacer{has: true, asked: &n})
+	if err != nil || k == 0 || bytes.Contains(out, []byte("yyyy")) {
+		t.Fatalf("rewrite: err %v, count %d", err, k)
+	}
+}
