@@ -6,8 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentvault/agentvault/policy"
-	"github.com/mxschmitt/playwright-go"
+	"github.com/agentvault/agentvault/control"
 )
 
 // TestOwnerApprovesInDashboard is the issue-5 proof in real Chromium. proxyd's
@@ -134,7 +133,7 @@ func TestOwnerApprovesInDashboard(t *testing.T) {
 	})
 
 	t.Run("total raised after approval", func(t *testing.T) {
-		oa.amountMismatch(t, agent, progress, owner, numberTok, cvvTok)
+		oa.amountMismatch(t, owner)
 	})
 
 	agent.close()
@@ -158,12 +157,83 @@ func asStrings(v any) []string {
 	return out
 }
 
-// amountMismatch: the owner approves a purchase for the total the page
-// showed when the number was filled; the payment the page then sends names
-// a larger amount, and proxyd refuses it on the wire.
-func (oa *ownerAppliance) amountMismatch(t *testing.T, agent *mcpAgent, progress *progressFeed, owner *ownerBrowser, numberTok, cvvTok string) {
-	t.Skip("amount_mismatch wire check not landed")
-	_ = policy.Amount{}
-	_ = context.Background
-	_ = playwright.String
+// amountMismatch: the owner approves, on the dashboard, a purchase for the
+// total the page showed when the number was authorized; a payment that then
+// names a larger amount is refused at proxyd with amount_mismatch before
+// anything reaches the processor, while the approved amount goes through.
+// The authorize here is the control API itself (what mcpd calls), and the
+// payment is the processor's plain form posted through the session's proxy:
+// the merchant's card iframe does not put the amount on the wire.
+func (oa *ownerAppliance) amountMismatch(t *testing.T, owner *ownerBrowser) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s, err := oa.ctl.CreateSession(ctx, oa.apiKey)
+	if err != nil {
+		t.Fatalf("create session: %v", err)
+	}
+	defer oa.ctl.CloseSession(context.Background(), s.ID)
+	legacy := oa.m.Pay.URL + "/legacy/checkout"
+	cat, err := oa.ctl.Catalog(ctx, oa.apiKey, legacy)
+	if err != nil {
+		t.Fatalf("catalog: %v", err)
+	}
+	ps := proxySession{s: s, legacyCheckout: legacy,
+		numberToken: findToken(string(cat), "card", "number"), cvvToken: findToken(string(cat), "card", "cvv")}
+	total := &control.OrderTotal{Amount: "72.40", Currency: "EUR"}
+	authorize := func(token string) string {
+		t.Helper()
+		for range 4 {
+			a, err := oa.ctl.Authorize(ctx, s.ID, control.AuthorizeRequest{Token: token, PageURL: legacy, OrderTotal: total})
+			p, pending := control.PendingOf(err)
+			if !pending {
+				if err != nil {
+					t.Fatalf("authorize: %v", err)
+				}
+				return a.Value
+			}
+			if p.Kind == "purchase" && (p.Amount == nil || p.Amount.Amount != "72.40") {
+				t.Errorf("purchase approval for %v, want EUR 72.40", p.Amount)
+			}
+			owner.decideNext(t, "approve")
+			for {
+				w, err := oa.ctl.Wait(ctx, p.WaitID, 10*time.Second)
+				if err != nil {
+					t.Fatalf("wait: %v", err)
+				}
+				if w.Status == "approved" {
+					break
+				}
+				if w.Status != "pending" {
+					t.Fatalf("approval ended %s (%s)", w.Status, w.Code)
+				}
+			}
+		}
+		t.Fatal("authorize still pending after 4 approvals")
+		return ""
+	}
+	ps.numberStandIn = authorize(ps.numberToken)
+	ps.cvvStandIn = authorize(ps.cvvToken)
+	client := ps.goClient(t)
+	before := oa.m.Pay.Count(oa.card.number)
+
+	raised := ps.form(oa.appliance)
+	raised.Set("amount", "99.00")
+	res, err := client.PostForm(legacy, raised)
+	if code, _ := refusal(t, res, err); code != "amount_mismatch" {
+		t.Errorf("a payment of EUR 99.00 after approving EUR 72.40: code %q, want amount_mismatch", code)
+	}
+	if oa.m.Pay.Count(oa.card.number) != before {
+		t.Fatal("the raised payment reached the processor with the real number")
+	}
+
+	approved := ps.form(oa.appliance)
+	approved.Set("amount", "72.40")
+	res, err = ps.goClient(t).PostForm(legacy, approved)
+	if err != nil {
+		t.Fatalf("approved payment: %v", err)
+	}
+	res.Body.Close()
+	if res.StatusCode != 200 || oa.m.Pay.Count(oa.card.number) != before+1 {
+		t.Errorf("the approved amount: status %d, processor saw the number %d times", res.StatusCode, oa.m.Pay.Count(oa.card.number)-before)
+	}
 }
