@@ -121,3 +121,20 @@ func TestScrubReaderCloseEarly(t *testing.T) {
 		}
 	}
 }
+
+func TestContainsTokenShape(t *testing.T) {
+	for in, want := range map[string]bool{
+		"av_card_1_number_u7x2k":         true,
+		"x=AV_CARD_1_NUMBER_U7X2K&y":     true,
+		"Av_login_github_password_abcde": true,
+		"_av_card_1_cvv_abcde":           true,
+		"av_":                            false,
+		"utm_source=av_x":                false,
+		"":                               false,
+		"a_v_card_1_number_u7x2k":        false,
+	} {
+		if got := containsTokenShape([]byte(in)); got != want {
+			t.Errorf("containsTokenShape(%q) = %v", in, got)
+		}
+	}
+}

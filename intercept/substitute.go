@@ -30,6 +30,16 @@ func (sb *substitution) wipe() {
 	}
 }
 
+// keep remembers the value released for b for the rest of the request
+// (wiped with it). The map is made on first use: most requests release
+// nothing.
+func (sb *substitution) keep(b *binding, raw []byte) {
+	if sb.reals == nil {
+		sb.reals = map[*binding][]byte{}
+	}
+	sb.reals[b] = raw
+}
+
 // resolve checks scope (P2) and releases the real value for b (P12).
 func (sb *substitution) resolve(b *binding) ([]byte, error) {
 	if r, ok := sb.reals[b]; ok {
@@ -47,7 +57,7 @@ func (sb *substitution) resolve(b *binding) ([]byte, error) {
 			return nil, agentvault.Errorf(agentvault.CodeSessionEnded, "the typed value is gone")
 		}
 		raw := append([]byte(nil), v.InsecureRawBytes()...)
-		sb.reals[b] = raw
+		sb.keep(b, raw)
 		sb.kinds = append(sb.kinds, b.item.Kind)
 		return raw, nil
 	}
@@ -63,7 +73,7 @@ func (sb *substitution) resolve(b *binding) ([]byte, error) {
 	}
 	raw := append([]byte(nil), sec.InsecureRawBytes()...)
 	sec.Wipe()
-	sb.reals[b] = raw
+	sb.keep(b, raw)
 	sb.kinds = append(sb.kinds, b.item.Kind)
 	return raw, nil
 }
@@ -121,7 +131,7 @@ func (c checkedReplacer) ReplaceText(dst, src []byte) ([]byte, int, error) {
 // forwarded when this fails.
 func (s *Server) substituteRequest(ctx context.Context, sess *Session, dest Destination, req *http.Request, body []byte) ([]byte, *substitution, error) {
 	rm, _ := sess.matchers()
-	sb := &substitution{ctx: ctx, srv: s, sess: sess, dest: dest, reals: map[*binding][]byte{}}
+	sb := &substitution{ctx: ctx, srv: s, sess: sess, dest: dest}
 	r := sb.replacer(rm)
 	if _, err := rewrite.URL(req.URL, r); err != nil {
 		return nil, sb, err
@@ -150,26 +160,35 @@ func (s *Server) substituteRequest(ctx context.Context, sess *Session, dest Dest
 // stand-in somewhere package rewrite could not rewrite in place (an
 // encoding it treats as opaque): a mock value never goes upstream.
 func (s *Server) hiddenValues(rm *requestMatch, req *http.Request, body []byte) error {
-	var views [][]byte
-	views = append(views, []byte(req.URL.EscapedPath()), []byte(req.URL.RawQuery))
-	if p, err := url.PathUnescape(req.URL.EscapedPath()); err == nil {
-		views = append(views, []byte(p))
+	// The URL and the header lines go in one buffer, a line each: no token
+	// or stand-in holds a line break, so none can span two of them, and
+	// one scan of each view replaces one per header.
+	ep := req.URL.EscapedPath()
+	n := len(ep) + len(req.URL.RawQuery) + 2
+	for name, vs := range req.Header {
+		for _, v := range vs {
+			n += len(name) + len(v) + 3
+		}
+	}
+	meta := make([]byte, 0, 2*n)
+	meta = append(append(append(meta, ep...), '\n'), req.URL.RawQuery...)
+	if p, err := url.PathUnescape(ep); err == nil && p != ep {
+		meta = append(append(meta, '\n'), p...)
 	}
 	for name, vs := range req.Header {
 		for _, v := range vs {
-			views = append(views, []byte(name+": "+v))
+			meta = append(append(append(append(meta, '\n'), name...), ": "...), v...)
 		}
 	}
-	plain := body
+	views := [][]byte{meta}
 	if len(body) > 0 {
-		d, err := rewrite.Decode(req.Header.Get("Content-Encoding"), body, s.cfg.MaxBodyBytes)
+		plain, err := rewrite.Decode(req.Header.Get("Content-Encoding"), body, s.cfg.MaxBodyBytes)
 		if err != nil {
 			return err
 		}
-		plain = d
+		views = append(views, plain)
 	}
-	views = append(views, plain)
-	for _, v := range slices.Clone(views) {
+	for _, v := range views[:len(views):len(views)] {
 		views = append(views, rewrite.EncodedViews(v)...)
 	}
 	for _, v := range views {
