@@ -185,7 +185,7 @@ var checkoutTmpl = shopPage(`{{define "title"}}Checkout · Northtrail Outfitters
 {{template "footer" .}}`)
 
 var orderTmpl = shopPage(`{{define "title"}}Order confirmed · Northtrail Outfitters{{end}}{{template "header" .}}
-<section id="order-success">
+<section id="order-success" role="status">
 <h1>Thank you, your order is confirmed</h1>
 <p>Order number <strong id="order-number">{{.Order.ID}}</strong>. A receipt is on its way to {{.Order.Email}}.</p>
 <p>Total charged: <span id="confirmed-total" data-total="{{.Order.Currency}} {{.Order.Total}}">{{.Order.Currency}} {{.Order.Total}}</span>
