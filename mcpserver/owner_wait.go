@@ -124,13 +124,18 @@ func refusalFor(kind string, expired bool) agentvault.Code {
 // expires, the fill's own limit passes, or ctx ends. It returns nil when the
 // owner approved (authorize again), or the refusal the fill gets. Either way
 // the call's answer gets a note saying what was asked and how it ended.
-func (s *Server) waitOwner(ctx context.Context, p *control.Pending) error {
+func (s *Server) waitOwner(ctx context.Context, ss *Session, p *control.Pending) error {
 	call := callOf(ctx)
 	what := askedWhat(p.Kind, p.Reason, p.Site, p.Amount)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// The wait also ends when the server closes or the session is closed.
 	stop := context.AfterFunc(s.stopCtx, cancel)
 	defer stop()
+	if ss != nil && ss.waits != nil {
+		stopSess := context.AfterFunc(ss.waits, cancel)
+		defer stopSess()
+	}
 
 	start := time.Now()
 	deadline := start.Add(s.ownerWaitMax)
@@ -160,7 +165,7 @@ func (s *Server) waitOwner(ctx context.Context, p *control.Pending) error {
 		ans, err := s.cfg.Control.Wait(ctx, p.WaitID, poll)
 		if ctx.Err() != nil {
 			return ended("stopped waiting", agentvault.Errorf(agentvault.CodeTimeout,
-				"Stopped waiting for the owner to %s: the call was cancelled or the server is closing. Nothing was typed in this field.", what))
+				"Stopped waiting for the owner to %s: the call was cancelled, or the session or the server is closing. Nothing was typed in this field.", what))
 		}
 		if err != nil {
 			return ended("the wait failed", agentvault.Errorf(agentvault.ErrorCode(err),

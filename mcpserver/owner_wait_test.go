@@ -173,6 +173,32 @@ func TestFillWaitsForOwner(t *testing.T) {
 		}
 	})
 
+	t.Run("close_session ends a wait", func(t *testing.T) {
+		ctl.owner = &ownerScript{field: "number", answers: []string{"pending"},
+			pending: control.Pending{WaitID: "apr_5", Kind: "new_destination", Reason: "new_destination", Site: site, ExpiresAt: time.Now().Add(time.Hour)}}
+		// The code the last batch still owes comes first.
+		fields := append([]map[string]any{{"selector": "#cvc", "frame": payFrame, "value": cvv1}}, batch[3:]...)
+		done := make(chan string, 1)
+		go func() {
+			p := &mcp.CallToolParams{Name: "fill_checkout", Arguments: map[string]any{"fields": fields}}
+			p.SetProgressToken("fill-close")
+			r, err := h.cs.CallTool(context.Background(), p)
+			if err != nil {
+				done <- "protocol error"
+				return
+			}
+			done <- text(r)
+		}()
+		for !ownerPolled(ctl.owner) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		h.ok("close_session", nil)
+		txt := <-done
+		if !strings.HasPrefix(txt, "status=error code=timeout filled=1/2\n") || !strings.Contains(txt, "Stopped waiting for the owner to approve new site") {
+			t.Fatalf("fill after close_session: %q", txt)
+		}
+	})
+
 	for _, s := range append(h.all, h.logs.String()) {
 		for _, v := range standIns {
 			if strings.Contains(s, v) {
@@ -205,4 +231,10 @@ func TestAskedWhat(t *testing.T) {
 	if refusalFor("purchase", true) != agentvault.CodeApprovalExpired {
 		t.Error("an expired purchase is approval_expired")
 	}
+}
+
+func ownerPolled(o *ownerScript) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.polls > 0
 }

@@ -308,7 +308,7 @@ func (s *Server) ensureSession(ctx context.Context, handle string) (*Session, er
 	if err != nil {
 		return nil, err
 	}
-	ss = &Session{Handle: cs.ID, ctl: cs}
+	ss = newSession(cs)
 	s.mu.Lock()
 	s.sessions[cs.ID] = ss
 	s.current = cs.ID
@@ -361,6 +361,9 @@ func (s *Server) prelaunch(spki string) {
 
 // closeSession ends a session on proxyd and closes its browser context.
 func (s *Server) closeSession(ctx context.Context, ss *Session) (control.CloseResponse, error) {
+	if ss.stopWaits != nil {
+		ss.stopWaits()
+	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if ss.closed {

@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"context"
 	"net/url"
 	"sync"
 
@@ -34,10 +35,22 @@ type Session struct {
 	loginPassword bool
 	orderTotal    *control.OrderTotal
 
+	// waits ends with close_session: a fill waiting on the owner holds mu,
+	// so closing cancels this first, then takes mu.
+	waits     context.Context
+	stopWaits context.CancelFunc
+
 	closed      bool
 	closeAnswer control.CloseResponse
 	closeErr    error
 	teardownErr string
+}
+
+// newSession is a session over proxyd's answer to CreateSession.
+func newSession(cs control.CreateSessionResponse) *Session {
+	ss := &Session{Handle: cs.ID, ctl: cs}
+	ss.waits, ss.stopWaits = context.WithCancel(context.Background())
+	return ss
 }
 
 // action records an action between a card number and its code: it spends

@@ -80,7 +80,7 @@ func (s *Server) authorize(ctx context.Context, ss *Session, token string, cls f
 				return "", agentvault.Errorf(agentvault.CodeApprovalPending,
 					"the proxy asked the owner %d times in a row for field %s; stopped waiting. Nothing was typed in this field.", round, cls.field)
 			}
-			if err := s.waitOwner(ctx, p); err != nil {
+			if err := s.waitOwner(ctx, ss, p); err != nil {
 				return "", err
 			}
 			continue
