@@ -5,7 +5,11 @@
 // detect_challenge, get_session_outcome, get_run_report, close_session),
 // their JSON schemas, the status line every answer starts with, the mapping
 // of error codes to isError results (statusError, the one place), the card
-// field order rules, and the per-session state those rules need.
+// field order rules, and the per-session state those rules need. A fill
+// whose authorize is pending on the owner waits for them inside the call
+// (owner_wait.go: progress notifications, long polls of control Wait, a
+// fresh authorize after a yes). Main serves MCP on stdio, or on streamable
+// HTTP bound to loopback with --http.
 //
 // It must never: read the vault or its storage (everything secret goes
 // through proxyd's control API: a token is authorized there and what comes
