@@ -9,6 +9,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/agentvault/agentvault"
@@ -286,6 +287,13 @@ func parseWireAmount(cfg WireAmountConfig, w wireAmount, defaultCurrency string)
 	}
 	if strings.HasPrefix(text, "-") {
 		return policy.Amount{}, true, nil
+	}
+	if i := strings.IndexAny(text, "eE"); i >= 0 && isPlainNumber(text) {
+		// An exponent is bounded before big.Rat expands it: "1e999999999"
+		// would cost gigabytes.
+		if e, err := strconv.Atoi(text[i+1:]); err != nil || e < -30 || e > 30 {
+			return policy.Amount{}, false, agentvault.Errorf(agentvault.CodeAmountUnknown, "an amount on the wire could not be read")
+		}
 	}
 	if r, ok := new(big.Rat).SetString(text); ok && isPlainNumber(text) {
 		minor := wireMinorNames[w.name] || containsName(cfg.MinorUnitFields, w.name)
