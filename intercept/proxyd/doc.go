@@ -11,7 +11,7 @@
 //
 // It must never start with a configuration it could not fully validate,
 // decide a fill without the owner's rules, resolve unsafe_test_hosts unless
-// unsafe_allow_private_ranges is on too,
-// listen with the control or admin API on a non-loopback address, or print
-// a secret (the API key and control token go to 0600 files, never to logs).
+// unsafe_allow_private_ranges is on too, listen with the control or admin
+// API on a non-loopback address, or print a secret (the API key and control
+// token go to 0600 files, never to logs).
 package proxyd
