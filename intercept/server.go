@@ -197,7 +197,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		s.mu.Lock()
 		for t := range s.live {
+			t.mu.Lock()
 			_ = t.conn.Close()
+			t.mu.Unlock()
 		}
 		s.mu.Unlock()
 		<-done
@@ -360,7 +362,9 @@ func (s *Server) serveTunnel(sess *Session, dest Destination, client net.Conn) {
 		return
 	}
 	_ = client.SetReadDeadline(time.Time{})
+	t.mu.Lock() // Shutdown reads conn from another goroutine
 	t.conn = tconn
+	t.mu.Unlock()
 	if tconn.ConnectionState().NegotiatedProtocol == "h2" {
 		// P7: our code terminates h2; every stream goes through handle.
 		s.h2.ServeConn(tconn, &http2.ServeConnOpts{
