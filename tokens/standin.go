@@ -301,17 +301,31 @@ func (s *Session) Issue(binding int, field vault.Field, real vault.Secret) ([]by
 		return slices.Clone(v), nil
 	}
 	s.reals[s.realMAC(real.InsecureRawBytes())] = true
+	v, err := StandInUnlike(field, real, s.rnd, func(v []byte) bool {
+		_, taken := s.byValue[string(v)]
+		return taken || s.reals[s.realMAC(v)]
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.byValue[string(v)] = binding
+	s.issued[binding] = v
+	return slices.Clone(v), nil
+}
+
+// StandInUnlike is StandIn drawn again while taken reports the candidate
+// in use (another stand-in or token of the caller's session), up to a
+// bound. Session.Issue uses it; a caller keeping its own session table
+// passes its own taken.
+func StandInUnlike(field vault.Field, real vault.Secret, rnd io.Reader, taken func([]byte) bool) ([]byte, error) {
 	for range maxAttempts {
-		v, err := StandIn(field, real, s.rnd)
+		v, err := StandIn(field, real, rnd)
 		if err != nil {
 			return nil, err
 		}
-		if _, taken := s.byValue[string(v)]; taken || s.reals[s.realMAC(v)] {
-			continue
+		if taken == nil || !taken(v) {
+			return v, nil
 		}
-		s.byValue[string(v)] = binding
-		s.issued[binding] = v
-		return slices.Clone(v), nil
 	}
 	return nil, agentvault.Errorf(agentvault.CodeSubstitution, "no unique %s stand-in left in this session", field)
 }

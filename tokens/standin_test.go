@@ -271,3 +271,19 @@ func FuzzStandIn(f *testing.F) {
 		checkStandIn(t, field, real, got)
 	})
 }
+
+func TestStandInUnlikeRetriesAndGivesUp(t *testing.T) {
+	real := vault.NewSecret([]byte("4242424242424242"))
+	var seen [][]byte
+	v, err := StandInUnlike(vault.FieldNumber, real, nil, func(c []byte) bool {
+		seen = append(seen, c)
+		return len(seen) < 4
+	})
+	if err != nil || len(seen) != 4 || string(v) != string(seen[3]) || !LuhnValid(v) {
+		t.Fatalf("err %v after %d candidates", err, len(seen))
+	}
+	_, err = StandInUnlike(vault.FieldCVV, vault.NewSecret([]byte("737")), nil, func([]byte) bool { return true })
+	if agentvault.ErrorCode(err) != agentvault.CodeSubstitution {
+		t.Fatalf("all taken: %v", err)
+	}
+}
