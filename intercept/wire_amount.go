@@ -37,8 +37,11 @@ import (
 // Units. A number with a decimal point is in major units ("12.34" EUR). An
 // integer is in minor units in the fields Stripe's API writes that way
 // (amount, amount_total, unit_amount, and MinorUnitFields): amount=1234
-// with currency=eur is 12.34 EUR. In every other field an integer is in
-// major units (total=25 is 25 EUR). More decimals than the currency has are
+// with currency=eur is 12.34 EUR. Because a shop may mean whole units
+// there too, such an integer is refused when its whole-unit reading is over
+// the approved total and its minor-unit reading is under half of it
+// (checkMinorReading). In every other field an integer is in major units
+// (total=25 is 25 EUR). More decimals than the currency has are
 // rounded up, so a rounding error errs against spending. The currency is
 // the sibling currency field's, else the approved total's; a different
 // currency is converted with the engine's rate table, and one without a
@@ -133,6 +136,12 @@ func (s *Server) checkSubstituted(sb *substitution, req *http.Request, body []by
 				continue
 			}
 			if err := eng.CheckWireAmount(ap, seen); err != nil {
+				return err
+			}
+			if !w.minorInteger(ss.WireAmount) {
+				continue
+			}
+			if err := checkMinorReading(eng, ap, seen); err != nil {
 				return err
 			}
 		}
@@ -267,6 +276,46 @@ func jsonAmounts(names wireNameSet, v any, out []wireAmount) []wireAmount {
 		}
 	}
 	return out
+}
+
+// minorInteger reports whether w is an integer in a minor-unit field: the
+// one reading that is ambiguous (amount=80 is 0.80 for a processor counting
+// cents, 80.00 for a shop counting euros).
+func (w wireAmount) minorInteger(cfg WireAmountConfig) bool {
+	t := strings.TrimSpace(w.text)
+	return (wireMinorNames[w.name] || containsName(cfg.MinorUnitFields, w.name)) &&
+		isPlainNumber(t) && !strings.ContainsAny(t, ".eE")
+}
+
+// checkMinorReading narrows the ambiguous case. An integer read as minor
+// units that fits under the approved total, while the same digits read as
+// whole units would not, is accepted only when it is at least half the
+// approved total: what a processor counting minor units sends for this
+// checkout (Stripe's amount=7240 for 72.40). A much smaller reading
+// (amount=80 for 72.40) more likely means whole units and is refused.
+func checkMinorReading(eng *policy.Engine, approved, seen policy.Amount) error {
+	exp, _ := policy.CurrencyExponent(seen.Currency)
+	if exp == 0 {
+		return nil // both readings are the same number
+	}
+	major := seen
+	for range exp {
+		if major.Minor > 999_999_999_999_999/10 {
+			return agentvault.Errorf(agentvault.CodeAmountMismatch, "the amount sent may be larger than the approved total")
+		}
+		major.Minor *= 10
+	}
+	if eng.CheckWireAmount(approved, major) == nil {
+		return nil
+	}
+	conv, err := eng.Rates.Convert(seen, approved.Currency)
+	if err != nil {
+		return agentvault.Errorf(agentvault.CodeAmountUnconvertible, "the amount on the wire cannot be converted to %s", approved.Currency)
+	}
+	if conv.Minor*2 < approved.Minor {
+		return agentvault.Errorf(agentvault.CodeAmountMismatch, "the amount sent may be larger than the approved total (its unit is ambiguous)")
+	}
+	return nil
 }
 
 // parseWireAmount reads one found amount (see WireAmountConfig for the

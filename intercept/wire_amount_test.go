@@ -51,6 +51,8 @@ func TestP18_WireAmountAboveApprovedTotalRefused(t *testing.T) {
 	}{
 		{"stripe minor units equal", form, "amount=1234&currency=eur&card[number]=" + si, ""},
 		{"stripe minor units grown", form, "amount=1235&currency=eur&card[number]=" + si, agentvault.CodeAmountMismatch},
+		{"whole units in amount grown", form, "amount=80&currency=eur&card[number]=" + si, agentvault.CodeAmountMismatch},
+		{"whole units in amount lower", form, "amount=12&currency=eur&card[number]=" + si, ""},
 		{"decimal total equal", "application/json", `{"card":"` + si + `","order":{"total":"12.34","currency":"EUR"}}`, ""},
 		{"decimal total grown", "application/json", `{"card":"` + si + `","order":{"grand_total":12.35}}`, agentvault.CodeAmountMismatch},
 		{"camelCase total grown", "application/json", `{"card":"` + si + `","orderTotal":"13"}`, agentvault.CodeAmountMismatch},
@@ -94,8 +96,8 @@ func TestP18_WireAmountAboveApprovedTotalRefused(t *testing.T) {
 	if codeOf(resp) != "" {
 		t.Fatalf("amount without a card refused: %s", codeOf(resp))
 	}
-	if s.Report().DeniedCount != 8 {
-		t.Fatalf("deniedCount %d, want 8", s.Report().DeniedCount)
+	if s.Report().DeniedCount != 9 {
+		t.Fatalf("deniedCount %d, want 9", s.Report().DeniedCount)
 	}
 	if strings.Contains(e.logs.String(), number) {
 		t.Fatal("the number is in the logs")
