@@ -78,7 +78,12 @@ func wireFieldName(k string) string {
 		k = k[i+1:]
 	}
 	k = strings.ToLower(k)
-	return strings.NewReplacer("_", "", "-", "").Replace(k)
+	return strings.Map(func(r rune) rune {
+		if r == '_' || r == '-' {
+			return -1
+		}
+		return r
+	}, k)
 }
 
 // wireAmount is one amount found on the wire: the text, the field's name and

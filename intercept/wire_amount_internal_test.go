@@ -46,3 +46,36 @@ func FuzzP18_WireAmount(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkWireAmountJSON is the check's cost on a checkout JSON of about
+// 2 KB (run only for requests that carry a card number authorized with a
+// total).
+func BenchmarkWireAmountJSON(b *testing.B) {
+	body := []byte(`{"card":{"number":"4242427673844242","cvc":"123"},"currency":"EUR","amount":7240,"items":[`)
+	for i := 0; i < 20; i++ {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		body = append(body, `{"sku":"sku-000123","name":"Trail shoe, size 42","price":"12.50","quantity":1}`...)
+	}
+	body = append(body, `]}`...)
+	req := &http.Request{Header: http.Header{"Content-Type": {"application/json"}}, URL: &url.URL{}}
+	ap := policy.Amount{Minor: 7240, Currency: "EUR"}
+	eng := policy.NewEngine(policy.Rates{}, nil)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		found, err := wireAmounts(WireAmountConfig{}, req, body, 1<<20)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, w := range found {
+			a, skip, err := parseWireAmount(WireAmountConfig{}, w, "EUR")
+			if err != nil || skip {
+				continue
+			}
+			if err := eng.CheckWireAmount(ap, a); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
