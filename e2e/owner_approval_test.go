@@ -69,10 +69,12 @@ func TestOwnerApprovesInDashboard(t *testing.T) {
 			t.Fatalf("first progress notification %q does not say a new site waits", first)
 		}
 		banner := owner.decideNext(t, "approve")
+		approvedAt := time.Now()
 		if !strings.Contains(banner, "waiting for you") || !strings.Contains(strings.ToLower(banner), "new site") {
 			t.Errorf("dashboard banner %q does not show the new site", banner)
 		}
 		r := fill.wait(t)
+		t.Logf("the fill finished %v after the owner's approval page loaded (%d progress notifications)", time.Since(approvedAt).Round(time.Millisecond), progress.count())
 		if r.isErr || !strings.HasPrefix(r.text, "status=ok filled=2/2") || !strings.Contains(r.text, ": approved.") {
 			t.Fatalf("fill after the owner's approval: %q", r.status())
 		}
