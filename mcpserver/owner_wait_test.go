@@ -89,7 +89,15 @@ func (p *progressLog) all() []string {
 func TestFillWaitsForOwner(t *testing.T) {
 	ctl := &standInControl{}
 	prog := &progressLog{}
-	h := newHarnessWith(t, ctl, &mcp.ClientOptions{ProgressNotificationHandler: prog.handler})
+	logs := &progressLog{}
+	h := newHarnessWith(t, ctl, &mcp.ClientOptions{ProgressNotificationHandler: prog.handler,
+		LoggingMessageHandler: func(_ context.Context, r *mcp.LoggingMessageRequest) {
+			if msg, ok := r.Params.Data.(string); ok {
+				logs.mu.Lock()
+				logs.msgs = append(logs.msgs, msg)
+				logs.mu.Unlock()
+			}
+		}})
 	h.ok("open_page", map[string]any{"url": h.site.CheckoutURL()})
 	h.ok("wait_for_selector", map[string]any{"selector": "#number", "frame": payFrame, "timeout": 5000})
 	site := "127.0.0.1"
@@ -104,6 +112,9 @@ func TestFillWaitsForOwner(t *testing.T) {
 		p := &mcp.CallToolParams{Name: "fill_checkout", Arguments: map[string]any{"fields": fields}}
 		if progressToken != nil {
 			p.SetProgressToken(progressToken)
+			// Log notifications at info and above for this call (the
+			// per-request level of the current protocol).
+			p.Meta[mcp.MetaKeyLogLevel] = "info"
 		}
 		r, err := h.cs.CallTool(context.Background(), p)
 		if err != nil {
@@ -159,6 +170,11 @@ func TestFillWaitsForOwner(t *testing.T) {
 		if len(msgs) < 3 || !strings.HasPrefix(msgs[0], "Waiting for the account owner to approve new site 127.0.0.1") ||
 			!strings.Contains(msgs[len(msgs)-1], "approved") {
 			t.Fatalf("progress notifications: %q", msgs)
+		}
+		// The same messages go out as log notifications, for clients that
+		// sent no progress token.
+		if lm := logs.all(); len(lm) < len(msgs) || !strings.HasPrefix(lm[0], "Waiting for the account owner") {
+			t.Fatalf("log notifications: %q", lm)
 		}
 	})
 
