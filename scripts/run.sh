@@ -83,5 +83,5 @@ MSG
 # so the traps above run at once.
 wait -n "$proxyd_pid" "$mcpd_pid"
 rc=$?
-echo "agentvault: a process exited (status $rc); stopping the other" >&2
+echo "agentvault: proxyd or mcpd exited (status $rc); stopping both" >&2
 exit "$rc"
