@@ -233,10 +233,10 @@ func mcpCheckout(t *testing.T, ap *appliance) {
 	closed := agent.must("close_session", map[string]any{})
 
 	// The merchant side: the processor got the real card, the shop never did.
-	if !ap.m.Pay.Saw(ap.card.number) || !ap.m.Pay.Saw(ap.card.cvv) {
+	if !ap.m.Pay.Saw(ap.card.number) || !ap.m.Pay.SawField(ap.card.cvv) {
 		t.Error("the payments API did not receive the real number and CVV")
 	}
-	if ap.m.Shop.Saw(ap.card.number) || ap.m.Shop.Saw(ap.card.cvv) {
+	if ap.m.Shop.Saw(ap.card.number) || ap.m.Shop.SawField(ap.card.cvv) {
 		t.Error("the shop received the real card number or CVV")
 	}
 	if o := ap.m.Orders(); len(o) != 1 || o[0].Total != "42.50" {

@@ -80,10 +80,10 @@ func TestMerchantCheckoutInChromium(t *testing.T) {
 	must(t, "place order", page.Locator("#place-order").Click())
 	must(t, "confirmation", page.Locator("#order-success").WaitFor())
 
-	if !m.Pay.Saw(number) || !m.Pay.Saw(cvc) {
+	if !m.Pay.Saw(number) || !m.Pay.SawField(cvc) {
 		t.Error("the processor did not receive the card")
 	}
-	if m.Shop.Saw(number) || m.Shop.Saw(cvc) {
+	if m.Shop.Saw(number) || m.Shop.SawField(cvc) {
 		t.Error("the shop received the card")
 	}
 	if o := m.Orders(); len(o) != 1 || o[0].Total != "42.50" {

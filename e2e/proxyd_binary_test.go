@@ -161,7 +161,7 @@ log:
 	if !bytes.Contains(body, []byte(`id="payment-ok"`)) || !bytes.HasSuffix(body, []byte("\n200")) {
 		t.Errorf("curl got no payment confirmation (%d bytes)", len(body))
 	}
-	if !m.Pay.Saw(number) || !m.Pay.Saw(cvv) {
+	if !m.Pay.Saw(number) || !m.Pay.SawField(cvv) {
 		t.Error("the processor did not receive the real card")
 	}
 	if m.Pay.Saw(numTok) {

@@ -153,7 +153,7 @@ func TestCheckoutChargesTheProcessorNotTheShop(t *testing.T) {
 	if !strings.Contains(page, `data-total="EUR 42.50"`) {
 		t.Error("confirmation does not show the charged total")
 	}
-	if !m.Pay.Saw(number) || !m.Pay.Saw(cvc) {
+	if !m.Pay.Saw(number) || !m.Pay.SawField(cvc) {
 		t.Error("the processor did not receive the card number and code")
 	}
 	if m.Shop.Saw(number) {
