@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"compress/zlib"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -160,6 +161,50 @@ func TestP10_UnmatchedCompressedResponseUntouched(t *testing.T) {
 				if resp.Header.Get("Content-Encoding") != "" || body != "card "+f.numSI || resp.ContentLength != int64(len(body)) {
 					t.Fatalf("h2=%v: dirty body not scrubbed to identity (encoding %q, %d bytes)", h2, resp.Header.Get("Content-Encoding"), len(body))
 				}
+			}
+		}
+	}
+}
+
+// TestP10_ScrubsStreamedCompressedResponses: a compressed body of unknown
+// length is decoded, scrubbed and sent on as a stream, for every coding.
+func TestP10_ScrubsStreamedCompressedResponses(t *testing.T) {
+	var f *subFixture
+	f = newSubFixture(t, false, func(w http.ResponseWriter, r *http.Request) {
+		name := strings.TrimPrefix(r.URL.Path, "/")
+		for _, c := range codecs {
+			if c.name != name {
+				continue
+			}
+			var plain strings.Builder
+			for i := 0; i < 3000; i++ {
+				fmt.Fprintf(&plain, "row %d card %s pw %s\n", i, f.number, f.passwd)
+			}
+			enc := c.enc([]byte(plain.String()))
+			w.Header().Set("Content-Encoding", name)
+			fl := w.(http.Flusher)
+			for i := 0; i < len(enc); i += 1000 {
+				_, _ = w.Write(enc[i:min(i+1000, len(enc))])
+				fl.Flush()
+			}
+		}
+	})
+	for _, h2 := range []bool{false, true} {
+		c := f.e.client(f.s, f.pw, h2)
+		for _, cd := range codecs {
+			req, _ := http.NewRequest("GET", f.url("/"+cd.name), nil)
+			req.Header.Set("Accept-Encoding", cd.name)
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := readAll(t, resp.Body)
+			resp.Body.Close()
+			if resp.Header.Get("Content-Encoding") != "" || resp.ContentLength != -1 {
+				t.Fatalf("%s h2=%v: not streamed as identity (encoding %q, length %d)", cd.name, h2, resp.Header.Get("Content-Encoding"), resp.ContentLength)
+			}
+			if strings.Contains(body, f.number) || strings.Contains(body, f.passwd) || strings.Count(body, f.numSI) != 3000 {
+				t.Fatalf("%s h2=%v: streamed response not scrubbed (%d bytes)", cd.name, h2, len(body))
 			}
 		}
 	}
