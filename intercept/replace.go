@@ -24,8 +24,8 @@ type scrubber struct {
 }
 
 // scrubWholeField is the length under which a real value (a CVV) is
-// scrubbed only between delimiters: "737" must not be replaced inside
-// "17375" or a Content-Length.
+// scrubbed only as a word: "737" must not be replaced inside "17375", but
+// "CVV 737." is replaced (tokens.Pattern.WordBounded).
 const scrubWholeField = 6
 
 // newScrubber builds the scrubber for a session's released values; nil
@@ -35,7 +35,7 @@ func newScrubber(rel []released) *scrubber {
 	var pats []tokens.Pattern
 	for _, r := range rel {
 		for _, v := range rewrite.ScrubVariants(r.real.InsecureRawBytes(), []byte(r.standIn)) {
-			pats = append(pats, tokens.Pattern{Value: v[0], ID: len(sc.to), WholeField: len(v[0]) < scrubWholeField})
+			pats = append(pats, tokens.Pattern{Value: v[0], ID: len(sc.to), WholeField: len(v[0]) < scrubWholeField, WordBounded: true})
 			sc.to = append(sc.to, v[1])
 			sc.kinds = append(sc.kinds, r.kind)
 		}

@@ -40,6 +40,9 @@ func TestP10_ShortValuesOnlyBetweenDelimiters(t *testing.T) {
 		"17375":               "17375",
 		"737":                 "123",
 		"Length: 7370":        "Length: 7370",
+		"CVV 737.":            "CVV 123.",
+		"code/737-x":          "code/123-x",
+		"v737":                "v737",
 		"4242 4242 4242 4242": "4242 4200 0000 4242",
 	} {
 		got, _ := r.apply([]byte(in), nil)

@@ -19,6 +19,12 @@ type Pattern struct {
 	Value      []byte
 	ID         int
 	WholeField bool
+	// WordBounded loosens WholeField in free text: any byte that is not an
+	// ASCII letter or digit bounds the match ("CVV 737." matches). Scrub
+	// patterns for real values use it, because there a missed match leaks a
+	// secret while a spurious one only masks three digits; substitution keeps
+	// the strict delimiters, where a spurious match would corrupt a request.
+	WordBounded bool
 }
 
 // Matching rules, shared by every entry point and by the naive reference in
@@ -43,6 +49,23 @@ var isDelim = func() (t [256]bool) {
 	}
 	return t
 }()
+
+// isNonWord bounds a WordBounded match: anything but an ASCII letter or digit.
+var isNonWord = func() (t [256]bool) {
+	for i := range t {
+		c := byte(i)
+		t[i] = !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z')
+	}
+	return t
+}()
+
+// boundsOf is the table that bounds a whole-field pattern in free text.
+func boundsOf(wordBounded bool) *[256]bool {
+	if wordBounded {
+		return &isNonWord
+	}
+	return &isDelim
+}
 
 // byteCost approximates how often a byte appears in web traffic (HTML, JSON,
 // JS, form bodies); the matcher anchors each pattern on its cheapest byte so
@@ -87,7 +110,8 @@ type pattern struct {
 	val      []byte
 	id       int
 	whole    bool
-	head     uint64 // first (up to) 8 bytes, little endian
+	bounds   *[256]bool // for whole: the bytes that may stand next to it in free text
+	head     uint64     // first (up to) 8 bytes, little endian
 	headMask uint64
 }
 
@@ -137,17 +161,17 @@ var useTeddy = haveTeddy
 func NewMatcher(patterns []Pattern) *Matcher {
 	m := &Matcher{}
 	type key struct {
-		v     string
-		whole bool
+		v           string
+		whole, word bool
 	}
 	seen := make(map[key]bool, len(patterns))
 	for _, p := range patterns {
-		k := key{string(p.Value), p.WholeField}
+		k := key{string(p.Value), p.WholeField, p.WholeField && p.WordBounded}
 		if len(p.Value) == 0 || seen[k] {
 			continue
 		}
 		seen[k] = true
-		m.pats = append(m.pats, pattern{val: bytes.Clone(p.Value), id: p.ID, whole: p.WholeField})
+		m.pats = append(m.pats, pattern{val: bytes.Clone(p.Value), id: p.ID, whole: p.WholeField, bounds: boundsOf(p.WordBounded)})
 		m.maxLen = max(m.maxLen, len(p.Value))
 	}
 	var vec, scalar []int32
@@ -274,7 +298,7 @@ func (m *Matcher) verify(src []byte, s int, head uint64, pi int32, field bool) b
 		if field {
 			return s == 0 && e == n
 		}
-		return (s == 0 || isDelim[src[s-1]]) && (e == n || isDelim[src[e]])
+		return (s == 0 || p.bounds[src[s-1]]) && (e == n || p.bounds[src[e]])
 	}
 	return true
 }
@@ -592,7 +616,7 @@ func (m *Matcher) placeAnchors(pis []int32) {
 			a.prev[p.val[off-1]] = true
 		} else if p.whole {
 			for d := range 256 {
-				a.prev[d] = a.prev[d] || isDelim[d]
+				a.prev[d] = a.prev[d] || p.bounds[d]
 			}
 		} else {
 			a.prevAny = true
@@ -601,7 +625,7 @@ func (m *Matcher) placeAnchors(pis []int32) {
 			a.next[p.val[off+1]] = true
 		} else if p.whole {
 			for d := range 256 {
-				a.next[d] = a.next[d] || isDelim[d]
+				a.next[d] = a.next[d] || p.bounds[d]
 			}
 		} else {
 			a.nextAny = true

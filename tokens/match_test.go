@@ -33,7 +33,8 @@ func naiveReplace(pats []Pattern, src []byte, field bool, repl func(int) ([]byte
 					if field {
 						ok = s == 0 && e == len(src)
 					} else {
-						ok = (s == 0 || isDelim[src[s-1]]) && (e == len(src) || isDelim[src[e]])
+						b := boundsOf(p.WordBounded)
+						ok = (s == 0 || b[src[s-1]]) && (e == len(src) || b[src[e]])
 					}
 				}
 				if !ok {
@@ -308,7 +309,7 @@ func FuzzReplacer(f *testing.F) {
 			if len(v) > 40 {
 				v = v[:40]
 			}
-			pats = append(pats, Pattern{Value: v, ID: i, WholeField: wholeMask>>i&1 == 1})
+			pats = append(pats, Pattern{Value: v, ID: i, WholeField: wholeMask>>i&1 == 1, WordBounded: wholeMask>>(i+16)&1 == 1})
 		}
 		src := squash(text)
 		defer func(u bool) { useTeddy = u }(useTeddy)
@@ -438,5 +439,42 @@ func TestManyPatternsAgainstReference(t *testing.T) {
 				}
 			}
 		}()
+	}
+}
+
+func TestP10_WordBoundedScrubPatterns(t *testing.T) {
+	cases := []struct {
+		text       string
+		word, want bool
+	}{
+		{"CVV 737.", true, true},
+		{"CVV 737.", false, false},
+		{"code:737-x", true, true},
+		{"a/737/b", true, true},
+		{"%20737%20", true, false}, // '0' before it: part of a longer run
+		{"41737", true, false},
+		{"x737y", true, false},
+		{"=737&", false, true},
+	}
+	for _, c := range cases {
+		m := NewMatcher([]Pattern{{Value: []byte("737"), ID: 1, WholeField: true, WordBounded: c.word}})
+		r := NewReplacer(m, func(int) ([]byte, error) { return []byte("###"), nil })
+		got, n, err := r.ReplaceText(nil, []byte(c.text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (n == 1) != c.want {
+			t.Errorf("%q word=%v: replaced=%v (%q), want %v", c.text, c.word, n == 1, got, c.want)
+		}
+		// The streaming writer follows the same rule.
+		var buf bytes.Buffer
+		w := r.NewWriter(&buf)
+		for i := 0; i < len(c.text); i++ {
+			w.Write([]byte{c.text[i]})
+		}
+		w.Close()
+		if buf.String() != string(got) {
+			t.Errorf("%q word=%v: writer %q, ReplaceText %q", c.text, c.word, buf.String(), got)
+		}
 	}
 }
