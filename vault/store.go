@@ -140,6 +140,7 @@ const (
 	AuditRelease = "release"
 	AuditAdd     = "add"
 	AuditRemove  = "remove"
+	AuditUpdate  = "update"
 	AuditRotate  = "rotate_key"
 )
 

@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/mail"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -77,52 +78,169 @@ func cardBrand(n []byte) string {
 	return "card"
 }
 
-func validateCard(in CardInput, now time.Time) (brand string, err error) {
+// InputProblem is one reason an input is refused, with the form input it is
+// about, so a form can show every message next to its field. Err is an
+// *agentvault.Error with CodeInvalidInput; it never holds the value.
+type InputProblem struct {
+	Input string // "number", "cvv", "expiry", "holder", "sites", "billing"; "site", "email", "username", "website", "password", "totp"
+	Err   error
+}
+
+// Input names of InputProblem.
+const (
+	InputNumber   = "number"
+	InputCVV      = "cvv"
+	InputExpiry   = "expiry"
+	InputHolder   = "holder"
+	InputSites    = "sites"
+	InputBilling  = "billing"
+	InputSite     = "site"
+	InputEmail    = "email"
+	InputUsername = "username"
+	InputWebsite  = "website"
+	InputPassword = "password"
+	InputTOTP     = "totp"
+)
+
+// CheckCard runs every rule AddCard applies to a new card and returns all
+// the problems found, in the order AddCard reports them (AddCard refuses
+// with the first). None means AddCard will accept the input, storage
+// errors aside.
+func CheckCard(in CardInput, now time.Time) []InputProblem {
+	_, probs := checkCard(in, now)
+	return probs
+}
+
+func checkCard(in CardInput, now time.Time) (brand string, probs []InputProblem) {
+	add := func(input, format string, args ...any) {
+		probs = append(probs, InputProblem{Input: input, Err: invalid(format, args...)})
+	}
 	n := in.Number.InsecureRawBytes()
-	if len(n) < 12 || len(n) > 19 || !allDigits(n) {
-		return "", invalid("card number must be 12 to 19 digits")
+	switch {
+	case len(n) < 12 || len(n) > 19 || !allDigits(n):
+		add(InputNumber, "card number must be 12 to 19 digits")
+	case !luhnValid(n):
+		add(InputNumber, "card number fails the Luhn check")
+	default:
+		brand = cardBrand(n)
 	}
-	if !luhnValid(n) {
-		return "", invalid("card number fails the Luhn check")
-	}
-	brand = cardBrand(n)
 	if in.LiveCVV {
 		if !in.CVV.IsZero() {
-			return "", invalid("a live-CVV card stores no CVV")
+			add(InputCVV, "a live-CVV card stores no CVV")
 		}
 	} else {
 		c := in.CVV.InsecureRawBytes()
-		if !allDigits(c) || len(c) < 3 || len(c) > 4 {
-			return "", invalid("CVV must be 3 or 4 digits")
+		switch {
+		case !allDigits(c) || len(c) < 3 || len(c) > 4:
+			add(InputCVV, "CVV must be 3 or 4 digits")
+		case brand == "amex" && len(c) != 4:
+			add(InputCVV, "an amex CVV has 4 digits")
+		case brand != "" && brand != "amex" && brand != "card" && len(c) != 3:
+			add(InputCVV, "a %s CVV has 3 digits", brand)
 		}
-		if brand == "amex" && len(c) != 4 {
-			return "", invalid("an amex CVV has 4 digits")
-		}
-		if brand != "amex" && brand != "card" && len(c) != 3 {
-			return "", invalid("a %s CVV has 3 digits", brand)
-		}
 	}
-	if in.ExpiryMonth < 1 || in.ExpiryMonth > 12 {
-		return "", invalid("expiry month must be 1 to 12")
+	switch {
+	case in.ExpiryMonth < 1 || in.ExpiryMonth > 12:
+		add(InputExpiry, "expiry month must be 1 to 12")
+	case in.ExpiryYear < 1000 || in.ExpiryYear > 9999:
+		add(InputExpiry, "expiry year must have four digits")
+	case in.ExpiryYear < now.Year() || (in.ExpiryYear == now.Year() && in.ExpiryMonth < int(now.Month())):
+		add(InputExpiry, "card has expired")
 	}
-	if in.ExpiryYear < 1000 || in.ExpiryYear > 9999 {
-		return "", invalid("expiry year must have four digits")
+	if err := checkHolder(in.Holder); err != nil {
+		probs = append(probs, InputProblem{Input: InputHolder, Err: err})
 	}
-	if in.ExpiryYear < now.Year() || (in.ExpiryYear == now.Year() && in.ExpiryMonth < int(now.Month())) {
-		return "", invalid("card has expired")
-	}
-	if len(in.Holder) > 200 || strings.ContainsAny(in.Holder, "\x00\r\n") {
-		return "", invalid("holder name is too long or holds control characters")
-	}
-	if in.AnySite == (len(in.Sites) > 0) {
-		return "", invalid("give either sites or any-site for a card")
+	if _, err := checkSites(in.AnySite, in.Sites); err != nil {
+		probs = append(probs, InputProblem{Input: InputSites, Err: err})
 	}
 	if in.Billing != nil {
 		if err := validateAddress(*in.Billing); err != nil {
-			return "", err
+			probs = append(probs, InputProblem{Input: InputBilling, Err: err})
 		}
 	}
+	return brand, probs
+}
+
+func validateCard(in CardInput, now time.Time) (brand string, err error) {
+	brand, probs := checkCard(in, now)
+	if len(probs) > 0 {
+		return "", probs[0].Err
+	}
 	return brand, nil
+}
+
+func checkHolder(h string) error {
+	if len(h) > 200 || strings.ContainsAny(h, "\x00\r\n") {
+		return invalid("holder name is too long or holds control characters")
+	}
+	return nil
+}
+
+// checkSites validates a card's destinations (exactly one of any-site and
+// a site list) and returns the normalised hosts.
+func checkSites(anySite bool, sites []string) ([]string, error) {
+	if anySite == (len(sites) > 0) {
+		return nil, invalid("give either sites or any-site for a card")
+	}
+	var out []string
+	for _, s := range sites {
+		h, err := siteHost(s)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}
+
+// CheckLogin runs every rule AddLogin applies and returns all the problems
+// found, in the order AddLogin reports them.
+func CheckLogin(in LoginInput) []InputProblem {
+	_, probs := checkLogin(in)
+	return probs
+}
+
+func checkLogin(in LoginInput) (domain string, probs []InputProblem) {
+	add := func(input, format string, args ...any) {
+		probs = append(probs, InputProblem{Input: input, Err: invalid(format, args...)})
+	}
+	site := in.Site
+	if site == "" {
+		site = in.Website
+	}
+	if site == "" {
+		add(InputSite, "login needs a site")
+	} else {
+		d, err := registrableDomain(site)
+		if err != nil {
+			probs = append(probs, InputProblem{Input: InputSite, Err: err})
+		}
+		domain = d
+	}
+	switch {
+	case in.Email == "" && in.Username == "":
+		add(InputEmail, "login needs an email or a username")
+	case in.Email != "" && !validEmail(in.Email):
+		add(InputEmail, "email address is not valid")
+	}
+	if !plainText(in.Username, 200) {
+		add(InputUsername, "username and website must be single lines")
+	}
+	if !plainText(in.Website, 2000) {
+		add(InputWebsite, "username and website must be single lines")
+	}
+	switch {
+	case in.Password.IsZero() || in.Password.Len() > 1024:
+		add(InputPassword, "password must be 1 to 1024 bytes")
+	case strings.ContainsAny(string(in.Password.InsecureRawBytes()), "\r\n\x00"):
+		add(InputPassword, "password must not hold line breaks or NUL")
+	}
+	if in.TOTP.Len() > 512 {
+		add(InputTOTP, "TOTP seed too long")
+	}
+	return domain, probs
 }
 
 // normalizeHost lowercases, drops a trailing dot and, when given a URL,

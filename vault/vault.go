@@ -464,13 +464,9 @@ func (v *Vault) AddCard(ctx context.Context, org, owner string, in CardInput) (I
 	if err != nil {
 		return Item{}, err
 	}
-	var sites []string
-	for _, s := range in.Sites {
-		h, err := siteHost(s)
-		if err != nil {
-			return Item{}, err
-		}
-		sites = append(sites, h)
+	sites, err := checkSites(in.AnySite, in.Sites)
+	if err != nil {
+		return Item{}, err
 	}
 	n := in.Number.InsecureRawBytes()
 	meta := &CardMeta{
@@ -494,34 +490,9 @@ func (v *Vault) AddLogin(ctx context.Context, org, owner string, in LoginInput) 
 	if err := checkOrgOwner(org, owner); err != nil {
 		return Item{}, err
 	}
-	site := in.Site
-	if site == "" {
-		site = in.Website
-	}
-	if site == "" {
-		return Item{}, invalid("login needs a site")
-	}
-	domain, err := registrableDomain(site)
-	if err != nil {
-		return Item{}, err
-	}
-	if in.Email == "" && in.Username == "" {
-		return Item{}, invalid("login needs an email or a username")
-	}
-	if in.Email != "" && !validEmail(in.Email) {
-		return Item{}, invalid("email address is not valid")
-	}
-	if !plainText(in.Username, 200) || !plainText(in.Website, 2000) {
-		return Item{}, invalid("username and website must be single lines")
-	}
-	if in.Password.IsZero() || in.Password.Len() > 1024 {
-		return Item{}, invalid("password must be 1 to 1024 bytes")
-	}
-	if strings.ContainsAny(string(in.Password.InsecureRawBytes()), "\r\n\x00") {
-		return Item{}, invalid("password must not hold line breaks or NUL")
-	}
-	if in.TOTP.Len() > 512 {
-		return Item{}, invalid("TOTP seed too long")
+	domain, probs := checkLogin(in)
+	if len(probs) > 0 {
+		return Item{}, probs[0].Err
 	}
 	meta := &LoginMeta{
 		Site: domain, Website: in.Website, Email: in.Email, Username: in.Username,

@@ -1,0 +1,149 @@
+package vault
+
+import (
+	"context"
+	"encoding/json"
+
+	agentvault "github.com/agentvault/agentvault"
+)
+
+// CardUpdate changes what a card may be used for and who it belongs to.
+// A nil field is left as it is. The number, CVV and expiry cannot change:
+// a new card is added as a new item.
+type CardUpdate struct {
+	// Sites, when non-nil, replaces the card's site list; a non-empty list
+	// also turns any-site off (unless AnySite says otherwise, which is
+	// then refused).
+	Sites []string
+	// AnySite, when set, turns any-site on (clearing the site list when
+	// Sites is nil) or off (then Sites must give the list).
+	AnySite *bool
+	// Holder replaces the holder name (metadata and the holder field); ""
+	// removes it.
+	Holder *string
+	// Billing replaces the billing address; ClearBilling removes it.
+	Billing      *AddressMeta
+	ClearBilling bool
+	// Actor is who made the change, for the audit record ("owner:...").
+	Actor string
+}
+
+// UpdateCard applies u to the card id: the item's metadata (and the holder
+// field when it changes) are sealed again under the item's data key and the
+// item is stored in one PutItem; the number and CVV ciphertexts are kept as
+// they are. The change is audited (action "update"). A concurrent Remove of
+// the same card can be undone by an update that read the card before it:
+// the owner's dashboard is the only writer, one form at a time.
+func (v *Vault) UpdateCard(ctx context.Context, org, id string, u CardUpdate) (Item, error) {
+	v.rotMu.RLock()
+	defer v.rotMu.RUnlock()
+	rec, err := v.store.GetItem(ctx, org, id)
+	if err != nil {
+		return Item{}, err
+	}
+	if rec.Kind != KindCard {
+		return Item{}, ErrNotFound
+	}
+	it, err := v.openItem(rec)
+	if err != nil {
+		return Item{}, err
+	}
+	if it.Card == nil {
+		return Item{}, errCorrupt
+	}
+	m := *it.Card
+	anySite, sites := m.AnySite, m.Sites
+	switch {
+	case u.AnySite != nil && u.Sites == nil:
+		anySite = *u.AnySite
+		if anySite {
+			sites = nil
+		}
+	case u.AnySite != nil:
+		anySite, sites = *u.AnySite, u.Sites
+	case u.Sites != nil:
+		anySite, sites = len(u.Sites) == 0 && m.AnySite, u.Sites
+	}
+	if m.Sites, err = checkSites(anySite, sites); err != nil {
+		return Item{}, err
+	}
+	m.AnySite = anySite
+	if u.Holder != nil {
+		if err := checkHolder(*u.Holder); err != nil {
+			return Item{}, err
+		}
+		m.HolderName = *u.Holder
+	}
+	switch {
+	case u.Billing != nil && u.ClearBilling:
+		return Item{}, invalid("give a billing address or clear it, not both")
+	case u.Billing != nil:
+		if err := validateAddress(*u.Billing); err != nil {
+			return Item{}, err
+		}
+		b := *u.Billing
+		m.Billing = &b
+	case u.ClearBilling:
+		m.Billing = nil
+	}
+
+	dek, err := v.dataKey(rec)
+	if err != nil {
+		return Item{}, err
+	}
+	defer wipe(dek)
+	mj, err := json.Marshal(itemMeta{Card: &m})
+	if err != nil {
+		return Item{}, agentvault.Wrap(agentvault.CodeInternal, err, "cannot encode item metadata")
+	}
+	defer wipe(mj)
+	if rec.Meta, err = seal(dek, "", mj, fieldAAD(org, id, metaField())); err != nil {
+		return Item{}, err
+	}
+	if u.Holder != nil {
+		if m.HolderName == "" {
+			delete(rec.Values, FieldHolder)
+		} else {
+			hb := []byte(m.HolderName)
+			ct, err := seal(dek, "", hb, fieldAAD(org, id, FieldHolder))
+			wipe(hb)
+			if err != nil {
+				return Item{}, err
+			}
+			rec.Values[FieldHolder] = ct
+		}
+		rec.Fields = rec.Fields[:0]
+		for _, f := range []Field{FieldNumber, FieldCVV, FieldHolder} {
+			if _, ok := rec.Values[f]; ok {
+				rec.Fields = append(rec.Fields, f)
+			}
+		}
+	}
+	now := v.now().UTC()
+	rec.Updated = now
+	for tries := 0; ; tries++ {
+		err = v.store.PutItem(ctx, rec)
+		if err == nil {
+			break
+		}
+		if agentvault.ErrorCode(err) != agentvault.CodeConflict || tries >= 3 {
+			return Item{}, err
+		}
+		// The master key was rotated by another process: adopt it.
+		changed, rerr := v.refreshActive(ctx)
+		if rerr != nil {
+			return Item{}, rerr
+		}
+		if !changed {
+			return Item{}, err
+		}
+		if err := v.rewrap(&rec); err != nil {
+			return Item{}, err
+		}
+	}
+	it.Card, it.Updated, it.Fields = &m, now, append([]Field(nil), rec.Fields...)
+	if _, err := v.store.AppendAudit(ctx, AuditRecord{Time: now, Action: AuditUpdate, Org: org, ItemID: id, Kind: KindCard, Actor: u.Actor}); err != nil {
+		return it, agentvault.Wrap(agentvault.CodeAuditUnavailable, err, "card updated, but the audit log could not be written")
+	}
+	return it, nil
+}
