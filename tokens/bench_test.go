@@ -116,8 +116,8 @@ func BenchmarkCopy(b *testing.B) {
 // BenchmarkScanPortable is BenchmarkScan without the vector prefilter (the
 // path on CPUs without AVX2).
 func BenchmarkScanPortable(b *testing.B) {
-	defer func(u bool) { useTeddy = u }(useTeddy)
-	useTeddy = false
+	defer func(v vecKind) { vecMode = v }(vecMode)
+	vecMode = vecNone
 	BenchmarkScan(b)
 }
 

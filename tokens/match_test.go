@@ -312,8 +312,9 @@ func FuzzReplacer(f *testing.F) {
 			pats = append(pats, Pattern{Value: v, ID: i, WholeField: wholeMask>>i&1 == 1, WordBounded: wholeMask>>(i+16)&1 == 1})
 		}
 		src := squash(text)
-		defer func(u bool) { useTeddy = u }(useTeddy)
-		useTeddy = haveTeddy && seed&2 == 0
+		defer func(v vecKind) { vecMode = v }(vecMode)
+		// Every path this CPU has: portable, AVX2, AVX-512 VBMI.
+		vecMode = vecKind(seed >> 1 % (uint64(bestVec) + 1))
 		r := NewReplacer(NewMatcher(pats), idRepl)
 		// Small windows put matches across window borders.
 		defer func(w int) { window = w }(window)
@@ -360,8 +361,8 @@ func FuzzReplacer(f *testing.F) {
 // TestPortablePath runs the matcher tests again without the vector
 // prefilter, the path taken on CPUs without AVX2 and for short patterns.
 func TestPortablePath(t *testing.T) {
-	defer func(u bool) { useTeddy = u }(useTeddy)
-	useTeddy = false
+	defer func(v vecKind) { vecMode = v }(vecMode)
+	vecMode = vecNone
 	t.Run("text", TestReplaceText)
 	t.Run("field", TestReplaceField)
 	t.Run("split", TestP10_WriterSplitsAcrossChunks)
@@ -406,39 +407,42 @@ func TestWriterCloseSemantics(t *testing.T) {
 // prefixes than the vector path has buckets) against the reference, on both
 // paths.
 func TestManyPatternsAgainstReference(t *testing.T) {
-	for _, vec := range []bool{true, false} {
-		func() {
-			defer func(u bool) { useTeddy = u }(useTeddy)
-			useTeddy = vec && haveTeddy
-			rng := rand.New(rand.NewPCG(11, 12))
-			const alpha = "abcd1 \"="
-			word := func(n int) []byte {
-				b := make([]byte, n)
-				for i := range b {
-					b[i] = alpha[rng.IntN(len(alpha))]
+	for mode := range bestVec + 1 {
+		// The second alphabet has bytes with the high bit set, which share
+		// table entries with ASCII on the VBMI path.
+		for _, alpha := range []string{"abcd1 \"=", "a1\xe1\x80\xff\x01 ="} {
+			func() {
+				defer func(v vecKind) { vecMode = v }(vecMode)
+				vecMode = mode
+				rng := rand.New(rand.NewPCG(11, 12))
+				word := func(n int) []byte {
+					b := make([]byte, n)
+					for i := range b {
+						b[i] = alpha[rng.IntN(len(alpha))]
+					}
+					return b
 				}
-				return b
-			}
-			var pats []Pattern
-			for i := range 120 {
-				pats = append(pats, Pattern{Value: word(1 + rng.IntN(12)), ID: i, WholeField: rng.IntN(4) == 0})
-			}
-			src := word(2 << 10)
-			r := NewReplacer(NewMatcher(pats), idRepl)
-			for _, field := range []bool{false, true} {
-				want, wn, _ := naiveReplace(pats, src, field, idRepl)
-				var got []byte
-				var gn int
-				if field {
-					got, gn, _ = r.ReplaceField(nil, src)
-				} else {
-					got, gn, _ = r.ReplaceText(nil, src)
+				var pats []Pattern
+				for i := range 120 {
+					pats = append(pats, Pattern{Value: word(1 + rng.IntN(12)), ID: i, WholeField: rng.IntN(4) == 0})
 				}
-				if gn != wn || !bytes.Equal(got, want) {
-					t.Fatalf("vector=%v field=%v: %d replacements, reference %d", vec, field, gn, wn)
+				src := word(2 << 10)
+				r := NewReplacer(NewMatcher(pats), idRepl)
+				for _, field := range []bool{false, true} {
+					want, wn, _ := naiveReplace(pats, src, field, idRepl)
+					var got []byte
+					var gn int
+					if field {
+						got, gn, _ = r.ReplaceField(nil, src)
+					} else {
+						got, gn, _ = r.ReplaceText(nil, src)
+					}
+					if gn != wn || !bytes.Equal(got, want) {
+						t.Fatalf("mode=%d field=%v: %d replacements, reference %d", mode, field, gn, wn)
+					}
 				}
-			}
-		}()
+			}()
+		}
 	}
 }
 

@@ -2,51 +2,110 @@ package tokens
 
 import "slices"
 
-// teddyLen is the fingerprint length: the first three bytes of a pattern.
-const teddyLen = 3
+// vecKind names a vector prefilter.
+type vecKind uint8
 
-// teddyTab holds, for each fingerprint byte j, two 16-entry tables (low and
-// high nibble → bucket bits), each repeated for both 128-bit lanes, then
-// the 0x0f mask. Layout is read by teddy_amd64.s.
+const (
+	vecNone vecKind = iota // portable path only
+	vecAVX2                // 3-byte nibble fingerprint, 32 positions per step
+	vecVBMI                // 4-byte fingerprint, 7-bit byte tables, 64 positions per step
+)
+
+// teddyMin is the shortest pattern the vector prefilter takes; shorter
+// ones go to the portable path.
+const teddyMin = 3
+
+// teddyTab holds, for each of the three fingerprint bytes of the AVX2
+// path, two 16-entry tables (low and high nibble → bucket bits), each
+// repeated for both 128-bit lanes, then the 0x0f mask. Layout is read by
+// teddy_amd64.s.
 type teddyTab struct {
-	t    [2 * teddyLen][32]byte
+	t    [2 * 3][32]byte
 	mask [32]byte
 }
 
-// teddy is the vector prefilter: patterns of at least teddyLen bytes are
-// put in 8 buckets by their prefix. A position is a candidate when each of
-// its first three bytes, split into nibbles, hits a common bucket; with at
-// most 8 distinct prefixes a candidate is an exact prefix match.
+// vbmiTab holds, for each of the four fingerprint bytes of the AVX-512
+// VBMI path, a 128-entry table from the byte's low 7 bits to bucket bits
+// (a byte with the high bit set shares the entry of its low 7 bits: more
+// candidates, never fewer). Layout is read by teddy_amd64.s.
+type vbmiTab struct {
+	t [4][128]byte
+}
+
+// teddy is the vector prefilter (Langdale's Teddy): patterns of at least
+// teddyMin bytes are put in 8 buckets by their fingerprint, their first fp
+// bytes. A position is a candidate when each fingerprint byte hits a
+// common bucket. A 3-byte pattern on the 4-byte path has its fourth byte
+// stand for what may follow it: any byte, or for a WholeField pattern a
+// bounding byte. The input's end matches anything (the verifier decides).
 type teddy struct {
+	kind    vecKind
+	fp      int // fingerprint length
+	block   int // positions tested per vector step
 	tab     teddyTab
+	vtab    vbmiTab
 	buckets [8][]int32 // pattern indices, longest first
 }
 
-func newTeddy(m *Matcher, pis []int32) *teddy {
-	t := &teddy{}
+func newTeddy(m *Matcher, pis []int32, kind vecKind) *teddy {
+	t := &teddy{kind: kind, fp: 3, block: 32}
+	if kind == vecVBMI {
+		t.fp, t.block = 4, 64
+	}
 	for i := range t.tab.mask {
 		t.tab.mask[i] = 0x0f
 	}
-	var prefixes []string
+	// The bucket key: the fingerprint bytes, and for a pattern shorter than
+	// the fingerprint what may follow it.
+	key := func(pi int32) string {
+		p := &m.pats[pi]
+		k := string(p.val[:min(t.fp, len(p.val))])
+		if len(p.val) < t.fp {
+			switch {
+			case !p.whole:
+				k += "\x00any"
+			case p.bounds == &isNonWord:
+				k += "\x00word"
+			default:
+				k += "\x00delim"
+			}
+		}
+		return k
+	}
+	var keys []string
 	for _, pi := range pis {
-		p := string(m.pats[pi].val[:teddyLen])
-		if !slices.Contains(prefixes, p) {
-			prefixes = append(prefixes, p)
+		if k := key(pi); !slices.Contains(keys, k) {
+			keys = append(keys, k)
 		}
 	}
-	// Sorted, so prefixes sharing leading bytes share a bucket and add
-	// fewer false combinations of nibbles.
-	slices.Sort(prefixes)
-	bucketOf := func(p string) int { return slices.Index(prefixes, p) * 8 / len(prefixes) }
+	// Sorted, so fingerprints sharing leading bytes share a bucket and add
+	// fewer false combinations.
+	slices.Sort(keys)
 	for _, pi := range pis {
-		v := m.pats[pi].val
-		b := bucketOf(string(v[:teddyLen]))
+		p := &m.pats[pi]
+		b := slices.Index(keys, key(pi)) * 8 / len(keys)
+		bit := byte(1) << b
 		t.buckets[b] = append(t.buckets[b], pi)
-		for j := range teddyLen {
-			lo, hi := v[j]&0x0f, v[j]>>4
-			for lane := range 2 {
-				t.tab.t[2*j][16*lane+int(lo)] |= 1 << b
-				t.tab.t[2*j+1][16*lane+int(hi)] |= 1 << b
+		if kind == vecAVX2 {
+			for j := range 3 {
+				lo, hi := p.val[j]&0x0f, p.val[j]>>4
+				for lane := range 2 {
+					t.tab.t[2*j][16*lane+int(lo)] |= bit
+					t.tab.t[2*j+1][16*lane+int(hi)] |= bit
+				}
+			}
+			continue
+		}
+		for j := range t.fp {
+			switch {
+			case j < len(p.val):
+				t.vtab.t[j][p.val[j]&0x7f] |= bit
+			default:
+				for c := range 256 {
+					if !p.whole || p.bounds[c] {
+						t.vtab.t[j][c&0x7f] |= bit
+					}
+				}
 			}
 		}
 	}
@@ -56,11 +115,29 @@ func newTeddy(m *Matcher, pis []int32) *teddy {
 	return t
 }
 
-// bits is the scalar form of the vector test at position s (s+2 < len).
+// find runs the vector loop over s: the first block with candidates and
+// their bitmask (bit k: position i+k), or ^done and 0, where done is the
+// number of leading positions ruled out. s must hold at least
+// block+fp-1 bytes.
+func (t *teddy) find(s []byte) (int, uint64) {
+	if t.kind == vecVBMI {
+		return teddy4VBMI(&t.vtab, s)
+	}
+	i, mask := teddy3AVX2(&t.tab, s)
+	return i, uint64(mask)
+}
+
+// bits is the scalar form of the vector test at position s; fingerprint
+// bytes past the end of src match anything.
 func (t *teddy) bits(src []byte, s int) byte {
 	r := byte(0xff)
-	for j := range teddyLen {
-		c := src[s+j]
+	if t.kind == vecVBMI {
+		for j, c := range src[s:min(s+4, len(src))] {
+			r &= t.vtab.t[j][c&0x7f]
+		}
+		return r
+	}
+	for j, c := range src[s:min(s+3, len(src))] {
 		r &= t.tab.t[2*j][c&0x0f] & t.tab.t[2*j+1][c>>4]
 	}
 	return r

@@ -4,10 +4,19 @@ package tokens
 
 import "golang.org/x/sys/cpu"
 
-// haveTeddy reports whether the vector prefilter can run here.
-var haveTeddy = cpu.X86.HasAVX2
+// bestVec is the fastest vector prefilter this CPU runs.
+var bestVec = func() vecKind {
+	switch x := cpu.X86; {
+	case x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VBMI:
+		return vecVBMI
+	case x.HasAVX2:
+		return vecAVX2
+	}
+	return vecNone
+}()
 
 //go:noescape
 func teddy3AVX2(t *teddyTab, s []byte) (i int, mask uint32)
 
-func teddyFind(t *teddyTab, s []byte) (int, uint32) { return teddy3AVX2(t, s) }
+//go:noescape
+func teddy4VBMI(t *vbmiTab, s []byte) (i int, mask uint64)

@@ -2,6 +2,8 @@
 
 package tokens
 
-const haveTeddy = false
+const bestVec = vecNone
 
-func teddyFind(t *teddyTab, s []byte) (int, uint32) { return -1, 0 }
+func teddy3AVX2(t *teddyTab, s []byte) (int, uint32) { return -1, 0 }
+
+func teddy4VBMI(t *vbmiTab, s []byte) (int, uint64) { return -1, 0 }
