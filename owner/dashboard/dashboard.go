@@ -23,11 +23,18 @@ import (
 	"github.com/agentvault/agentvault/vault"
 )
 
-// Vault is what the dashboard reads from the vault: item metadata and the
-// audit log. *vault.Vault implements it. Nothing here can release a value.
+// Vault is what the dashboard needs from the vault: item metadata, the
+// audit log, and the owner's edits (add, update, remove).
+// *vault.Vault implements it. Nothing here can release a value: values go
+// in through the add forms and never come back out.
 type Vault interface {
 	List(ctx context.Context, org string) ([]vault.Item, error)
+	Get(ctx context.Context, org, id string) (vault.Item, error)
 	Audit(ctx context.Context, f vault.AuditFilter) ([]vault.AuditRecord, error)
+	AddCard(ctx context.Context, org, owner string, in vault.CardInput) (vault.Item, error)
+	AddLogin(ctx context.Context, org, owner string, in vault.LoginInput) (vault.Item, error)
+	UpdateCard(ctx context.Context, org, id string, u vault.CardUpdate) (vault.Item, error)
+	Remove(ctx context.Context, org, id string) error
 }
 
 // Config configures the dashboard handler.
@@ -94,8 +101,17 @@ func New(cfg Config) (*Handler, error) {
 	m.HandleFunc("GET /{$}", h.authed(h.approvalsPage))
 	m.HandleFunc("POST /approvals/{id}", h.authed(h.decide))
 	m.HandleFunc("GET /cards", h.authed(h.cardsPage))
+	m.HandleFunc("GET /cards/new", h.authed(h.newCardPage))
+	m.HandleFunc("POST /cards", h.authed(h.addCard))
 	m.HandleFunc("POST /cards/{id}", h.authed(h.saveCard))
+	m.HandleFunc("POST /cards/{id}/use", h.authed(h.saveCardUse))
+	m.HandleFunc("GET /cards/{id}/remove", h.authed(h.confirmRemove(vault.KindCard)))
+	m.HandleFunc("POST /cards/{id}/remove", h.authed(h.removeItem(vault.KindCard)))
 	m.HandleFunc("GET /logins", h.authed(h.loginsPage))
+	m.HandleFunc("GET /logins/new", h.authed(h.newLoginPage))
+	m.HandleFunc("POST /logins", h.authed(h.addLogin))
+	m.HandleFunc("GET /logins/{id}/remove", h.authed(h.confirmRemove(vault.KindLogin)))
+	m.HandleFunc("POST /logins/{id}/remove", h.authed(h.removeItem(vault.KindLogin)))
 	m.HandleFunc("GET /keys", h.authed(h.keysPage))
 	m.HandleFunc("POST /keys", h.authed(h.createKey))
 	m.HandleFunc("POST /keys/{id}/scope", h.authed(h.setScope))
@@ -781,6 +797,10 @@ func (h *Handler) internal(w http.ResponseWriter, r *http.Request, err error) {
 
 // page renders a signed-in page with the banner of pending approvals.
 func (h *Handler) page(w http.ResponseWriter, r *http.Request, name, title string, data any) {
+	h.pageStatus(w, r, http.StatusOK, name, title, data)
+}
+
+func (h *Handler) pageStatus(w http.ResponseWriter, r *http.Request, status int, name, title string, data any) {
 	pending, err := h.svc.Pending(r.Context())
 	if err != nil {
 		h.internal(w, r, err)
@@ -788,10 +808,21 @@ func (h *Handler) page(w http.ResponseWriter, r *http.Request, name, title strin
 	}
 	s := sess(r)
 	flash, errMsg := h.takeFlash(w, r)
-	h.render(w, r, http.StatusOK, name, &page{
-		Title: title, Nav: name, CSRF: csrfFor(s.token), Email: s.email, Pending: pending,
+	h.render(w, r, status, name, &page{
+		Title: title, Nav: navOf(name), CSRF: csrfFor(s.token), Email: s.email, Pending: pending,
 		Flash: flash, Error: errMsg, Data: data, Now: h.now(),
 	})
+}
+
+// navOf is the menu entry a page belongs to.
+func navOf(name string) string {
+	switch name {
+	case "cardnew":
+		return "cards"
+	case "loginnew":
+		return "logins"
+	}
+	return name
 }
 
 func trimMsg(s string) string {
