@@ -113,6 +113,17 @@ func BenchmarkCopy(b *testing.B) {
 	}
 }
 
+// BenchmarkScanAVX2 is BenchmarkScan on the AVX2 prefilter (the path on
+// CPUs with AVX2 but without AVX-512 VBMI).
+func BenchmarkScanAVX2(b *testing.B) {
+	if bestVec < vecAVX2 {
+		b.Skip("no AVX2")
+	}
+	defer func(v vecKind) { vecMode = v }(vecMode)
+	vecMode = vecAVX2
+	BenchmarkScan(b)
+}
+
 // BenchmarkScanPortable is BenchmarkScan without the vector prefilter (the
 // path on CPUs without AVX2).
 func BenchmarkScanPortable(b *testing.B) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"testing"
 
@@ -292,6 +293,14 @@ func squash(b []byte) []byte {
 	return o
 }
 
+var fuzzVec = func() int {
+	v, err := strconv.Atoi(os.Getenv("TOKENS_FUZZ_VEC"))
+	if err != nil || v < 0 || v > int(bestVec) {
+		return -1
+	}
+	return v
+}()
+
 func FuzzReplacer(f *testing.F) {
 	f.Add([]byte("ab1 ab1 \"1\" x9=1"), []byte("ab1\x001\x00x9"), uint64(0b10), uint64(7))
 	f.Add([]byte("aaaaaaaaaaaaaaaaaaaaaaaaa"), []byte("aa\x00aaa\x00a"), uint64(0b100), uint64(1))
@@ -313,8 +322,12 @@ func FuzzReplacer(f *testing.F) {
 		}
 		src := squash(text)
 		defer func(v vecKind) { vecMode = v }(vecMode)
-		// Every path this CPU has: portable, AVX2, AVX-512 VBMI.
+		// Every path this CPU has: portable, AVX2, AVX-512 VBMI; or the one
+		// TOKENS_FUZZ_VEC (0, 1, 2) names, to fuzz one path for a set time.
 		vecMode = vecKind(seed >> 1 % (uint64(bestVec) + 1))
+		if fuzzVec >= 0 {
+			vecMode = vecKind(fuzzVec)
+		}
 		r := NewReplacer(NewMatcher(pats), idRepl)
 		// Small windows put matches across window borders.
 		defer func(w int) { window = w }(window)

@@ -7,7 +7,7 @@ type vecKind uint8
 
 const (
 	vecNone vecKind = iota // portable path only
-	vecAVX2                // 3-byte nibble fingerprint, 32 positions per step
+	vecAVX2                // 4-byte nibble fingerprint, 32 positions per step
 	vecVBMI                // 4-byte fingerprint, 7-bit byte tables, 64 positions per step
 )
 
@@ -15,12 +15,12 @@ const (
 // ones go to the portable path.
 const teddyMin = 3
 
-// teddyTab holds, for each of the three fingerprint bytes of the AVX2
+// teddyTab holds, for each of the four fingerprint bytes of the AVX2
 // path, two 16-entry tables (low and high nibble → bucket bits), each
 // repeated for both 128-bit lanes, then the 0x0f mask. Layout is read by
 // teddy_amd64.s.
 type teddyTab struct {
-	t    [2 * 3][32]byte
+	t    [2 * 4][32]byte
 	mask [32]byte
 }
 
@@ -34,8 +34,8 @@ type vbmiTab struct {
 
 // teddy is the vector prefilter (Langdale's Teddy): patterns of at least
 // teddyMin bytes are put in 8 buckets by their fingerprint, their first fp
-// bytes. A position is a candidate when each fingerprint byte hits a
-// common bucket. A 3-byte pattern on the 4-byte path has its fourth byte
+// bytes (four). A position is a candidate when each fingerprint byte hits a
+// common bucket. A 3-byte pattern has its fourth byte
 // stand for what may follow it: any byte, or for a WholeField pattern a
 // bounding byte. The input's end matches anything (the verifier decides).
 type teddy struct {
@@ -48,7 +48,7 @@ type teddy struct {
 }
 
 func newTeddy(m *Matcher, pis []int32, kind vecKind) *teddy {
-	t := &teddy{kind: kind, fp: 3, block: 32}
+	t := &teddy{kind: kind, fp: 4, block: 32}
 	if kind == vecVBMI {
 		t.fp, t.block = 4, 64
 	}
@@ -86,25 +86,10 @@ func newTeddy(m *Matcher, pis []int32, kind vecKind) *teddy {
 		b := slices.Index(keys, key(pi)) * 8 / len(keys)
 		bit := byte(1) << b
 		t.buckets[b] = append(t.buckets[b], pi)
-		if kind == vecAVX2 {
-			for j := range 3 {
-				lo, hi := p.val[j]&0x0f, p.val[j]>>4
-				for lane := range 2 {
-					t.tab.t[2*j][16*lane+int(lo)] |= bit
-					t.tab.t[2*j+1][16*lane+int(hi)] |= bit
-				}
-			}
-			continue
-		}
 		for j := range t.fp {
-			switch {
-			case j < len(p.val):
-				t.vtab.t[j][p.val[j]&0x7f] |= bit
-			default:
-				for c := range 256 {
-					if !p.whole || p.bounds[c] {
-						t.vtab.t[j][c&0x7f] |= bit
-					}
+			for c := range 256 {
+				if j < len(p.val) && c == int(p.val[j]) || j >= len(p.val) && (!p.whole || p.bounds[c]) {
+					t.set(j, byte(c), bit)
 				}
 			}
 		}
@@ -115,6 +100,21 @@ func newTeddy(m *Matcher, pis []int32, kind vecKind) *teddy {
 	return t
 }
 
+// set makes byte c at fingerprint position j hit bucket bit. The nibble
+// tables of the AVX2 path can only hold a product of nibble sets per
+// bucket, so a set of several bytes widens to that product: more
+// candidates, never fewer.
+func (t *teddy) set(j int, c, bit byte) {
+	if t.kind == vecVBMI {
+		t.vtab.t[j][c&0x7f] |= bit
+		return
+	}
+	for lane := range 2 {
+		t.tab.t[2*j][16*lane+int(c&0x0f)] |= bit
+		t.tab.t[2*j+1][16*lane+int(c>>4)] |= bit
+	}
+}
+
 // find runs the vector loop over s: the first block with candidates and
 // their bitmask (bit k: position i+k), or ^done and 0, where done is the
 // number of leading positions ruled out. s must hold at least
@@ -123,7 +123,7 @@ func (t *teddy) find(s []byte) (int, uint64) {
 	if t.kind == vecVBMI {
 		return teddy4VBMI(&t.vtab, s)
 	}
-	i, mask := teddy3AVX2(&t.tab, s)
+	i, mask := teddy4AVX2(&t.tab, s)
 	return i, uint64(mask)
 }
 
@@ -137,7 +137,7 @@ func (t *teddy) bits(src []byte, s int) byte {
 		}
 		return r
 	}
-	for j, c := range src[s:min(s+3, len(src))] {
+	for j, c := range src[s:min(s+4, len(src))] {
 		r &= t.tab.t[2*j][c&0x0f] & t.tab.t[2*j+1][c>>4]
 	}
 	return r

@@ -2,29 +2,31 @@
 
 #include "textflag.h"
 
-// func teddy3AVX2(t *teddyTab, s []byte) (i int, mask uint32)
+// func teddy4AVX2(t *teddyTab, s []byte) (i int, mask uint32)
 //
-// Scans s in 32-byte blocks for positions p whose bytes s[p], s[p+1],
-// s[p+2] all hit one bucket in the nibble tables (Langdale's Teddy, as in
-// Hyperscan and Rust's aho-corasick, here with unaligned loads at +0, +1,
-// +2 instead of lane shifts). Only blocks whose last load stays inside s
-// are scanned. It returns the first block i with candidates and their
-// bitmask (bit k: position i+k), or ^done and 0 where done is the number
-// of leading positions it ruled out.
-TEXT ·teddy3AVX2(SB), NOSPLIT, $0-44
+// Scans s in 32-byte blocks for positions p whose bytes s[p] to s[p+3]
+// all hit one bucket in the nibble tables (Langdale's Teddy, as in
+// Hyperscan and Rust's aho-corasick, here with unaligned loads at +0 to +3
+// instead of lane shifts). The fourth byte is looked up only in blocks
+// where the first three hit, which few blocks do. Only blocks whose last load stays inside s are
+// scanned. It returns the first block i with candidates and their bitmask
+// (bit k: position i+k), or ^done and 0 where done is the number of leading
+// positions it ruled out.
+TEXT ·teddy4AVX2(SB), NOSPLIT, $0-44
 	MOVQ t+0(FP), AX
 	MOVQ s_base+8(FP), SI
 	MOVQ s_len+16(FP), DX
-	VMOVDQU 0(AX), Y10
-	VMOVDQU 32(AX), Y11
-	VMOVDQU 64(AX), Y12
-	VMOVDQU 96(AX), Y13
-	VMOVDQU 128(AX), Y14
-	VMOVDQU 160(AX), Y15
-	VMOVDQU 192(AX), Y9
-	VPXOR Y8, Y8, Y8
+	VMOVDQU 0(AX), Y8
+	VMOVDQU 32(AX), Y9
+	VMOVDQU 64(AX), Y10
+	VMOVDQU 96(AX), Y11
+	VMOVDQU 128(AX), Y12
+	VMOVDQU 160(AX), Y13
+	VMOVDQU 192(AX), Y14
+	VMOVDQU 224(AX), Y15
+	VMOVDQU 256(AX), Y7
 	XORQ CX, CX
-	SUBQ $34, DX
+	SUBQ $35, DX
 	JL   tail
 
 loop:
@@ -32,36 +34,52 @@ loop:
 	JG   tail
 	VMOVDQU (SI)(CX*1), Y0
 	VMOVDQU 1(SI)(CX*1), Y5
-	VMOVDQU 2(SI)(CX*1), Y6
 	VPSRLW  $4, Y0, Y1
-	VPAND   Y9, Y0, Y0
-	VPAND   Y9, Y1, Y1
-	VPSHUFB Y0, Y10, Y2
-	VPSHUFB Y1, Y11, Y3
-	VPAND   Y2, Y3, Y4
+	VPAND   Y7, Y0, Y0
+	VPAND   Y7, Y1, Y1
+	VPSHUFB Y0, Y8, Y2
+	VPSHUFB Y1, Y9, Y4
+	VPAND   Y2, Y4, Y4
 	VPSRLW  $4, Y5, Y1
-	VPAND   Y9, Y5, Y5
-	VPAND   Y9, Y1, Y1
-	VPSHUFB Y5, Y12, Y2
+	VPAND   Y7, Y5, Y5
+	VPAND   Y7, Y1, Y1
+	VPSHUFB Y5, Y10, Y2
+	VPSHUFB Y1, Y11, Y3
+	VPAND   Y2, Y4, Y4
+	VPAND   Y3, Y4, Y4
+	VMOVDQU 2(SI)(CX*1), Y0
+	VPSRLW  $4, Y0, Y1
+	VPAND   Y7, Y0, Y0
+	VPAND   Y7, Y1, Y1
+	VPSHUFB Y0, Y12, Y2
 	VPSHUFB Y1, Y13, Y3
 	VPAND   Y2, Y4, Y4
 	VPAND   Y3, Y4, Y4
-	VPSRLW  $4, Y6, Y1
-	VPAND   Y9, Y6, Y6
-	VPAND   Y9, Y1, Y1
-	VPSHUFB Y6, Y14, Y2
-	VPSHUFB Y1, Y15, Y3
-	VPAND   Y2, Y4, Y4
-	VPAND   Y3, Y4, Y4
-	VPCMPEQB Y8, Y4, Y5
-	VPMOVMSKB Y5, BX
-	NOTL BX
-	TESTL BX, BX
-	JNZ  found
+	VPTEST  Y4, Y4
+	JNZ  fourth
+
+next:
 	ADDQ $32, CX
 	JMP  loop
 
+	// Three bytes hit: the fourth, tested only here, decides.
+fourth:
+	VMOVDQU 3(SI)(CX*1), Y5
+	VPSRLW  $4, Y5, Y1
+	VPAND   Y7, Y5, Y5
+	VPAND   Y7, Y1, Y1
+	VPSHUFB Y5, Y14, Y2
+	VPSHUFB Y1, Y15, Y3
+	VPAND   Y2, Y4, Y4
+	VPAND   Y3, Y4, Y4
+	VPTEST  Y4, Y4
+	JZ   next
+
 found:
+	VPXOR    Y6, Y6, Y6
+	VPCMPEQB Y6, Y4, Y5
+	VPMOVMSKB Y5, BX
+	NOTL BX
 	MOVQ CX, i+32(FP)
 	MOVL BX, mask+40(FP)
 	VZEROUPPER
