@@ -7,11 +7,13 @@
 // Scans s in 32-byte blocks for positions p whose bytes s[p] to s[p+3]
 // all hit one bucket in the nibble tables (Langdale's Teddy, as in
 // Hyperscan and Rust's aho-corasick, here with unaligned loads at +0 to +3
-// instead of lane shifts). The fourth byte is looked up only in blocks
-// where the first three hit, which few blocks do. Only blocks whose last load stays inside s are
-// scanned. It returns the first block i with candidates and their bitmask
-// (bit k: position i+k), or ^done and 0 where done is the number of leading
-// positions it ruled out.
+// instead of lane shifts). The first pass looks up both nibbles of the
+// first byte and only the low nibbles of the other three, which rules out
+// almost every block at half the shuffles; the high nibbles of bytes 1-3
+// are looked up only in blocks the first pass keeps. Only blocks whose
+// last load stays inside s are scanned. It returns the first block i with
+// candidates and their bitmask (bit k: position i+k), or ^done and 0
+// where done is the number of leading positions it ruled out.
 TEXT ·teddy4AVX2(SB), NOSPLIT, $0-44
 	MOVQ t+0(FP), AX
 	MOVQ s_base+8(FP), SI
@@ -33,44 +35,44 @@ loop:
 	CMPQ CX, DX
 	JG   tail
 	VMOVDQU (SI)(CX*1), Y0
-	VMOVDQU 1(SI)(CX*1), Y5
 	VPSRLW  $4, Y0, Y1
 	VPAND   Y7, Y0, Y0
 	VPAND   Y7, Y1, Y1
 	VPSHUFB Y0, Y8, Y2
 	VPSHUFB Y1, Y9, Y4
 	VPAND   Y2, Y4, Y4
-	VPSRLW  $4, Y5, Y1
-	VPAND   Y7, Y5, Y5
-	VPAND   Y7, Y1, Y1
-	VPSHUFB Y5, Y10, Y2
-	VPSHUFB Y1, Y11, Y3
+	VPAND   1(SI)(CX*1), Y7, Y0
+	VPSHUFB Y0, Y10, Y2
 	VPAND   Y2, Y4, Y4
-	VPAND   Y3, Y4, Y4
-	VMOVDQU 2(SI)(CX*1), Y0
-	VPSRLW  $4, Y0, Y1
-	VPAND   Y7, Y0, Y0
-	VPAND   Y7, Y1, Y1
+	VPAND   2(SI)(CX*1), Y7, Y0
 	VPSHUFB Y0, Y12, Y2
-	VPSHUFB Y1, Y13, Y3
 	VPAND   Y2, Y4, Y4
-	VPAND   Y3, Y4, Y4
+	VPAND   3(SI)(CX*1), Y7, Y0
+	VPSHUFB Y0, Y14, Y2
+	VPAND   Y2, Y4, Y4
 	VPTEST  Y4, Y4
-	JNZ  fourth
+	JNZ  high
 
 next:
 	ADDQ $32, CX
 	JMP  loop
 
-	// Three bytes hit: the fourth, tested only here, decides.
-fourth:
-	VMOVDQU 3(SI)(CX*1), Y5
-	VPSRLW  $4, Y5, Y1
-	VPAND   Y7, Y5, Y5
+	// Kept by the first pass: the high nibbles of bytes 1-3 decide.
+high:
+	VMOVDQU 1(SI)(CX*1), Y0
+	VPSRLW  $4, Y0, Y1
 	VPAND   Y7, Y1, Y1
-	VPSHUFB Y5, Y14, Y2
+	VPSHUFB Y1, Y11, Y3
+	VPAND   Y3, Y4, Y4
+	VMOVDQU 2(SI)(CX*1), Y0
+	VPSRLW  $4, Y0, Y1
+	VPAND   Y7, Y1, Y1
+	VPSHUFB Y1, Y13, Y3
+	VPAND   Y3, Y4, Y4
+	VMOVDQU 3(SI)(CX*1), Y0
+	VPSRLW  $4, Y0, Y1
+	VPAND   Y7, Y1, Y1
 	VPSHUFB Y1, Y15, Y3
-	VPAND   Y2, Y4, Y4
 	VPAND   Y3, Y4, Y4
 	VPTEST  Y4, Y4
 	JZ   next
