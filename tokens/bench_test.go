@@ -1,6 +1,7 @@
 package tokens
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"strconv"
 	"testing"
@@ -40,20 +41,36 @@ func benchRepl() func(int) ([]byte, error) {
 	return func(id int) ([]byte, error) { return outs[id], nil }
 }
 
-// benchBody builds HTML/JSON-like text with numbers, prices and ids, with or
-// without session values sprinkled in (about one per KiB).
+// benchBody builds HTML/JSON-like text with numbers, prices, ids and dates,
+// with or without session values sprinkled in (about one per KiB). The
+// numbers are random, so digit runs near-miss the card, CVV and TOTP values
+// at their natural rate; the fixed product link /p/48213 near-misses the
+// TOTP stand-in 482913 in every fifth fragment, far more often than chance.
 func benchBody(size int, matches bool, rng *rand.Rand) []byte {
-	frags := []string{
-		`<div class="product-card item_12"><a href="/p/48213?ref=home">Blue shirt</a><span class="price">€ 29.99</span></div>`,
-		`{"id":1042,"name":"Ergonomic chair","price":{"amount":"149.00","currency":"EUR"},"tags":["office","seat"],"stock":17}`,
-		`<script>window.__STATE__={"cart":{"items":3,"total":"87.50"},"user":null};</script>`,
-		`<p>Free shipping on orders over 50 EUR. Delivery in 2-4 business days, returns within 30 days.</p>`,
-		"\n<input type=\"text\" name=\"postal_code\" autocomplete=\"postal-code\" maxlength=\"10\">\n",
+	frags := []func() string{
+		func() string {
+			return fmt.Sprintf(`<div class="product-card item_%d"><a href="/p/48213?ref=home">Blue shirt</a><span class="price">€ %d.%02d</span></div>`,
+				rng.IntN(100), rng.IntN(200), rng.IntN(100))
+		},
+		func() string {
+			return fmt.Sprintf(`{"id":%d,"name":"Ergonomic chair","price":{"amount":"%d.%02d","currency":"EUR"},"tags":["office","seat"],"stock":%d}`,
+				rng.IntN(100000), rng.IntN(1000), rng.IntN(100), rng.IntN(50))
+		},
+		func() string {
+			return fmt.Sprintf(`<script>window.__STATE__={"cart":{"items":%d,"total":"%d.%02d"},"user":null,"ts":"2026-%02d-%02dT%02d:%02d:%02dZ"};</script>`,
+				rng.IntN(9), rng.IntN(500), rng.IntN(100), 1+rng.IntN(12), 1+rng.IntN(28), rng.IntN(24), rng.IntN(60), rng.IntN(60))
+		},
+		func() string {
+			return `<p>Free shipping on orders over 50 EUR. Delivery in 2-4 business days, returns within 30 days.</p>`
+		},
+		func() string {
+			return "\n<input type=\"text\" name=\"postal_code\" autocomplete=\"postal-code\" maxlength=\"10\">\n"
+		},
 	}
 	hits := []string{`"number":"av_card_1_number_u7x2k"`, `cvc=737&`, `"pan":"4242424242424242"`, `pw=Tr0ub4dor&3xyzQ;`, `<b>482913</b>`}
 	b := make([]byte, 0, size+256)
 	for len(b) < size {
-		b = append(b, frags[rng.IntN(len(frags))]...)
+		b = append(b, frags[rng.IntN(len(frags))]()...)
 		if matches && rng.IntN(8) == 0 {
 			b = append(b, hits[rng.IntN(len(hits))]...)
 		}

@@ -11,9 +11,10 @@
 //     Session that keeps them unique and maps them to bindings;
 //   - a multi-pattern Matcher and Replacer over byte slices and streams, the
 //     hot path the proxy uses to substitute tokens and scrub real values.
-//     On amd64 with AVX2 its prefilter is a small assembly routine
-//     (teddy_amd64.s); the portable Go path is used elsewhere, under the
-//     purego build tag, and is tested on every machine.
+//     On amd64 its prefilter is a small assembly routine (teddy_amd64.s)
+//     with an AVX-512 VBMI and an AVX2 form, picked by CPU; the portable Go
+//     path is used elsewhere and under the purego build tag. All three are
+//     tested, and fuzzed against a reference, on a machine that has them.
 //
 // It must never: import goproxy, playwright, the MCP SDK, a storage driver
 // or anything that pulls in net/http (deps_test.go); read the vault (it sees

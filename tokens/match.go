@@ -176,6 +176,7 @@ func NewMatcher(patterns []Pattern) *Matcher {
 		m.pats = append(m.pats, pattern{val: bytes.Clone(p.Value), id: p.ID, whole: p.WholeField, bounds: boundsOf(p.WordBounded)})
 		m.maxLen = max(m.maxLen, len(p.Value))
 	}
+	m.setHeads()
 	var vec, scalar []int32
 	for pi := range m.pats {
 		if vecMode != vecNone && len(m.pats[pi].val) >= teddyMin {
@@ -188,7 +189,6 @@ func NewMatcher(patterns []Pattern) *Matcher {
 		m.ted = newTeddy(m, vec, vecMode)
 	}
 	m.placeAnchors(scalar)
-	m.setHeads()
 	return m
 }
 
@@ -311,9 +311,9 @@ func (m *Matcher) verify(src []byte, s int, head uint64, pi int32, field bool) b
 func (m *Matcher) verifyBuckets(src []byte, s int, bs byte, field bool, ms []match) []match {
 	head := loadHead(src, s)
 	for ; bs != 0; bs &= bs - 1 {
-		for _, pi := range m.ted.buckets[bits.TrailingZeros8(bs)] {
-			if m.verify(src, s, head, pi, field) {
-				ms = append(ms, match{s: s, l: len(m.pats[pi].val), pi: pi})
+		for _, c := range m.ted.buckets[bits.TrailingZeros8(bs)] {
+			if head&c.headMask == c.head && m.verify(src, s, head, c.pi, field) {
+				ms = append(ms, match{s: s, l: len(m.pats[c.pi].val), pi: c.pi})
 			}
 		}
 	}

@@ -44,7 +44,14 @@ type teddy struct {
 	block   int // positions tested per vector step
 	tab     teddyTab
 	vtab    vbmiTab
-	buckets [8][]int32 // pattern indices, longest first
+	buckets [8][]bucketPat // longest first
+}
+
+// bucketPat is a pattern in a bucket, with its head (pattern.head) at hand
+// so most false candidates are rejected without touching the pattern.
+type bucketPat struct {
+	head, headMask uint64
+	pi             int32
 }
 
 func newTeddy(m *Matcher, pis []int32, kind vecKind) *teddy {
@@ -85,7 +92,7 @@ func newTeddy(m *Matcher, pis []int32, kind vecKind) *teddy {
 		p := &m.pats[pi]
 		b := slices.Index(keys, key(pi)) * 8 / len(keys)
 		bit := byte(1) << b
-		t.buckets[b] = append(t.buckets[b], pi)
+		t.buckets[b] = append(t.buckets[b], bucketPat{head: p.head, headMask: p.headMask, pi: pi})
 		for j := range t.fp {
 			for c := range 256 {
 				if j < len(p.val) && c == int(p.val[j]) || j >= len(p.val) && (!p.whole || p.bounds[c]) {
@@ -95,7 +102,7 @@ func newTeddy(m *Matcher, pis []int32, kind vecKind) *teddy {
 		}
 	}
 	for b := range t.buckets {
-		slices.SortStableFunc(t.buckets[b], func(x, y int32) int { return len(m.pats[y].val) - len(m.pats[x].val) })
+		slices.SortStableFunc(t.buckets[b], func(x, y bucketPat) int { return len(m.pats[y.pi].val) - len(m.pats[x.pi].val) })
 	}
 	return t
 }
