@@ -97,14 +97,8 @@ func (h *Handler) addCard(w http.ResponseWriter, r *http.Request) {
 		Month: strings.TrimSpace(r.PostFormValue("exp_month")), Year: strings.TrimSpace(r.PostFormValue("exp_year")),
 		Holder: strings.TrimSpace(r.PostFormValue("holder")), LiveCVV: r.PostFormValue("live_cvv") == "on",
 		AnySite: r.PostFormValue("dest") == "any", Sites: r.PostFormValue("sites"),
-		Billing: vault.AddressMeta{
-			Name: strings.TrimSpace(r.PostFormValue("bill_name")), Line1: strings.TrimSpace(r.PostFormValue("bill_line1")),
-			Line2: strings.TrimSpace(r.PostFormValue("bill_line2")), City: strings.TrimSpace(r.PostFormValue("bill_city")),
-			Region: strings.TrimSpace(r.PostFormValue("bill_region")), PostalCode: strings.TrimSpace(r.PostFormValue("bill_postal_code")),
-			Country: strings.ToUpper(strings.TrimSpace(r.PostFormValue("bill_country"))),
-		},
 	}
-	f.HasBilling = f.Billing != (vault.AddressMeta{})
+	f.Billing, f.HasBilling = billingFromForm(r)
 	month, _ := strconv.Atoi(f.Month)
 	year, _ := strconv.Atoi(f.Year)
 	if year >= 0 && year < 100 && len(f.Year) == 2 {
@@ -157,12 +151,26 @@ func (h *Handler) addCard(w http.ResponseWriter, r *http.Request) {
 	h.redirect(w, r, "/cards", "Card added: "+itemName(it)+", token label "+it.Label+".", "")
 }
 
-// ---- edit where a card may be used, and its holder ----
+// billingFromForm reads the optional billing address inputs; ok is false
+// when all are empty.
+func billingFromForm(r *http.Request) (a vault.AddressMeta, ok bool) {
+	v := func(name string) string { return strings.TrimSpace(r.PostFormValue(name)) }
+	a = vault.AddressMeta{Name: v("bill_name"), Line1: v("bill_line1"), Line2: v("bill_line2"), City: v("bill_city"),
+		Region: v("bill_region"), PostalCode: v("bill_postal_code"), Country: strings.ToUpper(v("bill_country"))}
+	return a, a != (vault.AddressMeta{})
+}
+
+// ---- edit where a card may be used, its holder and billing address ----
 
 func (h *Handler) saveCardUse(w http.ResponseWriter, r *http.Request) {
 	anySite := r.PostFormValue("dest") == "any"
 	holder := strings.TrimSpace(r.PostFormValue("holder"))
 	u := vault.CardUpdate{AnySite: &anySite, Holder: &holder, Actor: "owner:" + sess(r).email}
+	if b, ok := billingFromForm(r); ok {
+		u.Billing = &b
+	} else {
+		u.ClearBilling = true
+	}
 	if !anySite {
 		u.Sites = splitSites(r.PostFormValue("sites"))
 		if u.Sites == nil {

@@ -271,7 +271,8 @@ func TestEditCardUse(t *testing.T) {
 	if !strings.Contains(page, `action="/cards/`+e.card.ID+`/use"`) || !strings.Contains(page, `href="/cards/`+e.card.ID+`/remove"`) {
 		t.Fatal("the cards page has no edit form or remove link")
 	}
-	code, body := e.post("/cards", "/cards/"+e.card.ID+"/use", url.Values{"dest": {"list"}, "sites": {"pay.example.com\nBooks.Example"}, "holder": {"A. Lovelace"}})
+	code, body := e.post("/cards", "/cards/"+e.card.ID+"/use", url.Values{"dest": {"list"}, "sites": {"pay.example.com\nBooks.Example"}, "holder": {"A. Lovelace"},
+		"bill_line1": {"12 St James's Square"}, "bill_city": {"London"}, "bill_postal_code": {"SW1Y 4JH"}, "bill_country": {"gb"}})
 	if code != 200 || !strings.Contains(body, "where it may be used saved") {
 		t.Fatalf("save: %d", code)
 	}
@@ -279,7 +280,8 @@ func TestEditCardUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if it.Card.AnySite || !slices.Equal(it.Card.Sites, []string{"pay.example.com", "books.example"}) || it.Card.HolderName != "A. Lovelace" {
+	if it.Card.AnySite || !slices.Equal(it.Card.Sites, []string{"pay.example.com", "books.example"}) || it.Card.HolderName != "A. Lovelace" ||
+		it.Card.Billing == nil || it.Card.Billing.Country != "GB" || it.Card.Billing.City != "London" {
 		t.Fatalf("after edit: %+v", it.Card)
 	}
 	if h := e.released(it, vault.FieldHolder); string(h.InsecureRawBytes()) != "A. Lovelace" {
@@ -288,19 +290,23 @@ func TestEditCardUse(t *testing.T) {
 	for name, f := range map[string]url.Values{
 		"public suffix": {"dest": {"list"}, "sites": {"com"}, "holder": {"A. Lovelace"}},
 		"empty list":    {"dest": {"list"}, "sites": {""}, "holder": {"A. Lovelace"}},
+		"bad billing":   {"dest": {"list"}, "sites": {"pay.example.com"}, "bill_line1": {"somewhere"}},
 	} {
 		if _, body := e.post("/cards", "/cards/"+e.card.ID+"/use", f); !strings.Contains(body, `class="error"`) {
 			t.Errorf("%s: no error shown", name)
 		}
 	}
-	if got, _ := e.vault.Get(ctx, org, e.card.ID); !slices.Equal(got.Card.Sites, it.Card.Sites) {
+	if _, page := e.get("/cards"); !strings.Contains(page, `value="SW1Y 4JH"`) {
+		t.Fatal("the edit form does not show the stored billing address")
+	}
+	if got, _ := e.vault.Get(ctx, org, e.card.ID); !slices.Equal(got.Card.Sites, it.Card.Sites) || got.Card.Billing == nil {
 		t.Fatal("a refused edit changed the card")
 	}
 	if code, _ := e.post("/cards", "/cards/"+e.card.ID+"/use", url.Values{"dest": {"any"}, "sites": {"ignored.example"}, "holder": {""}}); code != 200 {
 		t.Fatalf("any site: %d", code)
 	}
 	got, _ := e.vault.Get(ctx, org, e.card.ID)
-	if !got.Card.AnySite || len(got.Card.Sites) != 0 || got.Card.HolderName != "" || got.Has(vault.FieldHolder) {
+	if !got.Card.AnySite || len(got.Card.Sites) != 0 || got.Card.HolderName != "" || got.Has(vault.FieldHolder) || got.Card.Billing != nil {
 		t.Fatalf("after any-site: %+v", got.Card)
 	}
 	if code, _ := e.post("/cards", "/cards/"+e.login.ID+"/use", url.Values{"dest": {"any"}}); code != http.StatusNotFound {
