@@ -809,18 +809,18 @@ func (h *Handler) pageStatus(w http.ResponseWriter, r *http.Request, status int,
 	s := sess(r)
 	flash, errMsg := h.takeFlash(w, r)
 	h.render(w, r, status, name, &page{
-		Title: title, Nav: navOf(name), CSRF: csrfFor(s.token), Email: s.email, Pending: pending,
+		Title: title, Nav: navOf(name, r.URL.Path), CSRF: csrfFor(s.token), Email: s.email, Pending: pending,
 		Flash: flash, Error: errMsg, Data: data, Now: h.now(),
 	})
 }
 
-// navOf is the menu entry a page belongs to.
-func navOf(name string) string {
+// navOf is the menu entry a page belongs to: the add forms and the
+// removal confirmations belong to their list.
+func navOf(name, path string) string {
 	switch name {
-	case "cardnew":
-		return "cards"
-	case "loginnew":
-		return "logins"
+	case "cardnew", "loginnew", "confirm":
+		first, _, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
+		return first
 	}
 	return name
 }

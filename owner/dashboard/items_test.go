@@ -344,7 +344,8 @@ func TestRemoveCardAndLogin(t *testing.T) {
 		t.Fatal("rules not saved")
 	}
 	code, page := e.get("/cards/" + e.card.ID + "/remove")
-	if code != 200 || !strings.Contains(page, "Remove Visa •••• 4242?") || !strings.Contains(page, `name="confirm" value="yes"`) {
+	if code != 200 || !strings.Contains(page, "Remove Visa •••• 4242?") || !strings.Contains(page, `name="confirm" value="yes"`) ||
+		!strings.Contains(page, `href="/cards" aria-current="page"`) {
 		t.Fatalf("confirmation page: %d", code)
 	}
 	if code, _ := e.post("/cards/"+e.card.ID+"/remove", "/cards/"+e.card.ID+"/remove", url.Values{}); code != http.StatusBadRequest {
