@@ -65,13 +65,16 @@ func TestProxydBinaryOwnerFlow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxyAddr, controlAddr, adminAddr := freePort(t), freePort(t), freePort(t)
+	// Every listener on a port of its own: the defaults (7700-7703) may be
+	// taken by an appliance running on the same machine.
+	proxyAddr, controlAddr, adminAddr, dashAddr := freePort(t), freePort(t), freePort(t), freePort(t)
 	cfg := filepath.Join(data, "proxyd.yaml")
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`data_dir: %s
 listen:
   proxy: %s
   control: %s
   admin: %s
+  dashboard: %s
 tls:
   extra_roots: [%s]
 unsafe_allow_private_ranges: true
@@ -80,7 +83,7 @@ policy:
 log:
   level: debug
   format: json
-`, data, proxyAddr, controlAddr, adminAddr, caPath)), 0o600); err != nil {
+`, data, proxyAddr, controlAddr, adminAddr, dashAddr, caPath)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	logs := &syncBuffer{}
