@@ -312,8 +312,16 @@ func (m *Matcher) verifyBuckets(src []byte, s int, bs byte, field bool, ms []mat
 	head := loadHead(src, s)
 	for ; bs != 0; bs &= bs - 1 {
 		for _, c := range m.ted.buckets[bits.TrailingZeros8(bs)] {
-			if head&c.headMask == c.head && m.verify(src, s, head, c.pi, field) {
-				ms = append(ms, match{s: s, l: len(m.pats[c.pi].val), pi: c.pi})
+			if head&c.headMask != c.head {
+				continue
+			}
+			// Tokens share long prefixes (av_card_1_): bytes 8-15 part
+			// most of them before the full compare.
+			if c.midMask != 0 && (s+int(c.n) > len(src) || loadHead(src, s+8)&c.midMask != c.mid) {
+				continue
+			}
+			if m.verify(src, s, head, c.pi, field) {
+				ms = append(ms, match{s: s, l: int(c.n), pi: c.pi})
 			}
 		}
 	}

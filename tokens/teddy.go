@@ -1,6 +1,9 @@
 package tokens
 
-import "slices"
+import (
+	"encoding/binary"
+	"slices"
+)
 
 // vecKind names a vector prefilter.
 type vecKind uint8
@@ -47,11 +50,24 @@ type teddy struct {
 	buckets [8][]bucketPat // longest first
 }
 
-// bucketPat is a pattern in a bucket, with its head (pattern.head) at hand
-// so most false candidates are rejected without touching the pattern.
+// bucketPat is a pattern in a bucket, with its first 16 bytes at hand (head
+// as in pattern; mid is bytes 8-15, midMask 0 for a pattern of 8 bytes or
+// fewer) so most false candidates are rejected without touching the
+// pattern.
 type bucketPat struct {
 	head, headMask uint64
-	pi             int32
+	mid, midMask   uint64
+	pi, n          int32 // pattern index and length
+}
+
+func newBucketPat(p *pattern, pi int32) bucketPat {
+	c := bucketPat{head: p.head, headMask: p.headMask, pi: pi, n: int32(len(p.val))}
+	if len(p.val) > 8 {
+		var w [8]byte
+		k := copy(w[:], p.val[8:])
+		c.mid, c.midMask = binary.LittleEndian.Uint64(w[:]), ^uint64(0)>>(64-8*k)
+	}
+	return c
 }
 
 func newTeddy(m *Matcher, pis []int32, kind vecKind) *teddy {
@@ -92,7 +108,7 @@ func newTeddy(m *Matcher, pis []int32, kind vecKind) *teddy {
 		p := &m.pats[pi]
 		b := slices.Index(keys, key(pi)) * 8 / len(keys)
 		bit := byte(1) << b
-		t.buckets[b] = append(t.buckets[b], bucketPat{head: p.head, headMask: p.headMask, pi: pi})
+		t.buckets[b] = append(t.buckets[b], newBucketPat(p, pi))
 		for j := range t.fp {
 			for c := range 256 {
 				if j < len(p.val) && c == int(p.val[j]) || j >= len(p.val) && (!p.whole || p.bounds[c]) {
