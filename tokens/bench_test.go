@@ -100,6 +100,22 @@ func BenchmarkScan(b *testing.B) {
 	}
 }
 
+// BenchmarkRewrite is the scan alone: Rewrite returns an unmatched body
+// without copying it.
+func BenchmarkRewrite(b *testing.B) {
+	r := NewReplacer(NewMatcher(benchPatterns()), benchRepl())
+	for _, sz := range benchSizes {
+		body := benchBody(sz.n, false, rand.New(rand.NewPCG(5, 6)))
+		b.Run(sz.name+"/nomatch", func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				_, _, _ = r.Rewrite(body)
+			}
+		})
+	}
+}
+
 func BenchmarkContains(b *testing.B) {
 	r := NewReplacer(NewMatcher(benchPatterns()), benchRepl())
 	for _, sz := range benchSizes {

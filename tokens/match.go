@@ -381,6 +381,10 @@ func (r *Replacer) replaceWith(ms []match, dst, src []byte, from, limit int, fie
 			if err != nil {
 				return dst, last, count, ms, err
 			}
+			if dst == nil {
+				// One allocation for the usual case of few matches.
+				dst = make([]byte, 0, len(src)-from+len(src)/16+len(v))
+			}
 			dst = append(dst, src[last:x.s]...)
 			dst = append(dst, v...)
 			last = x.s + x.l
@@ -410,6 +414,21 @@ func (r *Replacer) ReplaceText(dst, src []byte) ([]byte, int, error) {
 	dst, last, n, err := r.replace(dst, src, 0, len(src), false)
 	if err != nil {
 		return dst, n, err
+	}
+	return append(dst, src[last:]...), n, nil
+}
+
+// Rewrite is ReplaceText for a caller that does not need a copy: when
+// nothing matched it returns src itself, unchanged and without copying it;
+// otherwise a new slice. A caller that only forwards the result should use
+// it; one that may modify the result must not (it may be src).
+func (r *Replacer) Rewrite(src []byte) ([]byte, int, error) {
+	dst, last, n, err := r.replace(nil, src, 0, len(src), false)
+	if err != nil {
+		return nil, n, err
+	}
+	if n == 0 {
+		return src, 0, nil
 	}
 	return append(dst, src[last:]...), n, nil
 }

@@ -343,6 +343,9 @@ func FuzzReplacer(f *testing.F) {
 				got, gn, _ = r.ReplaceField(nil, src)
 			} else {
 				got, gn, _ = r.ReplaceText(nil, src)
+				if rw, rn, _ := r.Rewrite(src); rn != wn || !bytes.Equal(rw, want) {
+					t.Fatalf("Rewrite: got %d replacements, reference %d", rn, wn)
+				}
 				if r.Contains(src) != (wn > 0) {
 					t.Fatalf("Contains=%v, reference count %d", wn == 0, wn)
 				}
@@ -493,5 +496,31 @@ func TestP10_WordBoundedScrubPatterns(t *testing.T) {
 		if buf.String() != string(got) {
 			t.Errorf("%q word=%v: writer %q, ReplaceText %q", c.text, c.word, buf.String(), got)
 		}
+	}
+}
+
+func TestRewriteReturnsSrcWhenNothingMatched(t *testing.T) {
+	r := NewReplacer(NewMatcher(benchPatterns()), benchRepl())
+	for _, matches := range []bool{false, true} {
+		body := benchBody(64<<10, matches, rand.New(rand.NewPCG(7, 8)))
+		orig := bytes.Clone(body)
+		want, wn, _ := r.ReplaceText(nil, body)
+		got, n, err := r.Rewrite(body)
+		if err != nil || n != wn || !bytes.Equal(got, want) || !bytes.Equal(body, orig) {
+			t.Fatalf("matches=%v: Rewrite made %d replacements (ReplaceText %d), err %v", matches, n, wn, err)
+		}
+		if same := &got[0] == &body[0]; same != (n == 0) {
+			t.Fatalf("matches=%v: result aliases src=%v with %d replacements", matches, same, n)
+		}
+		if !matches && !raceEnabled {
+			if a := testing.AllocsPerRun(20, func() { _, _, _ = r.Rewrite(body) }); a > 0 {
+				t.Fatalf("Rewrite of an unmatched body allocates %.1f times", a)
+			}
+		}
+	}
+	refused := agentvault.Errorf(agentvault.CodeInternal, "refused")
+	r = NewReplacer(NewMatcher([]Pattern{{Value: []byte("av_card_1_number_u7x2k"), ID: 1}}), func(int) ([]byte, error) { return nil, refused })
+	if out, _, err := r.Rewrite([]byte("x av_card_1_number_u7x2k y")); !errors.Is(err, refused) || out != nil {
+		t.Fatalf("refusal: out %d bytes, err %v", len(out), err)
 	}
 }
