@@ -136,19 +136,19 @@ type anchor struct {
 // NewMatcher and safe for concurrent use.
 //
 // Design: patterns of three bytes or more go to a Teddy-style vector
-// prefilter (teddy.go) where the CPU has one: with AVX-512 VBMI on their
-// first four bytes, 64 positions per step; with AVX2 on their first three,
-// 32 per step. It stops almost only at real prefix matches, reporting every
-// candidate of a step at once. Everything else (shorter patterns, other CPUs) uses the
-// portable path: each pattern is anchored on its rarest byte (by byteCost),
-// reusing bytes other patterns already anchor on. A window of input is swept
-// once per distinct anchor byte with bytes.IndexByte; each hit is verified
+// prefilter on their first four bytes (teddy.go) where the CPU has one:
+// AVX-512 VBMI, 64 positions per step, or AVX2, 32. It stops almost only
+// at real prefix matches and reports every candidate of a step at once.
+// Everything else (shorter patterns, other CPUs) uses the portable path:
+// each pattern is anchored on its rarest byte (by byteCost), reusing bytes
+// other patterns already anchor on. A window of input is swept once per
+// distinct anchor byte with bytes.IndexByte; each hit is verified
 // against the few patterns anchored there. Matches of a window are sorted and
 // chosen greedily (leftmost, then longest), which equals the leftmost-longest
 // rule because every occurrence of every pattern is found.
 type Matcher struct {
 	pats    []pattern
-	ted     *teddy // patterns of teddyLen bytes or more, when the CPU has AVX2
+	ted     *teddy // patterns of teddyMin bytes or more, when the CPU has a prefilter
 	anchors []anchor
 	maxLen  int
 }

@@ -37,10 +37,11 @@ type vbmiTab struct {
 
 // teddy is the vector prefilter (Langdale's Teddy): patterns of at least
 // teddyMin bytes are put in 8 buckets by their fingerprint, their first fp
-// bytes (four). A position is a candidate when each fingerprint byte hits a
-// common bucket. A 3-byte pattern has its fourth byte
-// stand for what may follow it: any byte, or for a WholeField pattern a
-// bounding byte. The input's end matches anything (the verifier decides).
+// (four) bytes. A position is a candidate when each fingerprint byte hits a
+// common bucket. A 3-byte pattern's fourth fingerprint byte stands for what
+// may follow it: any byte, or for a WholeField pattern a bounding byte (a
+// 3-digit CVV then rarely stops the loop inside longer numbers). Past the
+// input's end every byte matches; the verifier decides.
 type teddy struct {
 	kind    vecKind
 	fp      int // fingerprint length
