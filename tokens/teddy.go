@@ -31,8 +31,9 @@ type teddyTab struct {
 // VBMI path, a 64-entry table from the byte's low 6 bits to bucket bits,
 // one VPERMB each. Bytes that differ only in bits 6-7 share an entry ('4',
 // 't', 'T' and 0xb4): more candidates, never fewer. A 128-entry table
-// (VPERMI2B, low 7 bits) was tried: it costs a third more per step on
-// Ice Lake and, on the benchmark bodies, rules out no more positions. Layout
+// (VPERMI2B, low 7 bits) was tried: its loop took a third longer on the
+// Xeon the benchmarks ran on and, on their bodies, ruled out no more
+// positions. Layout
 // is read by teddy_amd64.s.
 type vbmiTab struct {
 	t [4][64]byte
