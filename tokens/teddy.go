@@ -33,8 +33,7 @@ type teddyTab struct {
 // 't', 'T' and 0xb4): more candidates, never fewer. A 128-entry table
 // (VPERMI2B, low 7 bits) was tried: its loop took a third longer on the
 // Xeon the benchmarks ran on and, on their bodies, ruled out no more
-// positions. Layout
-// is read by teddy_amd64.s.
+// positions. Layout is read by teddy_amd64.s.
 type vbmiTab struct {
 	t [4][64]byte
 }
