@@ -218,10 +218,11 @@ func (m *Matcher) collect(src []byte, w0, w1 int, field bool, ms []match) []matc
 		// window has its whole fingerprint (or the input's end).
 		seg := src[w0:min(w1+t.fp-1, n)]
 		last := min(w1-w0, len(seg))
+		var hit [64]byte // bucket bits of a block's positions
 		for off := 0; ; {
 			i, mask := -1, uint64(0)
 			if len(seg)-off >= t.block+t.fp-1 {
-				i, mask = t.find(seg[off:])
+				i, mask = t.find(seg[off:], &hit)
 			}
 			if i < 0 {
 				// The vector loop stops short of the end; finish in scalar.
@@ -233,8 +234,8 @@ func (m *Matcher) collect(src []byte, w0, w1 int, field bool, ms []match) []matc
 				break
 			}
 			for ; mask != 0; mask &= mask - 1 {
-				s := off + i + bits.TrailingZeros64(mask)
-				ms = m.verifyBuckets(src, w0+s, t.bits(seg, s), field, ms)
+				k := bits.TrailingZeros64(mask)
+				ms = m.verifyBuckets(src, w0+off+i+k, hit[k], field, ms)
 			}
 			off += i + t.block
 		}

@@ -142,15 +142,15 @@ func (t *teddy) set(j int, c, bit byte) {
 	}
 }
 
-// find runs the vector loop over s: the first block with candidates and
-// their bitmask (bit k: position i+k), or ^done and 0, where done is the
-// number of leading positions ruled out. s must hold at least
-// block+fp-1 bytes.
-func (t *teddy) find(s []byte) (int, uint64) {
+// find runs the vector loop over s: the first block with candidates, their
+// bitmask (bit k: position i+k) and in out[k] the bucket bits of position
+// i+k; or ^done and 0, where done is the number of leading positions it
+// ruled out. s must hold at least block+fp-1 bytes.
+func (t *teddy) find(s []byte, out *[64]byte) (int, uint64) {
 	if t.kind == vecVBMI {
-		return teddy4VBMI(&t.vtab, s)
+		return teddy4VBMI(&t.vtab, s, out)
 	}
-	i, mask := teddy4AVX2(&t.tab, s)
+	i, mask := teddy4AVX2(&t.tab, s, out)
 	return i, uint64(mask)
 }
 

@@ -16,7 +16,7 @@ var bestVec = func() vecKind {
 }()
 
 //go:noescape
-func teddy4AVX2(t *teddyTab, s []byte) (i int, mask uint32)
+func teddy4AVX2(t *teddyTab, s []byte, out *[64]byte) (i int, mask uint32)
 
 //go:noescape
-func teddy4VBMI(t *vbmiTab, s []byte) (i int, mask uint64)
+func teddy4VBMI(t *vbmiTab, s []byte, out *[64]byte) (i int, mask uint64)

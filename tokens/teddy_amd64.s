@@ -2,7 +2,7 @@
 
 #include "textflag.h"
 
-// func teddy4AVX2(t *teddyTab, s []byte) (i int, mask uint32)
+// func teddy4AVX2(t *teddyTab, s []byte, out *[64]byte) (i int, mask uint32)
 //
 // Scans s in 32-byte blocks for positions p whose bytes s[p] to s[p+3]
 // all hit one bucket in the nibble tables (Langdale's Teddy, as in
@@ -12,9 +12,10 @@
 // almost every block at half the shuffles; the high nibbles of bytes 1-3
 // are looked up only in blocks the first pass keeps. Only blocks whose
 // last load stays inside s are scanned. It returns the first block i with
-// candidates and their bitmask (bit k: position i+k), or ^done and 0
-// where done is the number of leading positions it ruled out.
-TEXT ·teddy4AVX2(SB), NOSPLIT, $0-44
+// candidates and their bitmask (bit k: position i+k), with each position's
+// bucket bits in out[k], or ^done and 0 where done is the number of
+// leading positions it ruled out.
+TEXT ·teddy4AVX2(SB), NOSPLIT, $0-52
 	MOVQ t+0(FP), AX
 	MOVQ s_base+8(FP), SI
 	MOVQ s_len+16(FP), DX
@@ -82,26 +83,28 @@ found:
 	VPCMPEQB Y6, Y4, Y5
 	VPMOVMSKB Y5, BX
 	NOTL BX
-	MOVQ CX, i+32(FP)
-	MOVL BX, mask+40(FP)
+	MOVQ out+32(FP), DI
+	VMOVDQU Y4, (DI)
+	MOVQ CX, i+40(FP)
+	MOVL BX, mask+48(FP)
 	VZEROUPPER
 	RET
 
 tail:
 	NOTQ CX
-	MOVQ CX, i+32(FP)
-	MOVL $0, mask+40(FP)
+	MOVQ CX, i+40(FP)
+	MOVL $0, mask+48(FP)
 	VZEROUPPER
 	RET
 
-// func teddy4VBMI(t *vbmiTab, s []byte) (i int, mask uint64)
+// func teddy4VBMI(t *vbmiTab, s []byte, out *[64]byte) (i int, mask uint64)
 //
 // The same search with AVX-512 VBMI: four 64-entry byte tables looked up
 // with VPERMB (it reads the low 6 bits of each byte), so a step tests 64
 // positions on four bytes with one lookup per byte. Only blocks whose last
 // load stays inside s are scanned. Results as for teddy4AVX2, with a
 // 64-bit mask.
-TEXT ·teddy4VBMI(SB), NOSPLIT, $0-48
+TEXT ·teddy4VBMI(SB), NOSPLIT, $0-56
 	MOVQ t+0(FP), AX
 	MOVQ s_base+8(FP), SI
 	MOVQ s_len+16(FP), DX
@@ -133,14 +136,17 @@ vloop:
 
 vfound:
 	KMOVQ K1, BX
-	MOVQ CX, i+32(FP)
-	MOVQ BX, mask+40(FP)
+	VPANDD Z3, Z0, Z0
+	MOVQ out+32(FP), DI
+	VMOVDQU64 Z0, (DI)
+	MOVQ CX, i+40(FP)
+	MOVQ BX, mask+48(FP)
 	VZEROUPPER
 	RET
 
 vtail:
 	NOTQ CX
-	MOVQ CX, i+32(FP)
-	MOVQ $0, mask+40(FP)
+	MOVQ CX, i+40(FP)
+	MOVQ $0, mask+48(FP)
 	VZEROUPPER
 	RET
