@@ -77,7 +77,7 @@ func newBucketPat(p *pattern, pi int32) bucketPat {
 func newTeddy(m *Matcher, pis []int32, kind vecKind) *teddy {
 	t := &teddy{kind: kind, fp: 4, block: 32}
 	if kind == vecVBMI {
-		t.fp, t.block = 4, 64
+		t.block = 64
 	}
 	for i := range t.tab.mask {
 		t.tab.mask[i] = 0x0f
@@ -122,7 +122,7 @@ func newTeddy(m *Matcher, pis []int32, kind vecKind) *teddy {
 		}
 	}
 	for b := range t.buckets {
-		slices.SortStableFunc(t.buckets[b], func(x, y bucketPat) int { return len(m.pats[y.pi].val) - len(m.pats[x.pi].val) })
+		slices.SortStableFunc(t.buckets[b], func(x, y bucketPat) int { return int(y.n - x.n) })
 	}
 	return t
 }
