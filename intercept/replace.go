@@ -76,7 +76,7 @@ func (sc *scrubber) apply(b []byte, hit func(vault.Kind)) ([]byte, int) {
 	if sc == nil || len(b) == 0 {
 		return b, 0
 	}
-	out, n, _ := sc.replacer(hit).ReplaceText(nil, b)
+	out, n, _ := sc.replacer(hit).Rewrite(b) // b itself, uncopied, when nothing matched
 	if n == 0 {
 		return b, 0
 	}
