@@ -3,6 +3,7 @@ package browser_test
 import (
 	"bytes"
 	"image/png"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -48,9 +49,13 @@ func TestBrowserCheckoutPage(t *testing.T) {
 		if err := s.Fill(browser.Target{Selector: "#notes-ta"}, "ring twice\nZebranote-Canary: - textbox", time.Second); err != nil {
 			t.Fatal(err)
 		}
+		before := browser.RefLookups()
 		snap, err = s.Snapshot(0)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if n := browser.RefLookups() - before; n != 0 {
+			t.Errorf("%d per-ref lookups: every field and frame should resolve from the documents' lists", n)
 		}
 		if strings.Contains(snap.YAML, "Zebracorp") || strings.Contains(snap.YAML, "Zebranote") {
 			t.Fatalf("snapshot shows a field value (len %d)", len(snap.YAML))
@@ -309,5 +314,47 @@ func TestObserveLiveRegions(t *testing.T) {
 				t.Errorf("errorText %q, want %q", got, c.text)
 			}
 		})
+	}
+}
+
+// TestSnapshotNestedFrames: on a page with a hidden iframe first, a frame
+// without fields and a cross-origin frame holding a field and the card
+// frame, every field gets the selector of its own element and the chain of
+// iframe selectors down to it, and each names exactly one element.
+func TestSnapshotNestedFrames(t *testing.T) {
+	site := browsertest.Start(t)
+	b := browsertest.Launch(t, site)
+	s, err := b.NewSession(browser.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if err := s.Goto(site.FramesURL(), 10*time.Second); err != nil {
+		t.Fatalf("goto: %v", err)
+	}
+	wallet := `iframe[title="Wallet"]`
+	card := wallet + " >> internal:control=enter-frame >> " + `iframe[title="Card"]`
+	if err := s.WaitFor(browser.Target{Selector: "#cvc", Frame: card}, "visible", 5*time.Second); err != nil {
+		t.Fatalf("card frame: %v", err)
+	}
+	before := browser.RefLookups()
+	snap, err := s.Snapshot(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := browser.RefLookups() - before; n != 0 {
+		t.Errorf("%d per-ref lookups: every field and frame should resolve from the documents' lists", n)
+	}
+	want := map[string]string{"#q": "", "#holder": wallet, "#number": card, "#cvc": card}
+	got := map[string]string{}
+	for _, f := range snap.Fields {
+		got[f.Selector] = f.Frame
+		c, err := s.Count(browser.Target{Selector: f.Selector, Frame: f.Frame})
+		if err != nil || c.Count != 1 {
+			t.Fatalf("field %s selector %q frame %q matches %d (%v)", f.Ref, f.Selector, f.Frame, c.Count, err)
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("fields %+v\n%s", snap.Fields, snap.YAML)
 	}
 }

@@ -19,3 +19,6 @@ func StripValuesForTest(raw string) (string, []Field) {
 	y, f, _ := stripValues(raw)
 	return y, f
 }
+
+// RefLookups is how many per-ref selector lookups snapshots have made.
+func RefLookups() int64 { return refLookups.Load() }

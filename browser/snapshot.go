@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentvault/agentvault"
@@ -70,6 +71,10 @@ func (s *Session) Snapshot(depth int) (Snapshot, error) {
 	if depth <= 0 || depth > MaxSnapshotDepth {
 		depth = MaxSnapshotDepth
 	}
+	// The top document's field list does not depend on the tree: it is
+	// taken while the tree is captured (one round trip fewer on the way).
+	top := make(chan docFields, 1)
+	go func() { top <- parseDocFields(p.Evaluate(fieldsScript)) }()
 	raw, err := p.AriaSnapshot(playwright.PageAriaSnapshotOptions{
 		Mode:    playwright.AriaSnapshotModeAi,
 		Depth:   playwright.Int(depth),
@@ -79,7 +84,7 @@ func (s *Session) Snapshot(depth int) (Snapshot, error) {
 		return Snapshot{}, agentvault.Wrap(agentvault.CodeInternal, err, "accessibility snapshot failed (the page may be navigating: ask again)")
 	}
 	yaml, fields, frames := stripValues(raw)
-	s.resolveSelectors(p, fields, frames)
+	s.resolveSelectors(p, fields, frames, <-top)
 	return Snapshot{YAML: yaml, Fields: fields}, nil
 }
 
@@ -181,13 +186,16 @@ const cssOf = `(el) => {
 
 const enterFrame = " >> internal:control=enter-frame >> "
 
-// fieldsScript lists, in document order, the fields of one document the
-// accessibility tree shows, each with its role, a best-effort accessible
-// name and a unique CSS selector. It never reads a value.
-const fieldsScript = `(root) => {
+// fieldsScript describes one document without reading any value: its
+// fields in document order (role, best-effort accessible name, unique CSS
+// selector), its iframes (CSS selector and position in window.frames), and
+// the document's own position in its parent's window.frames. Window
+// identity is comparable across origins, so a frame and the iframe element
+// holding it are paired exactly, whatever the tree shows or hides.
+const fieldsScript = `() => {
 	const cssOf = ` + cssOf + `;
 	const doc = document;
-	const norm = (t) => (t || '').replace(/\\s+/g, ' ').trim();
+	const norm = (t) => (t || '').replace(/\s+/g, ' ').trim();
 	const textOf = (n, skip) => {
 		let out = '';
 		for (const c of n.childNodes) {
@@ -199,14 +207,14 @@ const fieldsScript = `(root) => {
 	};
 	const nameOf = (el) => {
 		const lb = el.getAttribute('aria-labelledby');
-		if (lb) { const t = lb.split(/\\s+/).map((id) => { const e = doc.getElementById(id); return e ? textOf(e, null) : ''; }).join(' '); if (norm(t)) return norm(t); }
+		if (lb) { const t = lb.split(/\s+/).map((id) => { const e = doc.getElementById(id); return e ? textOf(e, null) : ''; }).join(' '); if (norm(t)) return norm(t); }
 		const al = el.getAttribute('aria-label'); if (norm(al)) return norm(al);
 		const labels = el.labels ? Array.from(el.labels) : [];
 		if (labels.length) { const t = labels.map((l) => textOf(l, el)).join(' '); if (norm(t)) return norm(t); }
 		return norm(el.getAttribute('title')) || norm(el.getAttribute('placeholder'));
 	};
 	const roleOf = (el) => {
-		const r = (el.getAttribute('role') || '').trim().split(/\\s+/)[0];
+		const r = (el.getAttribute('role') || '').trim().split(/\s+/)[0];
 		if (r) return r;
 		const tag = el.tagName;
 		if (tag === 'TEXTAREA') return 'textbox';
@@ -226,26 +234,120 @@ const fieldsScript = `(root) => {
 		if (!role || !shown(el)) continue;
 		out.push({role, name: nameOf(el), sel: cssOf(el)});
 	}
-	return out;
+	const frames = [];
+	for (const el of doc.querySelectorAll('iframe,frame')) {
+		const w = el.contentWindow;
+		if (!w) continue;
+		for (let i = 0; i < window.frames.length; i++) {
+			if (window.frames[i] === w) { frames.push({idx: i, sel: cssOf(el)}); break; }
+		}
+	}
+	let self = -1;
+	try {
+		const up = window.parent;
+		if (up !== window) for (let i = 0; i < up.frames.length; i++) if (up.frames[i] === window) { self = i; break; }
+	} catch (e) {}
+	return {fields: out, frames, self};
 }`
+
+// refLookups counts per-ref selector lookups (the slow path), for tests.
+var refLookups atomic.Int64
 
 type domField struct {
 	role, name, sel string
 }
 
+// docFields is what fieldsScript says about one document. ok is false when
+// the script did not run (the frame went away, navigation): its fields are
+// then resolved one ref at a time.
+type docFields struct {
+	ok     bool
+	fields []domField
+	frames map[int]string // window.frames index -> iframe CSS selector
+	self   int            // index in the parent's window.frames, -1 unknown
+}
+
+func parseDocFields(v any, err error) docFields {
+	d := docFields{self: -1, frames: map[int]string{}}
+	m, ok := v.(map[string]any)
+	if err != nil || !ok {
+		return d
+	}
+	d.ok = true
+	list, _ := m["fields"].([]any)
+	for _, it := range list {
+		f, _ := it.(map[string]any)
+		r, _ := f["role"].(string)
+		n, _ := f["name"].(string)
+		sel, _ := f["sel"].(string)
+		d.fields = append(d.fields, domField{r, n, sel})
+	}
+	fl, _ := m["frames"].([]any)
+	for _, it := range fl {
+		f, _ := it.(map[string]any)
+		sel, _ := f["sel"].(string)
+		if i, ok := f["idx"]; ok && sel != "" {
+			d.frames[toInt(i)] = sel
+		}
+	}
+	if v, ok := m["self"]; ok {
+		d.self = toInt(v)
+	}
+	return d
+}
+
 // resolveSelectors fills in Selector and turns Frame from the enclosing
 // iframe's ref into its selector chain. Each document's fields are listed by
 // one script and matched to the snapshot's fields in order by role and
-// accessible name; a field that does not match exactly (no name, a name the
-// script computes differently) is resolved through its ref, one round trip
-// each.
-func (s *Session) resolveSelectors(p playwright.Page, fields []Field, frames map[string]*frameRef) {
+// accessible name; top is the top document's list, taken with the tree. The
+// iframes that hold fields (or hold frames that do) are listed all at once,
+// each reached through its ref, and each gets its CSS selector from its
+// parent document's list. Whatever that leaves open (a field that does not
+// match exactly, an iframe its parent's script cannot see, such as one in a
+// shadow root) is resolved through its ref, one round trip each.
+func (s *Session) resolveSelectors(p playwright.Page, fields []Field, frames map[string]*frameRef, top docFields) {
+	byFrame := map[string][]int{}
+	for i := range fields {
+		byFrame[fields[i].Frame] = append(byFrame[fields[i].Frame], i)
+	}
+	// The frames to list: those holding fields, and their ancestors (whose
+	// lists name the iframes below them).
+	need := map[string]bool{}
+	for fref := range byFrame {
+		for r := fref; r != "" && !need[r]; {
+			f := frames[r]
+			if f == nil {
+				break
+			}
+			need[r] = true
+			r = f.parent
+		}
+	}
+	docs := map[string]docFields{"": top}
+	var mu sync.Mutex
 	var wg sync.WaitGroup
+	for ref := range need {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// The script runs in the frame holding the matched root; with no
+			// match it must not run at all (it would describe another
+			// document).
+			v, err := p.FrameLocator("aria-ref="+ref).Locator(":root").EvaluateAll(`(els) => els.length === 1 ? (`+fieldsScript+`)() : null`, nil)
+			d := parseDocFields(v, err)
+			mu.Lock()
+			docs[ref] = d
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+
 	sem := make(chan struct{}, 8)
 	evalRef := func(ref string, dst *string) {
 		defer wg.Done()
 		sem <- struct{}{}
 		defer func() { <-sem }()
+		refLookups.Add(1)
 		v, err := p.Locator("aria-ref="+ref).Evaluate(cssOf, nil, playwright.LocatorEvaluateOptions{Timeout: ms(2 * time.Second)})
 		if err == nil {
 			if str, ok := v.(string); ok {
@@ -253,72 +355,43 @@ func (s *Session) resolveSelectors(p playwright.Page, fields []Field, frames map
 			}
 		}
 	}
-	byFrame := map[string][]int{}
-	for i := range fields {
-		byFrame[fields[i].Frame] = append(byFrame[fields[i].Frame], i)
+	for ref := range need {
+		f := frames[ref]
+		if d := docs[ref]; d.self >= 0 {
+			f.selector = docs[f.parent].frames[d.self]
+		}
+		if f.selector == "" {
+			wg.Add(1)
+			go evalRef(ref, &f.selector)
+		}
 	}
-	var mu sync.Mutex
 	var unmatched []int
-	var docs sync.WaitGroup
-	listDoc := func(idx []int, frameSel string) {
-		defer docs.Done()
-		var v any
-		var err error
-		if frameSel == "" {
-			v, err = p.Evaluate(fieldsScript, nil)
+	for fref, idx := range byFrame {
+		if d := docs[fref]; d.ok {
+			unmatched = append(unmatched, matchFields(fields, idx, d.fields)...)
 		} else {
-			v, err = p.FrameLocator(frameSel).Locator(":root").Evaluate(fieldsScript, nil, playwright.LocatorEvaluateOptions{Timeout: ms(2 * time.Second)})
+			unmatched = append(unmatched, idx...)
 		}
-		var dom []domField
-		if list, ok := v.([]any); ok && err == nil {
-			for _, it := range list {
-				m, _ := it.(map[string]any)
-				r, _ := m["role"].(string)
-				n, _ := m["name"].(string)
-				sel, _ := m["sel"].(string)
-				dom = append(dom, domField{r, n, sel})
-			}
-		}
-		miss := matchFields(fields, idx, dom)
-		mu.Lock()
-		unmatched = append(unmatched, miss...)
-		mu.Unlock()
-	}
-	// The top document needs no frame selector: list it while the iframes'
-	// selectors are being computed.
-	if idx, ok := byFrame[""]; ok {
-		docs.Add(1)
-		go listDoc(idx, "")
-	}
-	for _, f := range frames {
-		wg.Add(1)
-		go evalRef(f.ref, &f.selector)
 	}
 	wg.Wait()
-	chain := func(ref string) (string, bool) {
+	chain := func(ref string) string {
 		var parts []string
 		for ref != "" {
 			f := frames[ref]
 			if f == nil || f.selector == "" {
-				return "", false
+				return ""
 			}
 			parts = append([]string{f.selector}, parts...)
 			ref = f.parent
 		}
-		return strings.Join(parts, enterFrame), true
+		return strings.Join(parts, enterFrame)
 	}
 	frameSel := map[string]string{}
-	for fref, idx := range byFrame {
-		if fref == "" {
-			continue
-		}
-		if c, ok := chain(fref); ok {
-			frameSel[fref] = c
-			docs.Add(1)
-			go listDoc(idx, c)
+	for fref := range byFrame {
+		if fref != "" {
+			frameSel[fref] = chain(fref)
 		}
 	}
-	docs.Wait()
 	for _, i := range unmatched {
 		if fields[i].Frame != "" && frameSel[fields[i].Frame] == "" {
 			continue // the frame cannot be named: no selector either way

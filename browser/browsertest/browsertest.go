@@ -83,6 +83,10 @@ func Start(tb testing.TB) *Site {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		fmt.Fprint(w, strings.NewReplacer(`id="number" name="number" autocomplete="cc-number"`, `id="nick" name="nick" autocomplete="nickname"`, `for="number"`, `for="nick"`).Replace(cardPage))
 	})
+	pay.HandleFunc("/nest", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, nestPage)
+	})
 	pay.HandleFunc("/api/pay", func(w http.ResponseWriter, r *http.Request) {
 		r.ParseForm()
 		s.mu.Lock()
@@ -95,6 +99,10 @@ func Start(tb testing.TB) *Site {
 	shop.HandleFunc("/checkout", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		fmt.Fprint(w, strings.ReplaceAll(checkoutPage, "{{PAY}}", s.Pay.URL))
+	})
+	shop.HandleFunc("/frames", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, strings.ReplaceAll(framesPage, "{{PAY}}", s.Pay.URL))
 	})
 	shop.HandleFunc("/popup", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, `<html><head><title>Wallet</title></head><body><h1>Wallet sign-in</h1><button id="done" onclick="window.close()">Done</button></body></html>`)
@@ -138,6 +146,10 @@ func Start(tb testing.TB) *Site {
 
 // CheckoutURL is the ~30-field checkout page.
 func (s *Site) CheckoutURL() string { return s.Shop.URL + "/checkout" }
+
+// FramesURL is a page of nested iframes: a hidden one first, a frame with
+// no fields, and a cross-origin frame holding a field and the card frame.
+func (s *Site) FramesURL() string { return s.Shop.URL + "/frames" }
 
 // LoginURL is an email-first sign-in page.
 func (s *Site) LoginURL() string { return s.Shop.URL + "/login" }
@@ -218,6 +230,16 @@ window.addEventListener('message', async (e) => {
   parent.postMessage('paid', '*');
 });
 </script></body></html>`
+
+const framesPage = `<!doctype html><html><body><h1>Frames</h1>
+<iframe title="Tracker" src="about:blank" style="display:none"></iframe>
+<label for="q">Search</label><input id="q" type="search">
+<iframe title="Banner" srcdoc="<p>Free shipping</p>" style="height:40px"></iframe>
+<iframe title="Wallet" src="{{PAY}}/nest" style="width:460px;height:260px"></iframe>
+</body></html>`
+
+const nestPage = `<!doctype html><html><body><label for="holder">Card holder</label><input id="holder" name="holder">
+<iframe title="Card" src="/card" style="width:420px;height:160px"></iframe></body></html>`
 
 const loginPage = `<!doctype html><html><body><h1>Sign in</h1>
 <div id="step1"><label for="identifier">Email address</label><input id="identifier" name="username" type="email" autocomplete="username">
