@@ -22,3 +22,14 @@ func StripValuesForTest(raw string) (string, []Field) {
 
 // RefLookups is how many per-ref selector lookups snapshots have made.
 func RefLookups() int64 { return refLookups.Load() }
+
+// ParseDocFieldsForTest returns what parseDocFields keeps: ok, the field
+// selectors, the iframe selectors by index and the document's own index.
+func ParseDocFieldsForTest(v any, err error) (bool, []string, map[int]string, int) {
+	d := parseDocFields(v, err)
+	var sels []string
+	for _, f := range d.fields {
+		sels = append(sels, f.sel)
+	}
+	return d.ok, sels, d.frames, d.self
+}

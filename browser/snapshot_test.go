@@ -1,6 +1,7 @@
 package browser_test
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -93,5 +94,38 @@ func TestStripValues(t *testing.T) {
 	}
 	if len(fields) != 4 || fields[3].Frame != "e5" || fields[0].Name != "Card" {
 		t.Fatalf("fields %+v", fields)
+	}
+}
+
+// TestParseDocFields: a script that failed or answered null leaves the
+// document unlisted (its fields go the per-ref way); frame indexes come
+// back as JSON numbers.
+func TestParseDocFields(t *testing.T) {
+	full := map[string]any{
+		"fields": []any{map[string]any{"role": "textbox", "name": "CVC", "sel": "#cvc"}},
+		"frames": []any{map[string]any{"idx": float64(1), "sel": `iframe[title="Card"]`}, map[string]any{"idx": float64(0), "sel": ""}},
+		"self":   float64(2),
+	}
+	cases := []struct {
+		name   string
+		v      any
+		err    error
+		ok     bool
+		sels   []string
+		frames map[int]string
+		self   int
+	}{
+		{"full", full, nil, true, []string{"#cvc"}, map[int]string{1: `iframe[title="Card"]`}, 2},
+		{"null", nil, nil, false, nil, map[int]string{}, -1},
+		{"error", full, errors.New("frame detached"), false, nil, map[int]string{}, -1},
+		{"top", map[string]any{"fields": []any{}, "frames": []any{}, "self": float64(-1)}, nil, true, nil, map[int]string{}, -1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ok, sels, frames, self := browser.ParseDocFieldsForTest(c.v, c.err)
+			if ok != c.ok || !reflect.DeepEqual(sels, c.sels) || !reflect.DeepEqual(frames, c.frames) || self != c.self {
+				t.Fatalf("got %v %v %v %d", ok, sels, frames, self)
+			}
+		})
 	}
 }
