@@ -196,21 +196,5 @@ func LoginLabel(site string) string {
 	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h, "]") {
 		h = h[:i]
 	}
-	h = strings.TrimPrefix(strings.TrimSuffix(h, "."), "www.")
-	name, _, _ := strings.Cut(h, ".")
-	var b []byte
-	for i := 0; i < len(name) && len(b) < MaxLabelLen; i++ {
-		c := name[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-' && len(b) > 0:
-			b = append(b, c)
-		case len(b) > 0 && b[len(b)-1] != '-':
-			b = append(b, '-')
-		}
-	}
-	s := strings.TrimRight(string(b), "-")
-	if s == "" {
-		return "login"
-	}
-	return s
+	return vault.LoginLabel(strings.TrimPrefix(strings.TrimSuffix(h, "."), "www."))
 }

@@ -361,11 +361,12 @@ func validateIdentity(id IdentityMeta) error {
 // maxLabelLen is the token grammar's label bound (tokens.MaxLabelLen).
 const maxLabelLen = 32
 
-// loginLabel turns a registrable domain into a token label the way
-// tokens.LoginLabel does: the first DNS label, lowercase, runs of anything
+// LoginLabel turns a registrable domain into a login's token label (the
+// one rule: tokens.LoginLabel trims a URL or host to a domain and calls
+// this): the first DNS label, lowercase, runs of anything
 // outside [a-z0-9-] folded to one '-', no leading or trailing '-', at most
 // 32 characters ("github.com" -> "github", "my_bank.co.uk" -> "my-bank").
-func loginLabel(domain string) string {
+func LoginLabel(domain string) string {
 	name, _, _ := strings.Cut(strings.ToLower(domain), ".")
 	var b []byte
 	for i := 0; i < len(name) && len(b) < maxLabelLen; i++ {

@@ -158,8 +158,8 @@ func TestLoginLabel(t *testing.T) {
 		"x.org": "x", "xn--bcher-kva.example": "xn--bcher-kva", strings.Repeat("a", 40) + ".com": strings.Repeat("a", 32),
 	}
 	for in, want := range cases {
-		if got := loginLabel(in); got != want {
-			t.Errorf("loginLabel(%q) = %q, want %q", in, got, want)
+		if got := LoginLabel(in); got != want {
+			t.Errorf("LoginLabel(%q) = %q, want %q", in, got, want)
 		}
 	}
 	if got := labelWithSuffix("github", 2); got != "github-2" {

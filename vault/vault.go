@@ -509,7 +509,7 @@ func (v *Vault) AddLogin(ctx context.Context, org, owner string, in LoginInput) 
 	if !in.TOTP.IsZero() {
 		values = append(values, value{FieldTOTP, clone(in.TOTP.InsecureRawBytes())})
 	}
-	it := Item{Org: org, Owner: owner, Kind: KindLogin, Label: loginLabel(domain)}
+	it := Item{Org: org, Owner: owner, Kind: KindLogin, Label: LoginLabel(domain)}
 	return v.put(ctx, it, itemMeta{Login: meta}, values, false)
 }
 
