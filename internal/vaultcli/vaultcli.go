@@ -15,9 +15,9 @@ import (
 	"strings"
 
 	agentvault "github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/internal/termio"
 	"github.com/agentvault/agentvault/vault"
 	"github.com/agentvault/agentvault/vault/sqlite"
-	"golang.org/x/term"
 )
 
 // Env is everything the CLI touches, so tests drive it without a terminal.
@@ -49,16 +49,10 @@ const (
 
 // DefaultEnv is the real process environment over the data directory.
 func DefaultEnv(dataDir string) Env {
-	fd := int(os.Stdin.Fd())
+	isTerminal, readPassword := termio.Stdin()
 	return Env{
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
-		IsTerminal: func() bool { return term.IsTerminal(fd) },
-		ReadPassword: func(prompt string) ([]byte, error) {
-			fmt.Fprint(os.Stderr, prompt)
-			b, err := term.ReadPassword(fd)
-			fmt.Fprintln(os.Stderr)
-			return b, err
-		},
+		IsTerminal: isTerminal, ReadPassword: readPassword,
 		Open:    func(context.Context) (*vault.Vault, func() error, error) { return OpenDefault(dataDir) },
 		KeyFile: filepath.Join(dataDir, KeyFileName),
 	}

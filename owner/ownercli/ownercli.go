@@ -21,9 +21,9 @@ import (
 	"text/tabwriter"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/internal/termio"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/vault/sqlite"
-	"golang.org/x/term"
 )
 
 // Env is everything the CLI touches, so tests drive it without a terminal.
@@ -42,16 +42,10 @@ const DBFileName = "vault.db"
 
 // DefaultEnv is the real process environment over dataDir and org.
 func DefaultEnv(dataDir, org string) Env {
-	fd := int(os.Stdin.Fd())
+	isTerminal, readPassword := termio.Stdin()
 	return Env{
 		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
-		IsTerminal: func() bool { return term.IsTerminal(fd) },
-		ReadPassword: func(prompt string) ([]byte, error) {
-			fmt.Fprint(os.Stderr, prompt)
-			b, err := term.ReadPassword(fd)
-			fmt.Fprintln(os.Stderr)
-			return b, err
-		},
+		IsTerminal: isTerminal, ReadPassword: readPassword,
 		Open: func(context.Context) (*owner.Service, func() error, error) {
 			if err := os.MkdirAll(dataDir, 0o700); err != nil {
 				return nil, nil, agentvault.Wrap(agentvault.CodeInternal, err, "cannot create the data directory")
