@@ -20,9 +20,14 @@ RACE_PKGS := ./vault/... ./tokens/... ./intercept/... ./policy/... ./mcpserver/.
 all: build
 
 system-deps:
-	@if ! command -v chromium >/dev/null || ! command -v node >/dev/null || ! command -v curl >/dev/null; then \
-		echo "installing Debian packages: chromium nodejs npm curl"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium nodejs npm curl ca-certificates >/dev/null; \
+	@pkgs=""; \
+	command -v chromium >/dev/null || pkgs="$$pkgs chromium"; \
+	command -v curl >/dev/null || pkgs="$$pkgs curl ca-certificates"; \
+	command -v node >/dev/null || pkgs="$$pkgs nodejs"; \
+	command -v npm >/dev/null || pkgs="$$pkgs npm"; \
+	if [ -n "$$pkgs" ]; then \
+		echo "installing Debian packages:$$pkgs"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$pkgs >/dev/null; \
 	fi
 
 driver: system-deps
