@@ -3,6 +3,7 @@ package owner
 import (
 	"context"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/agentvault/agentvault"
@@ -23,6 +24,10 @@ type FillRequest struct {
 	// instead of reading KeyID from the store (proxyd's file-based default
 	// key, which the store does not hold).
 	Key *policy.KeyInfo
+	// Purchase numbers the card grants of this session for one card: a
+	// grant spent on a purchase is followed by a new one, whose charge the
+	// ledger counts again (P18, P21). 0 is the first.
+	Purchase int
 }
 
 // Authorize decides a fill end to end, and is what proxyd's authorize hook
@@ -40,24 +45,14 @@ func (s *Service) Authorize(ctx context.Context, r FillRequest) error {
 	if s.engine == nil {
 		return agentvault.Errorf(agentvault.CodeInternal, "no policy engine configured")
 	}
-	var key policy.KeyInfo
-	if r.Key != nil {
-		key = *r.Key
-	} else {
-		k, err := s.KeyInfo(ctx, r.KeyID)
-		if err != nil {
-			return err
-		}
-		key = k
-	}
-	args, err := s.FillArgs(ctx, policy.Args{APIKey: key, Item: r.Item, Field: r.Field, Destination: r.Destination, Total: r.Total}, r.Session)
+	args, err := s.fillRequestArgs(ctx, r)
 	if err != nil {
 		return err
 	}
 	if r.Field == vault.FieldNumber && r.Total != nil {
 		// A retried call: its charge is already in the ledger. Decide as
 		// the first call did, without counting it against itself.
-		prev, err := s.st.GetReservation(ctx, ReservationID(r.Session, r.Item.ID, *r.Total))
+		prev, err := s.st.GetReservation(ctx, ReservationID(r.reservationScope(), r.Item.ID, *r.Total))
 		switch {
 		case err == nil && prev.Amount.Currency == args.SpentToday.Currency:
 			args.SpentToday.Minor = max(args.SpentToday.Minor-prev.Amount.Minor, 0)
@@ -70,7 +65,7 @@ func (s *Service) Authorize(ctx context.Context, r FillRequest) error {
 	switch {
 	case d.Allow:
 		if r.Field == vault.FieldNumber && d.Charge != nil && r.Total != nil && r.Item.Kind == vault.KindCard {
-			if err := s.Reserve(ctx, ReservationID(r.Session, r.Item.ID, *r.Total), r.Item.ID, *d.Charge); err != nil {
+			if err := s.Reserve(ctx, ReservationID(r.reservationScope(), r.Item.ID, *r.Total), r.Item.ID, *d.Charge); err != nil {
 				s.refused(ctx, r, d.Site, err)
 				return err
 			}
@@ -95,6 +90,47 @@ func (s *Service) Authorize(ctx context.Context, r FillRequest) error {
 		return err
 	}
 	return agentvault.Wrap(agentvault.CodeApprovalPending, &Pending{Approval: a, Code: d.Code}, "waiting for the owner (%s)", d.Reason)
+}
+
+// fillRequestArgs reads the key (a revocation or a scope change applies at
+// once) and completes the engine's arguments from the store.
+func (s *Service) fillRequestArgs(ctx context.Context, r FillRequest) (policy.Args, error) {
+	var key policy.KeyInfo
+	if r.Key != nil {
+		key = *r.Key
+	} else {
+		k, err := s.KeyInfo(ctx, r.KeyID)
+		if err != nil {
+			return policy.Args{}, err
+		}
+		key = k
+	}
+	return s.FillArgs(ctx, policy.Args{APIKey: key, Item: r.Item, Field: r.Field, Destination: r.Destination, Total: r.Total}, r.Session)
+}
+
+// Recheck is asked before every release of a granted value on the wire
+// (P21): the key must still be valid and see the item, the card not paused
+// or blocked for the merchant, and the destination still authorized. It
+// reads the owner's current state, so a revoke, a pause or a removed site
+// stops the very next release. It queues nothing and spends nothing.
+func (s *Service) Recheck(ctx context.Context, r FillRequest) error {
+	if s.engine == nil {
+		return agentvault.Errorf(agentvault.CodeInternal, "no policy engine configured")
+	}
+	args, err := s.fillRequestArgs(ctx, r)
+	if err != nil {
+		return err
+	}
+	return s.engine.Recheck(args)
+}
+
+// reservationScope is the part of a reservation id that names the grant:
+// the session, and after the first purchase its number.
+func (r FillRequest) reservationScope() string {
+	if r.Purchase == 0 {
+		return r.Session
+	}
+	return r.Session + "#" + strconv.Itoa(r.Purchase)
 }
 
 // ReservationID names the authorization a charge belongs to: one session,

@@ -159,6 +159,8 @@ func (d Decision) Err() error {
 // Decider is what proxyd consumes.
 type Decider interface {
 	Decide(ctx context.Context, a Args) Decision
+	// Recheck is asked again before each release of a granted value.
+	Recheck(a Args) error
 }
 
 // SiteFunc maps a host name to its registrable domain (eTLD+1). proxyd
@@ -234,8 +236,8 @@ func (e *Engine) decide(a Args, dest, site string) Decision {
 		if it.Card == nil {
 			return refuse(agentvault.CodeScopeDenied, "the card has no site rules")
 		}
-		if !it.Card.AnySite && !e.cardSiteAllowed(it.Card.Sites, site) {
-			return refuse(agentvault.CodeScopeDenied, "this card is not allowed on "+site)
+		if !e.ScopeAdmits(it, dest) {
+			return refuse(agentvault.CodeScopeDenied, "this card is not allowed on "+dest)
 		}
 		return e.decideCard(a, dest, site)
 	case vault.KindLogin:
@@ -245,8 +247,7 @@ func (e *Engine) decide(a Args, dest, site string) Decision {
 		if it.Login == nil || it.Login.Site == "" {
 			return refuse(agentvault.CodeScopeDenied, "the login has no site")
 		}
-		ls, ok := normalizeHost(it.Login.Site)
-		if !ok || !hostWithin(dest, ls) {
+		if !e.ScopeAdmits(it, dest) {
 			return refuse(agentvault.CodeScopeDenied, "this login belongs to another site")
 		}
 		// The login's own site is the owner's authorization for it: they
@@ -458,20 +459,6 @@ func (e *Engine) CheckWireAmount(approved, seen Amount) error {
 func approvalCovers(ap Approval, dest, site string) bool {
 	n, ok := normalizeHost(ap.Site)
 	return ok && (hostWithin(dest, n) || n == site)
-}
-
-func (e *Engine) cardSiteAllowed(sites []string, site string) bool {
-	for _, s := range sites {
-		n, ok := normalizeHost(s)
-		if !ok {
-			continue
-		}
-		rd, err := e.RegistrableDomain(n)
-		if err == nil && rd == site {
-			return true
-		}
-	}
-	return false
 }
 
 // hostWithin reports whether host is base or a subdomain of it.

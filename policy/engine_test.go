@@ -76,7 +76,10 @@ func TestScopeAndKeys(t *testing.T) {
 		{"card in key scope", func(a *Args) { a.APIKey.AllCards = false; a.APIKey.CardIDs = []string{"itm_card1"} }, want{allow: true}},
 		{"field the item lacks", func(a *Args) { a.Field = vault.FieldPassword }, want{code: agentvault.CodeNotFound}},
 		{"no field", func(a *Args) { a.Field = "" }, want{code: agentvault.CodeInvalidInput}},
-		{"card listed site by registrable domain", func(a *Args) { a.Item.Card = &vault.CardMeta{Sites: []string{"www.example.com"}} }, want{allow: true}},
+		{"card listed site covers its subdomains", func(a *Args) { a.Item.Card = &vault.CardMeta{Sites: []string{"example.com"}} }, want{allow: true}},
+		// One scope rule (ScopeAdmits): a card's site is a host and its
+		// subdomains, not every host of its registrable domain.
+		{"card sibling host of a listed site", func(a *Args) { a.Item.Card = &vault.CardMeta{Sites: []string{"www.example.com"}} }, want{code: agentvault.CodeScopeDenied}},
 		{"card unlisted site", func(a *Args) { a.Item.Card = &vault.CardMeta{Sites: []string{"other.com"}} }, want{code: agentvault.CodeScopeDenied}},
 		{"card lookalike site", func(a *Args) {
 			a.Item.Card = &vault.CardMeta{Sites: []string{"example.com"}}

@@ -1,0 +1,98 @@
+package policy
+
+import (
+	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/vault"
+)
+
+// ScopeAdmits is the one rule for where an item may be used (P2). Every
+// caller that asks "may this value go to this host" asks here: the engine's
+// decision, proxyd's authorize and every release on the wire.
+//
+//   - A card: anywhere when the owner chose any site, else on one of its
+//     sites or a subdomain of one (a card for shop.example is not usable on
+//     other.example, even though both share .example's registrable domain).
+//   - A login: on its site's registrable domain and that domain's
+//     subdomains (accounts.example.com signs in for www.example.com).
+//   - Identity and address data: anywhere (it is typed, not substituted).
+//
+// host is a normalised host name without a port.
+func (e *Engine) ScopeAdmits(it vault.Item, host string) bool {
+	dest, ok := normalizeHost(host)
+	if !ok {
+		return false
+	}
+	switch it.Kind {
+	case vault.KindCard:
+		if it.Card == nil {
+			return false
+		}
+		if it.Card.AnySite {
+			return true
+		}
+		for _, s := range it.Card.Sites {
+			if n, ok := normalizeHost(s); ok && hostWithin(dest, n) {
+				return true
+			}
+		}
+		return false
+	case vault.KindLogin:
+		if it.Login == nil || it.Login.Site == "" {
+			return false
+		}
+		site, ok := normalizeHost(it.Login.Site)
+		if !ok {
+			return false
+		}
+		reg, err := e.RegistrableDomain(dest)
+		if err != nil {
+			return false
+		}
+		siteReg, err := e.RegistrableDomain(site)
+		return err == nil && reg == siteReg
+	case vault.KindIdentity, vault.KindAddress:
+		return true
+	}
+	return false
+}
+
+// Recheck is what every release on the wire asks before a granted value
+// leaves (P21): the owner's state may have changed since the grant was
+// made. It refuses when the key was revoked or no longer sees the item, the
+// item's scope no longer admits the destination, the card was paused or the
+// merchant blocked, or the destination is no longer authorized (the owner
+// removed the site and no approval of this session covers it). Spending is
+// not decided again: the grant already holds its reservation.
+func (e *Engine) Recheck(a Args) error {
+	if a.APIKey.Revoked {
+		return agentvault.Errorf(agentvault.CodeKeyRevoked, "this API key has been revoked")
+	}
+	if !a.APIKey.Sees(a.Item) {
+		return agentvault.Errorf(agentvault.CodeScopeDenied, "this key may no longer use this item")
+	}
+	dest, ok := normalizeHost(a.Destination)
+	if !ok || !e.ScopeAdmits(a.Item, dest) {
+		return agentvault.Errorf(agentvault.CodeScopeDenied, "this item may not be used on this destination")
+	}
+	site, err := e.RegistrableDomain(dest)
+	if err != nil {
+		return agentvault.Errorf(agentvault.CodeScopeDenied, "the destination has no registrable domain")
+	}
+	switch a.Item.Kind {
+	case vault.KindCard:
+		if a.Card.Paused {
+			return agentvault.Errorf(agentvault.CodeCardPaused, "the owner has paused this card")
+		}
+		for _, m := range a.Card.BlockedMerchants {
+			if n, ok := normalizeHost(m); ok && hostWithin(dest, n) {
+				return agentvault.Errorf(agentvault.CodeMerchantBlocked, "the owner has blocked this merchant for this card")
+			}
+		}
+		fallthrough
+	case vault.KindIdentity, vault.KindAddress:
+		if _, ok := e.destinationGate(a, dest, site); !ok {
+			return agentvault.Errorf(agentvault.CodeDestinationUnauthorized, "the owner no longer authorizes this destination")
+		}
+	}
+	return nil
+}
