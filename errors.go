@@ -46,6 +46,12 @@ const (
 	CodeUpstreamTLS      Code = "upstream_tls"
 	CodeTimeout          Code = "timeout"
 	CodeProxyAuth        Code = "proxy_auth_required"
+	// A grant ended (P21): its time ran out, or a card grant was spent on a
+	// purchase the site accepted. The agent fills again to authorize anew.
+	CodeGrantExpired    Code = "grant_expired"
+	CodeGrantUsed       Code = "grant_used"
+	CodeGrantInUse      Code = "grant_in_use"
+	CodeTooManySessions Code = "too_many_sessions"
 
 	// Keys and rates.
 	CodeInvalidAPIKey Code = "invalid_api_key"

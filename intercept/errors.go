@@ -25,7 +25,7 @@ func httpStatus(code agentvault.Code) int {
 		return http.StatusConflict
 	case agentvault.CodeBodyTooLarge:
 		return http.StatusRequestEntityTooLarge
-	case agentvault.CodeTooManyTunnels, agentvault.CodeRateLimited:
+	case agentvault.CodeTooManyTunnels, agentvault.CodeRateLimited, agentvault.CodeTooManySessions:
 		return http.StatusTooManyRequests
 	case agentvault.CodeUpstream, agentvault.CodeUpstreamTLS:
 		return http.StatusBadGateway

@@ -214,6 +214,12 @@ func startUpstream(t testing.TB, ca *upstreamCA, h http.HandlerFunc) *upstream {
 	}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
+		if r.URL.Path == "/__deliver" {
+			// subFixture.deliver: makes this host a recipient of the
+			// fixture's values; not recorded, not the test's handler.
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
 		u.mu.Lock()
 		u.got = append(u.got, recorded{Method: r.Method, Host: r.Host, RequestURI: r.RequestURI, Proto: r.Proto, Header: r.Header.Clone(), Body: body})
 		u.mu.Unlock()
@@ -261,6 +267,12 @@ type proxyEnv struct {
 	metrics  *intercept.Metrics
 	logs     *logBuffer
 	upCA     *upstreamCA
+
+	// grants are the authorizations e.authorize made; client re-authorizes
+	// a session's grants before each request, as the agent fills again
+	// before each submit (a card grant covers one purchase, P21).
+	grantsMu sync.Mutex
+	grants   map[*intercept.Session][][2]string
 }
 
 const testSuffix = "t3st1"
@@ -323,8 +335,37 @@ func (e *proxyEnv) session() (*intercept.Session, string) {
 }
 
 // client returns an HTTP client that goes through the proxy as sess,
-// trusting the proxy's CA. h2 says whether to offer HTTP/2 to the proxy.
+// trusting the proxy's CA, and renews the session's grants (e.authorize)
+// before each request. h2 says whether to offer HTTP/2 to the proxy.
 func (e *proxyEnv) client(sess *intercept.Session, pw string, h2 bool) *http.Client {
+	c := e.rawClient(sess, pw, h2)
+	c.Transport = reauthTransport{e: e, s: sess, base: c.Transport}
+	return c
+}
+
+type reauthTransport struct {
+	e    *proxyEnv
+	s    *intercept.Session
+	base http.RoundTripper
+}
+
+func (r reauthTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	r.e.grantsMu.Lock()
+	gs := append([][2]string(nil), r.e.grants[r.s]...)
+	r.e.grantsMu.Unlock()
+	for _, g := range gs {
+		_, _ = r.e.sessions.Authorize(context.Background(), r.s, control.AuthorizeRequest{Token: g[0], PageURL: g[1]})
+	}
+	return r.base.RoundTrip(req)
+}
+
+func (r reauthTransport) CloseIdleConnections() {
+	r.base.(*http.Transport).CloseIdleConnections()
+}
+
+// rawClient is client without renewing grants: each grant is used by its
+// own rule.
+func (e *proxyEnv) rawClient(sess *intercept.Session, pw string, h2 bool) *http.Client {
 	pool := x509.NewCertPool()
 	pool.AddCert(e.ca.Certificate())
 	pu := &url.URL{Scheme: "http", Host: e.addr, User: url.UserPassword(sess.ID, pw)}
@@ -352,7 +393,16 @@ func (e *proxyEnv) addLogin(label, site, password string) {
 }
 
 func (e *proxyEnv) authorize(s *intercept.Session, token, page string) (control.AuthorizeResponse, error) {
-	return e.sessions.Authorize(context.Background(), s, control.AuthorizeRequest{Token: token, PageURL: page})
+	a, err := e.sessions.Authorize(context.Background(), s, control.AuthorizeRequest{Token: token, PageURL: page})
+	if err == nil {
+		e.grantsMu.Lock()
+		if e.grants == nil {
+			e.grants = map[*intercept.Session][][2]string{}
+		}
+		e.grants[s] = append(e.grants[s], [2]string{token, page})
+		e.grantsMu.Unlock()
+	}
+	return a, err
 }
 
 func tok(kind, label, field string) string {

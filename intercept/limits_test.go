@@ -109,7 +109,7 @@ func TestP14_GoroutinesReturnToBaseline(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			c.Transport.(*http.Transport).CloseIdleConnections()
+			c.Transport.(interface{ CloseIdleConnections() }).CloseIdleConnections()
 		}
 	}
 	e.srv.UpstreamTransport().CloseIdleConnections()

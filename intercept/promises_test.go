@@ -21,8 +21,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/intercept"
+	"github.com/agentvault/agentvault/policy"
 	"github.com/elazarl/goproxy"
+	"golang.org/x/net/publicsuffix"
 )
 
 func TestP6_DeploymentCAAndShortLivedLeaves(t *testing.T) {
@@ -378,7 +381,7 @@ func TestP2_TokenBoundToSiteNeverSubstitutedElsewhere(t *testing.T) {
 		login := e.vault.items[1]
 		for host, want := range map[string]bool{"example.com": true, "login.example.com": true, "www.example.com": true,
 			"example.com.evil.test": false, "evilexample.com": false, "example.co": false} {
-			if got := intercept.ScopeAdmits(login, host); got != want {
+			if got := policy.NewEngine(policy.Rates{}, publicsuffix.EffectiveTLDPlusOne).ScopeAdmits(login, host); got != want {
 				t.Errorf("ScopeAdmits(login example.com, %s) = %v", host, got)
 			}
 		}
@@ -472,7 +475,38 @@ func newSubFixtureWith(t testing.TB, h2 bool, handler http.HandlerFunc, number, 
 		t.Fatal("stand-ins are not format-preserving")
 	}
 	f.client = f.e.client(f.s, f.pw, h2)
+	// Scrubbing covers the values a host was sent (P10): the shop is sent
+	// all three once, as a checkout would.
+	f.deliver(t)
 	return f
+}
+
+// reauth authorizes the fixture's three tokens again (a fill before a
+// submit), for requests that do not go through f.client.
+func (f *subFixture) reauth(t testing.TB) {
+	t.Helper()
+	page := "https://shop.test:" + f.up.port() + "/checkout"
+	for _, tk := range []string{tok("card", "1", "number"), tok("card", "1", "cvv"), tok("login", "shop", "password")} {
+		if _, err := f.e.sessions.Authorize(context.Background(), f.s, control.AuthorizeRequest{Token: tk, PageURL: page}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// deliver sends the fixture's three stand-ins to the shop once, so it is a
+// recipient of their real values.
+func (f *subFixture) deliver(t testing.TB) {
+	t.Helper()
+	body := url.Values{"n": {f.numSI}, "c": {f.cvvSI}, "p": {f.passSI}}.Encode()
+	resp, err := f.client.Post(f.url("/__deliver"), "application/x-www-form-urlencoded", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if c := codeOf(resp); c != "" {
+		t.Fatalf("delivering the values to the shop: %s", c)
+	}
 }
 
 func (f *subFixture) url(path string) string { return hostURL(f.up, "shop.test", path) }
@@ -642,6 +676,7 @@ func TestP12_AuditFailureRefusesSubstitution(t *testing.T) {
 	if f.e.vault.audits(intercept.PurposeAuthorize) != 3 {
 		t.Fatalf("authorize releases audited: %d", f.e.vault.audits(intercept.PurposeAuthorize))
 	}
+	subs := f.e.vault.audits(intercept.PurposeSubstitute) // the fixture's delivery
 	req, _ := http.NewRequest("POST", f.url("/pay"), strings.NewReader("cc="+f.numSI))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	resp, err := f.client.Do(req)
@@ -649,7 +684,7 @@ func TestP12_AuditFailureRefusesSubstitution(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if f.e.vault.audits(intercept.PurposeSubstitute) != 1 {
+	if f.e.vault.audits(intercept.PurposeSubstitute) != subs+1 {
 		t.Fatal("substitution not audited")
 	}
 	f.e.vault.failAudit.Store(true)

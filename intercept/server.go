@@ -735,9 +735,10 @@ func (s *Server) refuse(sess *Session, err error, method, host string) {
 
 func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, proto string, oc *outcome) (*http.Response, error) {
 	start := time.Now()
-	if t.sess.Closed() {
+	if !s.sessions.Alive(t.sess) {
 		return nil, agentvault.Errorf(agentvault.CodeSessionEnded, "the session has ended")
 	}
+	s.sessions.touch(t.sess)
 	if err := checkDestination(t, req); err != nil {
 		return nil, err
 	}
@@ -786,8 +787,10 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, prot
 	}
 	newBody, sb, err := s.substituteRequest(ctx, t.sess, t.dest, out, body)
 	keepSB := false
+	status := 0 // the site's answer, which settles the grants the request held (P21)
 	if sb != nil {
 		defer func() {
+			sb.done(status)
 			if !keepSB {
 				sb.wipe()
 			}
@@ -823,14 +826,13 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, prot
 		cancel()
 		return nil, upstreamError(err)
 	}
+	status = resp.StatusCode
 	// P4: a redirect to plain http is refused like a plain-http request.
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
-		if loc := resp.Header.Get("Location"); loc != "" {
-			if u, err := req.URL.Parse(loc); err == nil && !strings.EqualFold(u.Scheme, "https") && u.Scheme != "" {
-				resp.Body.Close()
-				cancel()
-				return nil, agentvault.Errorf(agentvault.CodeInsecureSite, "the site redirected to plain http")
-			}
+		if loc := resp.Header.Get("Location"); loc != "" && !httpsRedirect(req.URL, loc) {
+			resp.Body.Close()
+			cancel()
+			return nil, agentvault.Errorf(agentvault.CodeInsecureSite, "the site redirected to plain http")
 		}
 	}
 	if resp.StatusCode == http.StatusSwitchingProtocols {
@@ -841,13 +843,14 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, prot
 			return nil, agentvault.Errorf(agentvault.CodeUpstream, "the site switched protocols unexpectedly")
 		}
 		keepSB = true
+		sb.ws = true
 		resp.Body = &wsBody{ReadWriteCloser: rwc, sb: sb, cancel: cancel}
 		for _, h := range []string{"Proxy-Authenticate", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Sec-Websocket-Extensions"} {
 			resp.Header.Del(h)
 		}
 		return resp, nil
 	}
-	scrubbed, err := s.scrubResponse(t.sess, req.Method, resp)
+	scrubbed, err := s.scrubResponse(s.sessions.scrubberFor(ctx, t.sess, t.dest.Host), req.Method, resp)
 	if err != nil {
 		resp.Body.Close()
 		cancel()
@@ -855,6 +858,29 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, prot
 	}
 	scrubbed.Body = &cancelBody{ReadCloser: scrubbed.Body, cancel: cancel}
 	return scrubbed, nil
+}
+
+// httpsRedirect reports whether a Location answer leads to https, read as
+// a browser reads it (WHATWG URL): leading and trailing C0 controls and
+// spaces are dropped and tabs and line breaks removed before parsing, so
+// " http://x" is the plain-http redirect it looks like to the browser. A
+// Location that does not parse is not trusted.
+func httpsRedirect(base *url.URL, loc string) bool {
+	loc = strings.TrimFunc(loc, func(r rune) bool { return r <= 0x20 })
+	loc = strings.Map(func(r rune) rune {
+		if r == '\t' || r == '\n' || r == '\r' {
+			return -1
+		}
+		return r
+	}, loc)
+	if strings.HasPrefix(loc, "//") || strings.HasPrefix(loc, "\\\\") || strings.HasPrefix(loc, "/\\") || strings.HasPrefix(loc, "\\/") {
+		return true // scheme-relative: keeps https
+	}
+	u, err := base.Parse(loc)
+	if err != nil {
+		return false
+	}
+	return u.Scheme == "" || strings.EqualFold(u.Scheme, "https")
 }
 
 // wsBody carries an upgraded upstream connection from forward to the
@@ -901,11 +927,10 @@ func upstreamError(err error) error {
 // text) and keeps a length; when nothing matched it goes on exactly as the
 // site sent it, compression included. A longer or unsized body is decoded
 // and scrubbed as a stream and sent on as identity, chunked.
-func (s *Server) scrubResponse(sess *Session, method string, resp *http.Response) (*http.Response, error) {
+func (s *Server) scrubResponse(sc *scrubber, method string, resp *http.Response) (*http.Response, error) {
 	for _, h := range hopByHop {
 		resp.Header.Del(h)
 	}
-	_, sc := sess.matchers()
 	if sc == nil {
 		return resp, nil
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/agentvault/agentvault/tokens"
 	"github.com/agentvault/agentvault/vault"
 	"golang.org/x/net/publicsuffix"
+	"sync/atomic"
 )
 
 // ReleaseArgs mirrors vault.ReleaseArgs: which value, for whom, why. It is
@@ -83,30 +84,54 @@ type KeyLookup func(ctx context.Context, apiKey string) (APIKey, error)
 const (
 	PurposeAuthorize  = "authorize"
 	PurposeSubstitute = "substitute"
+	// PurposeScrub reads a value back after a restart to scrub it from a
+	// host that was sent it before (P10).
+	PurposeScrub = "scrub"
 )
 
-// binding is one authorized token in a session: the token and its stand-in
-// both map to the item's field, usable only on the hosts authorized for it
-// and admitted by the item's scope.
+// binding is one grant of a session (P21): an authorized token and its
+// stand-in, both naming one item's field, usable only on the grant's
+// origins, until it expires, and by its use rule. The fields after live are
+// guarded by the session's mu; origins is copy-on-write.
 type binding struct {
 	token   string
 	standIn string // empty for non-secret fields (their real value is typed)
 	item    vault.Item
 	field   vault.Field
-	hosts   []string // normalised hosts authorized for this binding
-	live    bool     // the value is in the session's memory (a live CVV), not the vault
+	live    bool // the value is in the session's memory (a live CVV), not the vault
+
+	// origins are the exact origins (https, host, port) the grant may go
+	// to: the filled frame's and its payment integration's.
+	origins []Destination
+	// site and sitePort widen origins to every host of the filled frame's
+	// registrable domain on the same port (a processor's js.pay.example
+	// frame posting to api.pay.example), each still checked by the item's
+	// scope and the owner's destinations at release.
+	site     string
+	sitePort int
+	expires  time.Time
+	// onePurchase: a card number or CVV grant covers one purchase. Once a
+	// request carrying it was accepted (2xx or 3xx), it is spent.
+	onePurchase bool
+	spent       bool
+	inFlight    bool
+	purchase    int // the grant's number among this session's grants for the item
 	// total is the checkout total the last authorize of a card number was
 	// decided for (nil when the page showed none); an amount on the wire
 	// next to the number may not exceed it (wire_amount.go).
 	total *policy.Amount
 }
 
-// released is a real value released in the session, scrubbed from every
-// response with its stand-in.
-type released struct {
-	real    vault.Secret
-	standIn string
-	kind    vault.Kind
+// admits reports whether d is one of the grant's origins. Locked by caller.
+func (b *binding) admits(d Destination, siteOf func(string) (string, error)) bool {
+	if slices.Contains(b.origins, d) {
+		return true
+	}
+	if b.site == "" || d.Port != b.sitePort {
+		return false
+	}
+	reg, err := siteOf(d.Host)
+	return err == nil && reg == b.site
 }
 
 // Session is one browser session: its proxy credential, API key, bindings
@@ -116,16 +141,23 @@ type Session struct {
 	Key     APIKey
 	pwdHash [32]byte
 
+	created  time.Time
+	lastUsed atomic.Int64 // unix nanoseconds of the last authorize, CONNECT or request
+
 	mu       sync.Mutex
 	closed   bool
-	bindings map[string]*binding // by token and by stand-in
-	released []released
+	bindings map[string]*binding     // by token and by stand-in
 	live     map[string]vault.Secret // item id + field → value the owner typed
-	version  int                     // bumps when bindings or released change
+	version  int                     // bumps when bindings change
 	reqMatch *requestMatch
-	scrub    *scrubber
 	cacheVer int
-	report   control.Report
+	// scrubs caches the response scrubber per upstream host (no oracle:
+	// each host's scrubber holds only the values that host was sent).
+	scrubs map[string]hostScrub
+	// scrubStandIns are the stand-ins this session shows for values it
+	// never authorized but a host echoes (item id + field → stand-in).
+	scrubStandIns map[string]string
+	report        control.Report
 	// counted names refusals already in DeniedCount that can be reported
 	// more than once (an approval the owner denied, seen by each wait).
 	counted map[string]bool
@@ -143,6 +175,9 @@ type DecideArgs struct {
 	Field       vault.Field
 	Destination string // normalised host, no port
 	Total       *control.OrderTotal
+	// Purchase numbers this session's card grants for the item: a spent
+	// grant is followed by a new purchase the caps count again.
+	Purchase int
 }
 
 // Decider is the policy hook authorize consults after the item's own scope
@@ -161,11 +196,98 @@ type Sessions struct {
 	// WireAmount configures the amount check on requests that carry a card
 	// number (wire_amount.go). The zero value checks the common field names.
 	WireAmount WireAmountConfig
-	// Now is the clock for report counting; nil means time.Now.
+	// Now is the clock for grants, session limits and report counting;
+	// nil means time.Now.
 	Now func() time.Time
+	// Recheck, when set, is asked before every release of a granted value
+	// on the wire (owner.Service.Recheck): a revoked key, a paused card or
+	// a removed site ends the grant at its next use (P21).
+	Recheck Decider
+	// Policy holds the one scope rule (policy.Engine.ScopeAdmits) and the
+	// registrable-domain lookup. nil: an engine over the public suffix list.
+	Policy *policy.Engine
+	// PaymentOrigins lists the origins a card frame's payment integration
+	// posts the card to (policy's integration list); nil: none.
+	PaymentOrigins func(frameURL string) []Destination
+
+	// GrantTTL is how long a grant lasts after its authorize (default 5
+	// minutes). SessionIdle and SessionMaxAge end a session that saw no use
+	// for that long, or that is that old (defaults 30 minutes and 8 hours).
+	// MaxSessionsPerKey caps the open sessions of one API key (default 64).
+	GrantTTL          time.Duration
+	SessionIdle       time.Duration
+	SessionMaxAge     time.Duration
+	MaxSessionsPerKey int
 
 	mu   sync.RWMutex
 	byID map[string]*Session
+
+	recipients recipients
+}
+
+func (ss *Sessions) now() time.Time {
+	if ss.Now != nil {
+		return ss.Now()
+	}
+	return time.Now()
+}
+
+func (ss *Sessions) policy() *policy.Engine {
+	if ss.Policy != nil {
+		return ss.Policy
+	}
+	return defaultPolicy
+}
+
+var defaultPolicy = policy.NewEngine(policy.Rates{}, publicsuffix.EffectiveTLDPlusOne)
+
+func durationOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+func (ss *Sessions) grantTTL() time.Duration    { return durationOr(ss.GrantTTL, 5*time.Minute) }
+func (ss *Sessions) sessionIdle() time.Duration { return durationOr(ss.SessionIdle, 30*time.Minute) }
+func (ss *Sessions) sessionAge() time.Duration  { return durationOr(ss.SessionMaxAge, 8*time.Hour) }
+
+// touch records a use of s (an authorize, a CONNECT, a proxied request).
+func (ss *Sessions) touch(s *Session) { s.lastUsed.Store(ss.now().UnixNano()) }
+
+// expired reports whether s is past its idle or age limit.
+func (ss *Sessions) expired(s *Session, now time.Time) bool {
+	return now.Sub(time.Unix(0, s.lastUsed.Load())) > ss.sessionIdle() || now.Sub(s.created) > ss.sessionAge()
+}
+
+// Alive reports whether s may still be used, and ends it when it is past
+// its limits. Every CONNECT and every request inside a tunnel asks.
+func (ss *Sessions) Alive(s *Session) bool {
+	if s.Closed() {
+		return false
+	}
+	if ss.expired(s, ss.now()) {
+		_, _ = ss.Close(s.ID)
+		return false
+	}
+	return true
+}
+
+// Sweep ends every session past its idle or age limit, wiping its values.
+// proxyd runs it every second.
+func (ss *Sessions) Sweep() {
+	now := ss.now()
+	ss.mu.RLock()
+	var ids []string
+	for id, s := range ss.byID {
+		if ss.expired(s, now) {
+			ids = append(ids, id)
+		}
+	}
+	ss.mu.RUnlock()
+	for _, id := range ids {
+		_, _ = ss.Close(id)
+	}
 }
 
 // NewSessions returns an empty session table.
@@ -186,6 +308,7 @@ func (ss *Sessions) Create(ctx context.Context, apiKey string) (*Session, string
 	if err != nil {
 		return nil, "", err
 	}
+	ss.Sweep()
 	pwd := make([]byte, 24)
 	_, _ = rand.Read(pwd)
 	password := base64.RawURLEncoding.EncodeToString(pwd)
@@ -193,12 +316,27 @@ func (ss *Sessions) Create(ctx context.Context, apiKey string) (*Session, string
 		ID:       randomID("s_", 12),
 		Key:      key,
 		pwdHash:  sha256.Sum256([]byte(password)),
+		created:  ss.now(),
 		bindings: map[string]*binding{},
 		report:   control.Report{FilledFieldKinds: []string{}, CredentialWrites: []string{}},
 	}
+	ss.touch(s)
+	limit := ss.MaxSessionsPerKey
+	if limit <= 0 {
+		limit = 64
+	}
 	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	n := 0
+	for _, o := range ss.byID {
+		if o.Key.ID == key.ID {
+			n++
+		}
+	}
+	if n >= limit {
+		return nil, "", agentvault.Errorf(agentvault.CodeTooManySessions, "this API key has too many open sessions: close one first")
+	}
 	ss.byID[s.ID] = s
-	ss.mu.Unlock()
 	return s, password, nil
 }
 
@@ -228,10 +366,11 @@ func (ss *Sessions) Authenticate(user, password string) (*Session, bool) {
 	if subtle.ConstantTimeCompare(h[:], s.pwdHash[:]) != 1 {
 		return nil, false
 	}
-	s.mu.Lock()
-	closed := s.closed
-	s.mu.Unlock()
-	return s, !closed
+	if !ss.Alive(s) {
+		return s, false
+	}
+	ss.touch(s)
+	return s, true
 }
 
 // Close ends a session: its credential stops working, its released values
@@ -247,14 +386,12 @@ func (ss *Sessions) Close(id string) (control.Report, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true
-	for _, r := range s.released {
-		r.real.Wipe()
-	}
 	for _, v := range s.live {
 		v.Wipe()
 	}
-	s.released, s.live = nil, nil
+	s.live = nil
 	s.bindings = map[string]*binding{}
+	s.scrubs, s.scrubStandIns = nil, nil
 	s.version++
 	return s.reportLocked(), nil
 }
@@ -417,48 +554,6 @@ func pageDestination(raw string) (Destination, error) {
 	return NormalizeDestination(u.Host, 443)
 }
 
-// ScopeAdmits reports whether item may be used on host: a card on any site
-// when AnySite, else on one of its sites (or their subdomains); a login on
-// its registrable domain and its subdomains (P2); identity and address data
-// anywhere over https.
-func ScopeAdmits(item vault.Item, host string) bool {
-	switch item.Kind {
-	case vault.KindCard:
-		if item.Card == nil {
-			return false
-		}
-		if item.Card.AnySite {
-			return true
-		}
-		for _, site := range item.Card.Sites {
-			if hostUnder(host, site) {
-				return true
-			}
-		}
-		return false
-	case vault.KindLogin:
-		if item.Login == nil || item.Login.Site == "" {
-			return false
-		}
-		site, err := NormalizeDestination(item.Login.Site, 443)
-		if err != nil {
-			return false
-		}
-		reg, err := publicsuffix.EffectiveTLDPlusOne(host)
-		if err != nil {
-			return false
-		}
-		siteReg, err := publicsuffix.EffectiveTLDPlusOne(site.Host)
-		if err != nil {
-			return false
-		}
-		return reg == siteReg && hostUnder(host, siteReg)
-	case vault.KindIdentity, vault.KindAddress:
-		return true
-	}
-	return false
-}
-
 // keySees applies an API key's item scope (nil: every item).
 func keySees(sc *tokens.Scope, it vault.Item) bool {
 	if sc == nil {
@@ -526,15 +621,14 @@ func (ss *Sessions) allow(s *Session) error {
 }
 
 func (ss *Sessions) authorize(ctx context.Context, s *Session, req control.AuthorizeRequest) (control.AuthorizeResponse, error) {
+	if !ss.Alive(s) {
+		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeSessionEnded, "session is closed")
+	}
+	ss.touch(s)
 	t, err := tokens.Parse(req.Token)
 	if err != nil {
 		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeUnknownToken, "not a valid token")
 	}
-	tok := struct {
-		kind  vault.Kind
-		label string
-		field vault.Field
-	}{t.Kind, t.Label, t.Field}
 	if t.Suffix != s.Key.Suffix {
 		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeUnknownToken, "the token does not belong to this API key")
 	}
@@ -552,7 +646,7 @@ func (ss *Sessions) authorize(ctx context.Context, s *Session, req control.Autho
 			return control.AuthorizeResponse{}, err
 		}
 	}
-	item, err := ss.Vault.GetByLabel(ctx, s.Key.Org, tok.kind, tok.label)
+	item, err := ss.Vault.GetByLabel(ctx, s.Key.Org, t.Kind, t.Label)
 	if err != nil {
 		if agentvault.ErrorCode(err) == agentvault.CodeNotFound {
 			return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeUnknownToken, "no item for this token")
@@ -562,61 +656,100 @@ func (ss *Sessions) authorize(ctx context.Context, s *Session, req control.Autho
 	if !keySees(s.Key.Scope, item) {
 		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeScopeDenied, "this API key may not use this item")
 	}
-	live, hasLive := s.liveValue(item.ID, tok.field)
-	liveCVV := isLiveCVV(item, tok.field)
+	field := t.Field
+	live, hasLive := s.liveValue(item.ID, field)
+	liveCVV := isLiveCVV(item, field)
 	if liveCVV && ss.Decide != nil {
 		// A live-CVV card stores no code: the owner types it per purchase.
 		// Decide as if the field existed, so the policy asks for the entry
 		// (cvv_entry approval); once the owner typed it, it is in the
 		// session's memory.
-		item.Fields = append(slices.Clone(item.Fields), tok.field)
+		item.Fields = append(slices.Clone(item.Fields), field)
 	}
-	if !item.Has(tok.field) {
+	if !item.Has(field) {
 		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeUnknownToken, "the item has no such field")
 	}
-	if !ScopeAdmits(item, dest.Host) {
+	pol := ss.policy()
+	if !pol.ScopeAdmits(item, dest.Host) {
 		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeScopeDenied, "this item may not be used on this site")
 	}
 	var total *policy.Amount
-	if req.OrderTotal != nil && item.Kind == vault.KindCard && tok.field == vault.FieldNumber {
+	if req.OrderTotal != nil && item.Kind == vault.KindCard && field == vault.FieldNumber {
 		t, err := policy.ParseDecimal(req.OrderTotal.Amount, req.OrderTotal.Currency)
 		if err != nil {
 			return control.AuthorizeResponse{}, err
 		}
 		total = &t
 	}
+	now := ss.now()
+	onePurchase := item.Kind == vault.KindCard && (field == vault.FieldNumber || field == vault.FieldCVV)
+	// A grant that is spent or past its time is followed by a new one: a
+	// new purchase, which the ledger counts again (P18, P21).
+	s.mu.Lock()
+	purchase := 0
+	if b := s.bindings[req.Token]; b != nil {
+		purchase = b.purchase
+		if b.spent || now.After(b.expires) {
+			purchase++
+		}
+	}
+	s.mu.Unlock()
 	if ss.Decide != nil {
-		if err := ss.Decide(ctx, DecideArgs{Session: s.ID, Token: req.Token, Key: s.Key, Item: item, Field: tok.field, Destination: dest.Host, Total: req.OrderTotal}); err != nil {
+		if err := ss.Decide(ctx, DecideArgs{Session: s.ID, Token: req.Token, Key: s.Key, Item: item, Field: field,
+			Destination: dest.Host, Total: req.OrderTotal, Purchase: purchase}); err != nil {
 			return control.AuthorizeResponse{}, err
 		}
 	}
+	// The grant's origins: the filled frame's, and for a card the origins
+	// its payment integration posts to, each admitted by the item's scope.
+	origins := []Destination{dest}
+	if item.Kind == vault.KindCard && req.FrameURL != "" && ss.PaymentOrigins != nil {
+		for _, o := range ss.PaymentOrigins(req.FrameURL) {
+			if pol.ScopeAdmits(item, o.Host) && !slices.Contains(origins, o) {
+				origins = append(origins, o)
+			}
+		}
+	}
+	site, _ := pol.RegistrableDomain(dest.Host)
+	renew := func(b *binding) {
+		if b.purchase != purchase {
+			b.purchase, b.spent, b.inFlight = purchase, false, false
+		}
+		o := slices.Clone(b.origins)
+		if now.After(b.expires) {
+			o = nil // an expired grant keeps none of its old origins
+		}
+		for _, d := range origins {
+			if !slices.Contains(o, d) {
+				o = append(o, d)
+			}
+		}
+		b.origins, b.site, b.sitePort = o, site, dest.Port
+		b.expires = now.Add(ss.grantTTL())
+		if field == vault.FieldNumber {
+			b.total = total
+		}
+		s.version++
+	}
 	s.mu.Lock()
 	closed := s.closed
-	existing := s.bindings[req.Token]
+	if existing := s.bindings[req.Token]; existing != nil && !closed {
+		renew(existing)
+		if existing.standIn != "" {
+			standIn := existing.standIn
+			s.mu.Unlock()
+			return control.AuthorizeResponse{Value: standIn, Kind: string(t.Kind), Field: string(field), StandIn: true}, nil
+		}
+	}
 	s.mu.Unlock()
 	if closed {
 		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeSessionEnded, "session is closed")
-	}
-	if existing != nil {
-		s.mu.Lock()
-		if !slices.Contains(existing.hosts, dest.Host) {
-			existing.hosts = append(existing.hosts, dest.Host)
-			s.version++
-		}
-		if tok.field == vault.FieldNumber {
-			existing.total = total
-		}
-		standIn := existing.standIn
-		s.mu.Unlock()
-		if standIn != "" {
-			return control.AuthorizeResponse{Value: standIn, Kind: string(tok.kind), Field: string(tok.field), StandIn: true}, nil
-		}
 	}
 	var real vault.Secret
 	switch {
 	case hasLive:
 		real = vault.NewSecret(live.InsecureRawBytes())
-		if err := ss.auditUse(ctx, s, item, tok.field, dest.Host, PurposeAuthorize, real); err != nil {
+		if err := ss.auditUse(ctx, s, item, field, dest.Host, PurposeAuthorize, real); err != nil {
 			real.Wipe()
 			return control.AuthorizeResponse{}, err
 		}
@@ -624,56 +757,48 @@ func (ss *Sessions) authorize(ctx context.Context, s *Session, req control.Autho
 		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeCVVEntryRequired, "the owner has not typed this card's security code yet")
 	default:
 		real, err = ss.Vault.Release(ctx, ReleaseArgs{
-			Org: s.Key.Org, ItemID: item.ID, Field: tok.field, Destination: dest.Host,
+			Org: s.Key.Org, ItemID: item.ID, Field: field, Destination: dest.Host,
 			Session: s.ID, Actor: s.Key.ID, Purpose: PurposeAuthorize,
 		})
 		if err != nil {
 			return control.AuthorizeResponse{}, err
 		}
 	}
-	out := control.AuthorizeResponse{Kind: string(tok.kind), Field: string(tok.field)}
+	defer real.Wipe()
+	out := control.AuthorizeResponse{Kind: string(t.Kind), Field: string(field)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		real.Wipe()
 		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeSessionEnded, "session is closed")
 	}
 	b := s.bindings[req.Token]
 	if b == nil {
-		b = &binding{token: req.Token, item: item, field: tok.field, live: hasLive}
+		b = &binding{token: req.Token, item: item, field: field, live: hasLive, onePurchase: onePurchase}
 		s.bindings[req.Token] = b
 	}
-	if !slices.Contains(b.hosts, dest.Host) {
-		b.hosts = append(b.hosts, dest.Host)
-	}
-	if tok.field == vault.FieldNumber {
-		b.total = total
-	}
-	if tok.field.IsSecret() {
+	renew(b)
+	if field.IsSecret() {
 		if b.standIn == "" {
-			si, err := uniqueStandIn(tok.field, real, func(c string) bool { return s.bindings[c] != nil })
-			if err != nil {
-				real.Wipe()
-				return control.AuthorizeResponse{}, err
+			si := s.scrubStandIns[item.ID+"\x00"+string(field)]
+			if si == "" || s.bindings[si] != nil {
+				si, err = uniqueStandIn(field, real, func(c string) bool { return s.bindings[c] != nil })
+				if err != nil {
+					return control.AuthorizeResponse{}, err
+				}
 			}
 			b.standIn = si
 			s.bindings[si] = b
-			s.released = append(s.released, released{real: real, standIn: si, kind: item.Kind})
-		} else {
-			real.Wipe()
 		}
 		out.Value, out.StandIn = b.standIn, true
 	} else {
 		out.Value = string(real.InsecureRawBytes())
-		real.Wipe()
 	}
 	s.addKinds(string(item.Kind))
-	if item.Kind == vault.KindCard && tok.field == vault.FieldCVV {
+	if item.Kind == vault.KindCard && field == vault.FieldCVV {
 		// The report names a released security code on its own (seed 004:
 		// ["identity","address","card","cvv"]).
 		s.addKinds(string(vault.FieldCVV))
 	}
-	s.version++
 	return out, nil
 }
 
@@ -682,43 +807,86 @@ func (ss *Sessions) authorize(ctx context.Context, s *Session, req control.Autho
 const wholeFieldLen = 7
 
 // requestMatch is a session's request-side matcher: every token and
-// stand-in, each pattern's ID the index of its binding. long holds only the
-// long values, for the hidden-value check over decoded views.
+// stand-in, and a card stand-in grouped as a card field displays it; each
+// pattern's ID indexes pats. long holds only the long values, for the
+// hidden-value check over decoded views.
 type requestMatch struct {
-	m, long  *tokens.Matcher
-	bindings []*binding
+	m, long *tokens.Matcher
+	pats    []reqPattern
 }
 
-// matchers returns the session's request matcher and response scrubber,
-// rebuilt only when the bindings changed.
-func (s *Session) matchers() (*requestMatch, *scrubber) {
+// reqPattern is what one request pattern stands for: a grant, and for a
+// grouped card number the separator and group sizes to give the real value.
+type reqPattern struct {
+	b      *binding
+	sep    byte
+	groups []int
+}
+
+// cardGroups is how card fields group a number of n digits for display:
+// 4-6-5 for 15 digits (American Express), else fours with the rest last.
+func cardGroups(n int) []int {
+	if n == 15 {
+		return []int{4, 6, 5}
+	}
+	var g []int
+	for ; n > 4; n -= 4 {
+		g = append(g, 4)
+	}
+	return append(g, n)
+}
+
+// group writes digits in groups separated by sep.
+func group(digits []byte, groups []int, sep byte) []byte {
+	out := make([]byte, 0, len(digits)+len(groups))
+	for i, n := range groups {
+		if i > 0 {
+			out = append(out, sep)
+		}
+		out = append(out, digits[:n]...)
+		digits = digits[n:]
+	}
+	return out
+}
+
+// matchers returns the session's request matcher, rebuilt only when the
+// bindings changed.
+func (s *Session) matchers() *requestMatch {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.reqMatch != nil && s.cacheVer == s.version {
-		return s.reqMatch, s.scrub
+		return s.reqMatch
 	}
 	rm := &requestMatch{}
 	var pats, long []tokens.Pattern
+	add := func(v string, p reqPattern) {
+		tp := tokens.Pattern{Value: []byte(v), ID: len(rm.pats), WholeField: len(v) < wholeFieldLen}
+		rm.pats = append(rm.pats, p)
+		pats = append(pats, tp)
+		if !tp.WholeField {
+			long = append(long, tp)
+		}
+	}
 	seen := map[*binding]bool{}
 	for _, b := range s.bindings {
 		if seen[b] {
 			continue
 		}
 		seen[b] = true
-		id := len(rm.bindings)
-		rm.bindings = append(rm.bindings, b)
 		for _, n := range []string{b.token, b.standIn} {
-			if n == "" {
-				continue
+			if n != "" {
+				add(n, reqPattern{b: b})
 			}
-			p := tokens.Pattern{Value: []byte(n), ID: id, WholeField: len(n) < wholeFieldLen}
-			pats = append(pats, p)
-			if !p.WholeField {
-				long = append(long, p)
+		}
+		if b.item.Kind == vault.KindCard && b.field == vault.FieldNumber && len(b.standIn) >= 12 {
+			// The stand-in as a card field shows it: "4242 4276 7384 4242".
+			g := cardGroups(len(b.standIn))
+			for _, sep := range []byte{' ', '-'} {
+				add(string(group([]byte(b.standIn), g, sep)), reqPattern{b: b, sep: sep, groups: g})
 			}
 		}
 	}
 	rm.m, rm.long = tokens.NewMatcher(pats), tokens.NewMatcher(long)
-	s.reqMatch, s.scrub, s.cacheVer = rm, newScrubber(s.released), s.version
-	return s.reqMatch, s.scrub
+	s.reqMatch, s.cacheVer = rm, s.version
+	return s.reqMatch
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/url"
-	"slices"
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/intercept/rewrite"
@@ -12,8 +11,9 @@ import (
 	"github.com/agentvault/agentvault/vault"
 )
 
-// substitution is one request's substitution state: each binding hit is
-// checked against the effective destination and released once (audited).
+// substitution is one request's substitution state: each grant hit is
+// checked against the effective destination and the owner's current state,
+// and released once (audited).
 type substitution struct {
 	ctx   context.Context
 	srv   *Server
@@ -22,6 +22,12 @@ type substitution struct {
 	reals map[*binding][]byte
 	count int
 	kinds []vault.Kind
+	// held are the one-purchase grants this request holds in flight; done
+	// settles them from the site's answer.
+	held []*binding
+	// ws: the request became a WebSocket; its messages are substituted
+	// with this state for the connection's life.
+	ws bool
 }
 
 func (sb *substitution) wipe() {
@@ -40,39 +46,73 @@ func (sb *substitution) keep(b *binding, raw []byte) {
 	sb.reals[b] = raw
 }
 
-// resolve checks scope (P2) and releases the real value for b (P12).
+// done settles the grants the request used: a site that accepted the
+// request (2xx or 3xx) spent each card grant on it; any other answer, or
+// none, leaves the grant for a retry until it expires (P21). status is 0
+// when no answer came.
+func (sb *substitution) done(status int) {
+	if sb == nil || len(sb.held) == 0 {
+		return
+	}
+	s := sb.sess
+	s.mu.Lock()
+	for _, b := range sb.held {
+		b.inFlight = false
+		if status >= 200 && status < 400 {
+			b.spent = true
+		}
+	}
+	s.mu.Unlock()
+	sb.held = nil
+}
+
+// resolve checks the grant (P21: origin, expiry, use rule), the item's
+// scope (P2) and the owner's current state, then releases the real value
+// for b (P12) and records the destination as one of its recipients (P10).
 func (sb *substitution) resolve(b *binding) ([]byte, error) {
 	if r, ok := sb.reals[b]; ok {
 		return r, nil
 	}
-	if !slices.Contains(b.hosts, sb.dest.Host) {
-		return nil, agentvault.Errorf(agentvault.CodeDestinationUnauthorized, "this token is not authorized for this destination")
+	ss := sb.srv.sessions
+	if err := ss.useGrant(sb, b); err != nil {
+		return nil, err
 	}
-	if !ScopeAdmits(b.item, sb.dest.Host) {
+	// The item as it is now: removed, or its sites edited, counts at once.
+	item, err := ss.Vault.GetByLabel(sb.ctx, sb.sess.Key.Org, b.item.Kind, b.item.Label)
+	if err != nil || item.ID != b.item.ID {
+		return nil, agentvault.Errorf(agentvault.CodeDestinationUnauthorized, "this value is no longer in the vault")
+	}
+	if !ss.policy().ScopeAdmits(item, sb.dest.Host) {
 		return nil, agentvault.Errorf(agentvault.CodeScopeDenied, "this item may not be used on this destination")
 	}
+	if ss.Recheck != nil {
+		if err := ss.Recheck(sb.ctx, DecideArgs{Session: sb.sess.ID, Token: b.token, Key: sb.sess.Key, Item: item,
+			Field: b.field, Destination: sb.dest.Host}); err != nil {
+			return nil, err
+		}
+	}
+	var raw []byte
 	if b.live {
 		v, ok := sb.sess.liveValue(b.item.ID, b.field)
 		if !ok {
 			return nil, agentvault.Errorf(agentvault.CodeSessionEnded, "the typed value is gone")
 		}
-		raw := append([]byte(nil), v.InsecureRawBytes()...)
-		sb.keep(b, raw)
-		sb.kinds = append(sb.kinds, b.item.Kind)
-		return raw, nil
-	}
-	sec, err := sb.srv.sessions.Vault.Release(sb.ctx, ReleaseArgs{
-		Org: sb.sess.Key.Org, ItemID: b.item.ID, Field: b.field, Destination: sb.dest.Host,
-		Session: sb.sess.ID, Actor: sb.sess.Key.ID, Purpose: PurposeSubstitute,
-	})
-	if err != nil {
-		if agentvault.ErrorCode(err) == agentvault.CodeInternal {
-			return nil, agentvault.Wrap(agentvault.CodeAuditUnavailable, err, "the release could not be audited")
+		raw = append([]byte(nil), v.InsecureRawBytes()...)
+	} else {
+		sec, err := ss.Vault.Release(sb.ctx, ReleaseArgs{
+			Org: sb.sess.Key.Org, ItemID: b.item.ID, Field: b.field, Destination: sb.dest.Host,
+			Session: sb.sess.ID, Actor: sb.sess.Key.ID, Purpose: PurposeSubstitute,
+		})
+		if err != nil {
+			if agentvault.ErrorCode(err) == agentvault.CodeInternal {
+				return nil, agentvault.Wrap(agentvault.CodeAuditUnavailable, err, "the release could not be audited")
+			}
+			return nil, err
 		}
-		return nil, err
+		raw = append([]byte(nil), sec.InsecureRawBytes()...)
+		sec.Wipe()
 	}
-	raw := append([]byte(nil), sec.InsecureRawBytes()...)
-	sec.Wipe()
+	ss.recipients.add(b.item, b.field, sb.dest.Host, raw, b.live)
 	sb.keep(b, raw)
 	sb.kinds = append(sb.kinds, b.item.Kind)
 	return raw, nil
@@ -83,11 +123,15 @@ func (sb *substitution) resolve(b *binding) ([]byte, error) {
 // and any token-shaped string left in a rewritten field is refused.
 func (sb *substitution) replacer(rm *requestMatch) rewrite.Replacer {
 	tr := tokens.NewReplacer(rm.m, func(id int) ([]byte, error) {
-		real, err := sb.resolve(rm.bindings[id])
+		p := rm.pats[id]
+		real, err := sb.resolve(p.b)
 		if err != nil {
 			return nil, err
 		}
 		sb.count++
+		if p.sep != 0 && len(real) == len(p.b.standIn) {
+			return group(real, p.groups, p.sep), nil
+		}
 		return real, nil
 	})
 	return checkedReplacer{tr}
@@ -130,7 +174,7 @@ func (c checkedReplacer) ReplaceText(dst, src []byte) ([]byte, int, error) {
 // as received (encoded); the rewritten body is returned. Nothing is
 // forwarded when this fails.
 func (s *Server) substituteRequest(ctx context.Context, sess *Session, dest Destination, req *http.Request, body []byte) ([]byte, *substitution, error) {
-	rm, _ := sess.matchers()
+	rm := sess.matchers()
 	sb := &substitution{ctx: ctx, srv: s, sess: sess, dest: dest}
 	r := sb.replacer(rm)
 	if _, err := rewrite.URL(req.URL, r); err != nil {

@@ -34,7 +34,8 @@ func headerHasToken(h http.Header, name, token string) bool {
 // server text messages are scrubbed (P10), binary frames pass untouched.
 func (s *Server) relayWebSocket(t *tunnel, sb *substitution, clientR *bufio.Reader, client net.Conn, upstream io.ReadWriteCloser) {
 	defer sb.wipe()
-	rm, sc := t.sess.matchers()
+	rm := t.sess.matchers()
+	sc := s.sessions.scrubberFor(sb.ctx, t.sess, t.dest.Host)
 	up := rewrite.NewFrameRewriter(sb.replacer(rm), true, int(s.cfg.MaxBodyBytes))
 	var scrub rewrite.Replacer = passThrough{}
 	if sc != nil {

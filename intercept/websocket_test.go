@@ -28,6 +28,7 @@ func TestP10_WebSocketSubstitutedAndScrubbed(t *testing.T) {
 	})
 	f = newSubFixture(t, false, func(w http.ResponseWriter, r *http.Request) { wsHandler.ServeHTTP(w, r) })
 	h := "shop.test:" + f.up.port()
+	f.reauth(t)
 	tc, err := f.e.tlsTunnel(t, f.s, f.pw, h, "shop.test")
 	if err != nil {
 		t.Fatal(err)

@@ -38,12 +38,16 @@ func TestP18_WireAmountAboveApprovedTotalRefused(t *testing.T) {
 	e.addCard("1", number, "737")
 	s, pw := e.session()
 	page := hostURL(up, "shop.test", "/pay")
-	a, err := e.sessions.Authorize(context.Background(), s, control.AuthorizeRequest{Token: tok("card", "1", "number"), PageURL: page,
-		OrderTotal: &control.OrderTotal{Amount: "12.34", Currency: "EUR"}})
-	if err != nil {
-		t.Fatal(err)
+	// Each case is its own purchase: a card grant covers one (P21).
+	authorize := func(t *testing.T) string {
+		a, err := e.sessions.Authorize(context.Background(), s, control.AuthorizeRequest{Token: tok("card", "1", "number"), PageURL: page,
+			OrderTotal: &control.OrderTotal{Amount: "12.34", Currency: "EUR"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.Value
 	}
-	si := a.Value
+	si := authorize(t)
 	form := "application/x-www-form-urlencoded"
 	cases := []struct {
 		name, ctype, body string
@@ -68,6 +72,7 @@ func TestP18_WireAmountAboveApprovedTotalRefused(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			authorize(t)
 			before := up.count()
 			resp, err := e.client(s, pw, false).Post(page, c.ctype, strings.NewReader(c.body))
 			if err != nil {
@@ -124,6 +129,10 @@ func TestP18_WireAmountConfiguredFields(t *testing.T) {
 		"cents=2000&cc=" + a.Value:         "",
 		"cents=2001&cc=" + a.Value:         "amount_mismatch",
 	} {
+		if _, err := e.sessions.Authorize(context.Background(), s, control.AuthorizeRequest{Token: tok("card", "1", "number"), PageURL: page,
+			OrderTotal: &control.OrderTotal{Amount: "20", Currency: "USD"}}); err != nil {
+			t.Fatal(err)
+		}
 		resp, err := e.client(s, pw, false).Post(page, "application/x-www-form-urlencoded", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)

@@ -68,6 +68,14 @@ type LimitsConfig struct {
 	// and a retry time.
 	AuthorizeBurst     int `yaml:"authorize_burst"`
 	AuthorizePerMinute int `yaml:"authorize_per_minute"`
+	// GrantTTL is how long an authorization may release its value (P21);
+	// a card grant also ends at the first purchase the site accepts.
+	GrantTTL time.Duration `yaml:"grant_ttl"`
+	// SessionIdle and SessionMaxAge end a proxy session unused for that
+	// long, or that old; MaxSessionsPerKey caps one key's open sessions.
+	SessionIdle       time.Duration `yaml:"session_idle"`
+	SessionMaxAge     time.Duration `yaml:"session_max_age"`
+	MaxSessionsPerKey int           `yaml:"max_sessions_per_key"`
 }
 
 // TLSConfig adds upstream trust roots (P5).

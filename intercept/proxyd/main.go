@@ -163,6 +163,10 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	l := m.Config.Limits
 	m.Sessions = intercept.NewSessions(vaultAdapter{v}, m.lookupKey)
 	m.Sessions.Decide = ownerDecider(m.Owner)
+	m.Sessions.Recheck = ownerRechecker(m.Owner)
+	m.Sessions.Policy = eng
+	m.Sessions.GrantTTL, m.Sessions.SessionIdle, m.Sessions.SessionMaxAge = l.GrantTTL, l.SessionIdle, l.SessionMaxAge
+	m.Sessions.MaxSessionsPerKey = l.MaxSessionsPerKey
 	m.Sessions.Limiter = policy.NewRateLimiter(l.AuthorizeBurst, time.Minute/time.Duration(l.AuthorizePerMinute), nil)
 	m.Sessions.WireAmount = intercept.WireAmountConfig{
 		DecimalFields:   m.Config.Policy.WireAmount.DecimalFields,
@@ -270,6 +274,19 @@ func (m *Main) Run(ctx context.Context) error {
 	sweepCtx, stopSweep := context.WithCancel(ctx)
 	defer stopSweep()
 	go m.Owner.RunSweeper(sweepCtx, 30*time.Second)
+	go func() {
+		// Idle and aged-out proxy sessions end within a second (P21).
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-sweepCtx.Done():
+				return
+			case <-t.C:
+				m.Sessions.Sweep()
+			}
+		}
+	}()
 	if m.dashL != nil {
 		dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		m.dashCancel, m.dashDone = cancel, make(chan error, 1)
@@ -389,9 +406,48 @@ func (a vaultAdapter) AuditUse(ctx context.Context, r intercept.ReleaseArgs, v v
 		Destination: r.Destination, Session: r.Session, Actor: r.Actor, Purpose: r.Purpose}, v)
 }
 
+// Recipients reads from the audit log which hosts each value was sent to
+// (releases on the wire), so scrubbing after a restart still covers every
+// host that ever received a value (P10).
+func (a vaultAdapter) Recipients(ctx context.Context, org string) ([]intercept.Recipient, error) {
+	var out []intercept.Recipient
+	seen := map[string]bool{}
+	items := map[string]vault.Item{}
+	var after int64
+	for {
+		recs, err := a.v.Audit(ctx, vault.AuditFilter{Org: org, Action: vault.AuditRelease, AfterSeq: after, Limit: 5000})
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range recs {
+			after = max(after, r.Seq)
+			if r.Purpose != intercept.PurposeSubstitute || r.Destination == "" {
+				continue
+			}
+			k := r.ItemID + "\x00" + string(r.Field) + "\x00" + r.Destination
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			it, ok := items[r.ItemID]
+			if !ok {
+				if it, err = a.v.Get(ctx, org, r.ItemID); err != nil {
+					continue // removed since: nothing left to scrub with
+				}
+				items[r.ItemID] = it
+			}
+			out = append(out, intercept.Recipient{Item: it, Field: r.Field, Host: r.Destination})
+		}
+		if len(recs) < 5000 {
+			return out, nil
+		}
+	}
+}
+
 var (
-	_ intercept.Vault      = vaultAdapter{}
-	_ intercept.UseAuditor = vaultAdapter{}
+	_ intercept.RecipientLister = vaultAdapter{}
+	_ intercept.Vault           = vaultAdapter{}
+	_ intercept.UseAuditor      = vaultAdapter{}
 )
 
 func newLogger(c LogConfig, w io.Writer) *slog.Logger {

@@ -25,13 +25,28 @@ func ownerDecider(svc *owner.Service) intercept.Decider {
 			}
 			total = &t
 		}
-		r := owner.FillRequest{KeyID: a.Key.ID, Session: a.Session, Item: a.Item,
-			Field: a.Field, Destination: a.Destination, Total: total}
-		if a.Key.ID == DefaultKeyID {
-			// The default key lives in a file, not in the owner store: it
-			// sees every item.
-			r.Key = &policy.KeyInfo{ID: DefaultKeyID, AllCards: true, AllLogins: true}
-		}
+		r := fillRequest(a)
+		r.Total = total
 		return svc.Authorize(ctx, r)
 	}
+}
+
+// ownerRechecker asks owner.Service.Recheck before every release of a
+// granted value on the wire (P21): the owner's revoke, pause, block or
+// removal of a site ends the grant at its next use.
+func ownerRechecker(svc *owner.Service) intercept.Decider {
+	return func(ctx context.Context, a intercept.DecideArgs) error {
+		return svc.Recheck(ctx, fillRequest(a))
+	}
+}
+
+func fillRequest(a intercept.DecideArgs) owner.FillRequest {
+	r := owner.FillRequest{KeyID: a.Key.ID, Session: a.Session, Item: a.Item,
+		Field: a.Field, Destination: a.Destination, Purchase: a.Purchase}
+	if a.Key.ID == DefaultKeyID {
+		// The default key lives in a file, not in the owner store: it
+		// sees every item.
+		r.Key = &policy.KeyInfo{ID: DefaultKeyID, AllCards: true, AllLogins: true}
+	}
+	return r
 }
