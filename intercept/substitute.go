@@ -43,6 +43,9 @@ func (sb *substitution) keep(b *binding, raw []byte) {
 	if sb.reals == nil {
 		sb.reals = map[*binding][]byte{}
 	}
+	if old, ok := sb.reals[b]; ok {
+		clear(old)
+	}
 	sb.reals[b] = raw
 }
 
@@ -70,9 +73,11 @@ func (sb *substitution) done(status int) {
 // scope (P2) and the owner's current state, then releases the real value
 // for b (P12) and records the destination as one of its recipients (P10).
 func (sb *substitution) resolve(b *binding) ([]byte, error) {
-	if r, ok := sb.reals[b]; ok {
-		return r, nil
+	if r, ok := sb.reals[b]; ok && !sb.ws {
+		return r, nil // one request: released once
 	}
+	// A WebSocket message is decided afresh each time, so a revoke or a
+	// spent grant ends an open connection's use of the value too.
 	ss := sb.srv.sessions
 	if err := ss.useGrant(sb, b); err != nil {
 		return nil, err
