@@ -139,15 +139,25 @@ func TestP10_ScrubsH1Trailers(t *testing.T) {
 		_ = r.ParseForm()
 		cc := r.PostFormValue("cc")
 		w.Header().Set("Trailer", "X-Ref, X-Card-"+cc)
-		_, _ = io.WriteString(w, "streamed ")
-		w.(http.Flusher).Flush() // no length: the body is streamed
-		_, _ = io.WriteString(w, "body")
+		if r.URL.Path == "/sized" {
+			// A length and trailers (h2 allows both): scrubbed whole.
+			w.Header().Set("Content-Length", "13")
+			_, _ = io.WriteString(w, "streamed body")
+		} else {
+			_, _ = io.WriteString(w, "streamed ")
+			w.(http.Flusher).Flush() // no length: the body is streamed
+			_, _ = io.WriteString(w, "body")
+		}
 		w.Header().Set("X-Ref", "paid with "+cc)
 		w.Header().Set("X-Card-"+cc, "yes")
 	})
-	for _, h2 := range []bool{false, true} {
-		t.Run(fmt.Sprintf("h2=%v", h2), func(t *testing.T) {
-			resp := f.postStandIns(t, f.e.client(f.s, f.pw, h2), "/t")
+	for _, tc := range []struct {
+		path string
+		h2   bool
+	}{{"/t", false}, {"/t", true}, {"/sized", false}, {"/sized", true}} {
+		h2 := tc.h2
+		t.Run(fmt.Sprintf("%s h2=%v", tc.path, h2), func(t *testing.T) {
+			resp := f.postStandIns(t, f.e.client(f.s, f.pw, h2), tc.path)
 			body := readAll(t, resp.Body) // trailers arrive after the body
 			resp.Body.Close()
 			if body != "streamed body" {
@@ -156,6 +166,9 @@ func TestP10_ScrubsH1Trailers(t *testing.T) {
 			all := headerText(resp.Header) + headerText(resp.Trailer)
 			if hasFold(all, f.number) {
 				t.Fatal("a trailer carries the real card number")
+			}
+			if tc.path == "/sized" && !h2 {
+				return // HTTP/1.1 has no trailers after a sized body: dropped
 			}
 			if resp.Trailer.Get("X-Ref") != "paid with "+f.numSI || resp.Trailer.Get("X-Card-"+f.numSI) != "yes" {
 				t.Fatalf("trailers not passed on scrubbed: %d", len(resp.Trailer))
