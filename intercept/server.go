@@ -917,9 +917,10 @@ func upstreamError(err error) error {
 // longer or unsized body is decoded and scrubbed as a stream and sent on as
 // identity, chunked.
 //
-// Trailers are scrubbed, not dropped: browsers ignore them today, but a
-// client that reads them (gRPC-web, fetch in other engines) keeps their
-// meaning. They are scrubbed in place once the body has been read to its
+// Trailers are scrubbed, not dropped: browsers do not show them to pages
+// today, but other clients (curl, gRPC over h2) read them and keep their
+// meaning. An HTTP/1.1 client gets them only after a chunked body (Go drops
+// them after a sized one, as before). They are scrubbed in place once the body has been read to its
 // end, which is when the transport fills them in, and before Response.Write
 // (HTTP/1.1, chunked) or serveH2 sends them.
 func (s *Server) scrubResponse(sess *Session, method string, resp *http.Response) (*http.Response, error) {
