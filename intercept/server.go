@@ -2,6 +2,7 @@ package intercept
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -20,7 +21,9 @@ import (
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/intercept/rewrite"
+	"github.com/agentvault/agentvault/vault"
 	"github.com/elazarl/goproxy"
+	"golang.org/x/net/http/httpguts"
 	"golang.org/x/net/http2"
 )
 
@@ -432,7 +435,8 @@ func (s *Server) serveH1(t *tunnel, conn net.Conn) {
 				return
 			}
 			_ = conn.SetReadDeadline(time.Time{})
-			s.relayWebSocket(t, wb.sb, br, conn, wb.ReadWriteCloser)
+			sc := s.sessions.scrubberFor(wb.sb.ctx, t.sess, t.dest.Host) // as forward gets it
+			s.relayWebSocket(t, wb.sb, sc, br, conn, wb.ReadWriteCloser)
 			wb.cancel()
 			return
 		}
@@ -566,6 +570,15 @@ func (s *Server) serveH2(t *tunnel, w http.ResponseWriter, r *http.Request) {
 			}
 			if f, ok := w.(http.Flusher); ok {
 				f.Flush()
+			}
+		}
+		if err == io.EOF {
+			// The site's trailers, scrubbed at the body's end (scrubResponse),
+			// go on as h2 trailers.
+			for k, vs := range resp.Trailer {
+				if !isHopByHop(k) && len(vs) > 0 {
+					h[http.TrailerPrefix+k] = vs
+				}
 			}
 		}
 		if err != nil {
@@ -922,11 +935,20 @@ func upstreamError(err error) error {
 }
 
 // scrubResponse replaces every real value released in the session (and its
-// encodings) by its stand-in, in headers and body (P10). A body of known
-// length up to smallBody is scrubbed whole (decoded, by media type, then as
-// text) and keeps a length; when nothing matched it goes on exactly as the
-// site sent it, compression included. A longer or unsized body is decoded
-// and scrubbed as a stream and sent on as identity, chunked.
+// encodings) by its stand-in (P10) in everything the client sees of the
+// response: the reason phrase, header names and values, the body and the
+// trailers. A body of known length up to smallBody is scrubbed whole
+// (decoded, by media type, then as text) and keeps a length; when nothing
+// matched it goes on exactly as the site sent it, compression included. A
+// longer or unsized body is decoded and scrubbed as a stream and sent on as
+// identity, chunked.
+//
+// Trailers are scrubbed, not dropped: browsers do not show them to pages
+// today, but other clients (curl, gRPC over h2) read them and keep their
+// meaning. An HTTP/1.1 client gets them only after a chunked body (Go drops
+// them after a sized one, as before). They are scrubbed in place once the body has been read to its
+// end, which is when the transport fills them in, and before Response.Write
+// (HTTP/1.1, chunked) or serveH2 sends them.
 func (s *Server) scrubResponse(sc *scrubber, method string, resp *http.Response) (*http.Response, error) {
 	for _, h := range hopByHop {
 		resp.Header.Del(h)
@@ -935,13 +957,14 @@ func (s *Server) scrubResponse(sc *scrubber, method string, resp *http.Response)
 		return resp, nil
 	}
 	hit := s.metrics.scrub
-	for _, vs := range resp.Header {
-		for i, v := range vs {
-			if nv, n := sc.apply([]byte(v), hit); n > 0 {
-				vs[i] = string(nv)
-			}
+	// HTTP/1.1 "HTTP/1.1 200 <reason>": Response.Write sends resp.Status on.
+	if code, reason, ok := strings.Cut(resp.Status, " "); ok {
+		if nr, n := sc.apply([]byte(reason), hit); n > 0 {
+			resp.Status = code + " " + string(nr)
 		}
 	}
+	scrubHeader(sc, resp.Header, hit)
+	scrubHeader(sc, resp.Trailer, hit) // the names a site announced in Trailer
 	if method == http.MethodHead || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified {
 		return resp, nil // no body: the headers were all there was to scrub
 	}
@@ -949,10 +972,15 @@ func (s *Server) scrubResponse(sc *scrubber, method string, resp *http.Response)
 	if resp.ContentLength >= 0 && resp.ContentLength <= smallBody {
 		raw := make([]byte, resp.ContentLength)
 		_, err := io.ReadFull(resp.Body, raw)
+		if err == nil {
+			// Read on to the end, where an h2 site's trailers arrive.
+			_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, 1))
+		}
 		resp.Body.Close()
 		if err != nil {
 			return nil, agentvault.Wrap(agentvault.CodeUpstream, err, "the site's response was cut short")
 		}
+		scrubHeader(sc, resp.Trailer, hit)
 		plain, err := rewrite.Decode(coding, raw, s.cfg.MaxBodyBytes)
 		if err != nil {
 			return nil, err
@@ -973,11 +1001,62 @@ func (s *Server) scrubResponse(sc *scrubber, method string, resp *http.Response)
 		return nil, err
 	}
 	scrubbed := sc.reader(dec, hit)
-	resp.Body = &readCloser{Reader: scrubbed, closers: []io.Closer{scrubbed, dec, resp.Body}}
+	atEnd := &onEOF{r: scrubbed, fn: func() { scrubHeader(sc, resp.Trailer, hit) }}
+	resp.Body = &readCloser{Reader: atEnd, closers: []io.Closer{scrubbed, dec, resp.Body}}
 	resp.Header.Del("Content-Encoding")
 	resp.Header.Del("Content-Length")
 	resp.ContentLength = -1
 	return resp, nil
+}
+
+// scrubHeader scrubs a header (or trailer) map in place: each value as
+// text, and each name. A field name is case-insensitive (RFC 9110 section
+// 5.1) and Go hands it on canonicalised, so a name is also scanned
+// upper-cased, against the upper-cased form every value has among its
+// variants (rewrite.ScrubVariants). A renamed field keeps its values under
+// the canonical form of the new name; one whose new name is not a valid
+// field name, or still holds a value, is dropped.
+func scrubHeader(sc *scrubber, h http.Header, hit func(vault.Kind)) {
+	type rename struct{ from, to string }
+	var renames []rename
+	for k, vs := range h {
+		for i, v := range vs {
+			if nv, n := sc.apply([]byte(v), hit); n > 0 {
+				vs[i] = string(nv)
+			}
+		}
+		name, n := sc.apply([]byte(k), hit)
+		if up, m := sc.apply(bytes.ToUpper(name), hit); m > 0 {
+			name, n = up, n+m
+		}
+		if n > 0 {
+			renames = append(renames, rename{k, http.CanonicalHeaderKey(string(name))})
+		}
+	}
+	for _, r := range renames {
+		vs := h[r.from]
+		delete(h, r.from)
+		if !httpguts.ValidHeaderFieldName(r.to) || sc.m.Contains(bytes.ToUpper([]byte(r.to))) || sc.m.Contains([]byte(r.to)) {
+			continue
+		}
+		h[r.to] = append(h[r.to], vs...)
+	}
+}
+
+// onEOF calls fn once, when r first reports io.EOF.
+type onEOF struct {
+	r    io.Reader
+	fn   func()
+	done bool
+}
+
+func (o *onEOF) Read(p []byte) (int, error) {
+	n, err := o.r.Read(p)
+	if err == io.EOF && !o.done {
+		o.done = true
+		o.fn()
+	}
+	return n, err
 }
 
 // smallBody is the size under which a response is scrubbed in one piece.

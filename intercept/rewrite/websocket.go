@@ -31,6 +31,13 @@ const (
 // it is rewritten like a message, and refused if it no longer fits in the
 // 125 bytes a control frame allows.
 //
+// With Stream set (the proxy sets it for the server's direction), binary
+// messages are reassembled too, up to the same limit, and every data
+// message, text or binary, goes to Stream whole; Stream decides what to send
+// and when (it may hold a message back until the next one, so a value split
+// across messages is still seen). Held messages are flushed before a close
+// frame is forwarded and when the connection ends at a message boundary.
+//
 // The proxy strips Sec-WebSocket-Extensions from the handshake, so no
 // extension may be in use: a frame with RSV1 (permessage-deflate), RSV2 or
 // RSV3 set is refused, as is a frame that breaks the masking rule for its
@@ -43,6 +50,27 @@ type FrameRewriter struct {
 
 	// Replaced counts the values replaced so far; read it after Run returns.
 	Replaced int
+
+	// Stream, when set, receives every complete data message instead of
+	// the replacer (see above). Control frames still go through the
+	// replacer.
+	Stream MessageStream
+}
+
+// MessageStream rewrites the data messages of one direction as one stream.
+// Message takes a complete message (payload unmasked; the callee copies what
+// it keeps) and returns the messages to send now, in order: it may return
+// none and hand a message back with a later call. Flush returns every
+// message still held; the stream is ending.
+type MessageStream interface {
+	Message(binary bool, payload []byte) ([]Message, error)
+	Flush() ([]Message, error)
+}
+
+// Message is one whole WebSocket data message.
+type Message struct {
+	Binary  bool
+	Payload []byte
 }
 
 // NewFrameRewriter returns a rewriter for frames sent by the client
@@ -73,14 +101,15 @@ type frameHeader struct {
 // value is never sent half-rewritten.
 func (f *FrameRewriter) Run(dst io.Writer, src io.Reader) error {
 	br := bufio.NewReader(src)
-	var msg []byte    // text message being reassembled
-	inText := false   // a fragmented text message is open
-	inBinary := false // a fragmented binary message is open
+	var msg []byte    // message being reassembled (text, or any with Stream)
+	inText := false   // a message being reassembled is open
+	inBinary := false // a fragmented binary message is open, streamed through
+	binaryMsg := false
 	for {
 		h, err := readFrameHeader(br)
 		if err != nil {
 			if errors.Is(err, io.EOF) && !inText && !inBinary {
-				return nil
+				return f.flush(dst)
 			}
 			if errors.Is(err, io.EOF) {
 				return wsError("connection ended inside a message")
@@ -97,6 +126,12 @@ func (f *FrameRewriter) Run(dst io.Writer, src io.Reader) error {
 			if !h.fin || h.length > 125 {
 				return wsError("invalid control frame")
 			}
+			const opClose = 0x8
+			if h.opcode == opClose {
+				if err := f.flush(dst); err != nil {
+					return err
+				}
+			}
 			if err := f.control(dst, br, h); err != nil {
 				return err
 			}
@@ -107,11 +142,16 @@ func (f *FrameRewriter) Run(dst io.Writer, src io.Reader) error {
 			if inText || inBinary {
 				return wsError("new message inside a fragmented one")
 			}
-			inText = true
+			inText, binaryMsg = true, false
 			msg = msg[:0]
 		case opBinary:
 			if inText || inBinary {
 				return wsError("new message inside a fragmented one")
+			}
+			if f.Stream != nil {
+				inText, binaryMsg = true, true
+				msg = msg[:0]
+				break
 			}
 			inBinary = !h.fin
 			if err := passThrough(dst, br, h); err != nil {
@@ -132,9 +172,9 @@ func (f *FrameRewriter) Run(dst io.Writer, src io.Reader) error {
 		default:
 			return wsError("reserved opcode")
 		}
-		// A text fragment.
+		// A fragment of a message being reassembled.
 		if h.length > uint64(f.maxMessage-len(msg)) {
-			return agentvault.Errorf(agentvault.CodeBodyTooLarge, "WebSocket text message exceeds the size limit")
+			return agentvault.Errorf(agentvault.CodeBodyTooLarge, "WebSocket message exceeds the size limit")
 		}
 		start := len(msg)
 		msg = append(msg, make([]byte, h.length)...)
@@ -148,6 +188,20 @@ func (f *FrameRewriter) Run(dst io.Writer, src io.Reader) error {
 			continue
 		}
 		inText = false
+		if f.Stream != nil {
+			out, err := f.Stream.Message(binaryMsg, msg)
+			clear(msg)
+			if cap(msg) > 1<<20 {
+				msg = nil
+			}
+			if err != nil {
+				return err
+			}
+			if err := f.writeMessages(dst, out); err != nil {
+				return err
+			}
+			continue
+		}
 		rep, n, err := byMediaType("", msg, f.r)
 		if err != nil {
 			return err
@@ -164,6 +218,35 @@ func (f *FrameRewriter) Run(dst io.Writer, src io.Reader) error {
 			return err
 		}
 	}
+}
+
+// flush sends what Stream still holds: a close frame or the end of the
+// connection ends the stream of data messages.
+func (f *FrameRewriter) flush(dst io.Writer) error {
+	if f.Stream == nil {
+		return nil
+	}
+	out, err := f.Stream.Flush()
+	if err != nil {
+		return err
+	}
+	return f.writeMessages(dst, out)
+}
+
+// writeMessages writes each message as one final frame and wipes it.
+func (f *FrameRewriter) writeMessages(dst io.Writer, ms []Message) error {
+	var err error
+	for _, m := range ms {
+		op := byte(opText)
+		if m.Binary {
+			op = opBinary
+		}
+		if err == nil {
+			err = f.writeFrame(dst, 0x80|op, m.Payload)
+		}
+		clear(m.Payload)
+	}
+	return err
 }
 
 func wsError(why string) error {
