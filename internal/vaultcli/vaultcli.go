@@ -62,7 +62,20 @@ func DefaultEnv(dataDir string) Env {
 // file <data>/master.key (created at first start) and the SQLite database
 // <data>/vault.db. If <data>/master.key.old exists, a rotation was
 // interrupted; the old key is passed as a previous key so Open can finish it.
+// The returned func closes the store.
 func OpenDefault(dataDir string) (*vault.Vault, func() error, error) {
+	v, st, err := Open(context.Background(), dataDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	return v, st.Close, nil
+}
+
+// Open opens the data directory's database once and the vault over it, and
+// returns both: a process that also needs the owner stores (proxyd) passes
+// the same *sqlite.Store to owner.New rather than opening the file again
+// (one handle per process, P22). The caller closes the store.
+func Open(ctx context.Context, dataDir string) (*vault.Vault, *sqlite.Store, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, nil, agentvault.Wrap(agentvault.CodeInternal, err, "cannot create the data directory")
 	}
@@ -99,7 +112,7 @@ func OpenDefault(dataDir string) (*vault.Vault, func() error, error) {
 		}
 		return nil, vault.ErrSealed
 	}
-	v, err := vault.Open(context.Background(), vault.Config{Store: st, MasterKey: key, PreviousKeys: prev, KeyLoader: loader})
+	v, err := vault.Open(ctx, vault.Config{Store: st, MasterKey: key, PreviousKeys: prev, KeyLoader: loader})
 	if err != nil {
 		st.Close()
 		return nil, nil, err
@@ -107,7 +120,7 @@ func OpenDefault(dataDir string) (*vault.Vault, func() error, error) {
 	if len(prev) > 0 && v.ActiveKeyID() == vault.KeyIDFor(key) {
 		_ = os.Remove(oldPath) // the rotation is complete
 	}
-	return v, st.Close, nil
+	return v, st, nil
 }
 
 const usage = `usage: vault <command> [flags]
