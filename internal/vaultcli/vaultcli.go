@@ -533,7 +533,7 @@ func (c *cli) show(args []string) int {
 			line("username", lm.Username)
 			line("password", pwMask)
 			if lm.HasTOTP {
-				line("totp", "set")
+				line("totp", totpSummary(lm))
 			}
 		case it.Identity != nil:
 			line("name", it.Identity.Name)
@@ -551,6 +551,22 @@ func (c *cli) show(args []string) int {
 		}
 		return exitOK
 	})
+}
+
+// totpSummary says a seed is set and with which settings; the seed itself
+// never leaves the vault (P23).
+func totpSummary(lm *vault.LoginMeta) string {
+	alg, digits, period := lm.TOTPAlgorithm, lm.TOTPDigits, lm.TOTPPeriod
+	if alg == "" {
+		alg = vault.TOTPDefaultAlgorithm
+	}
+	if digits == 0 {
+		digits = vault.TOTPDefaultDigits
+	}
+	if period == 0 {
+		period = vault.TOTPDefaultPeriod
+	}
+	return fmt.Sprintf("set (%s, %d digits, %d s)", alg, digits, period)
 }
 
 func (c *cli) remove(args []string) int {
