@@ -40,7 +40,8 @@ const (
 )
 
 // IsSecret reports whether the field is a payment or sign-in secret: card
-// number, CVV, password and TOTP seed. These are always typed as stand-ins.
+// number, CVV, password and TOTP (the seed is stored; only the code of the
+// moment is ever released). These are always typed as stand-ins.
 func (f Field) IsSecret() bool {
 	switch f {
 	case FieldNumber, FieldCVV, FieldPassword, FieldTOTP:
@@ -102,6 +103,11 @@ type LoginMeta struct {
 	Username    string
 	PasswordLen int
 	HasTOTP     bool
+	// TOTP settings when the seed came with other than the defaults (an
+	// otpauth:// URI naming them); zero means SHA1, 6 digits, 30 s.
+	TOTPAlgorithm string `json:",omitempty"`
+	TOTPDigits    int    `json:",omitempty"`
+	TOTPPeriod    int    `json:",omitempty"`
 }
 
 // IdentityMeta is the owner's identity for forms.

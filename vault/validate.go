@@ -237,8 +237,12 @@ func checkLogin(in LoginInput) (domain string, probs []InputProblem) {
 	case strings.ContainsAny(string(in.Password.InsecureRawBytes()), "\r\n\x00"):
 		add(InputPassword, "password must not hold line breaks or NUL")
 	}
-	if in.TOTP.Len() > 512 {
-		add(InputTOTP, "TOTP seed too long")
+	if !in.TOTP.IsZero() {
+		if s, err := parseTOTPSeed(in.TOTP.InsecureRawBytes()); err != nil {
+			probs = append(probs, InputProblem{Input: InputTOTP, Err: err})
+		} else {
+			s.wipe()
+		}
 	}
 	return domain, probs
 }

@@ -498,6 +498,17 @@ func (v *Vault) AddLogin(ctx context.Context, org, owner string, in LoginInput) 
 		Site: domain, Website: in.Website, Email: in.Email, Username: in.Username,
 		PasswordLen: in.Password.Len(), HasTOTP: !in.TOTP.IsZero(),
 	}
+	var seed parsedSeed
+	if !in.TOTP.IsZero() {
+		// Stored as the bare base32 key; an otpauth URI's settings go to
+		// the metadata (they are not secret, and the owner may see them).
+		var err error
+		if seed, err = parseTOTPSeed(in.TOTP.InsecureRawBytes()); err != nil {
+			return Item{}, err
+		}
+		defer seed.wipe()
+		meta.TOTPAlgorithm, meta.TOTPDigits, meta.TOTPPeriod = seed.alg, seed.digits, seed.period
+	}
 	var values []value
 	if in.Email != "" {
 		values = append(values, value{FieldEmail, []byte(in.Email)})
@@ -507,7 +518,7 @@ func (v *Vault) AddLogin(ctx context.Context, org, owner string, in LoginInput) 
 	}
 	values = append(values, value{FieldPassword, clone(in.Password.InsecureRawBytes())})
 	if !in.TOTP.IsZero() {
-		values = append(values, value{FieldTOTP, clone(in.TOTP.InsecureRawBytes())})
+		values = append(values, value{FieldTOTP, clone(seed.base32)})
 	}
 	it := Item{Org: org, Owner: owner, Kind: KindLogin, Label: LoginLabel(domain)}
 	return v.put(ctx, it, itemMeta{Login: meta}, values, false)
@@ -619,6 +630,10 @@ type ReleaseArgs struct {
 // (with an HMAC of the value, never the value) is stored. If the audit log
 // cannot be written the value is wiped and CodeAuditUnavailable returned
 // (P12): no caller can get a value that was not audited.
+//
+// For FieldTOTP the value released is the RFC 6238 code of this moment
+// (the vault's clock), never the seed (P23): the seed is decrypted, used
+// and wiped here, and the audit HMAC is the code's.
 func (v *Vault) Release(ctx context.Context, a ReleaseArgs) (Secret, error) {
 	if a.Org == "" || a.ItemID == "" || a.Field == "" {
 		return Secret{}, invalid("release needs org, item and field")
@@ -640,6 +655,14 @@ func (v *Vault) Release(ctx context.Context, a ReleaseArgs) (Secret, error) {
 	if err != nil {
 		return Secret{}, err
 	}
+	if a.Field == FieldTOTP {
+		code, err := v.totpOf(rec, pt)
+		wipe(pt)
+		if err != nil {
+			return Secret{}, err
+		}
+		pt = code
+	}
 	mac := hmac.New(sha256.New, v.auditKey)
 	mac.Write(pt)
 	_, err = v.store.AppendAudit(ctx, AuditRecord{
@@ -653,6 +676,35 @@ func (v *Vault) Release(ctx context.Context, a ReleaseArgs) (Secret, error) {
 	}
 	s := Secret{b: pt}
 	return s, nil
+}
+
+// totpOf is the code of this moment for a login's stored seed, with the
+// settings its metadata names (or, for a seed stored whole as an otpauth
+// URI before the settings moved to the metadata, the URI's).
+func (v *Vault) totpOf(rec ItemRecord, seed []byte) ([]byte, error) {
+	it, err := v.openItem(rec)
+	if err != nil {
+		return nil, err
+	}
+	s, err := parseTOTPSeed(seed)
+	if err != nil {
+		return nil, agentvault.Errorf(agentvault.CodeConflict, "the login's stored TOTP seed is not usable; add the login again")
+	}
+	defer s.wipe()
+	p := defaultTOTPParams().withMeta(it.Login)
+	if s.alg != "" {
+		p.Algorithm = s.alg
+	}
+	if s.digits != 0 {
+		p.Digits = s.digits
+	}
+	if s.period != 0 {
+		p.Period = s.period
+	}
+	if !p.valid() {
+		return nil, agentvault.Errorf(agentvault.CodeConflict, "the login's TOTP settings are not usable; add the login again")
+	}
+	return totpCode(s.key, v.now(), p), nil
 }
 
 // fieldName keeps user-controlled field names out of messages.

@@ -67,9 +67,10 @@ type Main struct {
 	ControlToken  string
 	APIKey        string
 
-	mu         sync.Mutex
-	closeVault func() error
-	closeOwner func() error
+	mu sync.Mutex
+	// store is the process's one handle on vault.db, shared by the vault
+	// and the owner service and closed once, last (P22).
+	store      *sqlite.Store
 	dashH      *dashboard.Handler
 	dashL      net.Listener
 	dashCancel context.CancelFunc
@@ -109,11 +110,11 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	if m.Logger == nil {
 		m.Logger = newLogger(m.Config.Log, m.Stderr)
 	}
-	v, closeVault, err := vaultcli.OpenDefault(m.dataDir)
+	v, st, err := vaultcli.Open(ctx, m.dataDir)
 	if err != nil {
 		return err
 	}
-	m.Vault, m.closeVault = v, closeVault
+	m.Vault, m.store = v, st
 	if m.CA, err = intercept.LoadOrCreateCA(ctx, v, nil); err != nil {
 		return err
 	}
@@ -126,13 +127,8 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	}
 	m.secret = secret
 	m.suffix = tokens.Suffix(secret, DefaultKeyID)
-	ost, err := sqlite.Open(filepath.Join(m.dataDir, vaultcli.DBFileName))
-	if err != nil {
-		return err
-	}
-	m.closeOwner = ost.Close
 	eng := policy.NewEngine(policy.Rates{}, publicsuffix.EffectiveTLDPlusOne)
-	if m.Owner, err = owner.New(owner.Config{Store: ost, Org: DefaultOrg, Logger: m.Logger,
+	if m.Owner, err = owner.New(owner.Config{Store: st, Org: DefaultOrg, Logger: m.Logger,
 		Engine:       eng,
 		DashboardURL: "https://" + m.Config.Listen.Dashboard + "/"}); err != nil {
 		return err
@@ -351,11 +347,8 @@ func (m *Main) Close() error {
 	if m.Sessions != nil {
 		m.Sessions.CloseAll()
 	}
-	if m.closeOwner != nil {
-		_ = m.closeOwner()
-	}
-	if m.closeVault != nil {
-		return m.closeVault()
+	if m.store != nil {
+		return m.store.Close()
 	}
 	return nil
 }

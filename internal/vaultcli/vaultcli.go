@@ -62,7 +62,20 @@ func DefaultEnv(dataDir string) Env {
 // file <data>/master.key (created at first start) and the SQLite database
 // <data>/vault.db. If <data>/master.key.old exists, a rotation was
 // interrupted; the old key is passed as a previous key so Open can finish it.
+// The returned func closes the store.
 func OpenDefault(dataDir string) (*vault.Vault, func() error, error) {
+	v, st, err := Open(context.Background(), dataDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	return v, st.Close, nil
+}
+
+// Open opens the data directory's database once and the vault over it, and
+// returns both: a process that also needs the owner stores (proxyd) passes
+// the same *sqlite.Store to owner.New rather than opening the file again
+// (one handle per process, P22). The caller closes the store.
+func Open(ctx context.Context, dataDir string) (*vault.Vault, *sqlite.Store, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, nil, agentvault.Wrap(agentvault.CodeInternal, err, "cannot create the data directory")
 	}
@@ -99,7 +112,7 @@ func OpenDefault(dataDir string) (*vault.Vault, func() error, error) {
 		}
 		return nil, vault.ErrSealed
 	}
-	v, err := vault.Open(context.Background(), vault.Config{Store: st, MasterKey: key, PreviousKeys: prev, KeyLoader: loader})
+	v, err := vault.Open(ctx, vault.Config{Store: st, MasterKey: key, PreviousKeys: prev, KeyLoader: loader})
 	if err != nil {
 		st.Close()
 		return nil, nil, err
@@ -107,7 +120,7 @@ func OpenDefault(dataDir string) (*vault.Vault, func() error, error) {
 	if len(prev) > 0 && v.ActiveKeyID() == vault.KeyIDFor(key) {
 		_ = os.Remove(oldPath) // the rotation is complete
 	}
-	return v, st.Close, nil
+	return v, st, nil
 }
 
 const usage = `usage: vault <command> [flags]
@@ -520,7 +533,7 @@ func (c *cli) show(args []string) int {
 			line("username", lm.Username)
 			line("password", pwMask)
 			if lm.HasTOTP {
-				line("totp", "set")
+				line("totp", totpSummary(lm))
 			}
 		case it.Identity != nil:
 			line("name", it.Identity.Name)
@@ -538,6 +551,22 @@ func (c *cli) show(args []string) int {
 		}
 		return exitOK
 	})
+}
+
+// totpSummary says a seed is set and with which settings; the seed itself
+// never leaves the vault (P23).
+func totpSummary(lm *vault.LoginMeta) string {
+	alg, digits, period := lm.TOTPAlgorithm, lm.TOTPDigits, lm.TOTPPeriod
+	if alg == "" {
+		alg = vault.TOTPDefaultAlgorithm
+	}
+	if digits == 0 {
+		digits = vault.TOTPDefaultDigits
+	}
+	if period == 0 {
+		period = vault.TOTPDefaultPeriod
+	}
+	return fmt.Sprintf("set (%s, %d digits, %d s)", alg, digits, period)
 }
 
 func (c *cli) remove(args []string) int {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentvault/agentvault/vault"
 	"github.com/agentvault/agentvault/vault/sqlite"
@@ -85,7 +86,9 @@ func TestCLIAddRestartListRotateNoPlaintext(t *testing.T) {
 			t.Errorf("show lacks %q:\n%s", want, show)
 		}
 	}
-	do("", "show", "--org", "default", "login", "github")
+	if show := do("", "show", "--org", "default", "login", "github").stdout; !strings.Contains(show, "totp:        set (SHA1, 6 digits, 30 s)") {
+		t.Errorf("show lacks the TOTP line:\n%s", show)
+	}
 
 	rot := do("", "rotate-key")
 	if !strings.Contains(rot.stdout, "rotated master key") {
@@ -121,11 +124,19 @@ func TestCLIAddRestartListRotateNoPlaintext(t *testing.T) {
 		f    vault.Field
 		want string
 	}{{card, vault.FieldNumber, cardNumber}, {card, vault.FieldCVV, cardCVV}, {card, vault.FieldHolder, holder},
-		{lg, vault.FieldPassword, password}, {lg, vault.FieldTOTP, totpSeed}, {lg, vault.FieldEmail, email}} {
+		{lg, vault.FieldPassword, password}, {lg, vault.FieldEmail, email}} {
 		s, err := v.Release(ctx, vault.ReleaseArgs{Org: "default", ItemID: c.it.ID, Field: c.f, Destination: "test", Actor: "test"})
 		if err != nil || string(s.InsecureRawBytes()) != c.want {
 			t.Fatalf("%s after rotation: wrong value or %v", c.f, err)
 		}
+	}
+	// The TOTP field releases the code of the moment (P23), never the seed;
+	// the vault's clock is the real one, so either side of a step boundary.
+	before, _ := vault.TOTPCode(vault.NewSecret([]byte(totpSeed)), time.Now())
+	code, err := v.Release(ctx, vault.ReleaseArgs{Org: "default", ItemID: lg.ID, Field: vault.FieldTOTP, Destination: "test", Actor: "test"})
+	after, _ := vault.TOTPCode(vault.NewSecret([]byte(totpSeed)), time.Now())
+	if err != nil || !(code.Equal(before) || code.Equal(after)) {
+		t.Fatalf("totp after rotation: not the code of the moment (%v)", err)
 	}
 	grepDB(t, dir, true) // while open: the WAL holds the latest pages
 	closeFn()

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentvault/agentvault/vault"
 )
@@ -195,7 +196,13 @@ func TestAddLoginThroughForm(t *testing.T) {
 	if !ok || !it.Login.HasTOTP || it.Login.PasswordLen != len(newPW) || it.Login.Username != "ghopper" {
 		t.Fatalf("stored login: %+v", it.Login)
 	}
-	if !e.released(it, vault.FieldPassword).Equal(vault.NewSecret([]byte(newPW))) || !e.released(it, vault.FieldTOTP).Equal(vault.NewSecret([]byte(newTOTP))) {
+	// The TOTP field releases the code of the vault's (fixed) clock, never
+	// the seed (P23): the code proves the seed is what was typed.
+	totpCode, err := vault.TOTPCode(vault.NewSecret([]byte(newTOTP)), time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !e.released(it, vault.FieldPassword).Equal(vault.NewSecret([]byte(newPW))) || !e.released(it, vault.FieldTOTP).Equal(totpCode) {
 		t.Fatal("the sealed password or seed is not what was typed (seed without its spaces)")
 	}
 	_, list := e.get("/logins")

@@ -1,6 +1,13 @@
-// Package sqlite is the embedded vault.Store: one SQLite file (pure-Go
-// modernc.org/sqlite, driver "sqlite") in WAL mode with a busy timeout,
-// foreign keys on, IMMEDIATE write transactions and versioned migrations.
+// Package sqlite is the embedded vault.Store (and the owner stores): one
+// SQLite file (pure-Go modernc.org/sqlite, driver "sqlite") in WAL mode with
+// synchronous=FULL, a busy timeout, foreign keys on, IMMEDIATE write
+// transactions and versioned migrations.
+//
+// A process holds one handle per database file: Open of a file that is
+// already open in the process shares the live handle, and only the last
+// Close closes it. A second handle that opens and closes the file would
+// drop the process's POSIX locks on it, and another process reading the
+// file could then unlink the live WAL (P22).
 //
 // It stores what vault hands it and nothing more: ids, org, owner, kind,
 // label, times and field names in clear columns, everything else as

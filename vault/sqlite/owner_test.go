@@ -24,9 +24,10 @@ func TestOwnerConformance(t *testing.T) {
 }
 
 // TestP18_SQLiteLedgerTwoHandlesOneCap opens the same database file twice
-// (as two proxyd processes would) and races reservations through both:
-// the daily cap holds across handles, and exactly as many purchases win as
-// fit.
+// and races reservations through both: the daily cap holds across handles,
+// and exactly as many purchases win as fit. (Within one process the two
+// Stores share one handle (P22); the race runs over its several pooled
+// connections, each taking SQLite's write lock as another process would.)
 func TestP18_SQLiteLedgerTwoHandlesOneCap(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "vault.db")
 	var handles []*sqlite.Store

@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	agentvault "github.com/agentvault/agentvault"
@@ -17,44 +20,171 @@ import (
 	sqlite3lib "modernc.org/sqlite/lib"
 )
 
-// Store is the SQLite vault.Store.
+// Store is the SQLite vault.Store (and the owner stores, owner.go). Every
+// Store of one process on one file shares a single *sql.DB: see Open.
 type Store struct {
-	db *sql.DB
+	db   *sql.DB
+	h    *handle
+	once sync.Once
+	err  error
 }
 
-// Open opens (creating it with mode 0600 if needed) the database at path and
-// applies pending migrations.
+// handle is this process's one database handle on one file.
+type handle struct {
+	file os.FileInfo // identity (device and inode) of the database file
+	db   *sql.DB
+	refs int
+}
+
+// handles are this process's open databases. POSIX advisory locks belong
+// to the process, and closing any descriptor on a file drops every lock
+// the process holds on it (sqlite.org/howtocorrupt.html, section 2.2).
+// SQLite copes with several connections of one library in one process, but
+// anything that opens and closes the file itself while a connection is
+// live (as Open used to, to create it 0600) silently unlocks the
+// database: another process (a backup, `sqlite3 vault.db`) then takes the
+// exclusive lock when it closes, checkpoints, and unlinks the live WAL,
+// and every commit after that goes into a deleted file. So a second Open
+// of a file that is already open here shares the live handle instead of
+// touching the file, and only the last Close closes it.
+var handles struct {
+	sync.Mutex
+	open []*handle
+}
+
+// Pragmas every connection gets (the DSN applies them per connection):
+//   - WAL: readers do not block the writer.
+//   - synchronous=FULL: in WAL mode NORMAL makes a commit durable only at
+//     the next checkpoint, so after a power cut or an OS crash the last
+//     commits can roll back. An audit record written before a value went
+//     upstream, a ledger entry and a decided approval must survive that
+//     too (P12, P18, P22), so every commit fsyncs the WAL.
+//   - busy_timeout: another process (the owner CLI, a second proxyd
+//     replica) holding the write lock makes writers wait, not fail.
+//   - foreign keys on; IMMEDIATE write transactions (no deadlocked
+//     read-to-write upgrades).
+const (
+	busyTimeoutMS = 10000
+	syncFull      = 2 // PRAGMA synchronous value of FULL
+)
+
+func dsn(path string) string {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busyTimeoutMS))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Set("_txlock", "immediate")
+	return "file:" + path + "?" + q.Encode()
+}
+
+// Open opens the database at path (creating it with mode 0600 if needed)
+// and applies pending migrations. Within one process every Open of the same
+// file (by any path spelling) returns a Store sharing one handle; the file
+// is closed when the last of them is closed.
 func Open(path string) (*Store, error) {
 	if path == "" || strings.ContainsAny(path, "?#") {
 		return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "vault database path must be non-empty and hold no '?' or '#'")
 	}
-	// Create the file ourselves so it (and the -wal/-shm files SQLite
-	// derives from it) is private from the start.
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
+	handles.Lock()
+	defer handles.Unlock()
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := createPrivate(path); err != nil {
+			return nil, err
+		}
+		if fi, err = os.Stat(path); err != nil {
+			return nil, agentvault.Wrap(agentvault.CodeInternal, err, "cannot open the vault database")
+		}
+	case err != nil:
 		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "cannot open the vault database")
+	default:
+		for _, h := range handles.open {
+			if os.SameFile(h.file, fi) {
+				h.refs++
+				return &Store{db: h.db, h: h}, nil
+			}
+		}
 	}
-	f.Close()
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(10000)")
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "foreign_keys(1)")
-	q.Add("_pragma", "synchronous(FULL)")
-	q.Set("_txlock", "immediate") // writers take the lock up front: no deadlocked upgrades
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	db, err := sql.Open("sqlite", dsn(path))
 	if err != nil {
 		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "cannot open the vault database")
 	}
 	s := &Store{db: db}
+	if err := s.checkDurability(context.Background()); err != nil {
+		db.Close()
+		return nil, err
+	}
 	if err := s.migrate(context.Background()); err != nil {
 		db.Close()
 		return nil, err
 	}
+	s.h = &handle{file: fi, db: db, refs: 1}
+	handles.open = append(handles.open, s.h)
 	return s, nil
 }
 
-// Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+// createPrivate creates a missing database file with mode 0600, so it and
+// the -wal and -shm files SQLite derives from it are private from the
+// start. O_EXCL: a file that appeared meanwhile (another process) is left
+// alone; this process holds no lock on a file it just created.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil
+	}
+	if err != nil {
+		return agentvault.Wrap(agentvault.CodeInternal, err, "cannot create the vault database")
+	}
+	return f.Close()
+}
+
+// checkDurability refuses a database where the pragmas did not take (a
+// file system without shared memory cannot do WAL): the store fails
+// closed rather than run with weaker guarantees than documented.
+func (s *Store) checkDurability(ctx context.Context) error {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return dbErr(err, "open connection")
+	}
+	defer conn.Close()
+	var mode string
+	var syncMode, busy int
+	if err := conn.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&mode); err != nil {
+		return dbErr(err, "read journal mode")
+	}
+	if err := conn.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&syncMode); err != nil {
+		return dbErr(err, "read synchronous")
+	}
+	if err := conn.QueryRowContext(ctx, `PRAGMA busy_timeout`).Scan(&busy); err != nil {
+		return dbErr(err, "read busy timeout")
+	}
+	if !strings.EqualFold(mode, "wal") || syncMode != syncFull || busy != busyTimeoutMS {
+		return agentvault.Errorf(agentvault.CodeInternal, "vault database is not in WAL mode with synchronous=FULL (journal %q, synchronous %d)", mode, syncMode)
+	}
+	return nil
+}
+
+// Close releases this Store. The shared handle is closed, and the file
+// with it, when the last Store of the process on this file is closed;
+// closing a Store twice is a no-op.
+func (s *Store) Close() error {
+	s.once.Do(func() {
+		handles.Lock()
+		defer handles.Unlock()
+		if s.h == nil {
+			s.err = s.db.Close()
+			return
+		}
+		if s.h.refs--; s.h.refs > 0 {
+			return
+		}
+		handles.open = slices.DeleteFunc(handles.open, func(h *handle) bool { return h == s.h })
+		s.err = s.db.Close()
+	})
+	return s.err
+}
 
 // SchemaVersion is the highest applied migration.
 func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
