@@ -160,6 +160,57 @@ func (s *Service) CreateAPIKey(ctx context.Context, name string, scope Scope) (A
 	return k, k.ID + "_" + secret, nil
 }
 
+// RegisterFileKey records a key whose string lives outside the store
+// (proxyd's <datadir>/api-key, id key_default) so the owner sees it in
+// `proxyd owner keys` and on the dashboard and can revoke it like any other.
+// Only the SHA-256 of the whole key string is stored. A key already
+// registered under id is left as it is, so a revocation or a scope change
+// survives restarts.
+func (s *Service) RegisterFileKey(ctx context.Context, id, name, key string, scope Scope) (APIKey, error) {
+	if id == "" || strings.HasPrefix(id, apiKeyPrefix) || key == "" {
+		return APIKey{}, agentvault.Errorf(agentvault.CodeInvalidInput, "a file key needs an id outside the %s range and a key", apiKeyPrefix)
+	}
+	k, err := s.st.GetAPIKey(ctx, id)
+	if err == nil {
+		if k.Org != s.org {
+			return APIKey{}, agentvault.Errorf(agentvault.CodeConflict, "key id %s belongs to another org", id)
+		}
+		return k, nil
+	}
+	if !errors.Is(err, vault.ErrNotFound) {
+		return APIKey{}, err
+	}
+	k = APIKey{ID: id, Org: s.org, Name: name, SecretHash: hashSecret(key), Scope: cleanScope(scope), Created: s.now().UTC()}
+	if err := s.st.CreateAPIKey(ctx, k); err != nil {
+		// Another process registered it first: theirs stands.
+		if got, gerr := s.st.GetAPIKey(ctx, id); gerr == nil && got.Org == s.org {
+			return got, nil
+		}
+		return APIKey{}, err
+	}
+	return k, nil
+}
+
+// AuthenticateFileKey checks key against the file key registered under id
+// (RegisterFileKey): CodeInvalidAPIKey when it is not that key, CodeKeyRevoked
+// once the owner revoked it.
+func (s *Service) AuthenticateFileKey(ctx context.Context, id, key string) (APIKey, error) {
+	k, err := s.st.GetAPIKey(ctx, id)
+	if errors.Is(err, vault.ErrNotFound) {
+		return APIKey{}, errInvalidKey
+	}
+	if err != nil {
+		return APIKey{}, err
+	}
+	if subtle.ConstantTimeCompare(k.SecretHash, hashSecret(key)) != 1 || k.Org != s.org {
+		return APIKey{}, errInvalidKey
+	}
+	if k.Revoked() {
+		return APIKey{}, agentvault.Errorf(agentvault.CodeKeyRevoked, "this API key has been revoked")
+	}
+	return k, nil
+}
+
 func cleanScope(sc Scope) Scope {
 	clean := func(ids []string) []string {
 		var out []string
