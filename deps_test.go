@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -141,6 +142,63 @@ func TestPackageDocs(t *testing.T) {
 	for _, p := range listPackages(t) {
 		if strings.TrimSpace(p.Doc) == "" {
 			t.Errorf("package %s has no doc comment", rel(p.ImportPath))
+		}
+	}
+}
+
+// domainImports is the direction table of docs/DESIGN.md between the
+// domain packages and their nearest neighbours: for each package, the only
+// project packages it may import directly ("." is the root package). An
+// edge that is not listed is a layering bug, e.g. vault importing policy, or
+// policy importing owner. (benbjohnson/wtf keeps the domain at the root and
+// the adapters beside it; tailscale's deptest checks such edges.)
+var domainImports = map[string][]string{
+	".":                 {},
+	"hostname":          {"."},
+	"vault":             {".", "hostname"},
+	"tokens":            {".", "hostname", "vault"},
+	"policy":            {".", "hostname", "vault"},
+	"redact":            {"."},
+	"control":           {"."},
+	"owner":             {".", "hostname", "policy", "vault"},
+	"owner/dashboard":   {".", "hostname", "owner", "policy", "vault"},
+	"owner/notify":      {".", "owner", "policy"},
+	"intercept/rewrite": {".", "hostname", "tokens", "vault"},
+	"intercept":         {".", "control", "hostname", "intercept/rewrite", "policy", "tokens", "vault"},
+	"browser":           {".", "redact"},
+	"mcpserver":         {".", "browser", "control", "redact", "tokens"},
+}
+
+// hostnameExternal are the only modules outside the standard library that
+// package hostname, the one host-name normaliser, may import.
+var hostnameExternal = []string{"golang.org/x/net/idna", "golang.org/x/net/publicsuffix"}
+
+// TestDomainDirections enforces domainImports: who may import whom among
+// the domain packages, not only who imports a heavy dependency.
+func TestDomainDirections(t *testing.T) {
+	seen := map[string]bool{}
+	for _, p := range listPackages(t) {
+		name := rel(p.ImportPath)
+		allowed, ok := domainImports[name]
+		if !ok {
+			continue
+		}
+		seen[name] = true
+		for _, imp := range p.Imports {
+			if imp != module && !strings.HasPrefix(imp, module+"/") {
+				if name == "hostname" && strings.Contains(strings.Split(imp, "/")[0], ".") && !slices.Contains(hostnameExternal, imp) {
+					t.Errorf("edge hostname -> %s: package hostname imports only the standard library, %v and the root package", imp, hostnameExternal)
+				}
+				continue
+			}
+			if dep := rel(imp); !slices.Contains(allowed, dep) {
+				t.Errorf("edge %s -> %s is not in the direction table (docs/DESIGN.md): %s may import only %v", name, dep, name, allowed)
+			}
+		}
+	}
+	for name := range domainImports {
+		if !seen[name] {
+			t.Errorf("package %s in the direction table does not exist; update domainImports and docs/DESIGN.md", name)
 		}
 	}
 }

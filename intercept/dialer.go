@@ -96,6 +96,12 @@ func (d *Dialer) isSelf(ap netip.AddrPort) bool {
 		if s.Addr() == ip {
 			return true
 		}
+		// Connecting to the unspecified address (0.0.0.0, ::) reaches this
+		// host itself (Linux routes it to loopback), so on a port we listen
+		// on it is a loop whatever address the listener is bound to.
+		if ip.IsUnspecified() {
+			return true
+		}
 		// A listener on the unspecified address answers on loopback and on
 		// every local interface address.
 		if s.Addr().IsUnspecified() && (ip.IsLoopback() || ip.IsUnspecified() || isLocalInterfaceAddr(ip)) {

@@ -9,13 +9,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
-	"net"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/vault"
 )
@@ -158,6 +158,57 @@ func (s *Service) CreateAPIKey(ctx context.Context, name string, scope Scope) (A
 		return APIKey{}, "", err
 	}
 	return k, k.ID + "_" + secret, nil
+}
+
+// RegisterFileKey records a key whose string lives outside the store
+// (proxyd's <datadir>/api-key, id key_default) so the owner sees it in
+// `proxyd owner keys` and on the dashboard and can revoke it like any other.
+// Only the SHA-256 of the whole key string is stored. A key already
+// registered under id is left as it is, so a revocation or a scope change
+// survives restarts.
+func (s *Service) RegisterFileKey(ctx context.Context, id, name, key string, scope Scope) (APIKey, error) {
+	if id == "" || strings.HasPrefix(id, apiKeyPrefix) || key == "" {
+		return APIKey{}, agentvault.Errorf(agentvault.CodeInvalidInput, "a file key needs an id outside the %s range and a key", apiKeyPrefix)
+	}
+	k, err := s.st.GetAPIKey(ctx, id)
+	if err == nil {
+		if k.Org != s.org {
+			return APIKey{}, agentvault.Errorf(agentvault.CodeConflict, "key id %s belongs to another org", id)
+		}
+		return k, nil
+	}
+	if !errors.Is(err, vault.ErrNotFound) {
+		return APIKey{}, err
+	}
+	k = APIKey{ID: id, Org: s.org, Name: name, SecretHash: hashSecret(key), Scope: cleanScope(scope), Created: s.now().UTC()}
+	if err := s.st.CreateAPIKey(ctx, k); err != nil {
+		// Another process registered it first: theirs stands.
+		if got, gerr := s.st.GetAPIKey(ctx, id); gerr == nil && got.Org == s.org {
+			return got, nil
+		}
+		return APIKey{}, err
+	}
+	return k, nil
+}
+
+// AuthenticateFileKey checks key against the file key registered under id
+// (RegisterFileKey): CodeInvalidAPIKey when it is not that key, CodeKeyRevoked
+// once the owner revoked it.
+func (s *Service) AuthenticateFileKey(ctx context.Context, id, key string) (APIKey, error) {
+	k, err := s.st.GetAPIKey(ctx, id)
+	if errors.Is(err, vault.ErrNotFound) {
+		return APIKey{}, errInvalidKey
+	}
+	if err != nil {
+		return APIKey{}, err
+	}
+	if subtle.ConstantTimeCompare(k.SecretHash, hashSecret(key)) != 1 || k.Org != s.org {
+		return APIKey{}, errInvalidKey
+	}
+	if k.Revoked() {
+		return APIKey{}, agentvault.Errorf(agentvault.CodeKeyRevoked, "this API key has been revoked")
+	}
+	return k, nil
 }
 
 func cleanScope(sc Scope) Scope {
@@ -346,27 +397,18 @@ func (s *Service) DeleteCardPolicy(ctx context.Context, cardID string) error {
 
 // ---- destinations and signups ----
 
-// NormalizeHost lower-cases a host or registrable domain, drops a trailing
-// dot and refuses anything that is not a bare ASCII host (URLs, ports,
-// userinfo, wildcards). Internationalised names must arrive as punycode.
+// NormalizeHost reads a host, registrable domain or URL the owner typed
+// through package hostname, the one normaliser (case, trailing dot, IDN to
+// punycode; a URL such as https://shop.example/path gives its host;
+// userinfo, wildcards and empty labels are refused). On top of that a site
+// here is an IP address or a name with a dot: "localhost" or "com" alone
+// is not something an owner authorizes.
 func NormalizeHost(h string) (string, error) {
-	h = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(h)), ".")
-	if h == "" || len(h) > 253 {
+	n, err := hostname.Host(h)
+	if err != nil || (!hostname.IsIP(n) && !strings.Contains(n, ".")) {
 		return "", agentvault.Errorf(agentvault.CodeInvalidInput, "not a host name")
 	}
-	if ip := net.ParseIP(h); ip != nil {
-		return ip.String(), nil
-	}
-	for i := 0; i < len(h); i++ {
-		c := h[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_') {
-			return "", agentvault.Errorf(agentvault.CodeInvalidInput, "not a host name")
-		}
-	}
-	if strings.HasPrefix(h, ".") || strings.Contains(h, "..") || !strings.Contains(h, ".") {
-		return "", agentvault.Errorf(agentvault.CodeInvalidInput, "not a host name")
-	}
-	return h, nil
+	return n, nil
 }
 
 // AuthorizeSite lets fills happen on host and its subdomains.
@@ -378,13 +420,20 @@ func (s *Service) AuthorizeSite(ctx context.Context, host, by string) error {
 	return s.st.AddDestination(ctx, Destination{Org: s.org, Host: h, AddedBy: by, Added: s.now().UTC()})
 }
 
-// RemoveSite withdraws an authorization.
+// RemoveSite withdraws an authorization. A name NormalizeHost refuses is
+// removed exactly as listed, so an entry stored under older rules can
+// still go.
 func (s *Service) RemoveSite(ctx context.Context, host string) error {
-	h, err := NormalizeHost(host)
-	if err != nil {
-		return err
+	return s.st.RemoveDestination(ctx, s.org, hostOrListed(host))
+}
+
+// hostOrListed is the canonical host, or the input as Sites or Signups
+// listed it when it is not one.
+func hostOrListed(h string) string {
+	if n, err := NormalizeHost(h); err == nil {
+		return n
 	}
-	return s.st.RemoveDestination(ctx, s.org, h)
+	return strings.TrimSpace(h)
 }
 
 // Sites lists the authorized destinations.
@@ -429,7 +478,7 @@ func (s *Service) AddSignup(ctx context.Context, site, email, by string) error {
 
 // RemoveSignup withdraws a pre-approval.
 func (s *Service) RemoveSignup(ctx context.Context, site, email string) error {
-	return s.st.RemoveSignup(ctx, s.org, strings.ToLower(strings.TrimSpace(site)), strings.ToLower(strings.TrimSpace(email)))
+	return s.st.RemoveSignup(ctx, s.org, hostOrListed(site), strings.ToLower(strings.TrimSpace(email)))
 }
 
 // Signups lists pre-approved signups.

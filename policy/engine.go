@@ -2,12 +2,12 @@ package policy
 
 import (
 	"context"
-	"net"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/vault"
 )
 
@@ -164,9 +164,9 @@ type Decider interface {
 }
 
 // SiteFunc maps a host name to its registrable domain (eTLD+1). proxyd
-// passes golang.org/x/net/publicsuffix.EffectiveTLDPlusOne. policy does not
-// import that package itself because it pulls in net/http (through
-// net/http/cookiejar), which a domain package must not depend on.
+// passes golang.org/x/net/publicsuffix.EffectiveTLDPlusOne (hostname.Registrable
+// gives the same answer); tests pass a fixed table. Host names themselves
+// are normalised by package hostname, never here.
 type SiteFunc func(host string) (string, error)
 
 // Engine applies the rules. It holds only configuration (the rate table and
@@ -212,7 +212,7 @@ func (e *Engine) Decide(ctx context.Context, a Args) Decision {
 	if err != nil {
 		return refuse(agentvault.CodeScopeDenied, "the destination has no registrable domain")
 	}
-	if a.Site != "" && !strings.EqualFold(strings.TrimSuffix(a.Site, "."), site) {
+	if s, ok := normalizeHost(a.Site); a.Site != "" && (!ok || s != site) {
 		return refuse(agentvault.CodeScopeDenied, "the destination and its site disagree")
 	}
 	d := e.decide(a, dest, site)
@@ -266,7 +266,7 @@ func (e *Engine) decide(a Args, dest, site string) Decision {
 // authorized (P1: deny by default).
 func (e *Engine) destinationGate(a Args, dest, site string) (Decision, bool) {
 	for h, on := range a.AuthorizedDestinations {
-		if n, ok := normalizeHost(h); on && ok && hostWithin(dest, n) {
+		if n, ok := normalizeHost(h); on && ok && hostname.Under(dest, n) {
 			return Decision{}, true
 		}
 	}
@@ -285,7 +285,7 @@ func (e *Engine) decideCard(a Args, dest, site string) Decision {
 		return refuse(agentvault.CodeCardPaused, "the owner has paused this card")
 	}
 	for _, m := range c.BlockedMerchants {
-		if n, ok := normalizeHost(m); ok && hostWithin(dest, n) {
+		if n, ok := normalizeHost(m); ok && hostname.Under(dest, n) {
 			return refuse(agentvault.CodeMerchantBlocked, "the owner has blocked this merchant for this card")
 		}
 	}
@@ -458,35 +458,15 @@ func (e *Engine) CheckWireAmount(approved, seen Amount) error {
 
 func approvalCovers(ap Approval, dest, site string) bool {
 	n, ok := normalizeHost(ap.Site)
-	return ok && (hostWithin(dest, n) || n == site)
+	return ok && (hostname.Under(dest, n) || n == site)
 }
 
-// hostWithin reports whether host is base or a subdomain of it.
-func hostWithin(host, base string) bool {
-	return host == base || strings.HasSuffix(host, "."+base)
-}
-
-// normalizeHost lower-cases and drops a trailing dot, and refuses anything
-// that is not a bare host: ports, paths, userinfo, non-ASCII (the caller
-// converts to punycode first, P2), empty labels.
+// normalizeHost is hostname.Bare as a (host, ok) pair: the canonical form
+// of a bare host or IP literal, refusing ports, paths, userinfo and empty
+// labels (P2). Names are canonicalised to punycode there, once.
 func normalizeHost(h string) (string, bool) {
-	h = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(h)), ".")
-	if h == "" || len(h) > 253 {
-		return "", false
-	}
-	if ip := net.ParseIP(h); ip != nil {
-		return ip.String(), true
-	}
-	for i := 0; i < len(h); i++ {
-		c := h[i]
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == '_') {
-			return "", false
-		}
-	}
-	if strings.HasPrefix(h, ".") || strings.Contains(h, "..") {
-		return "", false
-	}
-	return h, true
+	n, err := hostname.Bare(strings.TrimSpace(h))
+	return n, err == nil
 }
 
 // RegistrableDomain is host's eTLD+1 by the public suffix list
@@ -498,7 +478,7 @@ func (e *Engine) RegistrableDomain(host string) (string, error) {
 	if !ok {
 		return "", agentvault.Errorf(agentvault.CodeScopeDenied, "not a host")
 	}
-	if net.ParseIP(h) != nil {
+	if hostname.IsIP(h) {
 		return h, nil
 	}
 	if e.SiteOf == nil {
@@ -509,7 +489,7 @@ func (e *Engine) RegistrableDomain(host string) (string, error) {
 		return "", agentvault.Wrap(agentvault.CodeScopeDenied, err, "no registrable domain")
 	}
 	rd, ok = normalizeHost(rd)
-	if !ok || !hostWithin(h, rd) || rd == "" {
+	if !ok || !hostname.Under(h, rd) || rd == "" {
 		return "", agentvault.Errorf(agentvault.CodeScopeDenied, "no registrable domain")
 	}
 	return rd, nil

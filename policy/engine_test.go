@@ -124,7 +124,17 @@ func TestScopeAndKeys(t *testing.T) {
 		{"destination with port refused", func(a *Args) { a.Destination = "shop.example.com:8443" }, want{code: agentvault.CodeScopeDenied}},
 		{"destination with userinfo refused", func(a *Args) { a.Destination = "example.com@evil.com" }, want{code: agentvault.CodeScopeDenied}},
 		{"destination with path refused", func(a *Args) { a.Destination = "evil.com/example.com" }, want{code: agentvault.CodeScopeDenied}},
-		{"unicode destination refused", func(a *Args) { a.Destination = "exаmple.com" }, want{code: agentvault.CodeScopeDenied}},
+		// Behaviour change (package hostname): a Unicode name is no longer
+		// refused outright but read as its punycode host, so a homograph of
+		// an authorized site is a new destination the owner is asked about.
+		{"unicode destination is its punycode host", func(a *Args) { a.Destination = "exаmple.com" },
+			want{needsOwner: true, code: agentvault.CodeDestinationUnauthorized, reason: ReasonNewDestination}},
+		{"idn login site matches its punycode destination", func(a *Args) {
+			a.Item = login("bücher.example")
+			a.Field = vault.FieldPassword
+			a.Destination = "shop.xn--bcher-kva.example"
+		}, want{allow: true}},
+		{"numeric last label refused", func(a *Args) { a.Destination = "example.123" }, want{code: agentvault.CodeScopeDenied}},
 		{"bare public suffix refused", func(a *Args) { a.Destination = "co.uk" }, want{code: agentvault.CodeScopeDenied}},
 		{"site disagreeing with destination", func(a *Args) { a.Site = "evil.com" }, want{code: agentvault.CodeScopeDenied}},
 		{"site agreeing", func(a *Args) { a.Site = "example.com" }, want{allow: true}},

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/vault"
 )
 
@@ -31,7 +32,7 @@ func (e *Engine) ScopeAdmits(it vault.Item, host string) bool {
 			return true
 		}
 		for _, s := range it.Card.Sites {
-			if n, ok := normalizeHost(s); ok && hostWithin(dest, n) {
+			if n, ok := normalizeHost(s); ok && hostname.Under(dest, n) {
 				return true
 			}
 		}
@@ -84,7 +85,7 @@ func (e *Engine) Recheck(a Args) error {
 			return agentvault.Errorf(agentvault.CodeCardPaused, "the owner has paused this card")
 		}
 		for _, m := range a.Card.BlockedMerchants {
-			if n, ok := normalizeHost(m); ok && hostWithin(dest, n) {
+			if n, ok := normalizeHost(m); ok && hostname.Under(dest, n) {
 				return agentvault.Errorf(agentvault.CodeMerchantBlocked, "the owner has blocked this merchant for this card")
 			}
 		}

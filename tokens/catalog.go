@@ -2,14 +2,13 @@ package tokens
 
 import (
 	"encoding/json"
-	"net"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/vault"
-	"golang.org/x/net/idna"
 )
 
 // Scope is what an API key may see: every card or the listed item ids, and
@@ -227,8 +226,12 @@ func BuildCatalog(items []vault.Item, args CatalogArgs) Catalog {
 			if site == "" || !hostWithin(host, site) {
 				continue
 			}
+			// The login's home is its sign-in page's host, except that a
+			// sign-in page on www.<site> is the site's front door: such a
+			// login belongs to the whole site. (Host names never drop
+			// "www."; this is the catalog's choice of home, said here.)
 			home := site
-			if wh, ok := urlHost(m.Website); ok && hostWithin(wh, site) {
+			if wh, ok := urlHost(m.Website); ok && hostWithin(wh, site) && wh != "www."+site {
 				home = wh
 			}
 			if hostWithin(host, home) {
@@ -268,32 +271,20 @@ func urlHost(raw string) (string, bool) {
 	return h, h != ""
 }
 
-// normHost lowercases, drops a trailing dot and converts IDNs to punycode
-// (the same normalisation the proxy applies to destinations, P2). It
-// returns "" for a name IDNA rejects.
+// normHost is the canonical form of a host (package hostname, the same
+// normalisation the proxy applies to destinations, P2), or "" for a name
+// it refuses. Stored sites may be written loosely: space, case, trailing
+// dot, IDN.
 func normHost(h string) string {
-	h = strings.TrimSuffix(strings.ToLower(strings.TrimSpace(h)), ".")
-	if h == "" {
-		return ""
-	}
-	if ip := net.ParseIP(strings.Trim(h, "[]")); ip != nil {
-		return ip.String()
-	}
-	a, err := idna.Lookup.ToASCII(h)
+	n, err := hostname.Bare(strings.TrimSpace(h))
 	if err != nil {
 		return ""
 	}
-	return a
+	return n
 }
 
-// hostWithin reports whether host is site or a subdomain of it, a leading
-// "www." on either side ignored. site may be written loosely (any case,
-// trailing dot, IDN).
+// hostWithin reports whether host is site or a subdomain of it
+// (hostname.Under). "www." is not ignored: www.example.com is its own host.
 func hostWithin(host, site string) bool {
-	site = normHost(site)
-	if site == "" || host == "" {
-		return false
-	}
-	h, s := strings.TrimPrefix(host, "www."), strings.TrimPrefix(site, "www.")
-	return h == s || strings.HasSuffix(h, "."+s)
+	return hostname.Under(host, normHost(site))
 }

@@ -198,3 +198,34 @@ func TestP11_CatalogHoldsNoRealSecret(t *testing.T) {
 		}
 	}
 }
+
+// TestP2_CatalogHostRules names what changed when the catalog's own host
+// normaliser gave way to package hostname: "www." is no longer ignored when
+// a card's site is compared with the page (www.shop.example is its own
+// host), and a site written as IDN or with "_" matches its canonical page
+// host.
+func TestP2_CatalogHostRules(t *testing.T) {
+	items := []vault.Item{
+		card("cw", "1", false, "www.shop.example"),
+		card("ci", "2", false, "Bücher.Example."),
+		card("cu", "3", false, "my_shop.example"),
+	}
+	for _, tc := range []struct {
+		url   string
+		cards []string
+	}{
+		{"https://www.shop.example/pay", []string{"1"}},
+		{"https://eu.www.shop.example/pay", []string{"1"}},
+		{"https://shop.example/pay", nil}, // used to be offered: www. was ignored
+		{"https://xn--bcher-kva.example/", []string{"2"}},
+		{"https://bücher.example/", []string{"2"}},
+		{"https://my_shop.example/", []string{"3"}},
+	} {
+		t.Run(tc.url, func(t *testing.T) {
+			got := cardLabels(BuildCatalog(items, CatalogArgs{Suffix: "u7x2k", URL: tc.url, Scope: allScope}))
+			if !slices.Equal(got, tc.cards) {
+				t.Errorf("cards %v want %v", got, tc.cards)
+			}
+		})
+	}
+}

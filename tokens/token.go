@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	agentvault "github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/vault"
 )
 
@@ -173,28 +174,19 @@ func Suffix(deploymentSecret []byte, apiKeyID string) string {
 	return strings.Repeat("0", SuffixLen-len(s)) + s
 }
 
-// LoginLabel proposes a token label for a login on site, which is the
-// login's registrable domain (vault.LoginMeta.Site, eTLD+1): its first DNS
-// label, sanitized to the label grammar (github.com → github, bbc.co.uk →
-// bbc). A scheme, port, path or trailing dot is tolerated. Two logins on
-// one site collide; the caller appends -2, -3, ...
-//
-// It takes the registrable domain rather than computing it because the
-// public suffix list package pulls in net/http, which this package must
-// not depend on (deps_test.go).
+// LoginLabel proposes a token label for a login on site (a registrable
+// domain, a host or a URL; package hostname reads it): the first DNS label of
+// its registrable domain, sanitized to the label grammar by vault.LoginLabel
+// (github.com → github, https://www.bbc.co.uk/x → bbc). A name hostname
+// refuses gets the default label. Two logins on one site collide; the
+// caller appends -2, -3, ...
 func LoginLabel(site string) string {
-	h := strings.ToLower(strings.TrimSpace(site))
-	if i := strings.Index(h, "://"); i >= 0 {
-		h = h[i+3:]
+	h, err := hostname.Host(site)
+	if err != nil {
+		return vault.LoginLabel("")
 	}
-	if i := strings.IndexAny(h, "/?#"); i >= 0 {
-		h = h[:i]
+	if rd, err := hostname.Registrable(h); err == nil {
+		h = rd
 	}
-	if i := strings.LastIndexByte(h, '@'); i >= 0 {
-		h = h[i+1:]
-	}
-	if i := strings.LastIndexByte(h, ':'); i >= 0 && !strings.Contains(h, "]") {
-		h = h[:i]
-	}
-	return vault.LoginLabel(strings.TrimPrefix(strings.TrimSuffix(h, "."), "www."))
+	return vault.LoginLabel(h)
 }

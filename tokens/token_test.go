@@ -126,6 +126,9 @@ func TestLoginLabel(t *testing.T) {
 		"xn--bcher-kva.example":          "xn--bcher-kva",
 		"example.com:8443":               "example",
 		"co.uk":                          "co",
+		"shop.bbc.co.uk":                 "bbc", // the registrable domain's first label (was "shop")
+		"bücher.example":                 "xn--bcher-kva",
+		"https://a.com@evil.com/":        "login", // unreadable: the default label
 		"localhost":                      "localhost",
 		"":                               "login",
 		"---.com":                        "login",

@@ -1,16 +1,14 @@
 package vault
 
 import (
-	"net"
 	"net/mail"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	agentvault "github.com/agentvault/agentvault"
-	"golang.org/x/net/publicsuffix"
+	"github.com/agentvault/agentvault/hostname"
 )
 
 // invalid is the one way validation fails: CodeInvalidInput, a message that
@@ -247,36 +245,17 @@ func checkLogin(in LoginInput) (domain string, probs []InputProblem) {
 	return domain, probs
 }
 
-// normalizeHost lowercases, drops a trailing dot and, when given a URL,
-// everything but its host. It refuses IP addresses, non-ASCII names (the
-// owner gives punycode, so the stored name is what the wire will carry) and
-// anything else that is not a DNS host name.
+// normalizeHost reads a site the owner typed (a host or a URL, whose host
+// it takes) through package hostname, the one normaliser: the stored name is
+// the punycode the wire will carry. It refuses IP addresses: a card or login
+// site is a DNS name.
 func normalizeHost(s string) (string, error) {
-	h := strings.TrimSpace(strings.ToLower(s))
-	if strings.Contains(h, "://") {
-		u, err := url.Parse(h)
-		if err != nil || u.Hostname() == "" {
-			return "", invalid("not a host name or URL")
-		}
-		h = u.Hostname()
+	h, err := hostname.Host(s)
+	if err != nil {
+		return "", invalid("not a host name or URL")
 	}
-	h = strings.TrimSuffix(h, ".")
-	if h == "" || len(h) > 253 {
-		return "", invalid("host name is empty or too long")
-	}
-	if net.ParseIP(h) != nil || strings.HasPrefix(h, "[") {
+	if hostname.IsIP(h) {
 		return "", invalid("an IP address is not a site")
-	}
-	for _, label := range strings.Split(h, ".") {
-		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
-			return "", invalid("not a valid host name")
-		}
-		for i := 0; i < len(label); i++ {
-			c := label[i]
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-				return "", invalid("host name must be ASCII (use punycode)")
-			}
-		}
 	}
 	return h, nil
 }
@@ -288,7 +267,7 @@ func registrableDomain(host string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	d, err := publicsuffix.EffectiveTLDPlusOne(h)
+	d, err := hostname.Registrable(h)
 	if err != nil {
 		return "", invalid("site must be a registrable domain, not a public suffix")
 	}

@@ -103,9 +103,18 @@ func TestRegistrableDomain(t *testing.T) {
 		{"[::1]", ""},
 		{"localhost", ""},
 		{"", ""},
-		{"bad_host.com", ""},
+		// Behaviour changes (package hostname is the one normaliser): "_"
+		// is allowed as browsers allow it, a Unicode name is stored as the
+		// punycode the wire carries, and a host:port or scheme-less path
+		// gives its host.
+		{"my_shop.com", "my_shop.com"},
+		{"exämple.com", "xn--exmple-cua.com"},
+		{"shop.example.de:8443", "example.de"},
+		{"shop.example.de/login", "example.de"},
 		{"-a.com", ""},
-		{"exämple.com", ""},
+		{"a..com", ""},
+		{"ftp://example.com/", ""},
+		{"https://example.com@evil.com/", ""},
 		{"xn--exmple-cua.com", "xn--exmple-cua.com"},
 	}
 	for _, c := range cases {

@@ -137,6 +137,9 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		return err
 	}
 	m.apiKeyHash = sha256.Sum256([]byte(m.APIKey))
+	if err := m.registerDefaultKey(ctx); err != nil {
+		return err
+	}
 	if m.ControlToken, err = loadOrCreateSecretFile(filepath.Join(m.dataDir, ControlTokenFile), "avc_"); err != nil {
 		return err
 	}
@@ -244,14 +247,29 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	return nil
 }
 
-// lookupKey accepts the default API key (constant-time) and keys the owner
-// created (`proxyd owner create-key`), each with its own token suffix.
+// registerDefaultKey records the api-key file's key in the owner store as
+// DefaultKeyID (its hash only, every card and login), so the owner sees it in
+// `proxyd owner keys` and on the dashboard and can revoke it. A key already
+// registered keeps its state: a revocation survives restarts.
+func (m *Main) registerDefaultKey(ctx context.Context) error {
+	_, err := m.Owner.RegisterFileKey(ctx, DefaultKeyID, "default (api-key file)", m.APIKey,
+		owner.Scope{AllCards: true, AllLogins: true})
+	return err
+}
+
+// lookupKey accepts the default API key (constant-time against the file,
+// then checked in the owner store like the keys the owner created with
+// `proxyd owner create-key`, so a revocation applies), each key with its own
+// token suffix.
 func (m *Main) lookupKey(ctx context.Context, key string) (intercept.APIKey, error) {
 	h := sha256.Sum256([]byte(key))
+	var k owner.APIKey
+	var err error
 	if subtle.ConstantTimeCompare(h[:], m.apiKeyHash[:]) == 1 {
-		return intercept.APIKey{ID: DefaultKeyID, Org: DefaultOrg, Suffix: m.suffix}, nil
+		k, err = m.Owner.AuthenticateFileKey(ctx, DefaultKeyID, key)
+	} else {
+		k, err = m.Owner.AuthenticateKey(ctx, key)
 	}
-	k, err := m.Owner.AuthenticateKey(ctx, key)
 	if err != nil {
 		return intercept.APIKey{}, err
 	}

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/owner/dashboard"
 	"github.com/agentvault/agentvault/policy"
@@ -569,5 +570,27 @@ func TestServeLocalCertificate(t *testing.T) {
 	defer ln2.Close()
 	if err := dashboard.Serve(context.Background(), ln2, http.NotFoundHandler(), dashboard.TLSConfig{Domain: "dash.example.com"}); err == nil {
 		t.Fatal("ACME without a data directory started")
+	}
+}
+
+// TestDefaultKeyListedAndRevocable: proxyd's file key (key_default) shows
+// on the API keys page once registered, and the page's revoke ends it.
+func TestDefaultKeyListedAndRevocable(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	const fileKey = "avk_00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	if _, err := e.svc.RegisterFileKey(ctx, "key_default", "default (api-key file)", fileKey, owner.Scope{AllCards: true, AllLogins: true}); err != nil {
+		t.Fatal(err)
+	}
+	e.signIn(ownerPW)
+	_, body := e.get("/keys")
+	if !strings.Contains(body, "key_default") || !strings.Contains(body, "/keys/key_default/revoke") || strings.Contains(body, fileKey[4:]) {
+		t.Fatalf("the keys page does not list key_default with a revoke button (or shows its secret)")
+	}
+	if code, _ := e.post("/keys", "/keys/key_default/revoke", url.Values{}); code != 200 {
+		t.Fatalf("revoke: %d", code)
+	}
+	if _, err := e.svc.AuthenticateFileKey(ctx, "key_default", fileKey); agentvault.ErrorCode(err) != agentvault.CodeKeyRevoked {
+		t.Fatalf("after revoke: %v, want key_revoked", err)
 	}
 }

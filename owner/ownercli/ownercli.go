@@ -74,7 +74,7 @@ commands:
   keys                       lists API keys
   revoke <key-id>
   sites                      lists authorized sites
-  authorize-site <host>      lets agents fill forms on host and its subdomains
+  authorize-site <host|URL>  lets agents fill forms on host and its subdomains
   remove-site <host>
   pending                    lists approvals waiting for the owner
   approve <approval-id> | deny <approval-id>

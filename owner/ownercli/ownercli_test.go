@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/owner/ownercli"
 	"github.com/agentvault/agentvault/vault/sqlite"
@@ -93,5 +94,49 @@ func TestApproveFromCLI(t *testing.T) {
 	ownercli.Run(context.Background(), []string{"sites"}, e)
 	if !strings.Contains(out.String(), "shop.example") {
 		t.Fatalf("sites: %s", out)
+	}
+}
+
+// TestDefaultKeyListedAndRevocable: proxyd's file key (key_default, kept in
+// <datadir>/api-key) is registered in the owner store, so `owner keys`
+// lists it and `owner revoke key_default` ends it.
+func TestDefaultKeyListedAndRevocable(t *testing.T) {
+	ctx := context.Background()
+	e, out, errb, _ := env(t, "")
+	const fileKey = "avk_00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"
+	s, closeFn, err := e.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RegisterFileKey(ctx, "key_default", "default (api-key file)", fileKey, owner.Scope{AllCards: true, AllLogins: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AuthenticateFileKey(ctx, "key_default", fileKey); err != nil {
+		t.Fatalf("registered key does not authenticate: %v", err)
+	}
+	closeFn()
+	if code := ownercli.Run(ctx, []string{"keys"}, e); code != 0 {
+		t.Fatalf("keys: exit %d: %s", code, errb)
+	}
+	if !regexp.MustCompile(`key_default\s+default \(api-key file\)\s+all\s+all`).MatchString(out.String()) || strings.Contains(out.String(), fileKey[4:]) {
+		t.Fatalf("keys does not list key_default with all cards and logins (or shows its secret):\n%s", out)
+	}
+	if code := ownercli.Run(ctx, []string{"revoke", "key_default"}, e); code != 0 {
+		t.Fatalf("revoke: %s", errb)
+	}
+	s, closeFn, err = e.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeFn()
+	if _, err := s.AuthenticateFileKey(ctx, "key_default", fileKey); agentvault.ErrorCode(err) != agentvault.CodeKeyRevoked {
+		t.Fatalf("after revoke: %v, want key_revoked", err)
+	}
+	// A restart registers again: the revocation stands.
+	if k, err := s.RegisterFileKey(ctx, "key_default", "default (api-key file)", fileKey, owner.Scope{AllCards: true, AllLogins: true}); err != nil || !k.Revoked() {
+		t.Fatalf("re-register after revoke: %+v %v", k, err)
+	}
+	if _, err := s.AuthenticateFileKey(ctx, "key_default", fileKey+"x"); agentvault.ErrorCode(err) != agentvault.CodeInvalidAPIKey {
+		t.Fatalf("wrong key: %v", err)
 	}
 }
