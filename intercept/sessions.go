@@ -15,10 +15,10 @@ import (
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/tokens"
 	"github.com/agentvault/agentvault/vault"
-	"golang.org/x/net/publicsuffix"
 	"sync/atomic"
 )
 
@@ -239,7 +239,7 @@ func (ss *Sessions) policy() *policy.Engine {
 	return defaultPolicy
 }
 
-var defaultPolicy = policy.NewEngine(policy.Rates{}, publicsuffix.EffectiveTLDPlusOne)
+var defaultPolicy = policy.NewEngine(policy.Rates{}, hostname.Registrable)
 
 func durationOr(d, def time.Duration) time.Duration {
 	if d > 0 {

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/internal/vaultcli"
 	"github.com/agentvault/agentvault/owner"
@@ -31,7 +32,6 @@ import (
 	"github.com/agentvault/agentvault/vault"
 	"github.com/agentvault/agentvault/vault/sqlite"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"golang.org/x/net/publicsuffix"
 )
 
 // Files under the data directory.
@@ -127,7 +127,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	}
 	m.secret = secret
 	m.suffix = tokens.Suffix(secret, DefaultKeyID)
-	eng := policy.NewEngine(policy.Rates{}, publicsuffix.EffectiveTLDPlusOne)
+	eng := policy.NewEngine(policy.Rates{}, hostname.Registrable)
 	if m.Owner, err = owner.New(owner.Config{Store: st, Org: DefaultOrg, Logger: m.Logger,
 		Engine:       eng,
 		DashboardURL: "https://" + m.Config.Listen.Dashboard + "/"}); err != nil {
