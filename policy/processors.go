@@ -38,7 +38,7 @@ type Integration struct {
 // framePattern is one compiled Frames entry.
 type framePattern struct {
 	host []string // labels; a label may hold one '*' (leftmost label only)
-	port int
+	port int      // 0: any port (the host name decides who serves the frame)
 	path []string // segments; a segment may hold '*'
 }
 
@@ -262,13 +262,13 @@ func parseFramePattern(f string, siteOf SiteFunc) (framePattern, error) {
 	if !ok || path == "" {
 		return framePattern{}, fmt.Errorf("a frame pattern needs a path (host/path)")
 	}
-	host, portStr := hostport, ""
+	host, port := hostport, 0
 	if h, p, err := net.SplitHostPort(hostport); err == nil {
-		host, portStr = h, p
-	}
-	port, err := portOf(portStr)
-	if err != nil {
-		return framePattern{}, err
+		n, err := portOf(p)
+		if err != nil || p == "" {
+			return framePattern{}, fmt.Errorf("bad port")
+		}
+		host, port = h, n
 	}
 	// normalHost refuses '*', so check the host with the wildcard replaced.
 	if strings.Count(host, "*") > 1 {
@@ -367,7 +367,7 @@ func splitFrameURL(frameURL string) (host string, port int, segs []string, ok bo
 }
 
 func (p framePattern) matches(host string, port int, segs []string) bool {
-	if port != p.port || len(segs) != len(p.path) {
+	if (p.port != 0 && port != p.port) || len(segs) != len(p.path) {
 		return false
 	}
 	labels := strings.Split(host, ".")

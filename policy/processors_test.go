@@ -32,12 +32,12 @@ func TestPaymentIntegrationMatches(t *testing.T) {
 		{"https://checkoutshopper-live.adyen.com/checkoutshopper/securedfields/live_KEY/4.5.0/securedFields.html?type=card", "adyen-secured-fields", true},
 		{"https://checkoutshopper-test.adyen.com/checkoutshopper/securedfields/test_K/5.0.0/securedFields.html", "adyen-secured-fields", true},
 		// Not integrations.
-		{"http://js.stripe.com/v3/elements-inner-card-1.html", "", false},               // plain http
-		{"https://js.stripe.com:8443/v3/elements-inner-card-1.html", "", false},         // another port
-		{"https://js.stripe.com.evil.example/v3/elements-inner-card-1.html", "", false}, // suffix trick
-		{"https://evil.example/js.stripe.com/v3/elements-inner-card-1.html", "", false}, // host in the path
-		{"https://js.stripe.com@evil.example/v3/elements-inner-card-1.html", "", false}, // user info
-		{"https://js.stripe.com/v3/x/elements-inner-card-1.html", "", false},            // extra segment
+		{"http://js.stripe.com/v3/elements-inner-card-1.html", "", false},                             // plain http
+		{"https://js.stripe.com:8443/v3/elements-inner-card-1.html", "stripe-payment-element", false}, // the host decides, not the port
+		{"https://js.stripe.com.evil.example/v3/elements-inner-card-1.html", "", false},               // suffix trick
+		{"https://evil.example/js.stripe.com/v3/elements-inner-card-1.html", "", false},               // host in the path
+		{"https://js.stripe.com@evil.example/v3/elements-inner-card-1.html", "", false},               // user info
+		{"https://js.stripe.com/v3/x/elements-inner-card-1.html", "", false},                          // extra segment
 		{"https://checkoutshopper-live.adyen.com.evil.example/checkoutshopper/securedfields/a/b/securedFields.html", "", false},
 		{"https://a.b.adyen.com/checkoutshopper/securedfields/a/b/securedFields.html", "", false}, // '*' spans one label only
 		{"https://checkout.shopifycs.com/number/extra", "", false},
