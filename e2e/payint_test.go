@@ -12,6 +12,7 @@ import (
 	"github.com/agentvault/agentvault/e2e/merchant"
 	"github.com/agentvault/agentvault/intercept/proxyd"
 	"github.com/agentvault/agentvault/vault"
+	"github.com/mxschmitt/playwright-go"
 )
 
 // Issue 17: checkouts built like the common payment integrations, bought by
@@ -374,4 +375,117 @@ func TestP2_CardPostedOutsideIntegrationRefused(t *testing.T) {
 		t.Error("proxyd logged no destination_unauthorized refusal")
 	}
 	r.sweep()
+}
+
+// TestPayInt_MerchantShapesInChromium buys on each integration shape with a
+// real Chromium and no proxy, typing the real card: it proves the pages
+// themselves work (frames, postMessage, cross-origin posts, sign-in and
+// steps, client-side encryption), so a failure of the proxied tests points
+// at the appliance. The encrypting processor must never see the plain
+// number.
+func TestPayInt_MerchantShapesInChromium(t *testing.T) {
+	requireE2E(t, true)
+	m := startMerchant(t)
+	number, cvc := merchant.RandomCard()
+	m.AcceptCard(number, cvc, 11, 2031)
+	m.AddAccount(shopperEmail, "s3cret-Passw0rd", "Ada")
+	b := chromium(t, []string{spkiOfPEM(t, m.CAPEM())}, nil)
+
+	buy := func(t *testing.T, path string, fill func(p playwright.Page), submit string) {
+		t.Helper()
+		page, err := b.NewPage()
+		must(t, "new page", err)
+		defer page.Close()
+		_, err = page.Goto(m.Shop.URL + "/products/trail-shoes")
+		must(t, "open product", err)
+		must(t, "add to cart", page.Locator("#add-to-cart").Click())
+		must(t, "cart", page.Locator("#checkout").WaitFor())
+		_, err = page.Goto(m.Shop.URL + path)
+		must(t, "open checkout", err)
+		fill(page)
+		before := len(m.Orders())
+		must(t, "submit", page.Locator(submit).Click())
+		if err := page.Locator(successSel).WaitFor(playwright.LocatorWaitForOptions{Timeout: playwright.Float(15000)}); err != nil {
+			txt, _ := page.Locator("#form-error").TextContent()
+			t.Fatalf("no confirmation (%v); page error %q", err, redacted(txt))
+		}
+		if len(m.Orders()) != before+1 {
+			t.Fatal("no order placed")
+		}
+	}
+	sel := func(f playwright.FrameLocator, s, v string) {
+		_, err := f.Locator(s).SelectOption(playwright.SelectOptionValues{Values: &[]string{v}})
+		must(t, "select "+s, err)
+	}
+	t.Run("PaymentElement", func(t *testing.T) {
+		buy(t, "/pay/payment-element", func(p playwright.Page) {
+			must(t, "email", p.Locator("#email").Fill("ada@example.org"))
+			f := p.FrameLocator(peFrame)
+			sel(f, "#exp-month", "11")
+			sel(f, "#exp-year", "2031")
+			must(t, "number", f.Locator(numberSel).Fill(number))
+			must(t, "cvc", f.Locator(cvcSel).Fill(cvc))
+		}, "#place-order")
+		if m.API.Count(number) != 1 || !m.API.SawField(cvc) || m.Shop.Saw(number) {
+			t.Error("the card did not go (only) to the API origin")
+		}
+	})
+	t.Run("CardElement", func(t *testing.T) {
+		buy(t, "/pay/card-element", func(p playwright.Page) {
+			must(t, "email", p.Locator("#email").Fill("ada@example.org"))
+			must(t, "expiry", p.FrameLocator(ceExpiryFrame).Locator("input[name='exp-date']").Fill("11 / 31"))
+			must(t, "number", p.FrameLocator(ceNumberFrame).Locator("input[name='cardnumber']").Fill(number))
+			must(t, "cvc", p.FrameLocator(ceCVCFrame).Locator("input[name='cvc']").Fill(cvc))
+		}, "#place-order")
+		if m.API.Count(number) != 2 || m.Shop.Saw(number) {
+			t.Error("the controller did not post the card to the API origin")
+		}
+	})
+	t.Run("CardFields", func(t *testing.T) {
+		page, err := b.NewPage()
+		must(t, "new page", err)
+		defer page.Close()
+		_, err = page.Goto(m.Shop.URL + "/products/trail-shoes")
+		must(t, "open product", err)
+		must(t, "add to cart", page.Locator("#add-to-cart").Click())
+		must(t, "cart", page.Locator("#checkout").WaitFor())
+		_, err = page.Goto(m.Shop.URL + "/cf/contact")
+		must(t, "open checkout", err)
+		must(t, "email", page.Locator("#customer-email").Fill(shopperEmail))
+		must(t, "password", page.Locator("#customer-password").Fill("s3cret-Passw0rd"))
+		must(t, "sign in", page.Locator("#sign-in").Click())
+		must(t, "contact", page.Locator("#checkout-email").Fill("ada@example.org"))
+		must(t, "to shipping", page.Locator("#continue-to-shipping").Click())
+		for s, v := range map[string]string{"#first-name": "Ada", "#last-name": "Lovelace", "#address1": "12 Analytical Row", "#zip": "10115", "#city": "Berlin"} {
+			must(t, s, page.Locator(s).Fill(v))
+		}
+		_, err = page.Locator("#country").SelectOption(playwright.SelectOptionValues{Values: &[]string{"DE"}})
+		must(t, "country", err)
+		must(t, "to payment", page.Locator("#continue-to-payment").Click())
+		must(t, "name", page.FrameLocator(cfNameFrame).Locator("#name").Fill("Ada Lovelace"))
+		must(t, "expiry", page.FrameLocator(cfExpiryFrame).Locator("#expiry").Fill("11 / 31"))
+		must(t, "number", page.FrameLocator(cfNumberFrame).Locator("#number").Fill(number))
+		must(t, "cvv", page.FrameLocator(cfCVVFrame).Locator("#verification_value").Fill(cvc))
+		must(t, "pay", page.Locator("#pay-now").Click())
+		if err := page.Locator(successSel).WaitFor(playwright.LocatorWaitForOptions{Timeout: playwright.Float(15000)}); err != nil {
+			txt, _ := page.Locator("#form-error").TextContent()
+			t.Fatalf("no confirmation (%v); page error %q", err, redacted(txt))
+		}
+		if m.Vault.Count(grouped(number)) != 1 || !m.Vault.SawField(cvc) || m.Shop.Saw(number) || m.Shop.Saw(grouped(number)) {
+			t.Error("the card vault did not receive the grouped number and CVC, or the shop did")
+		}
+	})
+	t.Run("SecuredFields", func(t *testing.T) {
+		buy(t, "/pay/secured-fields", func(p playwright.Page) {
+			must(t, "email", p.Locator("#email").Fill("ada@example.org"))
+			f := p.FrameLocator(securedFrame)
+			sel(f, "#encryptedExpiryMonth", "11")
+			sel(f, "#encryptedExpiryYear", "2031")
+			must(t, "number", f.Locator("#encryptedCardNumber").Fill(number))
+			must(t, "cvc", f.Locator("#encryptedSecurityCode").Fill(cvc))
+		}, "#place-order")
+		if m.CSE.CountPath("POST", "/checkoutshopper/v1/payment_methods") != 1 || m.CSE.Saw(number) || m.CSE.Saw(number[len(number)-4:]+`"`) {
+			t.Error("the secured-fields frame did not post the card encrypted")
+		}
+	})
 }
