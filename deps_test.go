@@ -166,7 +166,7 @@ var domainImports = map[string][]string{
 	"intercept/rewrite": {".", "hostname", "tokens", "vault"},
 	"intercept":         {".", "control", "hostname", "intercept/rewrite", "policy", "tokens", "vault"},
 	"browser":           {".", "redact"},
-	"mcpserver":         {".", "browser", "control", "redact", "tokens"},
+	"mcpserver":         {".", "browser", "control", "redact", "tokens", "policy"},
 }
 
 // hostnameExternal are the only modules outside the standard library that

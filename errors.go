@@ -84,6 +84,11 @@ const (
 	CodeChallengeRequired    Code = "challenge_required"
 	CodeInvalidHint          Code = "invalid_hint"
 	CodeSessionEnded         Code = "session_ended"
+
+	// Payment integrations (issue 17): the frame encrypts the card in its own
+	// script before it leaves the browser, so no value can be substituted on
+	// the wire; mcpd refuses the fill before anything is typed.
+	CodeClientSideEncryption Code = "client_side_encryption"
 )
 
 // Error is the project's one error type. Message is safe to show to an agent

@@ -8,6 +8,7 @@ import (
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/e2e/merchant"
 	"github.com/agentvault/agentvault/intercept/proxyd"
+	"github.com/agentvault/agentvault/policy"
 )
 
 // startAppliance runs proxyd's own Main in-process, the way cmd/proxyd does,
@@ -31,7 +32,9 @@ func startWiredAppliance(t *testing.T) *appliance { t.Helper(); return startAppl
 
 func startProxydMain(t *testing.T, trustMerchant bool, mods ...func(*proxyd.Config)) *appliance {
 	t.Helper()
-	m, err := merchant.Start(merchant.Options{ShopHost: "shop.test", PayHost: "pay.test", LoginHost: "login.test"})
+	m, err := merchant.Start(merchant.Options{ShopHost: "shop.test", PayHost: "pay.test", LoginHost: "login.test",
+		JSHost: "js.pay.test", APIHost: "api.pay.test", CollectHost: "collect.pay.test",
+		VaultHost: "checkout.cardvault.test", CSEHost: "checkoutshopper-test.adyen.com"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +50,11 @@ func startProxydMain(t *testing.T, trustMerchant bool, mods ...func(*proxyd.Conf
 	pm.Config.Listen = proxyd.ListenConfig{Proxy: "127.0.0.1:0", Control: "127.0.0.1:0", Admin: "127.0.0.1:0"}
 	pm.Config.UnsafeAllowPrivateRanges = true
 	pm.Config.UnsafeTestHosts = m.HostMap()
+	// The merchant's payment integrations, the way an owner adds theirs.
+	for _, in := range m.Integrations() {
+		pm.Config.Policy.PaymentIntegrations = append(pm.Config.Policy.PaymentIntegrations,
+			policy.Integration{Name: in.Name, Frames: in.Frames, PostsTo: in.PostsTo})
+	}
 	pm.Config.Policy.AuthorizedDestinations = []string{"shop.test", "pay.test", "login.test"}
 	if trustMerchant {
 		pm.Config.TLS.ExtraRoots = []string{caPath}

@@ -14,6 +14,7 @@ import (
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/browser"
 	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/policy"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -87,6 +88,10 @@ type Server struct {
 	stop         context.CancelFunc
 	ownerWaitMax time.Duration
 	waitPoll     time.Duration
+
+	// integrationOf recognises a payment integration's card frame
+	// (policy.PaymentIntegration; tests swap it to mark a test frame).
+	integrationOf func(frameURL string) (policy.Integration, bool)
 }
 
 // New builds the server and registers the tools.
@@ -98,7 +103,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, red: cfg.Redactor, sessions: map[string]*Session{}, driverDone: make(chan struct{}),
-		ownerWaitMax: cfg.OwnerWaitMax, waitPoll: cfg.WaitPoll}
+		ownerWaitMax: cfg.OwnerWaitMax, waitPoll: cfg.WaitPoll, integrationOf: policy.PaymentIntegration}
 	s.stopCtx, s.stop = context.WithCancel(context.Background())
 	if s.ownerWaitMax <= 0 {
 		s.ownerWaitMax = defaultOwnerWaitMax

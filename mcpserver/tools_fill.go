@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -68,6 +69,9 @@ func (s *Server) authorize(ctx context.Context, ss *Session, token string, cls f
 			}
 			req.FrameURL = fu
 		}
+		if err := s.refuseClientSideEncryption(cmp.Or(req.FrameURL, req.PageURL)); err != nil {
+			return "", err
+		}
 		if cls.isNumber() {
 			if t, ok := ss.page.ReadOrderTotal(); ok {
 				req.OrderTotal = &control.OrderTotal{Amount: t.Amount, Currency: t.Currency}
@@ -131,6 +135,9 @@ func (s *Server) fillCheckout(ctx context.Context, in fillCheckoutIn) (*mcp.Call
 			return nil, withFilled(agentvault.Errorf(agentvault.CodeInvalidInput, "field %d: login identifier and password tokens go through fill_login", i+1), 0, m)
 		}
 		values[i], classes[i] = v, cls
+	}
+	if err := s.checkFramesBeforeTyping(ss, in.Fields); err != nil {
+		return nil, withFilled(err, 0, m)
 	}
 	if err := checkCardOrder(&ss.cards, classes); err != nil {
 		return nil, withFilled(err, 0, m)

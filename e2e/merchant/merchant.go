@@ -31,6 +31,9 @@ type Options struct {
 	// Other names (e.g. "shop.test") must be mapped to 127.0.0.1 by whoever
 	// dials them; HostMap lists them. Every listener is on 127.0.0.1.
 	ShopHost, PayHost, LoginHost string
+	// JSHost, APIHost, CollectHost, VaultHost and CSEHost name the payment
+	// integration origins (integrations.go). They default to "127.0.0.1".
+	JSHost, APIHost, CollectHost, VaultHost, CSEHost string
 }
 
 // Merchant is the running set of origins. Each Site has its own listener, so
@@ -46,6 +49,11 @@ type Merchant struct {
 	// Login is an email-first sign-in site with an account page, served as
 	// https://localhost:<port>.
 	Login *Site
+	// JS serves the element frames (a "js.<processor>" origin); API is the
+	// processor API they post the card to; Collect is a processor origin no
+	// integration posts to; Vault is the card-fields origin that posts to
+	// its own /sessions; CSE serves the client-side-encryption frame.
+	JS, API, Collect, Vault, CSE *Site
 
 	ca       *authority
 	pool     *x509.CertPool
@@ -66,11 +74,17 @@ func Start(opts Options) (*Merchant, error) {
 	opts.ShopHost = cmp.Or(opts.ShopHost, "localhost")
 	opts.PayHost = cmp.Or(opts.PayHost, "127.0.0.1")
 	opts.LoginHost = cmp.Or(opts.LoginHost, "127.0.0.1")
+	opts.JSHost = cmp.Or(opts.JSHost, "127.0.0.1")
+	opts.APIHost = cmp.Or(opts.APIHost, "127.0.0.1")
+	opts.CollectHost = cmp.Or(opts.CollectHost, "127.0.0.1")
+	opts.VaultHost = cmp.Or(opts.VaultHost, "127.0.0.1")
+	opts.CSEHost = cmp.Or(opts.CSEHost, "127.0.0.1")
 	ca, err := newAuthority(opts.Now())
 	if err != nil {
 		return nil, fmt.Errorf("merchant: create CA: %w", err)
 	}
-	leaf, err := ca.leaf(opts.Now(), opts.ShopHost, opts.PayHost, opts.LoginHost)
+	leaf, err := ca.leaf(opts.Now(), opts.ShopHost, opts.PayHost, opts.LoginHost,
+		opts.JSHost, opts.APIHost, opts.CollectHost, opts.VaultHost, opts.CSEHost)
 	if err != nil {
 		return nil, err
 	}
@@ -101,16 +115,43 @@ func Start(opts Options) (*Merchant, error) {
 	if m.Login, err = start("login", opts.LoginHost); err != nil {
 		return fail(err)
 	}
+	for _, x := range []struct {
+		s    **Site
+		name string
+		host string
+	}{{&m.JS, "js", opts.JSHost}, {&m.API, "api", opts.APIHost}, {&m.Collect, "collect", opts.CollectHost}, {&m.Vault, "vault", opts.VaultHost}, {&m.CSE, "cse", opts.CSEHost}} {
+		if *x.s, err = start(x.name, x.host); err != nil {
+			return fail(err)
+		}
+	}
+	sf, err := newSecuredFields(m.issuer)
+	if err != nil {
+		return fail(err)
+	}
 	m.shop = newShop(m.Shop.URL, m.Pay.URL, m.issuer)
+	m.shop.integ = &integrationOrigins{
+		js: m.JS.URL, api: m.API.URL, collect: m.Collect.URL, vault: m.Vault.URL, cse: m.CSE.URL,
+		shoppers: &shoppers{acc: m.accounts, sessions: map[string]string{}, steps: map[string]url.Values{}},
+	}
 	m.Shop.serve(m.shop.routes())
 	m.Pay.serve(m.issuer.routes(m.Pay.URL))
 	m.Login.serve(m.accounts.routes())
+	m.JS.serve(jsRoutes(opts.Now))
+	m.API.serve(m.issuer.apiRoutes(m.JS.URL))
+	m.Collect.serve(m.issuer.apiRoutes(m.JS.URL))
+	m.Vault.serve((&cardVault{pay: m.issuer}).routes())
+	m.CSE.serve(sf.routes())
 	return m, nil
+}
+
+// sites is every origin, for Close and HostMap.
+func (m *Merchant) sites() []*Site {
+	return []*Site{m.Shop, m.Pay, m.Login, m.JS, m.API, m.Collect, m.Vault, m.CSE}
 }
 
 // Close stops every origin and waits for their handlers to return.
 func (m *Merchant) Close() {
-	for _, s := range []*Site{m.Shop, m.Pay, m.Login} {
+	for _, s := range m.sites() {
 		if s != nil {
 			s.Close()
 		}
@@ -121,7 +162,7 @@ func (m *Merchant) Close() {
 // it listens on ("shop.test" -> "127.0.0.1"), for a test resolver.
 func (m *Merchant) HostMap() map[string]string {
 	out := map[string]string{}
-	for _, s := range []*Site{m.Shop, m.Pay, m.Login} {
+	for _, s := range m.sites() {
 		h, _, _ := net.SplitHostPort(s.Host)
 		if net.ParseIP(h) == nil {
 			out[h] = "127.0.0.1"

@@ -23,6 +23,7 @@ type issuer struct {
 	mu      sync.Mutex
 	cards   map[string]issuedCard // by number
 	intents map[string]*intent
+	pms     map[string]*paymentMethod // payment methods and card-vault sessions
 	charges []Charge
 }
 

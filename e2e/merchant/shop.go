@@ -59,6 +59,7 @@ func (l CartLine) Subtotal() string { return formatCents(l.Product.PriceCents * 
 type shop struct {
 	origin, payOrigin string
 	pay               *issuer
+	integ             *integrationOrigins
 
 	mu     sync.Mutex
 	carts  map[string]map[string]int // cart id -> sku -> quantity
@@ -80,6 +81,7 @@ func (s *shop) routes() http.Handler {
 	mux.HandleFunc("POST /checkout", s.placeOrder)
 	mux.HandleFunc("GET /orders/{id}", s.order)
 	mux.HandleFunc("/echo", echo)
+	s.integrationRoutes(mux)
 	return securityHeaders(mux)
 }
 

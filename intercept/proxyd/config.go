@@ -15,6 +15,8 @@ import (
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/owner"
+	"github.com/agentvault/agentvault/policy"
+	"golang.org/x/net/publicsuffix"
 	"gopkg.in/yaml.v3"
 )
 
@@ -189,6 +191,9 @@ func (c *Config) Validate() error {
 			return bad("policy.wire_amount: field names must be 1 to 64 characters")
 		}
 	}
+	if _, err := c.Policy.Integrations(); err != nil {
+		return bad("policy.payment_integrations: %s", agentvault.ErrorMessage(err))
+	}
 	if len(c.UnsafeTestHosts) > 0 && !c.UnsafeAllowPrivateRanges {
 		return bad("unsafe_test_hosts needs unsafe_allow_private_ranges: true as well (it is for tests on this machine only)")
 	}
@@ -252,6 +257,21 @@ type PolicyConfig struct {
 	// WireAmount names extra request fields holding the amount a site is
 	// about to charge (intercept.WireAmountConfig has the rules).
 	WireAmount WireAmountConfig `yaml:"wire_amount"`
+	// PaymentIntegrations adds to (or, by name, replaces entries of) the
+	// shipped list of payment integrations (policy/processors.yaml): each
+	// names its card frames and the https origins they post the card to.
+	// A card grant releases to the filled frame's origin plus its
+	// integration's posts_to, within the card's scope
+	// (docs/payment-integrations.md). Validated strictly: https origins
+	// only, no wildcard wider than one host label, nothing on a public
+	// suffix.
+	PaymentIntegrations []policy.Integration `yaml:"payment_integrations"`
+}
+
+// Integrations is the shipped list of payment integrations with the
+// owner's entries merged over it.
+func (p PolicyConfig) Integrations() (*policy.Integrations, error) {
+	return policy.MergeIntegrations(p.PaymentIntegrations, publicsuffix.EffectiveTLDPlusOne)
 }
 
 // WireAmountConfig adds field names to the wire amount check.

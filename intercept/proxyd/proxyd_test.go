@@ -220,6 +220,9 @@ func TestP17_ConfigFailsSafe(t *testing.T) {
 		"test host not an IP":     "unsafe_allow_private_ranges: true\nunsafe_test_hosts: {shop.test: localhost}\n",
 		"test host not a name":    "unsafe_allow_private_ranges: true\nunsafe_test_hosts: {\"Shop.Test\": 127.0.0.1}\n",
 		"zero authorize rate":     "limits:\n  authorize_per_minute: 0\n",
+		"integration http origin": "policy:\n  payment_integrations: [{name: p, frames: [js.pay.example/f], posts_to: [\"http://api.pay.example\"]}]\n",
+		"integration wide frame":  "policy:\n  payment_integrations: [{name: p, frames: [\"*.co.uk/f\"], posts_to: [\"https://api.pay.example\"]}]\n",
+		"integration unknown key": "policy:\n  payment_integrations: [{name: p, frames: [js.pay.example/f], post_to: [\"https://api.pay.example\"]}]\n",
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := proxyd.LoadConfig(write("c.yaml", body)); err == nil {
@@ -233,6 +236,16 @@ func TestP17_ConfigFailsSafe(t *testing.T) {
 	m.Config.Egress.Mode = "sometimes"
 	if err := m.Open(context.Background()); err == nil || m.ProxyAddr != nil {
 		t.Fatal("Main opened with an invalid config")
+	}
+	// A valid owner integration loads and is merged over the shipped list.
+	okc, err := proxyd.LoadConfig(write("integ.yaml", "policy:\n  payment_integrations:\n    - name: example-pay\n      frames: [js.pay.example/elements/*]\n      posts_to: [\"https://api.pay.example\"]\n"))
+	if err != nil {
+		t.Fatalf("valid payment integration refused: %v", err)
+	}
+	if set, err := okc.Policy.Integrations(); err != nil {
+		t.Fatal(err)
+	} else if in, ok := set.Match("https://js.pay.example/elements/card"); !ok || !in.PostsToOrigin("https://api.pay.example") {
+		t.Fatalf("owner integration not matched: %+v", in)
 	}
 	// The example config in the repo loads.
 	if _, err := proxyd.LoadConfig("../../configs/proxyd.yaml"); err != nil {

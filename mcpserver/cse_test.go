@@ -1,0 +1,66 @@
+package mcpserver
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/policy"
+)
+
+// TestClientSideEncryptionRefusal: the shipped Adyen secured-fields frame is
+// refused with client_side_encryption; plain-posting integrations and other
+// pages are not.
+func TestClientSideEncryptionRefusal(t *testing.T) {
+	s := &Server{integrationOf: policy.PaymentIntegration}
+	for url, want := range map[string]agentvault.Code{
+		"https://checkoutshopper-live.adyen.com/checkoutshopper/securedfields/live_K/5.0.0/securedFields.html": agentvault.CodeClientSideEncryption,
+		"https://js.stripe.com/v3/elements-inner-payment-1.html":                                               "",
+		"https://checkout.shopifycs.com/number?identifier=1":                                                   "",
+		"https://shop.example/checkout":                                                                        "",
+	} {
+		err := s.refuseClientSideEncryption(url)
+		if agentvault.ErrorCode(err) != want {
+			t.Errorf("%s: code %q, want %q", url, agentvault.ErrorCode(err), want)
+		}
+		if err != nil && !strings.Contains(agentvault.ErrorMessage(err), "encrypts the card") {
+			t.Errorf("message %q does not say why", agentvault.ErrorMessage(err))
+		}
+	}
+}
+
+// TestToolsClientSideEncryptionFrameTypesNothing drives fill_checkout in
+// real Chromium against a card frame recognised as a client-side-encryption
+// integration: the whole batch is refused before authorize and before the
+// first keystroke, so even the fields outside the frame stay empty.
+func TestToolsClientSideEncryptionFrameTypesNothing(t *testing.T) {
+	h := newHarness(t)
+	h.srv.integrationOf = func(u string) (policy.Integration, bool) {
+		if strings.HasSuffix(u, "/card") {
+			return policy.Integration{Name: "test-cse", ClientSideEncryption: true}, true
+		}
+		return policy.Integration{}, false
+	}
+	h.ok("open_page", map[string]any{"url": h.site.CheckoutURL()})
+	h.ok("wait_for_selector", map[string]any{"selector": "#number", "frame": payFrame, "timeout": 5000})
+	txt := h.refused("fill_checkout", map[string]any{"fields": []map[string]any{
+		{"selector": "#first", "value": "Jane"},
+		{"selector": "#number", "frame": payFrame, "value": num1},
+		{"selector": "#cvc", "frame": payFrame, "value": cvv1},
+	}}, agentvault.CodeClientSideEncryption)
+	if !strings.HasPrefix(txt, "status=error code=client_side_encryption filled=0/3") || !strings.Contains(txt, "test-cse") {
+		t.Fatalf("refusal %q", txt)
+	}
+	if len(h.ctl.auths) != 0 {
+		t.Fatalf("%d authorizations for a client-side-encryption frame", len(h.ctl.auths))
+	}
+	// No token reached the page: the snapshot gate, closed before the
+	// first token is typed, is still open.
+	if snap := h.ok("snapshot_page", nil); !strings.HasPrefix(snap, "status=ok") {
+		t.Fatalf("snapshot after the refusal: %.80q", snap)
+	}
+	obs := h.ok("fill_checkout", map[string]any{"fields": []map[string]any{{"selector": "#first", "value": "Jane"}}})
+	if !strings.HasPrefix(obs, "status=ok filled=1/1") {
+		t.Fatalf("a batch outside the frame is refused too: %q", obs)
+	}
+}
