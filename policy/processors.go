@@ -3,6 +3,7 @@ package policy
 import (
 	_ "embed"
 	"fmt"
+	"github.com/agentvault/agentvault/hostname"
 	"net"
 	"net/url"
 	"strconv"
@@ -216,15 +217,12 @@ func CanonicalOrigin(origin string) (string, error) {
 	if u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
 		return "", fmt.Errorf("an origin is scheme, host and port only")
 	}
-	host, err := normalHost(u.Hostname())
+	o, err := hostname.Parse(u.Host, 443)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("not a valid host")
 	}
-	port, err := portOf(u.Port())
-	if err != nil {
-		return "", err
-	}
-	if net.ParseIP(host) != nil {
+	host, port := o.Host, o.Port
+	if hostname.IsIP(host) {
 		return "", fmt.Errorf("an integration origin is a host name, not an IP address")
 	}
 	if port == 443 {
@@ -310,28 +308,16 @@ func parseFramePattern(f string, siteOf SiteFunc) (framePattern, error) {
 	return framePattern{host: labels, port: port, path: segs}, nil
 }
 
-// normalHost lower-cases a host name and drops a trailing dot. Owners
-// write internationalised names in punycode (xn--…), as the browser reports
-// frame URLs.
+// normalHost is the pattern's host through the one normaliser (package
+// hostname); patterns are written in punycode, as browsers report frame
+// URLs, so a name that is not already in its canonical ASCII form is
+// refused rather than guessed at.
 func normalHost(h string) (string, error) {
-	h = strings.ToLower(strings.TrimSuffix(h, "."))
-	if h == "" || len(h) > 253 {
-		return "", fmt.Errorf("empty or overlong host")
+	n, err := hostname.Bare(h)
+	if err != nil || n != strings.ToLower(strings.TrimSuffix(h, ".")) {
+		return "", fmt.Errorf("host names are ASCII letters, digits and '-' (punycode for others)")
 	}
-	if ip := net.ParseIP(h); ip != nil {
-		return ip.String(), nil
-	}
-	for _, l := range strings.Split(h, ".") {
-		if l == "" || len(l) > 63 {
-			return "", fmt.Errorf("empty or overlong host label")
-		}
-		for _, c := range l {
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-				return "", fmt.Errorf("host names are ASCII letters, digits and '-' (punycode for others)")
-			}
-		}
-	}
-	return h, nil
+	return n, nil
 }
 
 func portOf(p string) (int, error) {
@@ -351,14 +337,11 @@ func splitFrameURL(frameURL string) (host string, port int, segs []string, ok bo
 	if err != nil || u.Scheme != "https" || u.User != nil {
 		return "", 0, nil, false
 	}
-	host, err = normalHost(u.Hostname())
+	o, err := hostname.Parse(u.Host, 443)
 	if err != nil {
 		return "", 0, nil, false
 	}
-	port, err = portOf(u.Port())
-	if err != nil {
-		return "", 0, nil, false
-	}
+	host, port = o.Host, o.Port
 	p := u.EscapedPath()
 	if !strings.HasPrefix(p, "/") {
 		return "", 0, nil, false

@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/policy"
-	"golang.org/x/net/publicsuffix"
 	"gopkg.in/yaml.v3"
 )
 
@@ -271,7 +271,7 @@ type PolicyConfig struct {
 // Integrations is the shipped list of payment integrations with the
 // owner's entries merged over it.
 func (p PolicyConfig) Integrations() (*policy.Integrations, error) {
-	return policy.MergeIntegrations(p.PaymentIntegrations, publicsuffix.EffectiveTLDPlusOne)
+	return policy.MergeIntegrations(p.PaymentIntegrations, hostname.Registrable)
 }
 
 // WireAmountConfig adds field names to the wire amount check.

@@ -166,6 +166,11 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	m.Sessions.Policy = eng
 	m.Sessions.GrantTTL, m.Sessions.SessionIdle, m.Sessions.SessionMaxAge = l.GrantTTL, l.SessionIdle, l.SessionMaxAge
 	m.Sessions.MaxSessionsPerKey = l.MaxSessionsPerKey
+	integrations, err := m.Config.Policy.Integrations()
+	if err != nil {
+		return err
+	}
+	m.Sessions.PaymentOrigins = paymentOrigins(integrations)
 	m.Sessions.Limiter = policy.NewRateLimiter(l.AuthorizeBurst, time.Minute/time.Duration(l.AuthorizePerMinute), nil)
 	m.Sessions.WireAmount = intercept.WireAmountConfig{
 		DecimalFields:   m.Config.Policy.WireAmount.DecimalFields,
@@ -255,6 +260,26 @@ func (m *Main) registerDefaultKey(ctx context.Context) error {
 	_, err := m.Owner.RegisterFileKey(ctx, DefaultKeyID, "default (api-key file)", m.APIKey,
 		owner.Scope{AllCards: true, AllLogins: true})
 	return err
+}
+
+// paymentOrigins lists the origins a card frame's payment integration
+// posts the card to, from the shipped list merged with the owner's
+// (policy.payment_integrations): the grant of a card filled in that frame
+// covers them too (docs/payment-integrations.md).
+func paymentOrigins(list *policy.Integrations) func(frameURL string) []intercept.Destination {
+	return func(frameURL string) []intercept.Destination {
+		in, ok := list.Match(frameURL)
+		if !ok || in.ClientSideEncryption {
+			return nil
+		}
+		var out []intercept.Destination
+		for _, o := range in.PostsTo {
+			if d, err := hostname.Parse(strings.TrimPrefix(o, "https://"), 443); err == nil {
+				out = append(out, d)
+			}
+		}
+		return out
+	}
 }
 
 // lookupKey accepts the default API key (constant-time against the file,
