@@ -167,4 +167,3 @@ func TestP10_ScrubsUTF16Body(t *testing.T) {
 		}
 	}
 }
-
