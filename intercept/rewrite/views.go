@@ -7,9 +7,9 @@ import (
 
 // EncodedViews returns b decoded in the ways a value can hide in text that
 // Body treats as opaque: percent-decoded (with '+' as a space),
-// JSON-unescaped (\uXXXX and friends), HTML-unescaped, and percent- then
-// JSON-decoded (JSON inside a form value). Only views that differ from b are
-// returned.
+// JSON-unescaped (\uXXXX and friends), HTML-unescaped, percent- then
+// JSON-decoded (JSON inside a form value), and base64-decoded (see
+// base64Views). Only views that differ from b are returned.
 //
 // The proxy runs its token matcher over these views of a rewritten body: a
 // token still found there sat in an encoding Body could not rewrite in place
@@ -38,5 +38,87 @@ func EncodedViews(b []byte) [][]byte {
 	if p != nil && bytes.IndexByte(p, '\\') >= 0 {
 		add(jsonUnescape(p))
 	}
+	// Base64 inside b itself at every character offset, and inside the
+	// decoded views from their runs' starts: a form value carries a blob
+	// percent-encoded, a JSON string may write "/" as "\/".
+	n := len(views)
+	views = appendBase64Views(views, b, 4)
+	for _, v := range views[:n] {
+		views = appendBase64Views(views, v, 1)
+	}
 	return views
+}
+
+// minBase64Run is the shortest run of base64 characters decoded: the
+// shortest token or stand-in matched anywhere (7 bytes) takes 10
+// characters. Shorter runs are words, not blobs, and decoding them would
+// only cost time.
+const minBase64Run = 10
+
+// appendBase64Views appends up to shifts views of b's base64: every run of
+// at least minBase64Run characters of either alphabet (standard and URL
+// mixed, padding optional) decoded, the runs of one view joined by a line
+// break so no value can span two of them. View k decodes each run from
+// its k-th character: a blob glued to other base64 characters ("x" +
+// base64(token)) starts a run at the wrong place, and one of the four
+// offsets is then the blob's own. Whatever a run holds, at any byte
+// offset, is in one of the views. Each view is at most 3/4 of b, so a
+// large body costs a few linear passes, never more.
+func appendBase64Views(views [][]byte, b []byte, shifts int) [][]byte {
+	var out [4][]byte
+	for i := 0; i < len(b); {
+		if b64Value[b[i]] < 0 {
+			i++
+			continue
+		}
+		j := i
+		for j < len(b) && b64Value[b[j]] >= 0 {
+			j++
+		}
+		if j-i >= minBase64Run {
+			for k := 0; k < shifts; k++ {
+				if out[k] != nil {
+					out[k] = append(out[k], '\n')
+				}
+				out[k] = decodeBase64Run(out[k], b[i+k:j])
+			}
+		}
+		i = j
+	}
+	for k := 0; k < shifts; k++ {
+		if len(out[k]) > 0 {
+			views = append(views, out[k])
+		}
+	}
+	return views
+}
+
+// b64Value maps a character of either base64 alphabet to its value, and
+// anything else (padding included: it only ends a run) to -1.
+var b64Value = func() (t [256]int8) {
+	for i := range t {
+		t[i] = -1
+	}
+	for i, c := range "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789" {
+		t[c] = int8(i)
+	}
+	t['+'], t['-'] = 62, 62
+	t['/'], t['_'] = 63, 63
+	return t
+}()
+
+// decodeBase64Run appends the bytes of run (base64 characters only, no
+// padding) to dst; a trailing partial group yields its whole bytes.
+func decodeBase64Run(dst, run []byte) []byte {
+	var acc uint32
+	bits := 0
+	for _, c := range run {
+		acc = acc<<6 | uint32(b64Value[c])
+		bits += 6
+		if bits >= 8 {
+			bits -= 8
+			dst = append(dst, byte(acc>>bits))
+		}
+	}
+	return dst
 }
