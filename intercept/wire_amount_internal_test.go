@@ -25,7 +25,7 @@ func FuzzP18_WireAmount(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, ctype, body, cur string) {
 		req := &http.Request{Header: http.Header{"Content-Type": {ctype}}, URL: &url.URL{RawQuery: "total=1"}}
-		found, err := wireAmounts(WireAmountConfig{}, req, []byte(body), 1<<20)
+		found, err := wireAmounts(WireAmountConfig{}, req, []byte(body), 1<<20, nil)
 		if err != nil {
 			return
 		}
@@ -64,7 +64,7 @@ func BenchmarkWireAmountJSON(b *testing.B) {
 	eng := policy.NewEngine(policy.Rates{}, nil)
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		found, err := wireAmounts(WireAmountConfig{}, req, body, 1<<20)
+		found, err := wireAmounts(WireAmountConfig{}, req, body, 1<<20, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
