@@ -268,10 +268,11 @@ func amountsFromFields(names wireNameSet, fields []rewrite.Field) ([]wireAmount,
 			}
 		}
 	}
-	// The currency of each group: its currency fields' common value.
+	// The currency of each group: its (non-empty) currency fields' common
+	// value.
 	cur := map[int]string{}
 	for _, v := range vals {
-		if !v.str || !wireCurrencyName[v.name] {
+		if !v.str || !wireCurrencyName[v.name] || strings.TrimSpace(v.value) == "" {
 			continue
 		}
 		c, ok := cur[v.group]
