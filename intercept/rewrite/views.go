@@ -3,6 +3,7 @@ package rewrite
 import (
 	"bytes"
 	"html"
+	"slices"
 )
 
 // EncodedViews returns b decoded in the ways a value can hide in text that
@@ -65,32 +66,48 @@ const minBase64Run = 10
 // offset, is in one of the views. Each view is at most 3/4 of b, so a
 // large body costs a few linear passes, never more.
 func appendBase64Views(views [][]byte, b []byte, shifts int) [][]byte {
-	var out [4][]byte
+	var stack [16][2]int
+	runs := base64Runs(stack[:0], b)
+	if len(runs) == 0 {
+		return views
+	}
+	// One allocation for all the views.
+	chars := 0
+	for _, r := range runs {
+		chars += r[1] - r[0]
+	}
+	buf := make([]byte, 0, shifts*(chars*3/4+len(runs)))
+	for k := 0; k < shifts; k++ {
+		start := len(buf)
+		for i, r := range runs {
+			if i > 0 {
+				buf = append(buf, '\n')
+			}
+			buf = decodeBase64Run(buf, b[r[0]+k:r[1]])
+		}
+		views = append(views, buf[start:len(buf):len(buf)])
+	}
+	return views
+}
+
+// base64Runs appends the spans of b's runs of at least minBase64Run
+// base64 characters to runs.
+func base64Runs(runs [][2]int, b []byte) [][2]int {
 	for i := 0; i < len(b); {
 		if b64Value[b[i]] < 0 {
 			i++
 			continue
 		}
-		j := i
+		j := i + 1
 		for j < len(b) && b64Value[b[j]] >= 0 {
 			j++
 		}
 		if j-i >= minBase64Run {
-			for k := 0; k < shifts; k++ {
-				if out[k] != nil {
-					out[k] = append(out[k], '\n')
-				}
-				out[k] = decodeBase64Run(out[k], b[i+k:j])
-			}
+			runs = append(runs, [2]int{i, j})
 		}
 		i = j
 	}
-	for k := 0; k < shifts; k++ {
-		if len(out[k]) > 0 {
-			views = append(views, out[k])
-		}
-	}
-	return views
+	return runs
 }
 
 // b64Value maps a character of either base64 alphabet to its value, and
@@ -110,15 +127,20 @@ var b64Value = func() (t [256]int8) {
 // decodeBase64Run appends the bytes of run (base64 characters only, no
 // padding) to dst; a trailing partial group yields its whole bytes.
 func decodeBase64Run(dst, run []byte) []byte {
-	var acc uint32
-	bits := 0
-	for _, c := range run {
-		acc = acc<<6 | uint32(b64Value[c])
-		bits += 6
-		if bits >= 8 {
-			bits -= 8
-			dst = append(dst, byte(acc>>bits))
-		}
+	o := len(dst)
+	dst = slices.Grow(dst, len(run)*3/4)[:o+len(run)*3/4]
+	i := 0
+	for ; i+4 <= len(run); i += 4 {
+		v := uint32(b64Value[run[i]])<<18 | uint32(b64Value[run[i+1]])<<12 | uint32(b64Value[run[i+2]])<<6 | uint32(b64Value[run[i+3]])
+		dst[o], dst[o+1], dst[o+2] = byte(v>>16), byte(v>>8), byte(v)
+		o += 3
+	}
+	switch len(run) - i {
+	case 2:
+		dst[o] = byte(b64Value[run[i]])<<2 | byte(b64Value[run[i+1]])>>4
+	case 3:
+		v := uint32(b64Value[run[i]])<<12 | uint32(b64Value[run[i+1]])<<6 | uint32(b64Value[run[i+2]])
+		dst[o], dst[o+1] = byte(v>>10), byte(v>>2)
 	}
 	return dst
 }
