@@ -2,13 +2,9 @@ package intercept
 
 import (
 	"bytes"
-	"encoding/json"
-	"io"
 	"math/big"
-	"mime"
-	"mime/multipart"
 	"net/http"
-	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -24,25 +20,38 @@ import (
 // authorize was decided for; a larger one is refused with amount_mismatch
 // before anything goes upstream.
 //
-// Where amounts are read: the URL query and a form, JSON or multipart body
-// (decompressed), at any depth. A field counts by its last name segment
-// ("order[total]", "order.total" and "orderTotal" are all "total"),
-// compared without case, "_" or "-":
+// Where amounts are read: the fields package rewrite visits in the URL
+// query and the body (decompressed; form, JSON, multipart, at any depth),
+// walked by the same function with the same headers as the substitution,
+// so both see one parse (issue 8: a second parser here dropped every
+// amount of a form holding "%zz" or ";" while the substitution went on).
+// A body walked as free text that holds the checked card's token or
+// stand-in is refused (amount_unknown): no amount can be read from it. A
+// field counts by its last name segment ("order[total]", "order.total" and
+// "orderTotal" are all "total"), compared without case, "_" or "-":
 //
 //   - amount, total, order_total, grand_total, amount_total: always;
+//   - amount_cents and any *_cents name (totalCents, cents): always, in
+//     minor units;
 //   - price, value: only next to a currency field (currency,
 //     currency_code), since both names are common for other things;
 //   - the names WireAmountConfig adds.
 //
+// A form or query pair holding ';' is read both whole and split at ';'.
+// "Next to" means in the same form, query or multipart body, or the same
+// JSON object (with the scalars of its arrays: {"total":[5]} is read); two
+// different currencies there refuse the group's amounts (amount_unknown).
+//
 // Units. A number with a decimal point is in major units ("12.34" EUR). An
-// integer is in minor units in the fields Stripe's API writes that way
-// (amount, amount_total, unit_amount, and MinorUnitFields): amount=1234
-// with currency=eur is 12.34 EUR. Because a shop may mean whole units
-// there too, such an integer is refused when its whole-unit reading is over
-// the approved total and its minor-unit reading is under half of it
-// (checkMinorReading). In every other field an integer is in major units
-// (total=25 is 25 EUR). More decimals than the currency has are
-// rounded up, so a rounding error errs against spending. The currency is
+// integer is in minor units in the *_cents fields and in the fields
+// Stripe's API writes that way (amount, amount_total, unit_amount, and
+// MinorUnitFields): amount=1234 with currency=eur is 12.34 EUR. Because a
+// shop may mean whole units there too (not in a *_cents field), such an
+// integer is refused when its whole-unit reading is over the approved
+// total and its minor-unit reading is under half of it (checkMinorReading).
+// In every other field an integer is in major units (total=25 is 25 EUR).
+// More decimals than the currency has are rounded up, so a rounding error
+// errs against spending. The currency is
 // the sibling currency field's, else the approved total's; a different
 // currency is converted with the engine's rate table, and one without a
 // rate is refused (amount_unconvertible). A negative number (a discount
@@ -92,7 +101,6 @@ type wireAmount struct {
 	text     string
 	name     string
 	currency string
-	number   bool // a JSON number (or form text), not a formatted string
 }
 
 // checkSubstituted runs the checks that need the substituted request before
@@ -102,6 +110,7 @@ type wireAmount struct {
 func (s *Server) checkSubstituted(sb *substitution, req *http.Request, body []byte) error {
 	ss := s.sessions
 	var approved []policy.Amount
+	var carried [][]byte // the checked card numbers' tokens and stand-ins
 	for b, raw := range sb.reals {
 		if b.live {
 			v := vault.NewSecret(raw)
@@ -117,13 +126,18 @@ func (s *Server) checkSubstituted(sb *substitution, req *http.Request, body []by
 			sb.sess.mu.Unlock()
 			if t != nil {
 				approved = append(approved, *t)
+				for _, v := range []string{b.token, b.standIn} {
+					if v != "" {
+						carried = append(carried, []byte(v))
+					}
+				}
 			}
 		}
 	}
 	if len(approved) == 0 {
 		return nil
 	}
-	found, err := wireAmounts(ss.WireAmount, req, body, s.cfg.MaxBodyBytes)
+	found, err := wireAmounts(ss.WireAmount, req, body, s.cfg.MaxBodyBytes, carried)
 	if err != nil {
 		return err
 	}
@@ -154,52 +168,138 @@ func (s *Server) checkSubstituted(sb *substitution, req *http.Request, body []by
 	return nil
 }
 
+// wireFields collects the fields package rewrite visits. It is a Replacer
+// that replaces nothing: walking the query and the body with it takes the
+// very parse the substitution took (same function, same bytes, same
+// Content-Type and Content-Encoding), so the amounts read are the ones next
+// to the values that were swapped, and no second parser can disagree.
+type wireFields struct{ fields []rewrite.Field }
+
+func (w *wireFields) ReplaceField(dst, _ []byte) ([]byte, int, error) { return dst, 0, nil }
+func (w *wireFields) ReplaceText(dst, _ []byte) ([]byte, int, error)  { return dst, 0, nil }
+
+// VisitField keeps a copy: the walk reuses its buffers.
+func (w *wireFields) VisitField(f rewrite.Field) {
+	f.Value = bytes.Clone(f.Value)
+	f.Path = slices.Clone(f.Path)
+	w.fields = append(w.fields, f)
+}
+
+var (
+	_ rewrite.Replacer     = (*wireFields)(nil)
+	_ rewrite.FieldVisitor = (*wireFields)(nil)
+)
+
+// requestFields walks the request's URL and body (decompressed) with
+// package rewrite and returns every field it visits. A body rewrite
+// cannot parse is an error, as it is for the substitution.
+func requestFields(req *http.Request, body []byte, limit int64) ([]rewrite.Field, error) {
+	wf := &wireFields{}
+	u := *req.URL
+	if _, err := rewrite.URL(&u, wf); err != nil {
+		return nil, err
+	}
+	if len(body) > 0 {
+		if _, _, err := rewrite.Body(req.Header.Get("Content-Type"), req.Header.Get("Content-Encoding"), body, wf, limit); err != nil {
+			return nil, err
+		}
+	}
+	return wf.fields, nil
+}
+
 // wireAmounts lists the amount fields of the request's query and body.
-func wireAmounts(cfg WireAmountConfig, req *http.Request, body []byte, limit int64) ([]wireAmount, error) {
-	names := wireNames(cfg)
-	var out []wireAmount
-	if q, err := url.ParseQuery(req.URL.RawQuery); err == nil {
-		out = append(out, formAmounts(names, q)...)
-	}
-	if len(body) == 0 {
-		return out, nil
-	}
-	plain, err := rewrite.Decode(req.Header.Get("Content-Encoding"), body, limit)
+// carried are the checked card numbers' token and stand-in: a body that
+// holds one in free text (text/plain, XML, a multipart preamble) has no
+// fields to read an amount from while the site may still parse one out of
+// it, so it is refused (amount_unknown).
+func wireAmounts(cfg WireAmountConfig, req *http.Request, body []byte, limit int64, carried [][]byte) ([]wireAmount, error) {
+	fields, err := requestFields(req, body, limit)
 	if err != nil {
 		return nil, err
 	}
-	mt, params, _ := mime.ParseMediaType(req.Header.Get("Content-Type"))
-	trimmed := bytes.TrimSpace(plain)
-	switch {
-	case mt == "application/x-www-form-urlencoded":
-		if f, err := url.ParseQuery(string(plain)); err == nil {
-			out = append(out, formAmounts(names, f)...)
+	for _, f := range fields {
+		if f.Source != rewrite.SourceText {
+			continue
 		}
-	case mt == "multipart/form-data":
-		f := url.Values{}
-		mr := multipart.NewReader(bytes.NewReader(plain), params["boundary"])
-		for {
-			p, err := mr.NextPart()
-			if err != nil {
-				break
+		for _, c := range carried {
+			if bytes.Contains(f.Value, c) {
+				return nil, agentvault.Errorf(agentvault.CodeAmountUnknown, "the card number is in a body whose amount cannot be read")
 			}
-			if p.FileName() == "" && p.FormName() != "" {
-				v, _ := io.ReadAll(io.LimitReader(p, 4096))
-				f.Add(p.FormName(), string(v))
+		}
+	}
+	return amountsFromFields(wireNames(cfg), fields)
+}
+
+// amountsFromFields applies the naming rules (see WireAmountConfig) to the
+// visited fields. A form or query pair holding ';' is also read split at
+// each ';' (some servers take it as a pair separator, RFC 1866's
+// recommendation): "x=1;amount=99" holds an amount for them, and reading
+// both ways can only refuse more. A group (one form, one JSON object)
+// whose currency fields disagree has no currency anyone can name: its
+// amounts are refused (amount_unknown).
+func amountsFromFields(names wireNameSet, fields []rewrite.Field) ([]wireAmount, error) {
+	type named struct {
+		name  string
+		value string
+		group int
+		str   bool // a JSON string (a JSON number cannot name a currency)
+	}
+	var vals []named
+	for _, f := range fields {
+		if f.Name || len(f.Path) == 0 {
+			continue
+		}
+		switch f.Source {
+		case rewrite.SourceForm, rewrite.SourceQuery, rewrite.SourceJSON, rewrite.SourceMultipart:
+		default:
+			continue
+		}
+		key := f.Path[len(f.Path)-1]
+		vals = append(vals, named{wireFieldName(key), string(f.Value), f.Group, f.Source != rewrite.SourceJSON || !f.Number})
+		if f.Source != rewrite.SourceForm && f.Source != rewrite.SourceQuery {
+			continue
+		}
+		if !strings.Contains(key, ";") && !bytes.Contains(f.Value, []byte(";")) {
+			continue
+		}
+		for _, seg := range strings.Split(key+"="+string(f.Value), ";") {
+			if k, v, ok := strings.Cut(seg, "="); ok {
+				vals = append(vals, named{wireFieldName(k), v, f.Group, true})
 			}
-			p.Close()
 		}
-		out = append(out, formAmounts(names, f)...)
-	case strings.HasSuffix(mt, "json") || len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '['):
-		dec := json.NewDecoder(bytes.NewReader(plain))
-		dec.UseNumber()
-		var v any
-		if err := dec.Decode(&v); err == nil {
-			out = jsonAmounts(names, v, out)
+	}
+	// The currency of each group: its (non-empty) currency fields' common
+	// value.
+	cur := map[int]string{}
+	for _, v := range vals {
+		if !v.str || !wireCurrencyName[v.name] || strings.TrimSpace(v.value) == "" {
+			continue
 		}
+		c, ok := cur[v.group]
+		switch {
+		case !ok:
+			cur[v.group] = v.value
+		case !strings.EqualFold(strings.TrimSpace(c), strings.TrimSpace(v.value)):
+			cur[v.group] = conflictingCurrency
+		}
+	}
+	var out []wireAmount
+	for _, v := range vals {
+		c := cur[v.group]
+		if !names.match(v.name, c != "") {
+			continue
+		}
+		if c == conflictingCurrency {
+			return nil, agentvault.Errorf(agentvault.CodeAmountUnknown, "an amount on the wire sits next to two different currencies")
+		}
+		out = append(out, wireAmount{text: v.value, name: v.name, currency: c})
 	}
 	return out, nil
 }
+
+// conflictingCurrency marks a group with two currencies; no currency code
+// holds a NUL.
+const conflictingCurrency = "\x00"
 
 type wireNameSet struct{ always, withCurrency map[string]bool }
 
@@ -215,72 +315,13 @@ func wireNames(cfg WireAmountConfig) wireNameSet {
 }
 
 func (n wireNameSet) match(name string, hasCurrency bool) bool {
-	return n.always[name] || hasCurrency && n.withCurrency[name]
+	return n.always[name] || centsName(name) || hasCurrency && n.withCurrency[name]
 }
 
-// formAmounts reads a form (or query): the currency is the form's
-// currency field when there is exactly one.
-func formAmounts(names wireNameSet, f url.Values) []wireAmount {
-	cur := ""
-	for k, vs := range f {
-		if wireCurrencyName[wireFieldName(k)] && len(vs) == 1 {
-			if cur != "" && !strings.EqualFold(cur, vs[0]) {
-				cur = "?" // two currencies: none applies
-			} else {
-				cur = vs[0]
-			}
-		}
-	}
-	if cur == "?" {
-		cur = ""
-	}
-	var out []wireAmount
-	for k, vs := range f {
-		n := wireFieldName(k)
-		if !names.match(n, cur != "") {
-			continue
-		}
-		for _, v := range vs {
-			out = append(out, wireAmount{text: v, name: n, currency: cur, number: true})
-		}
-	}
-	return out
-}
-
-// jsonAmounts walks a decoded JSON value: an object's currency field
-// applies to its own amount fields.
-func jsonAmounts(names wireNameSet, v any, out []wireAmount) []wireAmount {
-	switch x := v.(type) {
-	case []any:
-		for _, e := range x {
-			out = jsonAmounts(names, e, out)
-		}
-	case map[string]any:
-		cur := ""
-		for k, e := range x {
-			if s, ok := e.(string); ok && wireCurrencyName[wireFieldName(k)] {
-				cur = s
-			}
-		}
-		for k, e := range x {
-			n := wireFieldName(k)
-			switch y := e.(type) {
-			case json.Number:
-				if names.match(n, cur != "") {
-					out = append(out, wireAmount{text: string(y), name: n, currency: cur, number: true})
-				}
-			case string:
-				if names.match(n, cur != "") {
-					out = append(out, wireAmount{text: y, name: n, currency: cur})
-				}
-			case map[string]any, []any:
-				// {"total": {"amount": "12.34", "currency": "EUR"}} is read
-				// through the inner object.
-				out = jsonAmounts(names, y, out)
-			}
-		}
-	}
-	return out
+// centsName reports a field whose name says it counts minor units
+// (amount_cents, totalCents, cents): always an amount, never ambiguous.
+func centsName(name string) bool {
+	return strings.HasSuffix(name, "cents") && !strings.HasSuffix(name, "percents")
 }
 
 // minorInteger reports whether w is an integer in a minor-unit field: the
@@ -288,7 +329,7 @@ func jsonAmounts(names wireNameSet, v any, out []wireAmount) []wireAmount {
 // cents, 80.00 for a shop counting euros).
 func (w wireAmount) minorInteger(cfg WireAmountConfig) bool {
 	t := strings.TrimSpace(w.text)
-	return (wireMinorNames[w.name] || containsName(cfg.MinorUnitFields, w.name)) &&
+	return (wireMinorNames[w.name] || containsName(cfg.MinorUnitFields, w.name)) && !centsName(w.name) &&
 		isPlainNumber(t) && !strings.ContainsAny(t, ".eE")
 }
 
@@ -350,7 +391,7 @@ func parseWireAmount(cfg WireAmountConfig, w wireAmount, defaultCurrency string)
 		}
 	}
 	if r, ok := new(big.Rat).SetString(text); ok && isPlainNumber(text) {
-		minor := wireMinorNames[w.name] || containsName(cfg.MinorUnitFields, w.name)
+		minor := wireMinorNames[w.name] || containsName(cfg.MinorUnitFields, w.name) || centsName(w.name)
 		if minor && !strings.ContainsAny(text, ".eE") {
 			return ratAmount(r, 0, cur)
 		}

@@ -236,3 +236,103 @@ func TestReportCountsRefusals(t *testing.T) {
 		t.Fatalf("a denied approval seen twice: %d, want 4", n)
 	}
 }
+
+// wireCase is one request for the wire amount tests: its body, and the code
+// it must be refused with ("" forwarded with the real number).
+type wireCase struct {
+	name, ctype, body string
+	want              agentvault.Code
+}
+
+// runWireCases authorizes the card number for a total of 12.34 EUR and
+// posts each case's body (with {si} replaced by the stand-in), checking the
+// answer code and that a refused request never reaches the site.
+func runWireCases(t *testing.T, path string, cases []wireCase) {
+	t.Helper()
+	e := startProxy(t, nil)
+	up := startUpstream(t, e.upCA, nil)
+	const number = "4242424242424242"
+	e.addCard("1", number, "737")
+	s, pw := e.session()
+	page := hostURL(up, "shop.test", "/pay")
+	a, err := e.sessions.Authorize(context.Background(), s, control.AuthorizeRequest{Token: tok("card", "1", "number"), PageURL: page,
+		OrderTotal: &control.OrderTotal{Amount: "12.34", Currency: "EUR"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := up.count()
+			target := hostURL(up, "shop.test", strings.ReplaceAll(path, "{si}", a.Value))
+			resp, err := e.client(s, pw, false).Post(target, c.ctype, strings.NewReader(strings.ReplaceAll(c.body, "{si}", a.Value)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if got := agentvault.Code(codeOf(resp)); got != c.want {
+				t.Fatalf("code %q (status %d), want %q", got, resp.StatusCode, c.want)
+			}
+			reached := up.count() > before
+			if reached != (c.want == "") {
+				t.Fatalf("upstream reached: %v", reached)
+			}
+			if reached && !strings.Contains(string(up.last().Body)+up.last().RequestURI, number) {
+				t.Fatal("forwarded without the real number")
+			}
+		})
+	}
+	if strings.Contains(e.logs.String(), number) {
+		t.Fatal("the number is in the logs")
+	}
+}
+
+// TestP18_WireAmountPercentZZBodyFailsClosed: a form with a bad escape
+// ("%zz", which url.ParseQuery rejects whole) still has its amounts read by
+// the parse that substitutes the number, so a grown amount is refused and
+// nothing goes upstream; a body the proxy can only treat as free text
+// while it carries the number is refused too.
+func TestP18_WireAmountPercentZZBodyFailsClosed(t *testing.T) {
+	form := "application/x-www-form-urlencoded"
+	runWireCases(t, "/pay", []wireCase{
+		{"bad escape first, amount grown", form, "x=%zz&amount=99999&currency=eur&card[number]={si}", agentvault.CodeAmountMismatch},
+		{"bad escape last, total grown", form, "total=99.00&card[number]={si}&x=%zz", agentvault.CodeAmountMismatch},
+		{"bad escape in the amount", form, "amount=12%zz34&card[number]={si}", agentvault.CodeAmountUnknown},
+		{"bad escape, amount equal", form, "x=%zz&amount=1234&currency=eur&card[number]={si}", ""},
+		{"json with a bad escape", "application/json", `{"x":"\zz","card":"{si}","total":99}`, agentvault.CodeAmountMismatch},
+		{"truncated json", "application/json", `{"card":"{si}","total":99`, agentvault.CodeAmountMismatch},
+		{"form as text/plain", "text/plain", "amount=99999&currency=eur&card={si}", agentvault.CodeAmountUnknown},
+		{"form as xml", "application/xml", "<pay><card>{si}</card><total>99</total></pay>", agentvault.CodeAmountUnknown},
+		{"array of totals", "application/json", `{"card":"{si}","total":[12, 99]}`, agentvault.CodeAmountMismatch},
+	})
+}
+
+// TestP18_WireAmountSemicolonBody: some servers split a form at ';' as well
+// as '&'; a pair holding ';' is read both ways, so an amount hidden behind
+// one is checked.
+func TestP18_WireAmountSemicolonBody(t *testing.T) {
+	form := "application/x-www-form-urlencoded"
+	runWireCases(t, "/pay", []wireCase{
+		{"amount after a semicolon", form, "x=1;amount=99999&currency=eur&card[number]={si}", agentvault.CodeAmountMismatch},
+		{"total after a semicolon", form, "card[number]={si};total=99.00", agentvault.CodeAmountMismatch},
+		{"semicolon inside the amount", form, "amount=1234;x=1&currency=eur&card[number]={si}", agentvault.CodeAmountUnknown},
+		{"semicolon, amount equal", form, "x=1;total=12.34&card[number]={si}", ""},
+		{"two currencies behind a semicolon", form, "amount=1234&currency=eur;currency=usd&card[number]={si}", agentvault.CodeAmountUnknown},
+	})
+	runWireCases(t, "/pay?x=1;total=99.00", []wireCase{
+		{"query with a semicolon", form, "card[number]={si}", agentvault.CodeAmountMismatch},
+	})
+}
+
+// TestP18_AmountCents: amount_cents and any *_cents field count minor
+// units, with no whole-unit reading to fall back on.
+func TestP18_AmountCents(t *testing.T) {
+	form := "application/x-www-form-urlencoded"
+	runWireCases(t, "/pay", []wireCase{
+		{"amount_cents equal", form, "amount_cents=1234&currency=eur&card[number]={si}", ""},
+		{"amount_cents grown", form, "amount_cents=40000&card[number]={si}", agentvault.CodeAmountMismatch},
+		{"amount_cents one over", form, "amount_cents=1235&card[number]={si}", agentvault.CodeAmountMismatch},
+		{"totalCents grown", "application/json", `{"card":"{si}","order":{"totalCents":1300}}`, agentvault.CodeAmountMismatch},
+		{"total_cents small is no unit puzzle", form, "total_cents=80&card[number]={si}", ""},
+		{"percents is not an amount", form, "discount_percents=50&card[number]={si}", ""},
+	})
+}

@@ -120,6 +120,9 @@ func byMediaType(contentType string, b []byte, r Replacer) ([]byte, int, error) 
 	case looksLikeJSON(b):
 		return JSON(b, r)
 	}
+	if v := visitor(r); v != nil {
+		v.emit(Field{Source: SourceText, Group: v.newGroup(), Value: b})
+	}
 	return text(r, b)
 }
 

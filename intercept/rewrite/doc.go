@@ -5,7 +5,9 @@
 // Replacer the caller passes in (tokens.Replacer for requests, a scrubbing
 // replacer for responses); this package only knows where values live in each
 // format and how to put a changed value back without disturbing the bytes
-// around it.
+// around it. A Replacer that is also a FieldVisitor is told every field
+// a walk offers it, with its name path: the one parse of a request body,
+// which the wire amount check reads instead of parsing again.
 //
 // It must never touch the network, import goproxy, log, or keep any value it
 // sees. Every function fails closed: when a message cannot be parsed well

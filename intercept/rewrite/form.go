@@ -13,10 +13,14 @@ import (
 func Form(body []byte, r Replacer) ([]byte, int, error) {
 	r, sr := withScratch(r)
 	defer sr.release()
-	return rewritePairs(body, r)
+	return rewritePairs(body, r, SourceForm)
 }
 
-func rewritePairs(raw []byte, r Replacer) ([]byte, int, error) {
+func rewritePairs(raw []byte, r Replacer, src FieldSource) ([]byte, int, error) {
+	vis, group := visitor(r), 0
+	if vis != nil {
+		group = vis.newGroup()
+	}
 	var out []byte
 	total, last := 0, 0
 	emit := func(start, end int, rep []byte) {
@@ -44,11 +48,21 @@ func rewritePairs(raw []byte, r Replacer) ([]byte, int, error) {
 		if kEnd < len(pair) {
 			spans = append(spans, [2]int{start + kEnd + 1, end})
 		}
-		for _, sp := range spans {
+		var key []byte
+		for si, sp := range spans {
 			if sp[0] == sp[1] {
 				continue
 			}
-			rep, n, err := field(r, percentDecode(raw[sp[0]:sp[1]], true))
+			dec := percentDecode(raw[sp[0]:sp[1]], true)
+			if vis != nil {
+				if si == 0 {
+					key = dec
+					vis.emit(Field{Source: src, Group: group, Value: dec, Name: true})
+				} else {
+					vis.emit(Field{Source: src, Group: group, Path: []string{string(key)}, Value: dec})
+				}
+			}
+			rep, n, err := field(r, dec)
 			if err != nil {
 				return nil, 0, err
 			}

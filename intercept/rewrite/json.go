@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"encoding/json"
+	"slices"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -24,6 +25,10 @@ func JSON(body []byte, r Replacer) ([]byte, int, error) {
 	defer sr.release()
 	var out []byte
 	total, last := 0, 0
+	var st *jsonStructure
+	if v := visitor(r); v != nil {
+		st = &jsonStructure{v: v, root: v.newGroup()}
+	}
 	splice := func(start, end int, rep []byte) {
 		if out == nil {
 			out = make([]byte, 0, len(body)+64)
@@ -41,7 +46,11 @@ func JSON(body []byte, r Replacer) ([]byte, int, error) {
 			if closed {
 				inner = body[i+1 : end-1]
 			}
-			rep, n, err := field(r, jsonUnescape(inner))
+			dec := jsonUnescape(inner)
+			if st != nil {
+				st.value(dec, isKey(body, end), false)
+			}
+			rep, n, err := field(r, dec)
 			if err != nil {
 				return nil, 0, err
 			}
@@ -54,6 +63,9 @@ func JSON(body []byte, r Replacer) ([]byte, int, error) {
 			j := i + 1
 			for j < len(body) && isNumberByte(body[j]) {
 				j++
+			}
+			if st != nil {
+				st.value(body[i:j], false, true)
 			}
 			rep, n, err := field(r, body[i:j])
 			if err != nil {
@@ -69,6 +81,9 @@ func JSON(body []byte, r Replacer) ([]byte, int, error) {
 			}
 			i = j
 		default:
+			if st != nil {
+				st.punct(c)
+			}
 			i++
 		}
 	}
@@ -235,4 +250,88 @@ func appendJSONString(dst, s []byte, closeQuote bool) []byte {
 		dst = append(dst, '"')
 	}
 	return dst
+}
+
+// jsonStructure follows objects and arrays through JSON's lenient scan for
+// a FieldVisitor: which key a value sits under and which object it shares.
+// Mismatched brackets (the scan does not validate) pop whatever is open.
+type jsonStructure struct {
+	v     *scratchReplacer
+	root  int // group of top-level scalars
+	stack []jsonFrame
+}
+
+type jsonFrame struct {
+	array bool
+	path  []string // the path of the object or array itself
+	key   string   // an object's current member key
+	group int
+}
+
+// valuePath is the path of a value starting here.
+func (s *jsonStructure) valuePath() []string {
+	if len(s.stack) == 0 {
+		return nil
+	}
+	top := &s.stack[len(s.stack)-1]
+	if top.array {
+		return top.path
+	}
+	return append(slices.Clip(top.path), top.key)
+}
+
+func (s *jsonStructure) group() int {
+	if len(s.stack) == 0 {
+		return s.root
+	}
+	return s.stack[len(s.stack)-1].group
+}
+
+func (s *jsonStructure) punct(c byte) {
+	switch c {
+	case '{':
+		s.stack = append(s.stack, jsonFrame{path: s.valuePath(), group: s.v.newGroup()})
+	case '[':
+		s.stack = append(s.stack, jsonFrame{array: true, path: s.valuePath(), group: s.group()})
+	case '}', ']':
+		if len(s.stack) > 0 {
+			s.stack = s.stack[:len(s.stack)-1]
+		}
+	case ',':
+		if len(s.stack) > 0 {
+			s.stack[len(s.stack)-1].key = ""
+		}
+	}
+}
+
+// value reports a string or number; a key becomes the current member key.
+func (s *jsonStructure) value(v []byte, key, number bool) {
+	if key {
+		var path []string
+		if len(s.stack) > 0 {
+			top := &s.stack[len(s.stack)-1]
+			path = top.path
+			if !top.array {
+				top.key = string(v)
+			}
+		}
+		s.v.emit(Field{Source: SourceJSON, Path: path, Group: s.group(), Value: v, Name: true})
+		return
+	}
+	s.v.emit(Field{Source: SourceJSON, Path: s.valuePath(), Group: s.group(), Value: v, Number: number})
+}
+
+// isKey reports whether the string literal ending before end is an object
+// key: the next byte past white space is a colon.
+func isKey(b []byte, end int) bool {
+	for ; end < len(b); end++ {
+		switch b[end] {
+		case ' ', '\t', '\n', '\r':
+			continue
+		case ':':
+			return true
+		}
+		return false
+	}
+	return false
 }

@@ -9,6 +9,7 @@ import (
 	"mime/multipart"
 	"mime/quotedprintable"
 	"net/textproto"
+	"slices"
 	"strings"
 
 	agentvault "github.com/agentvault/agentvault"
@@ -74,7 +75,14 @@ func rewriteMultipart(boundary string, body []byte, r Replacer, depth int) ([]by
 	}
 	var edits []edit
 	total := 0
+	vis, group := visitor(r), 0
+	if vis != nil {
+		group = vis.newGroup()
+	}
 	textEdit := func(start, end int) error {
+		if vis != nil {
+			vis.emit(Field{Source: SourceText, Group: vis.newGroup(), Value: body[start:end]})
+		}
 		rep, n, err := text(r, body[start:end])
 		if n > 0 {
 			edits = append(edits, edit{start, end, rep})
@@ -91,6 +99,9 @@ func rewriteMultipart(boundary string, body []byte, r Replacer, depth int) ([]by
 	for i, p := range parts {
 		// A field name or file name can carry a token too.
 		rawHdr := body[p.hdrStart:p.bodyStart]
+		if vis != nil {
+			vis.emit(Field{Source: SourceText, Group: vis.newGroup(), Value: rawHdr})
+		}
 		hrep, hn, err := text(r, rawHdr)
 		if err != nil {
 			return nil, 0, err
@@ -107,7 +118,7 @@ func rewriteMultipart(boundary string, body []byte, r Replacer, depth int) ([]by
 			return nil, 0, err
 		}
 		raw := body[p.bodyStart:p.bodyEnd]
-		rep, n, err := rewritePart(hdr, raw, r, depth)
+		rep, n, err := rewritePart(hdr, raw, r, depth, group)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -146,7 +157,7 @@ func readPartHeader(b []byte) (textproto.MIMEHeader, error) {
 	return h, nil
 }
 
-func rewritePart(h textproto.MIMEHeader, raw []byte, r Replacer, depth int) ([]byte, int, error) {
+func rewritePart(h textproto.MIMEHeader, raw []byte, r Replacer, depth, group int) ([]byte, int, error) {
 	cte := strings.ToLower(strings.TrimSpace(h.Get("Content-Transfer-Encoding")))
 	var decoded []byte
 	switch cte {
@@ -175,7 +186,22 @@ func rewritePart(h textproto.MIMEHeader, raw []byte, r Replacer, depth int) ([]b
 		return nil, 0, agentvault.Errorf(agentvault.CodeSubstitution, "multipart part has an unsupported Content-Transfer-Encoding")
 	}
 
-	rep, n, err := rewritePartBody(h.Get("Content-Type"), decoded, r, depth)
+	var rep []byte
+	var n int
+	var err error
+	if vis := visitor(r); vis != nil {
+		// The part's name leads the path of whatever it holds.
+		name := ""
+		if _, params, perr := mime.ParseMediaType(h.Get("Content-Disposition")); perr == nil {
+			name = params["name"]
+		}
+		saved := vis.prefix
+		vis.prefix = append(slices.Clip(saved), name)
+		rep, n, err = rewritePartBody(h.Get("Content-Type"), decoded, r, depth, group)
+		vis.prefix = saved
+	} else {
+		rep, n, err = rewritePartBody(h.Get("Content-Type"), decoded, r, depth, group)
+	}
 	if err != nil || n == 0 {
 		return nil, 0, err
 	}
@@ -192,7 +218,7 @@ func rewritePart(h textproto.MIMEHeader, raw []byte, r Replacer, depth int) ([]b
 	return rep, n, nil
 }
 
-func rewritePartBody(contentType string, b []byte, r Replacer, depth int) ([]byte, int, error) {
+func rewritePartBody(contentType string, b []byte, r Replacer, depth, group int) ([]byte, int, error) {
 	if contentType != "" {
 		mt, params, err := mime.ParseMediaType(contentType)
 		if err == nil {
@@ -203,6 +229,9 @@ func rewritePartBody(contentType string, b []byte, r Replacer, depth int) ([]byt
 				return rewriteMultipart(params["boundary"], b, r, depth+1)
 			}
 		}
+	}
+	if vis := visitor(r); vis != nil {
+		vis.emit(Field{Source: SourceMultipart, Group: group, Value: b})
 	}
 	return field(r, b)
 }

@@ -55,6 +55,11 @@ func text(r Replacer, src []byte) ([]byte, int, error) {
 type scratchReplacer struct {
 	Replacer
 	buf []byte
+	// visit is the Replacer's FieldVisitor, if it has one; groups and
+	// prefix are the walk's state for it (fields.go).
+	visit  FieldVisitor
+	groups int
+	prefix []string
 }
 
 var scratchPool = sync.Pool{New: func() any { return &scratchReplacer{buf: make([]byte, 0, 4096)} }}
@@ -68,6 +73,7 @@ func withScratch(r Replacer) (Replacer, *scratchReplacer) {
 	}
 	sr := scratchPool.Get().(*scratchReplacer)
 	sr.Replacer = r
+	sr.visit, _ = r.(FieldVisitor)
 	return sr, sr
 }
 
@@ -78,7 +84,7 @@ func (sr *scratchReplacer) release() {
 		return
 	}
 	clear(sr.buf[:cap(sr.buf)])
-	sr.Replacer = nil
+	sr.Replacer, sr.visit, sr.groups, sr.prefix = nil, nil, 0, nil
 	scratchPool.Put(sr)
 }
 

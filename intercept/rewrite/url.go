@@ -19,7 +19,11 @@ func URL(dst *url.URL, r Replacer) (int, error) {
 	u := &c
 	total := 0
 	if u.Opaque != "" {
-		rep, n, err := field(r, percentDecode([]byte(u.Opaque), false))
+		dec := percentDecode([]byte(u.Opaque), false)
+		if v := visitor(r); v != nil {
+			v.emit(Field{Source: SourceURL, Value: dec})
+		}
+		rep, n, err := field(r, dec)
 		if err != nil {
 			return 0, err
 		}
@@ -35,7 +39,7 @@ func URL(dst *url.URL, r Replacer) (int, error) {
 		total += n
 	}
 	if u.RawQuery != "" {
-		q, n, err := rewritePairs([]byte(u.RawQuery), r)
+		q, n, err := rewritePairs([]byte(u.RawQuery), r, SourceQuery)
 		if err != nil {
 			return 0, err
 		}
@@ -68,7 +72,11 @@ func rewritePath(u *url.URL, r Replacer) (int, error) {
 		if s == "" {
 			continue
 		}
-		rep, n, err := field(r, percentDecode([]byte(s), false))
+		dec := percentDecode([]byte(s), false)
+		if v := visitor(r); v != nil {
+			v.emit(Field{Source: SourceURL, Value: dec})
+		}
+		rep, n, err := field(r, dec)
 		if err != nil {
 			return 0, err
 		}
@@ -98,12 +106,19 @@ func rewritePath(u *url.URL, r Replacer) (int, error) {
 func rewriteUserinfo(u *url.URL, r Replacer) (int, error) {
 	name := u.User.Username()
 	pass, hasPass := u.User.Password()
+	v := visitor(r)
+	if v != nil {
+		v.emit(Field{Source: SourceURL, Value: []byte(name)})
+	}
 	nrep, n1, err := field(r, []byte(name))
 	if err != nil {
 		return 0, err
 	}
 	prep, n2 := []byte(pass), 0
 	if hasPass {
+		if v != nil {
+			v.emit(Field{Source: SourceURL, Value: prep})
+		}
 		if prep, n2, err = field(r, prep); err != nil {
 			return 0, err
 		}

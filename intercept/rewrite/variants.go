@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"unicode/utf16"
 )
 
 // ScrubVariants lists the forms in which a real value can come back from a
@@ -19,6 +20,14 @@ import (
 //     HTML-safe \u003c \u003e \u0026, with "/" as "\/", and every character
 //     as \uXXXX (lower- and upper-case hex);
 //   - base64 of the value alone: standard and URL alphabets, padded and not;
+//   - base64 of the value inside a larger base64 document (a Basic
+//     credential "user:<value>", a JWT-like blob of JSON holding it), at
+//     each of the three byte offsets a value can start at within a 3-byte
+//     group: the characters that depend on the value's bytes only (see
+//     base64Inner), standard and URL alphabets, and the standard one with
+//     "/" JSON-escaped as "\/"; the same for the value JSON-escaped, when
+//     the escaped stand-in has the escaped value's length (otherwise every
+//     character after it would change);
 //   - HTML: special characters as named, decimal and hex entities, and every
 //     character as a decimal or hex numeric reference;
 //   - JSON with every ASCII byte but letters as \u00XX (digits and symbols
@@ -27,7 +36,16 @@ import (
 //   - for a card number (13 to 19 digits): the usual print groups (fours,
 //     4-6-5 for 15 digits, 4-6-4 for 14) joined by a space, a dash, a space
 //     URL-encoded ("+", "%20") or a non-breaking space (&nbsp;, &#160;,
-//     \u00a0 escaped, or the UTF-8 character itself).
+//     \u00a0 escaped, or the UTF-8 character itself);
+//   - UTF-16, little- and big-endian (a body declared UTF-16 is scanned as
+//     bytes): the value, upper-cased, JSON-escaped, and a card number's
+//     groups joined by a space, a dash or a non-breaking space.
+//
+// A value under 6 bytes (a CVV) is not listed inside a larger base64
+// document: its 4 or 5 characters there are not bounded by anything and
+// would be found by chance in any long base64 blob. Its UTF-16 forms are
+// listed, and since every second byte of UTF-16 text is a zero, no word
+// boundary can be told there: the caller matches them anywhere.
 //
 // The returned slices are fresh; the caller owns them and should wipe them
 // when the session ends.
@@ -64,6 +82,31 @@ func ScrubVariants(real, standIn []byte) [][2][]byte {
 		each(func(b []byte) []byte { return []byte(enc.EncodeToString(b)) })
 	}
 
+	// Inside a larger base64 stream only the characters made of the
+	// value's bits alone can be swapped: the ones at either edge mix in
+	// the neighbours' bits, and changing them would change the bytes
+	// around the value. Value and stand-in have the same length, so at
+	// one alignment both span the same characters.
+	// A JSON document holds the value JSON-escaped; when the escaped
+	// stand-in is as long as the escaped value, that form is listed too.
+	for _, doc := range [][2][]byte{{real, standIn}, {jsonEscape(real, true), jsonEscape(standIn, true)}, {jsonEscape(real, false), jsonEscape(standIn, false)}} {
+		if len(doc[0]) != len(doc[1]) {
+			continue
+		}
+		for a := range 3 {
+			for _, enc := range []*base64.Encoding{base64.RawStdEncoding, base64.RawURLEncoding} {
+				r, s := base64Inner(enc, doc[0], a), base64Inner(enc, doc[1], a)
+				if len(r) < minBase64Inner {
+					continue
+				}
+				add(r, s)
+				if enc == base64.RawStdEncoding {
+					add(bytes.ReplaceAll(r, []byte("/"), []byte(`\/`)), bytes.ReplaceAll(s, []byte("/"), []byte(`\/`)))
+				}
+			}
+		}
+	}
+
 	for _, style := range []entityStyle{entityNamed, entityDecimal, entityHex, entityGoHTML} {
 		each(func(b []byte) []byte { return htmlSpecial(b, style) })
 	}
@@ -74,11 +117,61 @@ func ScrubVariants(real, standIn []byte) [][2][]byte {
 	// hex-like code); for digits this is the raw form again and is skipped.
 	add(bytes.ToUpper(real), bytes.ToUpper(standIn))
 
-	if len(standIn) == len(real) && allDigits(standIn) {
+	card := len(standIn) == len(real) && allDigits(standIn)
+	if card {
 		for _, groups := range cardGroups(real) {
 			for _, sep := range []string{" ", "-", "+", "%20", "&nbsp;", "&#160;", `\u00a0`, "\u00a0"} {
 				add(groupDigits(real, groups, sep), groupDigits(standIn, groups, sep))
 			}
+		}
+	}
+
+	for _, le := range []bool{true, false} {
+		u16 := func(b []byte) []byte { return utf16Bytes(b, le) }
+		each(u16)
+		add(u16(bytes.ToUpper(real)), u16(bytes.ToUpper(standIn)))
+		add(u16(jsonEscape(real, true)), u16(jsonEscape(standIn, true)))
+		if card {
+			for _, groups := range cardGroups(real) {
+				for _, sep := range []string{" ", "-", "\u00a0"} {
+					add(u16(groupDigits(real, groups, sep)), u16(groupDigits(standIn, groups, sep)))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// minBase64Inner is the fewest characters of a value inside a larger base64
+// document worth matching: 6 characters are 36 bits of the value.
+const minBase64Inner = 6
+
+// base64Inner returns the characters of a base64 stream that hold v's bits
+// and nothing else when v starts at byte a (0, 1 or 2) of a 3-byte group.
+// Bit 8a is where v starts; character j spans bits 6j to 6j+5, so the
+// characters from ceil(8a/6) up to (not including) floor((8a+8n)/6) are
+// v's alone. enc must not pad.
+func base64Inner(enc *base64.Encoding, v []byte, a int) []byte {
+	buf := make([]byte, a+len(v))
+	copy(buf[a:], v)
+	s := enc.EncodeToString(buf)
+	clear(buf)
+	from, to := (8*a+5)/6, (8*a+8*len(v))/6
+	if to <= from {
+		return nil
+	}
+	return []byte(s[from:to])
+}
+
+// utf16Bytes encodes UTF-8 text as UTF-16 in the given byte order.
+func utf16Bytes(b []byte, littleEndian bool) []byte {
+	units := utf16.Encode([]rune(string(b)))
+	out := make([]byte, 0, 2*len(units))
+	for _, u := range units {
+		if littleEndian {
+			out = append(out, byte(u), byte(u>>8))
+		} else {
+			out = append(out, byte(u>>8), byte(u))
 		}
 	}
 	return out

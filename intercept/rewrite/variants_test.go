@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"unicode/utf16"
 )
 
 // decoders undo each encoding ScrubVariants may emit; a variant must decode
@@ -70,20 +71,7 @@ func TestP10_ScrubVariants(t *testing.T) {
 				}
 				listed[string(v[0])] = true
 				// Each pair is one encoding applied to both values.
-				ok := false
-				for _, dec := range decoders {
-					r, ok1 := dec(string(v[0]))
-					s, ok2 := dec(string(v[1]))
-					if ok1 && ok2 && r == tc.real && s == tc.standIn {
-						ok = true
-						break
-					}
-				}
-				// Upper-casing cannot be undone: check it forwards.
-				if string(v[0]) == strings.ToUpper(tc.real) && string(v[1]) == strings.ToUpper(tc.standIn) {
-					ok = true
-				}
-				if !ok {
+				if !explained(tc.real, tc.standIn, v) {
 					t.Fatalf("pair %s -> %s is not one encoding of real and stand-in", show(v[0]), show(v[1]))
 				}
 			}
@@ -125,4 +113,61 @@ func TestP10_ScrubVariantsScrubEverywhere(t *testing.T) {
 			t.Fatalf("an encoding of the real value (%d bytes) survived", len(v[0]))
 		}
 	}
+}
+
+// explained reports whether pair is one encoding ScrubVariants knows applied
+// to real and to standIn alike.
+func explained(real, standIn string, pair [2][]byte) bool {
+	one := func(r, s string) bool {
+		for _, dec := range decoders {
+			dr, ok1 := dec(r)
+			ds, ok2 := dec(s)
+			if ok1 && ok2 && dr == real && ds == standIn {
+				return true
+			}
+		}
+		// Upper-casing cannot be undone: check it forwards.
+		return r == strings.ToUpper(real) && s == strings.ToUpper(standIn)
+	}
+	r, s := string(pair[0]), string(pair[1])
+	if one(r, s) {
+		return true
+	}
+	// Inside a larger base64 document, at one of three alignments.
+	for a, esc := range [...]int{0, 1, 2, 0, 1, 2, 0, 1, 2} {
+		real, standIn := []byte(real), []byte(standIn)
+		if esc := a / 3; esc > 0 {
+			real, standIn = jsonEscape(real, esc == 1), jsonEscape(standIn, esc == 1)
+		}
+		for _, enc := range []*base64.Encoding{base64.RawStdEncoding, base64.RawURLEncoding} {
+			ir, is := string(base64Inner(enc, real, esc)), string(base64Inner(enc, standIn, esc))
+			if r == ir && s == is || r == strings.ReplaceAll(ir, "/", `\/`) && s == strings.ReplaceAll(is, "/", `\/`) {
+				return true
+			}
+		}
+	}
+	// UTF-16 of another known form.
+	for _, le := range []bool{true, false} {
+		dr, ok1 := fromUTF16([]byte(r), le)
+		ds, ok2 := fromUTF16([]byte(s), le)
+		if ok1 && ok2 && one(dr, ds) {
+			return true
+		}
+	}
+	return false
+}
+
+func fromUTF16(b []byte, littleEndian bool) (string, bool) {
+	if len(b)%2 != 0 {
+		return "", false
+	}
+	u := make([]uint16, len(b)/2)
+	for i := range u {
+		if littleEndian {
+			u[i] = uint16(b[2*i]) | uint16(b[2*i+1])<<8
+		} else {
+			u[i] = uint16(b[2*i])<<8 | uint16(b[2*i+1])
+		}
+	}
+	return string(utf16.Decode(u)), true
 }

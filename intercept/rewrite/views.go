@@ -3,13 +3,14 @@ package rewrite
 import (
 	"bytes"
 	"html"
+	"slices"
 )
 
 // EncodedViews returns b decoded in the ways a value can hide in text that
 // Body treats as opaque: percent-decoded (with '+' as a space),
-// JSON-unescaped (\uXXXX and friends), HTML-unescaped, and percent- then
-// JSON-decoded (JSON inside a form value). Only views that differ from b are
-// returned.
+// JSON-unescaped (\uXXXX and friends), HTML-unescaped, percent- then
+// JSON-decoded (JSON inside a form value), and base64-decoded (see
+// base64Views). Only views that differ from b are returned.
 //
 // The proxy runs its token matcher over these views of a rewritten body: a
 // token still found there sat in an encoding Body could not rewrite in place
@@ -38,5 +39,108 @@ func EncodedViews(b []byte) [][]byte {
 	if p != nil && bytes.IndexByte(p, '\\') >= 0 {
 		add(jsonUnescape(p))
 	}
+	// Base64 inside b itself at every character offset, and inside the
+	// decoded views from their runs' starts: a form value carries a blob
+	// percent-encoded, a JSON string may write "/" as "\/".
+	n := len(views)
+	views = appendBase64Views(views, b, 4)
+	for _, v := range views[:n] {
+		views = appendBase64Views(views, v, 1)
+	}
 	return views
+}
+
+// minBase64Run is the shortest run of base64 characters decoded: the
+// shortest token or stand-in matched anywhere (7 bytes) takes 10
+// characters. Shorter runs are words, not blobs, and decoding them would
+// only cost time.
+const minBase64Run = 10
+
+// appendBase64Views appends up to shifts views of b's base64: every run of
+// at least minBase64Run characters of either alphabet (standard and URL
+// mixed, padding optional) decoded, the runs of one view joined by a line
+// break so no value can span two of them. View k decodes each run from
+// its k-th character: a blob glued to other base64 characters ("x" +
+// base64(token)) starts a run at the wrong place, and one of the four
+// offsets is then the blob's own. Whatever a run holds, at any byte
+// offset, is in one of the views. Each view is at most 3/4 of b, so a
+// large body costs a few linear passes, never more.
+func appendBase64Views(views [][]byte, b []byte, shifts int) [][]byte {
+	var stack [16][2]int
+	runs := base64Runs(stack[:0], b)
+	if len(runs) == 0 {
+		return views
+	}
+	// One allocation for all the views.
+	chars := 0
+	for _, r := range runs {
+		chars += r[1] - r[0]
+	}
+	buf := make([]byte, 0, shifts*(chars*3/4+len(runs)))
+	for k := 0; k < shifts; k++ {
+		start := len(buf)
+		for i, r := range runs {
+			if i > 0 {
+				buf = append(buf, '\n')
+			}
+			buf = decodeBase64Run(buf, b[r[0]+k:r[1]])
+		}
+		views = append(views, buf[start:len(buf):len(buf)])
+	}
+	return views
+}
+
+// base64Runs appends the spans of b's runs of at least minBase64Run
+// base64 characters to runs.
+func base64Runs(runs [][2]int, b []byte) [][2]int {
+	for i := 0; i < len(b); {
+		if b64Value[b[i]] < 0 {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(b) && b64Value[b[j]] >= 0 {
+			j++
+		}
+		if j-i >= minBase64Run {
+			runs = append(runs, [2]int{i, j})
+		}
+		i = j
+	}
+	return runs
+}
+
+// b64Value maps a character of either base64 alphabet to its value, and
+// anything else (padding included: it only ends a run) to -1.
+var b64Value = func() (t [256]int8) {
+	for i := range t {
+		t[i] = -1
+	}
+	for i, c := range "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789" {
+		t[c] = int8(i)
+	}
+	t['+'], t['-'] = 62, 62
+	t['/'], t['_'] = 63, 63
+	return t
+}()
+
+// decodeBase64Run appends the bytes of run (base64 characters only, no
+// padding) to dst; a trailing partial group yields its whole bytes.
+func decodeBase64Run(dst, run []byte) []byte {
+	o := len(dst)
+	dst = slices.Grow(dst, len(run)*3/4)[:o+len(run)*3/4]
+	i := 0
+	for ; i+4 <= len(run); i += 4 {
+		v := uint32(b64Value[run[i]])<<18 | uint32(b64Value[run[i+1]])<<12 | uint32(b64Value[run[i+2]])<<6 | uint32(b64Value[run[i+3]])
+		dst[o], dst[o+1], dst[o+2] = byte(v>>16), byte(v>>8), byte(v)
+		o += 3
+	}
+	switch len(run) - i {
+	case 2:
+		dst[o] = byte(b64Value[run[i]])<<2 | byte(b64Value[run[i+1]])>>4
+	case 3:
+		v := uint32(b64Value[run[i]])<<12 | uint32(b64Value[run[i+1]])<<6 | uint32(b64Value[run[i+2]])
+		dst[o], dst[o+1] = byte(v>>10), byte(v>>2)
+	}
+	return dst
 }

@@ -1,6 +1,10 @@
 package rewrite
 
 import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -35,4 +39,60 @@ func TestP9_DecodeMatchesBody(t *testing.T) {
 	if err != nil || string(got) != string(plain) {
 		t.Fatalf("Decode: %v", err)
 	}
+}
+
+// TestP9_TokenUnderBase64IsFound: a token or long stand-in base64-encoded,
+// alone or inside a larger document, in either alphabet, padded or not, at
+// any byte offset, is in one of the views the proxy scans, and a view of a
+// large body costs a bounded multiple of its size.
+func TestP9_TokenUnderBase64IsFound(t *testing.T) {
+	encs := map[string]*base64.Encoding{"std": base64.StdEncoding, "url": base64.URLEncoding, "rawstd": base64.RawStdEncoding, "rawurl": base64.RawURLEncoding}
+	for _, secret := range []string{tokNumber, standInPW, "4111119999991111"} {
+		for name, enc := range encs {
+			for pad := range 3 {
+				doc := `{"sub":"` + strings.Repeat("u", pad) + `","card":"` + secret + `","note":"<a/b>?"}`
+				b64 := enc.EncodeToString([]byte(doc))
+				jwt := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none"}`)) + "." + b64 + ".c2ln"
+				cases := map[string]string{
+					"bearer":           "Authorization: Bearer " + b64,
+					"basic":            "Authorization: Basic " + enc.EncodeToString([]byte(strings.Repeat("u", pad)+":"+secret)),
+					"alone":            `{"v":"` + enc.EncodeToString([]byte(secret)) + `"}`,
+					"jwt in json":      `{"id_token":"` + jwt + `"}`,
+					"json slash":       `{"blob":"` + strings.ReplaceAll(b64, "/", `\/`) + `"}`,
+					"form":             "x=1&blob=" + url.QueryEscape(b64) + "&y=2",
+					"glued to letters": "data=abc" + b64,
+				}
+				for where, body := range cases {
+					t.Run(fmt.Sprintf("%s/%s/%d/%s", show(secret), name, pad, where), func(t *testing.T) {
+						found := false
+						for _, v := range EncodedViews([]byte(body)) {
+							found = found || strings.Contains(string(v), secret)
+						}
+						if !found {
+							t.Fatal("value not visible in any view")
+						}
+					})
+				}
+			}
+		}
+	}
+
+	t.Run("bounded on a large body", func(t *testing.T) {
+		var big bytes.Buffer
+		for big.Len() < 1<<20 {
+			big.WriteString(base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0xfb, 0xef, 0xbe}, 300)))
+			big.WriteString("%2B")
+		}
+		total := 0
+		for _, v := range EncodedViews(big.Bytes()) {
+			total += len(v)
+		}
+		if total > 8*big.Len() {
+			t.Fatalf("views of a %d-byte body take %d bytes", big.Len(), total)
+		}
+		words := []byte(strings.Repeat("short words only, none ten long. ", 30000))
+		if v := EncodedViews(words); len(v) != 0 {
+			t.Fatalf("%d views of text without a base64 run", len(v))
+		}
+	})
 }
