@@ -262,6 +262,11 @@ func runWireCases(t *testing.T, path string, cases []wireCase) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			// Each case is its own purchase: a card grant covers one (P21).
+			if _, err := e.sessions.Authorize(context.Background(), s, control.AuthorizeRequest{Token: tok("card", "1", "number"), PageURL: page,
+				OrderTotal: &control.OrderTotal{Amount: "12.34", Currency: "EUR"}}); err != nil {
+				t.Fatal(err)
+			}
 			before := up.count()
 			target := hostURL(up, "shop.test", strings.ReplaceAll(path, "{si}", a.Value))
 			resp, err := e.client(s, pw, false).Post(target, c.ctype, strings.NewReader(strings.ReplaceAll(c.body, "{si}", a.Value)))
