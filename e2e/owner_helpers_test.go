@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault/control"
-	"github.com/agentvault/agentvault/intercept/proxyd"
+	"github.com/agentvault/agentvault/proxyd"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/vault"

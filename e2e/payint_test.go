@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentvault/agentvault/e2e/merchant"
-	"github.com/agentvault/agentvault/intercept/proxyd"
+	"github.com/agentvault/agentvault/proxyd"
 	"github.com/agentvault/agentvault/vault"
 	"github.com/mxschmitt/playwright-go"
 )

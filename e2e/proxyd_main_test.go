@@ -7,7 +7,7 @@ import (
 
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/e2e/merchant"
-	"github.com/agentvault/agentvault/intercept/proxyd"
+	"github.com/agentvault/agentvault/proxyd"
 	"github.com/agentvault/agentvault/policy"
 )
 

@@ -25,7 +25,7 @@ import (
 )
 
 // realVault adapts a *vault.Vault over a temp SQLite file to the proxy's
-// Vault interface (what intercept/proxyd does in production).
+// Vault interface (what proxyd does in production).
 type realVault struct{ v *vault.Vault }
 
 func (r realVault) List(ctx context.Context, org string) ([]vault.Item, error) {

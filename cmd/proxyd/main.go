@@ -1,6 +1,6 @@
 // Command proxyd is agentvault's HTTPS egress proxy: it swaps stand-ins for
 // real secrets on the wire to allowed sites and scrubs them from responses.
-// Everything lives in package intercept/proxyd; this main only wires the
+// Everything lives in package proxyd; this main only wires the
 // process's arguments and streams to it.
 package main
 
@@ -8,7 +8,7 @@ import (
 	"context"
 	"os"
 
-	"github.com/agentvault/agentvault/intercept/proxyd"
+	"github.com/agentvault/agentvault/proxyd"
 )
 
 func main() {

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentvault/agentvault/intercept/proxyd"
+	"github.com/agentvault/agentvault/proxyd"
 	"github.com/agentvault/agentvault/internal/vaultcli"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/policy"

@@ -26,7 +26,7 @@ import (
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/control"
-	"github.com/agentvault/agentvault/intercept/proxyd"
+	"github.com/agentvault/agentvault/proxyd"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/vault"
 )
@@ -248,7 +248,7 @@ func TestP17_ConfigFailsSafe(t *testing.T) {
 		t.Fatalf("owner integration not matched: %+v", in)
 	}
 	// The example config in the repo loads.
-	if _, err := proxyd.LoadConfig("../../configs/proxyd.yaml"); err != nil {
+	if _, err := proxyd.LoadConfig("../configs/proxyd.yaml"); err != nil {
 		t.Fatalf("configs/proxyd.yaml: %v", err)
 	}
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/control"
-	"github.com/agentvault/agentvault/intercept/proxyd"
+	"github.com/agentvault/agentvault/proxyd"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/vault"
 )
