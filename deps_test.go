@@ -87,6 +87,7 @@ func TestLayeringRules(t *testing.T) {
 		"policy":            {goproxy, playwright, mcpSDK, sqliteDrv},
 		"redact":            {goproxy, playwright, mcpSDK, sqliteDrv},
 		"vault":             {goproxy, playwright, mcpSDK, sqliteDrv},
+		"broker":            {goproxy, playwright, mcpSDK, sqliteDrv, module + "/vault/sqlite", module + "/intercept", module + "/owner"},
 		"control":           {goproxy, playwright, mcpSDK, sqliteDrv, module + "/vault/sqlite"},
 		"browser":           {goproxy, mcpSDK, sqliteDrv, module + "/vault"},
 		"mcpserver":         {goproxy, sqliteDrv, module + "/vault/sqlite", module + "/intercept"},
@@ -98,7 +99,7 @@ func TestLayeringRules(t *testing.T) {
 	}
 	// Pure domain packages speak no HTTP themselves. (golang.org/x/net/publicsuffix
 	// reaches net/http/cookiejar for an interface, so this is a direct-import rule.)
-	noHTTP := []string{".", "tokens", "policy", "redact", "vault", "owner"}
+	noHTTP := []string{".", "tokens", "policy", "redact", "vault", "owner", "broker"}
 	pkgs := listPackages(t)
 	for _, p := range pkgs {
 		name := rel(p.ImportPath)
@@ -164,7 +165,8 @@ var domainImports = map[string][]string{
 	"owner/dashboard":   {".", "hostname", "owner", "policy", "vault"},
 	"owner/notify":      {".", "owner", "policy"},
 	"intercept/rewrite": {".", "hostname", "tokens", "vault"},
-	"intercept":         {".", "control", "hostname", "intercept/rewrite", "policy", "tokens", "vault"},
+	"broker":            {".", "control", "hostname", "policy", "tokens", "vault"},
+	"intercept":         {".", "broker", "control", "hostname", "intercept/rewrite", "policy", "tokens", "vault"},
 	"browser":           {".", "redact"},
 	"mcpserver":         {".", "browser", "control", "redact", "tokens", "policy"},
 }

@@ -2,13 +2,13 @@ package intercept_test
 
 import (
 	"context"
+	"github.com/agentvault/agentvault/broker"
 	"net/http"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/agentvault/agentvault"
-	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/vault"
 )
 
@@ -107,7 +107,7 @@ func TestLiveCVVFromSessionMemory(t *testing.T) {
 	// A live-CVV card: the vault holds no code.
 	e.vault.add(vault.Item{Kind: vault.KindCard, Label: "1", Card: &vault.CardMeta{AnySite: true}},
 		map[vault.Field]string{vault.FieldNumber: "4242424242424242"})
-	e.sessions.Decide = func(context.Context, intercept.DecideArgs) error { return nil }
+	e.sessions.Decide = func(context.Context, broker.DecideArgs) error { return nil }
 	s, pw := e.session()
 	page := "https://shop.test:" + up.port() + "/pay"
 	if _, err := e.authorize(s, tok("card", "1", "cvv"), page); agentvault.ErrorCode(err) != agentvault.CodeCVVEntryRequired {

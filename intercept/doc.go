@@ -1,9 +1,11 @@
 // Package intercept is the MITM egress proxy: the only package that imports
-// goproxy. It owns the deployment's MITM CA and its leaf cache, proxy
-// sessions and their bindings (stand-in or token → vault item, field and
-// destinations), the control API server, the HTTPS-only rules, the SSRF-safe
-// dialer, the HTTP/1.1 and HTTP/2 request path inside a tunnel, the limits
-// and the metrics.
+// goproxy. It owns the deployment's MITM CA and its leaf cache, the
+// HTTPS-only rules, the SSRF-safe dialer, the HTTP/1.1, HTTP/2 and WebSocket
+// request path inside a tunnel, finding tokens and stand-ins in requests and
+// real values in responses (matchers built from what package broker says),
+// the limits and the metrics. Every release decision is broker's: intercept
+// asks broker.Release for each value it substitutes and broker.ScrubSet for
+// what a host's responses must not carry back.
 //
 // How the work is split with goproxy: goproxy serves the proxy listener,
 // parses CONNECT, and hands us the hijacked client connection. We terminate

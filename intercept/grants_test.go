@@ -3,6 +3,7 @@ package intercept_test
 import (
 	"context"
 	"fmt"
+	"github.com/agentvault/agentvault/broker"
 	"io"
 	"net/http"
 	"strconv"
@@ -14,7 +15,6 @@ import (
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/control"
-	"github.com/agentvault/agentvault/intercept"
 )
 
 // luhnCandidates lists every Luhn-valid 16-digit number with the given
@@ -138,10 +138,10 @@ func TestP21_PortIsInTheGrant(t *testing.T) {
 // fakeClock is a settable clock for grants and session limits.
 type fakeClock struct{ ns atomic.Int64 }
 
-func (c *fakeClock) now() time.Time                 { return time.Unix(0, c.ns.Load()) }
-func (c *fakeClock) add(d time.Duration)            { c.ns.Add(int64(d)) }
-func newClock() *fakeClock                          { c := &fakeClock{}; c.ns.Store(time.Now().UnixNano()); return c }
-func (c *fakeClock) install(ss *intercept.Sessions) { ss.Now = c.now }
+func (c *fakeClock) now() time.Time            { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) add(d time.Duration)       { c.ns.Add(int64(d)) }
+func newClock() *fakeClock                     { c := &fakeClock{}; c.ns.Store(time.Now().UnixNano()); return c }
+func (c *fakeClock) install(ss *broker.Broker) { ss.Now = c.now }
 
 // TestP21_GrantsExpireAndFailedAttemptsRetry: a declined payment may be
 // retried on the same grant; the grant ends at its expiry.

@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"github.com/agentvault/agentvault/broker"
 	"io"
 	"log/slog"
 	"math/big"
@@ -35,7 +36,7 @@ type memVault struct {
 	mu        sync.Mutex
 	items     []vault.Item
 	values    map[string]map[vault.Field][]byte
-	audit     []intercept.ReleaseArgs
+	audit     []broker.ReleaseArgs
 	failAudit atomic.Bool
 }
 
@@ -71,7 +72,7 @@ func (v *memVault) GetByLabel(ctx context.Context, org string, kind vault.Kind, 
 	return vault.Item{}, agentvault.Errorf(agentvault.CodeNotFound, "not found")
 }
 
-func (v *memVault) Release(ctx context.Context, a intercept.ReleaseArgs) (vault.Secret, error) {
+func (v *memVault) Release(ctx context.Context, a broker.ReleaseArgs) (vault.Secret, error) {
 	if v.failAudit.Load() {
 		return vault.Secret{}, agentvault.Errorf(agentvault.CodeAuditUnavailable, "audit log unavailable")
 	}
@@ -262,7 +263,7 @@ type proxyEnv struct {
 	srv      *intercept.Server
 	addr     string
 	ca       *intercept.CA
-	sessions *intercept.Sessions
+	sessions *broker.Broker
 	vault    *memVault
 	metrics  *intercept.Metrics
 	logs     *logBuffer
@@ -272,7 +273,7 @@ type proxyEnv struct {
 	// a session's grants before each request, as the agent fills again
 	// before each submit (a card grant covers one purchase, P21).
 	grantsMu sync.Mutex
-	grants   map[*intercept.Session][][2]string
+	grants   map[*broker.Session][][2]string
 }
 
 const testSuffix = "t3st1"
@@ -285,11 +286,11 @@ func startProxy(t testing.TB, mod func(*intercept.Config)) *proxyEnv {
 		t.Fatal(err)
 	}
 	mv := newMemVault()
-	sessions := intercept.NewSessions(mv, func(ctx context.Context, key string) (intercept.APIKey, error) {
+	sessions := broker.New(mv, func(ctx context.Context, key string) (broker.APIKey, error) {
 		if key != "avk_test" {
-			return intercept.APIKey{}, agentvault.Errorf(agentvault.CodeInvalidAPIKey, "unknown API key")
+			return broker.APIKey{}, agentvault.Errorf(agentvault.CodeInvalidAPIKey, "unknown API key")
 		}
-		return intercept.APIKey{ID: "key1", Org: "org1", Suffix: testSuffix}, nil
+		return broker.APIKey{ID: "key1", Org: "org1", Suffix: testSuffix}, nil
 	})
 	logs := &logBuffer{}
 	upCA := newUpstreamCA(t)
@@ -299,7 +300,7 @@ func startProxy(t testing.TB, mod func(*intercept.Config)) *proxyEnv {
 		resolver[n] = "127.0.0.1"
 	}
 	cfg := intercept.Config{
-		CA: ca, Sessions: sessions, Metrics: m,
+		CA: ca, Broker: sessions, Metrics: m,
 		Logger:                   slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		UnsafeAllowPrivateRanges: true,
 		ExtraRoots:               []*x509.Certificate{upCA.cert},
@@ -307,6 +308,7 @@ func startProxy(t testing.TB, mod func(*intercept.Config)) *proxyEnv {
 	}
 	if mod != nil {
 		mod(&cfg)
+		sessions = cfg.Broker
 	}
 	srv, err := intercept.NewServer(cfg)
 	if err != nil {
@@ -326,7 +328,7 @@ func startProxy(t testing.TB, mod func(*intercept.Config)) *proxyEnv {
 }
 
 // session opens a proxy session and returns it with its password.
-func (e *proxyEnv) session() (*intercept.Session, string) {
+func (e *proxyEnv) session() (*broker.Session, string) {
 	s, pw, err := e.sessions.Create(context.Background(), "avk_test")
 	if err != nil {
 		e.t.Fatal(err)
@@ -337,7 +339,7 @@ func (e *proxyEnv) session() (*intercept.Session, string) {
 // client returns an HTTP client that goes through the proxy as sess,
 // trusting the proxy's CA, and renews the session's grants (e.authorize)
 // before each request. h2 says whether to offer HTTP/2 to the proxy.
-func (e *proxyEnv) client(sess *intercept.Session, pw string, h2 bool) *http.Client {
+func (e *proxyEnv) client(sess *broker.Session, pw string, h2 bool) *http.Client {
 	c := e.rawClient(sess, pw, h2)
 	c.Transport = reauthTransport{e: e, s: sess, base: c.Transport}
 	return c
@@ -345,7 +347,7 @@ func (e *proxyEnv) client(sess *intercept.Session, pw string, h2 bool) *http.Cli
 
 type reauthTransport struct {
 	e    *proxyEnv
-	s    *intercept.Session
+	s    *broker.Session
 	base http.RoundTripper
 }
 
@@ -365,7 +367,7 @@ func (r reauthTransport) CloseIdleConnections() {
 
 // rawClient is client without renewing grants: each grant is used by its
 // own rule.
-func (e *proxyEnv) rawClient(sess *intercept.Session, pw string, h2 bool) *http.Client {
+func (e *proxyEnv) rawClient(sess *broker.Session, pw string, h2 bool) *http.Client {
 	pool := x509.NewCertPool()
 	pool.AddCert(e.ca.Certificate())
 	pu := &url.URL{Scheme: "http", Host: e.addr, User: url.UserPassword(sess.ID, pw)}
@@ -392,12 +394,12 @@ func (e *proxyEnv) addLogin(label, site, password string) {
 		map[vault.Field]string{vault.FieldPassword: password, vault.FieldUsername: "owner"})
 }
 
-func (e *proxyEnv) authorize(s *intercept.Session, token, page string) (control.AuthorizeResponse, error) {
+func (e *proxyEnv) authorize(s *broker.Session, token, page string) (control.AuthorizeResponse, error) {
 	a, err := e.sessions.Authorize(context.Background(), s, control.AuthorizeRequest{Token: token, PageURL: page})
 	if err == nil {
 		e.grantsMu.Lock()
 		if e.grants == nil {
-			e.grants = map[*intercept.Session][][2]string{}
+			e.grants = map[*broker.Session][][2]string{}
 		}
 		e.grants[s] = append(e.grants[s], [2]string{token, page})
 		e.grantsMu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/agentvault/agentvault/broker"
 	"io"
 	"mime/multipart"
 	"net"
@@ -439,7 +440,7 @@ func TestP8_SmugglingRefusedAndConnectionClosed(t *testing.T) {
 type subFixture struct {
 	e                    *proxyEnv
 	up                   *upstream
-	s                    *intercept.Session
+	s                    *broker.Session
 	pw                   string
 	number, cvv, passwd  string
 	numSI, cvvSI, passSI string
@@ -673,10 +674,10 @@ func TestP9_SubstitutesEverywhere(t *testing.T) {
 
 func TestP12_AuditFailureRefusesSubstitution(t *testing.T) {
 	f := newSubFixture(t, false, nil)
-	if f.e.vault.audits(intercept.PurposeAuthorize) != 3 {
-		t.Fatalf("authorize releases audited: %d", f.e.vault.audits(intercept.PurposeAuthorize))
+	if f.e.vault.audits(broker.PurposeAuthorize) != 3 {
+		t.Fatalf("authorize releases audited: %d", f.e.vault.audits(broker.PurposeAuthorize))
 	}
-	subs := f.e.vault.audits(intercept.PurposeSubstitute) // the fixture's delivery
+	subs := f.e.vault.audits(broker.PurposeSubstitute) // the fixture's delivery
 	req, _ := http.NewRequest("POST", f.url("/pay"), strings.NewReader("cc="+f.numSI))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	resp, err := f.client.Do(req)
@@ -684,7 +685,7 @@ func TestP12_AuditFailureRefusesSubstitution(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if f.e.vault.audits(intercept.PurposeSubstitute) != subs+1 {
+	if f.e.vault.audits(broker.PurposeSubstitute) != subs+1 {
 		t.Fatal("substitution not audited")
 	}
 	f.e.vault.failAudit.Store(true)

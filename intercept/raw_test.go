@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"github.com/agentvault/agentvault/broker"
 	"io"
 	"net"
 	"net/http"
@@ -12,12 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentvault/agentvault/intercept"
 )
 
 // connect opens a raw CONNECT tunnel to authority and returns the
 // connection after the proxy's answer, with that answer.
-func (e *proxyEnv) connect(t testing.TB, s *intercept.Session, pw, authority string) (net.Conn, *bufio.Reader, *http.Response) {
+func (e *proxyEnv) connect(t testing.TB, s *broker.Session, pw, authority string) (net.Conn, *bufio.Reader, *http.Response) {
 	t.Helper()
 	c, err := net.Dial("tcp", e.addr)
 	if err != nil {
@@ -41,7 +41,7 @@ func (e *proxyEnv) connect(t testing.TB, s *intercept.Session, pw, authority str
 
 // tlsTunnel opens a CONNECT tunnel and a TLS session inside it with the
 // given SNI, trusting the proxy CA, offering only HTTP/1.1.
-func (e *proxyEnv) tlsTunnel(t testing.TB, s *intercept.Session, pw, authority, sni string) (*tls.Conn, error) {
+func (e *proxyEnv) tlsTunnel(t testing.TB, s *broker.Session, pw, authority, sni string) (*tls.Conn, error) {
 	t.Helper()
 	c, _, resp := e.connect(t, s, pw, authority)
 	if resp.StatusCode != 200 {

@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/broker"
+	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/intercept/rewrite"
 	"github.com/agentvault/agentvault/vault"
 	"github.com/elazarl/goproxy"
@@ -29,10 +31,13 @@ import (
 
 // Config is the proxy's configuration. Zero values take the defaults noted.
 type Config struct {
-	CA       *CA
-	Sessions *Sessions
-	Logger   *slog.Logger // nil: discard
-	Metrics  *Metrics     // nil: none
+	CA     *CA
+	Broker *broker.Broker // sessions, grants and every release decision
+	Logger *slog.Logger   // nil: discard
+	// WireAmount configures the amount check on requests that carry a card
+	// number (wire_amount.go). The zero value checks the common field names.
+	WireAmount WireAmountConfig
+	Metrics    *Metrics // nil: none
 
 	// UnsafeAllowPrivateRanges lets upstreams be on loopback or private
 	// addresses. Only for tests and local development (P3).
@@ -57,7 +62,8 @@ type Server struct {
 	log      *slog.Logger
 	metrics  *Metrics
 	ca       *CA
-	sessions *Sessions
+	broker   *broker.Broker
+	caches   sync.Map // *broker.Session → *sessionCache
 	dialer   *Dialer
 	upstream *http.Transport
 	gp       *goproxy.ProxyHttpServer
@@ -74,7 +80,7 @@ type Server struct {
 
 // tunnel is one MITM'd CONNECT.
 type tunnel struct {
-	sess *Session
+	sess *broker.Session
 	dest Destination
 	conn net.Conn
 
@@ -84,7 +90,7 @@ type tunnel struct {
 
 // NewServer builds the proxy from cfg.
 func NewServer(cfg Config) (*Server, error) {
-	if cfg.CA == nil || cfg.Sessions == nil {
+	if cfg.CA == nil || cfg.Broker == nil {
 		return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "proxy needs a CA and a session table")
 	}
 	if cfg.MaxBodyBytes <= 0 {
@@ -114,11 +120,12 @@ func NewServer(cfg Config) (*Server, error) {
 		roots.AddCert(c)
 	}
 	s := &Server{
-		cfg: cfg, log: log, metrics: cfg.Metrics, ca: cfg.CA, sessions: cfg.Sessions,
+		cfg: cfg, log: log, metrics: cfg.Metrics, ca: cfg.CA, broker: cfg.Broker,
 		dialer: &Dialer{UnsafeAllowPrivateRanges: cfg.UnsafeAllowPrivateRanges, Resolver: cfg.Resolver},
 		live:   map[*tunnel]struct{}{},
 	}
 	s.ca.metrics = cfg.Metrics
+	cfg.Broker.OnClose(func(sess *broker.Session) { s.caches.Delete(sess) })
 	// Our own transport (P5): verified TLS against system + extra roots, no
 	// proxy from the environment, every dial through the vetting dialer (P3).
 	s.upstream = &http.Transport{
@@ -247,7 +254,7 @@ func (s *Server) hostAllowed(host string) bool {
 	s.egressMu.RLock()
 	defer s.egressMu.RUnlock()
 	for _, a := range s.cfg.AllowedHosts {
-		if hostUnder(host, a) {
+		if n, err := hostname.Host(a); err == nil && hostname.Under(host, n) {
 			return true
 		}
 	}
@@ -258,7 +265,7 @@ func (s *Server) hostAllowed(host string) bool {
 // cap; then hands the connection to our own TLS termination.
 func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
 	req := ctx.Req
-	reject := func(err error, sess *Session) (*goproxy.ConnectAction, string) {
+	reject := func(err error, sess *broker.Session) (*goproxy.ConnectAction, string) {
 		s.refuse(sess, err, http.MethodConnect, "")
 		resp := errorResponse(req, err)
 		if agentvault.ErrorCode(err) == agentvault.CodeProxyAuth {
@@ -271,7 +278,7 @@ func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 	if !ok {
 		return reject(agentvault.Errorf(agentvault.CodeProxyAuth, "proxy credentials required"), nil)
 	}
-	sess, ok := s.sessions.Authenticate(user, pass)
+	sess, ok := s.broker.Authenticate(user, pass)
 	if !ok {
 		return reject(agentvault.Errorf(agentvault.CodeProxyAuth, "proxy credentials rejected"), nil)
 	}
@@ -308,7 +315,7 @@ type bufConn struct {
 
 func (c *bufConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
-func (s *Server) serveTunnel(sess *Session, dest Destination, client net.Conn) {
+func (s *Server) serveTunnel(sess *broker.Session, dest Destination, client net.Conn) {
 	t := &tunnel{sess: sess, dest: dest, conn: client}
 	s.tunnelWG.Add(1)
 	s.mu.Lock()
@@ -435,7 +442,7 @@ func (s *Server) serveH1(t *tunnel, conn net.Conn) {
 				return
 			}
 			_ = conn.SetReadDeadline(time.Time{})
-			sc := s.sessions.scrubberFor(wb.sb.ctx, t.sess, t.dest.Host) // as forward gets it
+			sc := s.scrubberFor(wb.sb.ctx, t.sess, t.dest.Host) // as forward gets it
 			s.relayWebSocket(t, wb.sb, sc, br, conn, wb.ReadWriteCloser)
 			wb.cancel()
 			return
@@ -676,7 +683,7 @@ func (s *Server) handle(t *tunnel, req *http.Request, proto string) *http.Respon
 		oc.decision, oc.err = DecisionRefused, err
 		resp = errorResponse(req, err)
 		s.metrics.refusal(err)
-		t.sess.denied()
+		t.sess.Denied()
 	}
 	oc.status = resp.StatusCode
 	s.metrics.request(oc.decision)
@@ -727,7 +734,7 @@ func headerForLog(v string) string {
 }
 
 // refuse counts and logs a refusal that happens outside handle.
-func (s *Server) refuse(sess *Session, err error, method, host string) {
+func (s *Server) refuse(sess *broker.Session, err error, method, host string) {
 	s.metrics.refusal(err)
 	s.metrics.request(DecisionRefused)
 	attrs := []slog.Attr{
@@ -737,7 +744,7 @@ func (s *Server) refuse(sess *Session, err error, method, host string) {
 		slog.String("method", methodClass(method)),
 	}
 	if sess != nil {
-		sess.denied()
+		sess.Denied()
 		attrs = append(attrs, slog.String("session", sess.ID))
 	}
 	if host != "" {
@@ -748,10 +755,10 @@ func (s *Server) refuse(sess *Session, err error, method, host string) {
 
 func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, proto string, oc *outcome) (*http.Response, error) {
 	start := time.Now()
-	if !s.sessions.Alive(t.sess) {
+	if !s.broker.Alive(t.sess) {
 		return nil, agentvault.Errorf(agentvault.CodeSessionEnded, "the session has ended")
 	}
-	s.sessions.touch(t.sess)
+	s.broker.Touch(t.sess)
 	if err := checkDestination(t, req); err != nil {
 		return nil, err
 	}
@@ -803,7 +810,7 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, prot
 	status := 0 // the site's answer, which settles the grants the request held (P21)
 	if sb != nil {
 		defer func() {
-			sb.done(status)
+			sb.use.Done(status)
 			if !keepSB {
 				sb.wipe()
 			}
@@ -856,14 +863,14 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, prot
 			return nil, agentvault.Errorf(agentvault.CodeUpstream, "the site switched protocols unexpectedly")
 		}
 		keepSB = true
-		sb.ws = true
+		sb.use.WS = true
 		resp.Body = &wsBody{ReadWriteCloser: rwc, sb: sb, cancel: cancel}
 		for _, h := range []string{"Proxy-Authenticate", "Keep-Alive", "Te", "Trailer", "Transfer-Encoding", "Sec-Websocket-Extensions"} {
 			resp.Header.Del(h)
 		}
 		return resp, nil
 	}
-	scrubbed, err := s.scrubResponse(s.sessions.scrubberFor(ctx, t.sess, t.dest.Host), req.Method, resp)
+	scrubbed, err := s.scrubResponse(s.scrubberFor(ctx, t.sess, t.dest.Host), req.Method, resp)
 	if err != nil {
 		resp.Body.Close()
 		cancel()

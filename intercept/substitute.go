@@ -6,28 +6,24 @@ import (
 	"net/url"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/broker"
 	"github.com/agentvault/agentvault/intercept/rewrite"
 	"github.com/agentvault/agentvault/tokens"
 	"github.com/agentvault/agentvault/vault"
 )
 
 // substitution is one request's substitution state: each grant hit is
-// checked against the effective destination and the owner's current state,
-// and released once (audited).
+// released once through the broker (which checks it against the effective
+// destination and the owner's current state, and audits it).
 type substitution struct {
 	ctx   context.Context
 	srv   *Server
-	sess  *Session
+	sess  *broker.Session
 	dest  Destination
-	reals map[*binding][]byte
+	use   *broker.Use
+	reals map[*broker.Grant][]byte
 	count int
 	kinds []vault.Kind
-	// held are the one-purchase grants this request holds in flight; done
-	// settles them from the site's answer.
-	held []*binding
-	// ws: the request became a WebSocket; its messages are substituted
-	// with this state for the connection's life.
-	ws bool
 }
 
 func (sb *substitution) wipe() {
@@ -39,9 +35,9 @@ func (sb *substitution) wipe() {
 // keep remembers the value released for b for the rest of the request
 // (wiped with it). The map is made on first use: most requests release
 // nothing.
-func (sb *substitution) keep(b *binding, raw []byte) {
+func (sb *substitution) keep(b *broker.Grant, raw []byte) {
 	if sb.reals == nil {
-		sb.reals = map[*binding][]byte{}
+		sb.reals = map[*broker.Grant][]byte{}
 	}
 	if old, ok := sb.reals[b]; ok {
 		clear(old)
@@ -49,77 +45,19 @@ func (sb *substitution) keep(b *binding, raw []byte) {
 	sb.reals[b] = raw
 }
 
-// done settles the grants the request used: a site that accepted the
-// request (2xx or 3xx) spent each card grant on it; any other answer, or
-// none, leaves the grant for a retry until it expires (P21). status is 0
-// when no answer came.
-func (sb *substitution) done(status int) {
-	if sb == nil || len(sb.held) == 0 {
-		return
+// resolve releases the real value for b through the broker, once per
+// request. A WebSocket message is decided afresh each time, so a revoke or
+// a spent grant ends an open connection's use of the value too.
+func (sb *substitution) resolve(b *broker.Grant) ([]byte, error) {
+	if r, ok := sb.reals[b]; ok && !sb.use.WS {
+		return r, nil
 	}
-	s := sb.sess
-	s.mu.Lock()
-	for _, b := range sb.held {
-		b.inFlight = false
-		if status >= 200 && status < 400 {
-			b.spent = true
-		}
-	}
-	s.mu.Unlock()
-	sb.held = nil
-}
-
-// resolve checks the grant (P21: origin, expiry, use rule), the item's
-// scope (P2) and the owner's current state, then releases the real value
-// for b (P12) and records the destination as one of its recipients (P10).
-func (sb *substitution) resolve(b *binding) ([]byte, error) {
-	if r, ok := sb.reals[b]; ok && !sb.ws {
-		return r, nil // one request: released once
-	}
-	// A WebSocket message is decided afresh each time, so a revoke or a
-	// spent grant ends an open connection's use of the value too.
-	ss := sb.srv.sessions
-	if err := ss.useGrant(sb, b); err != nil {
+	raw, err := sb.srv.broker.Release(sb.ctx, sb.use, b, sb.dest)
+	if err != nil {
 		return nil, err
 	}
-	// The item as it is now: removed, or its sites edited, counts at once.
-	item, err := ss.Vault.GetByLabel(sb.ctx, sb.sess.Key.Org, b.item.Kind, b.item.Label)
-	if err != nil || item.ID != b.item.ID {
-		return nil, agentvault.Errorf(agentvault.CodeDestinationUnauthorized, "this value is no longer in the vault")
-	}
-	if !ss.policy().ScopeAdmits(item, sb.dest.Host) {
-		return nil, agentvault.Errorf(agentvault.CodeScopeDenied, "this item may not be used on this destination")
-	}
-	if ss.Recheck != nil {
-		if err := ss.Recheck(sb.ctx, DecideArgs{Session: sb.sess.ID, Token: b.token, Key: sb.sess.Key, Item: item,
-			Field: b.field, Destination: sb.dest.Host}); err != nil {
-			return nil, err
-		}
-	}
-	var raw []byte
-	if b.live {
-		v, ok := sb.sess.liveValue(b.item.ID, b.field)
-		if !ok {
-			return nil, agentvault.Errorf(agentvault.CodeSessionEnded, "the typed value is gone")
-		}
-		raw = append([]byte(nil), v.InsecureRawBytes()...)
-	} else {
-		sec, err := ss.Vault.Release(sb.ctx, ReleaseArgs{
-			Org: sb.sess.Key.Org, ItemID: b.item.ID, Field: b.field, Destination: sb.dest.Host,
-			Session: sb.sess.ID, Actor: sb.sess.Key.ID, Purpose: PurposeSubstitute,
-		})
-		if err != nil {
-			if agentvault.ErrorCode(err) == agentvault.CodeInternal {
-				return nil, agentvault.Wrap(agentvault.CodeAuditUnavailable, err, "the release could not be audited")
-			}
-			return nil, err
-		}
-		raw = append([]byte(nil), sec.InsecureRawBytes()...)
-		sec.Wipe()
-	}
-	ss.recipients.add(b.item, b.field, sb.dest.Host, raw, b.live)
 	sb.keep(b, raw)
-	sb.kinds = append(sb.kinds, b.item.Kind)
+	sb.kinds = append(sb.kinds, b.Item().Kind)
 	return raw, nil
 }
 
@@ -134,7 +72,7 @@ func (sb *substitution) replacer(rm *requestMatch) rewrite.Replacer {
 			return nil, err
 		}
 		sb.count++
-		if p.sep != 0 && len(real) == len(p.b.standIn) {
+		if p.sep != 0 && len(real) == len(p.b.StandIn()) {
 			return group(real, p.groups, p.sep), nil
 		}
 		return real, nil
@@ -178,9 +116,9 @@ func (c checkedReplacer) ReplaceText(dst, src []byte) ([]byte, int, error) {
 // puts the real value back in the same encoding. body is the request body
 // as received (encoded); the rewritten body is returned. Nothing is
 // forwarded when this fails.
-func (s *Server) substituteRequest(ctx context.Context, sess *Session, dest Destination, req *http.Request, body []byte) ([]byte, *substitution, error) {
-	rm := sess.matchers()
-	sb := &substitution{ctx: ctx, srv: s, sess: sess, dest: dest}
+func (s *Server) substituteRequest(ctx context.Context, sess *broker.Session, dest Destination, req *http.Request, body []byte) ([]byte, *substitution, error) {
+	rm := s.matchers(sess)
+	sb := &substitution{ctx: ctx, srv: s, sess: sess, dest: dest, use: sess.NewUse()}
 	r := sb.replacer(rm)
 	if _, err := rewrite.URL(req.URL, r); err != nil {
 		return nil, sb, err
@@ -198,7 +136,7 @@ func (s *Server) substituteRequest(ctx context.Context, sess *Session, dest Dest
 	if err := s.hiddenValues(rm, req, out); err != nil {
 		return nil, sb, err
 	}
-	// Live-value audit and wire amount check (wire_amount.go).
+	// Wire amount check (wire_amount.go).
 	if err := s.checkSubstituted(sb, req, body); err != nil {
 		return nil, sb, err
 	}

@@ -9,6 +9,7 @@ import (
 	"encoding/base32"
 	"encoding/binary"
 	"fmt"
+	"github.com/agentvault/agentvault/broker"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -36,7 +37,7 @@ func (r realVault) GetByLabel(ctx context.Context, org string, k vault.Kind, lab
 	return r.v.GetByLabel(ctx, org, k, label)
 }
 
-func (r realVault) Release(ctx context.Context, a intercept.ReleaseArgs) (vault.Secret, error) {
+func (r realVault) Release(ctx context.Context, a broker.ReleaseArgs) (vault.Secret, error) {
 	return r.v.Release(ctx, vault.ReleaseArgs{Org: a.Org, ItemID: a.ItemID, Field: a.Field,
 		Destination: a.Destination, Session: a.Session, Actor: a.Actor, Purpose: a.Purpose})
 }
@@ -93,15 +94,15 @@ func TestP23_TOTPLoginAgainstSiteThatChecksTheCode(t *testing.T) {
 
 	var mu sync.Mutex
 	var accepted []string
-	var sessions *intercept.Sessions
+	var sessions *broker.Broker
 	e := startProxy(t, func(c *intercept.Config) {
-		sessions = intercept.NewSessions(realVault{v}, func(ctx context.Context, k string) (intercept.APIKey, error) {
+		sessions = broker.New(realVault{v}, func(ctx context.Context, k string) (broker.APIKey, error) {
 			if k != "avk_test" {
-				return intercept.APIKey{}, agentvault.Errorf(agentvault.CodeInvalidAPIKey, "unknown API key")
+				return broker.APIKey{}, agentvault.Errorf(agentvault.CodeInvalidAPIKey, "unknown API key")
 			}
-			return intercept.APIKey{ID: "key1", Org: "org1", Suffix: testSuffix}, nil
+			return broker.APIKey{ID: "key1", Org: "org1", Suffix: testSuffix}, nil
 		})
-		c.Sessions = sessions
+		c.Broker = sessions
 	})
 	up := startUpstream(t, e.upCA, func(w http.ResponseWriter, r *http.Request) {
 		code := r.PostFormValue("otp")
@@ -168,7 +169,7 @@ func TestP23_TOTPLoginAgainstSiteThatChecksTheCode(t *testing.T) {
 	}
 	var found bool
 	for _, r := range recs {
-		if r.Field == vault.FieldTOTP && r.Purpose == intercept.PurposeSubstitute && r.Destination == "login.example.com" &&
+		if r.Field == vault.FieldTOTP && r.Purpose == broker.PurposeSubstitute && r.Destination == "login.example.com" &&
 			bytes.Equal(r.ValueHMAC, v.AuditHMAC(vault.NewSecret([]byte(code)))) {
 			found = true
 		}

@@ -39,7 +39,7 @@ func headerHasToken(h http.Header, name, token string) bool {
 // (see wsScrub), and pass untouched when sc is nil (nothing to scrub).
 func (s *Server) relayWebSocket(t *tunnel, sb *substitution, sc *scrubber, clientR *bufio.Reader, client net.Conn, upstream io.ReadWriteCloser) {
 	defer sb.wipe()
-	rm := t.sess.matchers()
+	rm := s.matchers(t.sess)
 	up := rewrite.NewFrameRewriter(sb.replacer(rm), true, int(s.cfg.MaxBodyBytes))
 	var scrub rewrite.Replacer = passThrough{}
 	var stream *wsScrub

@@ -103,30 +103,17 @@ type wireAmount struct {
 	currency string
 }
 
-// checkSubstituted runs the checks that need the substituted request before
-// it is forwarded: the audit of values used from the session's memory
-// (live CVV, P12) and the wire amount check (P18). body is the request body
-// as received.
+// checkSubstituted runs the wire amount check (P18) on the substituted
+// request before it is forwarded. body is the request body as received.
 func (s *Server) checkSubstituted(sb *substitution, req *http.Request, body []byte) error {
-	ss := s.sessions
+	cfg := s.cfg.WireAmount
 	var approved []policy.Amount
 	var carried [][]byte // the checked card numbers' tokens and stand-ins
-	for b, raw := range sb.reals {
-		if b.live {
-			v := vault.NewSecret(raw)
-			err := ss.auditUse(sb.ctx, sb.sess, b.item, b.field, sb.dest.Host, PurposeSubstitute, v)
-			v.Wipe()
-			if err != nil {
-				return err
-			}
-		}
-		if b.item.Kind == vault.KindCard && b.field == vault.FieldNumber {
-			sb.sess.mu.Lock()
-			t := b.total
-			sb.sess.mu.Unlock()
-			if t != nil {
+	for b := range sb.reals {
+		if b.Item().Kind == vault.KindCard && b.Field() == vault.FieldNumber {
+			if t := sb.sess.ApprovedTotal(b); t != nil {
 				approved = append(approved, *t)
-				for _, v := range []string{b.token, b.standIn} {
+				for _, v := range []string{b.Token(), b.StandIn()} {
 					if v != "" {
 						carried = append(carried, []byte(v))
 					}
@@ -137,17 +124,17 @@ func (s *Server) checkSubstituted(sb *substitution, req *http.Request, body []by
 	if len(approved) == 0 {
 		return nil
 	}
-	found, err := wireAmounts(ss.WireAmount, req, body, s.cfg.MaxBodyBytes, carried)
+	found, err := wireAmounts(cfg, req, body, s.cfg.MaxBodyBytes, carried)
 	if err != nil {
 		return err
 	}
-	eng := ss.WireAmount.Engine
+	eng := cfg.Engine
 	if eng == nil {
 		eng = policy.NewEngine(policy.Rates{}, nil)
 	}
 	for _, ap := range approved {
 		for _, w := range found {
-			seen, skip, err := parseWireAmount(ss.WireAmount, w, ap.Currency)
+			seen, skip, err := parseWireAmount(cfg, w, ap.Currency)
 			if err != nil {
 				return err
 			}
@@ -157,7 +144,7 @@ func (s *Server) checkSubstituted(sb *substitution, req *http.Request, body []by
 			if err := eng.CheckWireAmount(ap, seen); err != nil {
 				return err
 			}
-			if !w.minorInteger(ss.WireAmount) {
+			if !w.minorInteger(cfg) {
 				continue
 			}
 			if err := checkMinorReading(eng, ap, seen); err != nil {

@@ -3,6 +3,7 @@ package intercept_test
 import (
 	"context"
 	"errors"
+	"github.com/agentvault/agentvault/broker"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ import (
 
 // AuditUse records the use of a value the vault does not hold (a live CVV),
 // with the same fail-closed switch as Release.
-func (v *memVault) AuditUse(ctx context.Context, a intercept.ReleaseArgs, value vault.Secret) error {
+func (v *memVault) AuditUse(ctx context.Context, a broker.ReleaseArgs, value vault.Secret) error {
 	if v.failAudit.Load() {
 		return agentvault.Errorf(agentvault.CodeAuditUnavailable, "audit log unavailable")
 	}
@@ -112,8 +113,9 @@ func TestP18_WireAmountAboveApprovedTotalRefused(t *testing.T) {
 // TestP18_WireAmountConfiguredFields: names added by config, minor units
 // included, are read like the common ones.
 func TestP18_WireAmountConfiguredFields(t *testing.T) {
-	e := startProxy(t, nil)
-	e.sessions.WireAmount = intercept.WireAmountConfig{DecimalFields: []string{"checkout_sum"}, MinorUnitFields: []string{"cents"}}
+	e := startProxy(t, func(c *intercept.Config) {
+		c.WireAmount = intercept.WireAmountConfig{DecimalFields: []string{"checkout_sum"}, MinorUnitFields: []string{"cents"}}
+	})
 	up := startUpstream(t, e.upCA, nil)
 	e.addCard("1", "4242424242424242", "737")
 	s, pw := e.session()
@@ -152,7 +154,7 @@ func TestLiveCVVUseIsAudited(t *testing.T) {
 	up := startUpstream(t, e.upCA, nil)
 	e.vault.add(vault.Item{Kind: vault.KindCard, Label: "1", Card: &vault.CardMeta{AnySite: true}},
 		map[vault.Field]string{vault.FieldNumber: "4242424242424242"})
-	e.sessions.Decide = func(context.Context, intercept.DecideArgs) error { return nil }
+	e.sessions.Decide = func(context.Context, broker.DecideArgs) error { return nil }
 	s, pw := e.session()
 	page := hostURL(up, "shop.test", "/pay")
 	if err := e.sessions.SetLiveValue(s.ID, e.vault.items[0].ID, vault.FieldCVV, vault.NewSecret([]byte("5813"))); err != nil {
@@ -199,7 +201,7 @@ func TestReportCountsRefusals(t *testing.T) {
 	e.sessions.Now = func() time.Time { return now }
 	e.sessions.Limiter = policy.NewRateLimiter(2, time.Hour, func() time.Time { return now })
 	var decide error
-	e.sessions.Decide = func(context.Context, intercept.DecideArgs) error { return decide }
+	e.sessions.Decide = func(context.Context, broker.DecideArgs) error { return decide }
 	s, _ := e.session()
 	page := "https://shop.test/pay"
 	decide = agentvault.Errorf(agentvault.CodeApprovalPending, "waiting")

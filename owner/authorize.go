@@ -149,52 +149,13 @@ type Pending struct {
 
 func (p *Pending) Error() string { return "waiting for approval " + p.Approval.ID }
 
-// PendingAnswer is the control API's 202 body for a fill that waits for
-// the owner: {"pending":true,"waitId":"apr_...","reason":"new_destination",
-// "site":"shop.example","expiresAt":"..."}.
-type PendingAnswer struct {
-	Pending   bool           `json:"pending"`
-	WaitID    string         `json:"waitId"`
-	Kind      string         `json:"kind"`
-	Reason    string         `json:"reason"`
-	Site      string         `json:"site"`
-	Amount    *policy.Amount `json:"amount,omitempty"`
-	ExpiresAt time.Time      `json:"expiresAt"`
-}
-
 // PendingOf finds the approval a refused fill waits on.
-func PendingOf(err error) (PendingAnswer, bool) {
+func PendingOf(err error) (Approval, bool) {
 	var p *Pending
 	if !errors.As(err, &p) {
-		return PendingAnswer{}, false
+		return Approval{}, false
 	}
-	a := p.Approval
-	return PendingAnswer{Pending: true, WaitID: a.ID, Kind: string(a.Kind), Reason: a.Reason, Site: a.Site, Amount: a.Amount, ExpiresAt: a.Expires}, true
-}
-
-// WaitAnswer is the body of GET /v1/waits/{id}: the approval's status and,
-// once it ends without a yes, the refusal code the fill gets.
-type WaitAnswer struct {
-	Status    string         `json:"status"` // pending, approved, denied, expired
-	WaitID    string         `json:"waitId"`
-	Kind      string         `json:"kind"`
-	Reason    string         `json:"reason"`
-	Site      string         `json:"site"`
-	Amount    *policy.Amount `json:"amount,omitempty"`
-	ExpiresAt time.Time      `json:"expiresAt"`
-	Code      string         `json:"code,omitempty"`
-	Message   string         `json:"message,omitempty"`
-}
-
-// Answer renders the approval for a waiter.
-func (a Approval) Answer() WaitAnswer {
-	w := WaitAnswer{Status: string(a.Status), WaitID: a.ID, Kind: string(a.Kind), Reason: a.Reason, Site: a.Site, Amount: a.Amount, ExpiresAt: a.Expires}
-	if a.Status != StatusPending {
-		if err := a.Outcome(); err != nil {
-			w.Code, w.Message = string(agentvault.ErrorCode(err)), agentvault.ErrorMessage(err)
-		}
-	}
-	return w
+	return p.Approval, true
 }
 
 // refused records a refusal for the Activity page. The refusal stands

@@ -2,7 +2,6 @@ package owner_test
 
 import (
 	"context"
-	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -47,36 +46,32 @@ func TestP18_AuthorizeAsksThenReservesOnce(t *testing.T) {
 	total := policy.MustAmount("80.00 EUR")
 	fill := owner.FillRequest{KeyID: k.ID, Session: "s_1", Item: card, Field: vault.FieldNumber, Destination: "pay.shop.example", Total: &total}
 
-	pendingOn := func(want owner.ApprovalKind) owner.PendingAnswer {
+	pendingOn := func(want owner.ApprovalKind) owner.Approval {
 		t.Helper()
 		err := s.Authorize(ctx, fill)
 		p, ok := owner.PendingOf(err)
-		if agentvault.ErrorCode(err) != agentvault.CodeApprovalPending || !ok || p.Kind != string(want) {
+		if agentvault.ErrorCode(err) != agentvault.CodeApprovalPending || !ok || p.Kind != want {
 			t.Fatalf("want pending %s, got %v", want, err)
 		}
 		return p
 	}
 	p := pendingOn(owner.KindNewDestination)
-	if p.Site != "shop.example" || p.WaitID == "" || p.ExpiresAt.IsZero() {
-		t.Fatalf("pending answer %+v", p)
+	if p.Site != "shop.example" || !strings.HasPrefix(p.ID, "apr_") || p.Expires.IsZero() {
+		t.Fatalf("pending approval %+v", p)
 	}
-	b, _ := json.Marshal(p)
-	if !strings.Contains(string(b), `"pending":true`) || !strings.Contains(string(b), `"waitId":"apr_`) {
-		t.Fatalf("wire shape %s", b)
-	}
-	if again := pendingOn(owner.KindNewDestination); again.WaitID != p.WaitID {
+	if again := pendingOn(owner.KindNewDestination); again.ID != p.ID {
 		t.Fatal("a retried authorize asked the owner twice")
 	}
-	if _, err := s.Decide(ctx, p.WaitID, true, "owner"); err != nil {
+	if _, err := s.Decide(ctx, p.ID, true, "owner"); err != nil {
 		t.Fatal(err)
 	}
 	p = pendingOn(owner.KindPurchase)
 	if p.Reason != string(policy.ReasonOverThreshold) || p.Amount == nil || *p.Amount != total {
 		t.Fatalf("purchase pending %+v", p)
 	}
-	a, _ := s.Decide(ctx, p.WaitID, true, "owner")
-	if ans := a.Answer(); ans.Status != "approved" || ans.Code != "" {
-		t.Fatalf("answer %+v", ans)
+	a, _ := s.Decide(ctx, p.ID, true, "owner")
+	if a.Status != owner.StatusApproved || a.Outcome() != nil {
+		t.Fatalf("approval %+v", a)
 	}
 	for range 3 {
 		if err := s.Authorize(ctx, fill); err != nil {
@@ -102,9 +97,9 @@ func TestP18_AuthorizeAsksThenReservesOnce(t *testing.T) {
 	other.Total = &small
 	err = s.Authorize(ctx, other)
 	p, _ = owner.PendingOf(err)
-	a, _ = s.Decide(ctx, p.WaitID, false, "owner")
-	if ans := a.Answer(); ans.Status != "denied" || ans.Code != string(agentvault.CodeApprovalDenied) {
-		t.Fatalf("denied answer %+v", ans)
+	a, _ = s.Decide(ctx, p.ID, false, "owner")
+	if a.Status != owner.StatusDenied || agentvault.ErrorCode(a.Outcome()) != agentvault.CodeApprovalDenied {
+		t.Fatalf("denied approval %+v", a)
 	}
 	if err := s.Revoke(ctx, k.ID); err != nil {
 		t.Fatal(err)

@@ -333,7 +333,7 @@ func TestSweeperWakesWaiter(t *testing.T) {
 	if err != nil || got.Status != owner.StatusExpired {
 		t.Fatalf("%+v %v", got, err)
 	}
-	if ans := got.Answer(); ans.Code != string(agentvault.CodeDestinationUnauthorized) {
-		t.Fatalf("answer %+v", ans)
+	if c := agentvault.ErrorCode(got.Outcome()); c != agentvault.CodeDestinationUnauthorized {
+		t.Fatalf("outcome %s", c)
 	}
 }

@@ -105,6 +105,9 @@ type RateLimitError struct {
 func (e *RateLimitError) Error() string { return e.Err.Error() }
 func (e *RateLimitError) Unwrap() error { return e.Err }
 
+// RetryAfterDuration is when to try again (the control API's Retry-After).
+func (e *RateLimitError) RetryAfterDuration() time.Duration { return e.RetryAfter }
+
 // Allow spends one token for key or refuses with rate_limited, naming the
 // retry time in whole seconds (rounded up).
 func (l *RateLimiter) Allow(key string) error {

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/broker"
+	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/internal/vaultcli"
@@ -56,7 +58,7 @@ type Main struct {
 	Vault       *vault.Vault
 	Owner       *owner.Service
 	CA          *intercept.CA
-	Sessions    *intercept.Sessions
+	Broker      *broker.Broker
 	Server      *intercept.Server
 	Metrics     *intercept.Metrics
 	ProxyAddr   net.Addr
@@ -160,19 +162,19 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		}
 	}
 	l := m.Config.Limits
-	m.Sessions = intercept.NewSessions(vaultAdapter{v}, m.lookupKey)
-	m.Sessions.Decide = ownerDecider(m.Owner)
-	m.Sessions.Recheck = ownerRechecker(m.Owner)
-	m.Sessions.Policy = eng
-	m.Sessions.GrantTTL, m.Sessions.SessionIdle, m.Sessions.SessionMaxAge = l.GrantTTL, l.SessionIdle, l.SessionMaxAge
-	m.Sessions.MaxSessionsPerKey = l.MaxSessionsPerKey
+	m.Broker = broker.New(vaultAdapter{v}, m.lookupKey)
+	m.Broker.Decide = ownerDecider(m.Owner)
+	m.Broker.Recheck = ownerRechecker(m.Owner)
+	m.Broker.Policy = eng
+	m.Broker.GrantTTL, m.Broker.SessionIdle, m.Broker.SessionMaxAge = l.GrantTTL, l.SessionIdle, l.SessionMaxAge
+	m.Broker.MaxSessionsPerKey = l.MaxSessionsPerKey
 	integrations, err := m.Config.Policy.Integrations()
 	if err != nil {
 		return err
 	}
-	m.Sessions.PaymentOrigins = paymentOrigins(integrations)
-	m.Sessions.Limiter = policy.NewRateLimiter(l.AuthorizeBurst, time.Minute/time.Duration(l.AuthorizePerMinute), nil)
-	m.Sessions.WireAmount = intercept.WireAmountConfig{
+	m.Broker.PaymentOrigins = paymentOrigins(integrations)
+	m.Broker.Limiter = policy.NewRateLimiter(l.AuthorizeBurst, time.Minute/time.Duration(l.AuthorizePerMinute), nil)
+	wireAmount := intercept.WireAmountConfig{
 		DecimalFields:   m.Config.Policy.WireAmount.DecimalFields,
 		MinorUnitFields: m.Config.Policy.WireAmount.MinorUnitFields,
 		Engine:          eng,
@@ -184,7 +186,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		m.Logger.Warn("unsafe_test_hosts is set: named hosts resolve to fixed local addresses (tests only)")
 	}
 	m.Server, err = intercept.NewServer(intercept.Config{
-		CA: m.CA, Sessions: m.Sessions, Logger: m.Logger, Metrics: m.Metrics,
+		CA: m.CA, Broker: m.Broker, Logger: m.Logger, Metrics: m.Metrics, WireAmount: wireAmount,
 		UnsafeAllowPrivateRanges: m.Config.UnsafeAllowPrivateRanges,
 		Resolver:                 resolver,
 		ExtraRoots:               roots,
@@ -207,7 +209,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	}
 	if m.Config.Listen.Dashboard != "" {
 		liveCVV := func(ctx context.Context, a owner.Approval, cvv vault.Secret) error {
-			return m.Sessions.SetLiveValue(a.Session, a.CardID, vault.FieldCVV, cvv)
+			return m.Broker.SetLiveValue(a.Session, a.CardID, vault.FieldCVV, cvv)
 		}
 		if m.dashH, err = dashboard.New(dashboard.Config{Service: m.Owner, Vault: v, Logger: m.Logger, LiveCVV: liveCVV}); err != nil {
 			return err
@@ -227,21 +229,8 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		proxyURL = "http://" + m.ProxyAddr.String()
 	}
 	m.controlSrv = &http.Server{
-		Handler: intercept.NewControlHandler(intercept.ControlConfig{
-			Sessions: m.Sessions, CA: m.CA, Token: m.ControlToken, ProxyURL: proxyURL, Logger: m.Logger,
-			Pending: func(err error) (any, bool) { return owner.PendingOf(err) },
-			Wait: func(ctx context.Context, id string, timeout time.Duration) (any, error) {
-				a, err := m.Owner.WaitApproval(ctx, id, timeout)
-				if err != nil && a.ID == "" {
-					return nil, err
-				}
-				if a.Done() && a.Status != owner.StatusApproved && a.Session != "" {
-					// The fill that waited is refused: the report counts it.
-					m.Sessions.DeniedOnce(a.Session, a.ID)
-				}
-				return a.Answer(), nil
-			},
-		}),
+		Handler: control.NewHandler(&controlService{broker: m.Broker, ca: m.CA, owner: m.Owner, proxyURL: proxyURL},
+			m.ControlToken, m.Logger),
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelDebug),
 	}
@@ -266,13 +255,13 @@ func (m *Main) registerDefaultKey(ctx context.Context) error {
 // posts the card to, from the shipped list merged with the owner's
 // (policy.payment_integrations): the grant of a card filled in that frame
 // covers them too (docs/payment-integrations.md).
-func paymentOrigins(list *policy.Integrations) func(frameURL string) []intercept.Destination {
-	return func(frameURL string) []intercept.Destination {
+func paymentOrigins(list *policy.Integrations) func(frameURL string) []hostname.Origin {
+	return func(frameURL string) []hostname.Origin {
 		in, ok := list.Match(frameURL)
 		if !ok || in.ClientSideEncryption {
 			return nil
 		}
-		var out []intercept.Destination
+		var out []hostname.Origin
 		for _, o := range in.PostsTo {
 			if d, err := hostname.Parse(strings.TrimPrefix(o, "https://"), 443); err == nil {
 				out = append(out, d)
@@ -286,7 +275,7 @@ func paymentOrigins(list *policy.Integrations) func(frameURL string) []intercept
 // then checked in the owner store like the keys the owner created with
 // `proxyd owner create-key`, so a revocation applies), each key with its own
 // token suffix.
-func (m *Main) lookupKey(ctx context.Context, key string) (intercept.APIKey, error) {
+func (m *Main) lookupKey(ctx context.Context, key string) (broker.APIKey, error) {
 	h := sha256.Sum256([]byte(key))
 	var k owner.APIKey
 	var err error
@@ -296,10 +285,10 @@ func (m *Main) lookupKey(ctx context.Context, key string) (intercept.APIKey, err
 		k, err = m.Owner.AuthenticateKey(ctx, key)
 	}
 	if err != nil {
-		return intercept.APIKey{}, err
+		return broker.APIKey{}, err
 	}
 	scope := tokens.Scope{AllCards: k.Scope.AllCards, CardIDs: k.Scope.CardIDs, AllLogins: k.Scope.AllLogins, LoginIDs: k.Scope.LoginIDs}
-	return intercept.APIKey{ID: k.ID, Org: m.Owner.Org(), Suffix: tokens.Suffix(m.secret, k.ID), Scope: &scope}, nil
+	return broker.APIKey{ID: k.ID, Org: m.Owner.Org(), Suffix: tokens.Suffix(m.secret, k.ID), Scope: &scope}, nil
 }
 
 // Run serves until ctx ends, then shuts down gracefully.
@@ -322,7 +311,7 @@ func (m *Main) Run(ctx context.Context) error {
 			case <-sweepCtx.Done():
 				return
 			case <-t.C:
-				m.Sessions.Sweep()
+				m.Broker.Sweep()
 			}
 		}
 	}()
@@ -387,8 +376,8 @@ func (m *Main) Close() error {
 			_ = l.Close()
 		}
 	}
-	if m.Sessions != nil {
-		m.Sessions.CloseAll()
+	if m.Broker != nil {
+		m.Broker.CloseAll()
 	}
 	if m.store != nil {
 		return m.store.Close()
@@ -430,14 +419,14 @@ func (a vaultAdapter) GetByLabel(ctx context.Context, org string, k vault.Kind, 
 	return a.v.GetByLabel(ctx, org, k, label)
 }
 
-func (a vaultAdapter) Release(ctx context.Context, r intercept.ReleaseArgs) (vault.Secret, error) {
+func (a vaultAdapter) Release(ctx context.Context, r broker.ReleaseArgs) (vault.Secret, error) {
 	return a.v.Release(ctx, vault.ReleaseArgs{Org: r.Org, ItemID: r.ItemID, Field: r.Field,
 		Destination: r.Destination, Session: r.Session, Actor: r.Actor, Purpose: r.Purpose})
 }
 
 // AuditUse audits a value the vault does not store (a live CVV) before
 // the proxy uses it.
-func (a vaultAdapter) AuditUse(ctx context.Context, r intercept.ReleaseArgs, v vault.Secret) error {
+func (a vaultAdapter) AuditUse(ctx context.Context, r broker.ReleaseArgs, v vault.Secret) error {
 	return a.v.AuditUse(ctx, vault.ReleaseArgs{Org: r.Org, ItemID: r.ItemID, Field: r.Field,
 		Destination: r.Destination, Session: r.Session, Actor: r.Actor, Purpose: r.Purpose}, v)
 }
@@ -445,8 +434,8 @@ func (a vaultAdapter) AuditUse(ctx context.Context, r intercept.ReleaseArgs, v v
 // Recipients reads from the audit log which hosts each value was sent to
 // (releases on the wire), so scrubbing after a restart still covers every
 // host that ever received a value (P10).
-func (a vaultAdapter) Recipients(ctx context.Context, org string) ([]intercept.Recipient, error) {
-	var out []intercept.Recipient
+func (a vaultAdapter) Recipients(ctx context.Context, org string) ([]broker.Recipient, error) {
+	var out []broker.Recipient
 	seen := map[string]bool{}
 	items := map[string]vault.Item{}
 	var after int64
@@ -457,7 +446,7 @@ func (a vaultAdapter) Recipients(ctx context.Context, org string) ([]intercept.R
 		}
 		for _, r := range recs {
 			after = max(after, r.Seq)
-			if r.Purpose != intercept.PurposeSubstitute || r.Destination == "" {
+			if r.Purpose != broker.PurposeSubstitute || r.Destination == "" {
 				continue
 			}
 			k := r.ItemID + "\x00" + string(r.Field) + "\x00" + r.Destination
@@ -472,7 +461,7 @@ func (a vaultAdapter) Recipients(ctx context.Context, org string) ([]intercept.R
 				}
 				items[r.ItemID] = it
 			}
-			out = append(out, intercept.Recipient{Item: it, Field: r.Field, Host: r.Destination})
+			out = append(out, broker.Recipient{Item: it, Field: r.Field, Host: r.Destination})
 		}
 		if len(recs) < 5000 {
 			return out, nil
@@ -481,9 +470,9 @@ func (a vaultAdapter) Recipients(ctx context.Context, org string) ([]intercept.R
 }
 
 var (
-	_ intercept.RecipientLister = vaultAdapter{}
-	_ intercept.Vault           = vaultAdapter{}
-	_ intercept.UseAuditor      = vaultAdapter{}
+	_ broker.RecipientLister = vaultAdapter{}
+	_ broker.Vault           = vaultAdapter{}
+	_ broker.UseAuditor      = vaultAdapter{}
 )
 
 func newLogger(c LogConfig, w io.Writer) *slog.Logger {

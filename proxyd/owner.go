@@ -3,7 +3,7 @@ package proxyd
 import (
 	"context"
 
-	"github.com/agentvault/agentvault/intercept"
+	"github.com/agentvault/agentvault/broker"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/policy"
 )
@@ -15,8 +15,8 @@ import (
 // with approval_pending; the control API answers it with 202 and the agent
 // waits on /v1/waits/{id}. An allowed card charge is reserved once per
 // session, card and total (P18, P20).
-func ownerDecider(svc *owner.Service) intercept.Decider {
-	return func(ctx context.Context, a intercept.DecideArgs) error {
+func ownerDecider(svc *owner.Service) broker.Decider {
+	return func(ctx context.Context, a broker.DecideArgs) error {
 		var total *policy.Amount
 		if a.Total != nil {
 			t, err := policy.ParseDecimal(a.Total.Amount, a.Total.Currency)
@@ -34,13 +34,13 @@ func ownerDecider(svc *owner.Service) intercept.Decider {
 // ownerRechecker asks owner.Service.Recheck before every release of a
 // granted value on the wire (P21): the owner's revoke, pause, block or
 // removal of a site ends the grant at its next use.
-func ownerRechecker(svc *owner.Service) intercept.Decider {
-	return func(ctx context.Context, a intercept.DecideArgs) error {
+func ownerRechecker(svc *owner.Service) broker.Decider {
+	return func(ctx context.Context, a broker.DecideArgs) error {
 		return svc.Recheck(ctx, fillRequest(a))
 	}
 }
 
-func fillRequest(a intercept.DecideArgs) owner.FillRequest {
+func fillRequest(a broker.DecideArgs) owner.FillRequest {
 	return owner.FillRequest{KeyID: a.Key.ID, Session: a.Session, Item: a.Item,
 		Field: a.Field, Destination: a.Destination, Purchase: a.Purchase}
 }

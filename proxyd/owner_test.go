@@ -15,9 +15,9 @@ import (
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/control"
-	"github.com/agentvault/agentvault/proxyd"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/policy"
+	"github.com/agentvault/agentvault/proxyd"
 	"github.com/agentvault/agentvault/vault"
 )
 

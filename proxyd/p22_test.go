@@ -13,10 +13,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentvault/agentvault/proxyd"
 	"github.com/agentvault/agentvault/internal/vaultcli"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/policy"
+	"github.com/agentvault/agentvault/proxyd"
 	"github.com/agentvault/agentvault/vault"
 	"github.com/agentvault/agentvault/vault/sqlite"
 	_ "modernc.org/sqlite" // the outside reader's driver

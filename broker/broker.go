@@ -1,4 +1,4 @@
-package intercept
+package broker
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"net/url"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -50,7 +49,7 @@ type UseAuditor interface {
 
 // auditUse records the use of a value kept in the session's memory before
 // it is typed or sent, and fails closed when it cannot.
-func (ss *Sessions) auditUse(ctx context.Context, s *Session, item vault.Item, f vault.Field, host, purpose string, v vault.Secret) error {
+func (ss *Broker) auditUse(ctx context.Context, s *Session, item vault.Item, f vault.Field, host, purpose string, v vault.Secret) error {
 	au, ok := ss.Vault.(UseAuditor)
 	if !ok {
 		return agentvault.Errorf(agentvault.CodeAuditUnavailable, "this vault cannot audit a value it does not store")
@@ -89,11 +88,11 @@ const (
 	PurposeScrub = "scrub"
 )
 
-// binding is one grant of a session (P21): an authorized token and its
+// Grant is one grant of a session (P21): an authorized token and its
 // stand-in, both naming one item's field, usable only on the grant's
 // origins, until it expires, and by its use rule. The fields after live are
 // guarded by the session's mu; origins is copy-on-write.
-type binding struct {
+type Grant struct {
 	token   string
 	standIn string // empty for non-secret fields (their real value is typed)
 	item    vault.Item
@@ -102,7 +101,7 @@ type binding struct {
 
 	// origins are the exact origins (https, host, port) the grant may go
 	// to: the filled frame's and its payment integration's.
-	origins []Destination
+	origins []hostname.Origin
 	// site and sitePort widen origins to every host of the filled frame's
 	// registrable domain on the same port (a processor's js.pay.example
 	// frame posting to api.pay.example), each still checked by the item's
@@ -122,8 +121,22 @@ type binding struct {
 	total *policy.Amount
 }
 
+// Token is the mock token the grant was made for.
+func (b *Grant) Token() string { return b.token }
+
+// StandIn is the value typed in its place, empty for a non-secret field.
+// Set when the grant is made and never changed.
+func (b *Grant) StandIn() string { return b.standIn }
+
+// Item is the vault item as it was when the grant was made (a release reads
+// it again).
+func (b *Grant) Item() vault.Item { return b.item }
+
+// Field is the item's field the grant is for.
+func (b *Grant) Field() vault.Field { return b.field }
+
 // admits reports whether d is one of the grant's origins. Locked by caller.
-func (b *binding) admits(d Destination, siteOf func(string) (string, error)) bool {
+func (b *Grant) admits(d hostname.Origin, siteOf func(string) (string, error)) bool {
 	if slices.Contains(b.origins, d) {
 		return true
 	}
@@ -146,14 +159,9 @@ type Session struct {
 
 	mu       sync.Mutex
 	closed   bool
-	bindings map[string]*binding     // by token and by stand-in
+	bindings map[string]*Grant       // by token and by stand-in
 	live     map[string]vault.Secret // item id + field → value the owner typed
 	version  int                     // bumps when bindings change
-	reqMatch *requestMatch
-	cacheVer int
-	// scrubs caches the response scrubber per upstream host (no oracle:
-	// each host's scrubber holds only the values that host was sent).
-	scrubs map[string]hostScrub
 	// scrubStandIns are the stand-ins this session shows for values it
 	// never authorized but a host echoes (item id + field → stand-in).
 	scrubStandIns map[string]string
@@ -185,17 +193,18 @@ type DecideArgs struct {
 // rule alone decides.
 type Decider func(ctx context.Context, a DecideArgs) error
 
-// Sessions holds the live sessions.
-type Sessions struct {
+// Broker is the one home of release decisions: it owns the proxy sessions
+// and their grants, decides every authorize (with policy and the owner's
+// rules), and releases a granted value on the wire only after checking the
+// grant and the owner's current state (P21), auditing it first (P12) and
+// recording its recipient (P10).
+type Broker struct {
 	Vault     Vault
 	LookupKey KeyLookup
 	Decide    Decider
 	// Limiter, when set, bounds authorize calls per API key (rate_limited
 	// with a retry time).
 	Limiter *policy.RateLimiter
-	// WireAmount configures the amount check on requests that carry a card
-	// number (wire_amount.go). The zero value checks the common field names.
-	WireAmount WireAmountConfig
 	// Now is the clock for grants, session limits and report counting;
 	// nil means time.Now.
 	Now func() time.Time
@@ -208,7 +217,7 @@ type Sessions struct {
 	Policy *policy.Engine
 	// PaymentOrigins lists the origins a card frame's payment integration
 	// posts the card to (policy's integration list); nil: none.
-	PaymentOrigins func(frameURL string) []Destination
+	PaymentOrigins func(frameURL string) []hostname.Origin
 
 	// GrantTTL is how long a grant lasts after its authorize (default 5
 	// minutes). SessionIdle and SessionMaxAge end a session that saw no use
@@ -219,20 +228,25 @@ type Sessions struct {
 	SessionMaxAge     time.Duration
 	MaxSessionsPerKey int
 
-	mu   sync.RWMutex
-	byID map[string]*Session
+	mu      sync.RWMutex
+	byID    map[string]*Session
+	onClose []func(*Session)
 
 	recipients recipients
 }
 
-func (ss *Sessions) now() time.Time {
+// OnClose registers fn to run after a session ends (the proxy drops what it
+// cached for it). Register before serving.
+func (ss *Broker) OnClose(fn func(*Session)) { ss.onClose = append(ss.onClose, fn) }
+
+func (ss *Broker) now() time.Time {
 	if ss.Now != nil {
 		return ss.Now()
 	}
 	return time.Now()
 }
 
-func (ss *Sessions) policy() *policy.Engine {
+func (ss *Broker) policy() *policy.Engine {
 	if ss.Policy != nil {
 		return ss.Policy
 	}
@@ -248,21 +262,21 @@ func durationOr(d, def time.Duration) time.Duration {
 	return def
 }
 
-func (ss *Sessions) grantTTL() time.Duration    { return durationOr(ss.GrantTTL, 5*time.Minute) }
-func (ss *Sessions) sessionIdle() time.Duration { return durationOr(ss.SessionIdle, 30*time.Minute) }
-func (ss *Sessions) sessionAge() time.Duration  { return durationOr(ss.SessionMaxAge, 8*time.Hour) }
+func (ss *Broker) grantTTL() time.Duration    { return durationOr(ss.GrantTTL, 5*time.Minute) }
+func (ss *Broker) sessionIdle() time.Duration { return durationOr(ss.SessionIdle, 30*time.Minute) }
+func (ss *Broker) sessionAge() time.Duration  { return durationOr(ss.SessionMaxAge, 8*time.Hour) }
 
 // touch records a use of s (an authorize, a CONNECT, a proxied request).
-func (ss *Sessions) touch(s *Session) { s.lastUsed.Store(ss.now().UnixNano()) }
+func (ss *Broker) Touch(s *Session) { s.lastUsed.Store(ss.now().UnixNano()) }
 
 // expired reports whether s is past its idle or age limit.
-func (ss *Sessions) expired(s *Session, now time.Time) bool {
+func (ss *Broker) expired(s *Session, now time.Time) bool {
 	return now.Sub(time.Unix(0, s.lastUsed.Load())) > ss.sessionIdle() || now.Sub(s.created) > ss.sessionAge()
 }
 
 // Alive reports whether s may still be used, and ends it when it is past
 // its limits. Every CONNECT and every request inside a tunnel asks.
-func (ss *Sessions) Alive(s *Session) bool {
+func (ss *Broker) Alive(s *Session) bool {
 	if s.Closed() {
 		return false
 	}
@@ -275,7 +289,7 @@ func (ss *Sessions) Alive(s *Session) bool {
 
 // Sweep ends every session past its idle or age limit, wiping its values.
 // proxyd runs it every second.
-func (ss *Sessions) Sweep() {
+func (ss *Broker) Sweep() {
 	now := ss.now()
 	ss.mu.RLock()
 	var ids []string
@@ -290,9 +304,9 @@ func (ss *Sessions) Sweep() {
 	}
 }
 
-// NewSessions returns an empty session table.
-func NewSessions(v Vault, lookup KeyLookup) *Sessions {
-	return &Sessions{Vault: v, LookupKey: lookup, byID: map[string]*Session{}}
+// New returns a broker with no sessions.
+func New(v Vault, lookup KeyLookup) *Broker {
+	return &Broker{Vault: v, LookupKey: lookup, byID: map[string]*Session{}}
 }
 
 func randomID(prefix string, n int) string {
@@ -303,7 +317,7 @@ func randomID(prefix string, n int) string {
 
 // Create opens a session under apiKey and returns it with its proxy
 // password (shown once; only its hash is kept).
-func (ss *Sessions) Create(ctx context.Context, apiKey string) (*Session, string, error) {
+func (ss *Broker) Create(ctx context.Context, apiKey string) (*Session, string, error) {
 	key, err := ss.LookupKey(ctx, apiKey)
 	if err != nil {
 		return nil, "", err
@@ -317,10 +331,10 @@ func (ss *Sessions) Create(ctx context.Context, apiKey string) (*Session, string
 		Key:      key,
 		pwdHash:  sha256.Sum256([]byte(password)),
 		created:  ss.now(),
-		bindings: map[string]*binding{},
+		bindings: map[string]*Grant{},
 		report:   control.Report{FilledFieldKinds: []string{}, CredentialWrites: []string{}},
 	}
-	ss.touch(s)
+	ss.Touch(s)
 	limit := ss.MaxSessionsPerKey
 	if limit <= 0 {
 		limit = 64
@@ -341,7 +355,7 @@ func (ss *Sessions) Create(ctx context.Context, apiKey string) (*Session, string
 }
 
 // Get returns a live session.
-func (ss *Sessions) Get(id string) (*Session, error) {
+func (ss *Broker) Get(id string) (*Session, error) {
 	ss.mu.RLock()
 	s := ss.byID[id]
 	ss.mu.RUnlock()
@@ -352,7 +366,7 @@ func (ss *Sessions) Get(id string) (*Session, error) {
 }
 
 // Authenticate checks a proxy credential (user = session id).
-func (ss *Sessions) Authenticate(user, password string) (*Session, bool) {
+func (ss *Broker) Authenticate(user, password string) (*Session, bool) {
 	ss.mu.RLock()
 	s := ss.byID[user]
 	ss.mu.RUnlock()
@@ -369,19 +383,22 @@ func (ss *Sessions) Authenticate(user, password string) (*Session, bool) {
 	if !ss.Alive(s) {
 		return s, false
 	}
-	ss.touch(s)
+	ss.Touch(s)
 	return s, true
 }
 
 // Close ends a session: its credential stops working, its released values
 // are wiped, and its final report is returned.
-func (ss *Sessions) Close(id string) (control.Report, error) {
+func (ss *Broker) Close(id string) (control.Report, error) {
 	ss.mu.Lock()
 	s := ss.byID[id]
 	delete(ss.byID, id)
 	ss.mu.Unlock()
 	if s == nil {
 		return control.Report{}, agentvault.Errorf(agentvault.CodeNotFound, "no such session")
+	}
+	for _, fn := range ss.onClose {
+		defer fn(s)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -390,14 +407,14 @@ func (ss *Sessions) Close(id string) (control.Report, error) {
 		v.Wipe()
 	}
 	s.live = nil
-	s.bindings = map[string]*binding{}
-	s.scrubs, s.scrubStandIns = nil, nil
+	s.bindings = map[string]*Grant{}
+	s.scrubStandIns = nil
 	s.version++
 	return s.reportLocked(), nil
 }
 
 // CloseAll ends every session (shutdown).
-func (ss *Sessions) CloseAll() {
+func (ss *Broker) CloseAll() {
 	ss.mu.RLock()
 	ids := make([]string, 0, len(ss.byID))
 	for id := range ss.byID {
@@ -423,7 +440,7 @@ func (s *Session) liveValue(itemID string, f vault.Field) (vault.Secret, bool) {
 // SetLiveValue keeps a value the owner typed for this session only (a live
 // CVV): it never goes to the vault or a log, and is wiped when the session
 // closes.
-func (ss *Sessions) SetLiveValue(sessionID, itemID string, f vault.Field, v vault.Secret) error {
+func (ss *Broker) SetLiveValue(sessionID, itemID string, f vault.Field, v vault.Secret) error {
 	s, err := ss.Get(sessionID)
 	if err != nil {
 		return err
@@ -442,6 +459,22 @@ func (ss *Sessions) SetLiveValue(sessionID, itemID string, f vault.Field, v vaul
 	s.live[itemID+"\x00"+string(f)] = vault.NewSecret(v.InsecureRawBytes())
 	s.version++
 	return nil
+}
+
+// Grants lists the session's grants with a version that changes whenever
+// they do, so the proxy can cache what it builds from them.
+func (s *Session) Grants() (int, []*Grant) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Grant, 0, len(s.bindings)/2+1)
+	seen := map[*Grant]bool{}
+	for _, b := range s.bindings {
+		if !seen[b] {
+			seen[b] = true
+			out = append(out, b)
+		}
+	}
+	return s.version, out
 }
 
 // Closed reports whether the session has ended; its open tunnels then
@@ -470,7 +503,8 @@ func (s *Session) reportLocked() control.Report {
 	return r
 }
 
-func (s *Session) denied() {
+// Denied counts a refused request in the session's report.
+func (s *Session) Denied() {
 	s.mu.Lock()
 	s.report.DeniedCount++
 	s.mu.Unlock()
@@ -479,7 +513,7 @@ func (s *Session) denied() {
 // deniedAuthorize counts a refused authorize in the report: a call parked
 // for the owner (approval_pending) is not a refusal, and a burst of
 // rate_limited refusals counts once a minute, not once each.
-func (ss *Sessions) deniedAuthorize(s *Session, err error) {
+func (ss *Broker) deniedAuthorize(s *Session, err error) {
 	switch agentvault.ErrorCode(err) {
 	case agentvault.CodeApprovalPending:
 		return
@@ -497,7 +531,7 @@ func (ss *Sessions) deniedAuthorize(s *Session, err error) {
 		s.report.DeniedCount++
 		return
 	}
-	s.denied()
+	s.Denied()
 }
 
 func (s *Session) addKinds(kinds ...string) {
@@ -540,18 +574,18 @@ func (s *Session) Event(ev control.EventRequest) error {
 
 // pageDestination extracts the host a page or frame URL sends its forms to
 // and insists on https (a secret is never typed into a plain-http page).
-func pageDestination(raw string) (Destination, error) {
+func pageDestination(raw string) (hostname.Origin, error) {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
-		return Destination{}, agentvault.Errorf(agentvault.CodeInvalidInput, "page URL is not an absolute URL")
+		return hostname.Origin{}, agentvault.Errorf(agentvault.CodeInvalidInput, "page URL is not an absolute URL")
 	}
 	if u.Scheme != "https" {
-		return Destination{}, agentvault.Errorf(agentvault.CodeInsecurePage, "the page is not served over https")
+		return hostname.Origin{}, agentvault.Errorf(agentvault.CodeInsecurePage, "the page is not served over https")
 	}
 	if u.User != nil {
-		return Destination{}, agentvault.Errorf(agentvault.CodeDestinationUnauthorized, "page URL carries credentials")
+		return hostname.Origin{}, agentvault.Errorf(agentvault.CodeDestinationUnauthorized, "page URL carries credentials")
 	}
-	return NormalizeDestination(u.Host, 443)
+	return hostname.Parse(u.Host, 443)
 }
 
 // keySees applies an API key's item scope (nil: every item).
@@ -568,19 +602,9 @@ func keySees(sc *tokens.Scope, it vault.Item) bool {
 	return true
 }
 
-// hostUnder reports whether host is site or a subdomain of it, both
-// normalised first.
-func hostUnder(host, site string) bool {
-	d, err := NormalizeDestination(site, 443)
-	if err != nil {
-		return false
-	}
-	return host == d.Host || strings.HasSuffix(host, "."+d.Host)
-}
-
 // Authorize binds a token to the destination of the page (or frame) about
 // to be filled, releasing the value once (audited) to build its stand-in.
-func (ss *Sessions) Authorize(ctx context.Context, s *Session, req control.AuthorizeRequest) (control.AuthorizeResponse, error) {
+func (ss *Broker) Authorize(ctx context.Context, s *Session, req control.AuthorizeRequest) (control.AuthorizeResponse, error) {
 	var resp control.AuthorizeResponse
 	err := ss.allow(s)
 	if err == nil {
@@ -595,7 +619,7 @@ func (ss *Sessions) Authorize(ctx context.Context, s *Session, req control.Autho
 // DeniedOnce counts a refusal decided outside authorize (the owner denied
 // or let expire the approval a fill waited on) in the session's report,
 // once per key however often it is reported. An unknown session is ignored.
-func (ss *Sessions) DeniedOnce(sessionID, key string) {
+func (ss *Broker) DeniedOnce(sessionID, key string) {
 	s, err := ss.Get(sessionID)
 	if err != nil {
 		return
@@ -613,18 +637,18 @@ func (ss *Sessions) DeniedOnce(sessionID, key string) {
 }
 
 // allow spends one of the key's authorize calls (Limiter).
-func (ss *Sessions) allow(s *Session) error {
+func (ss *Broker) allow(s *Session) error {
 	if ss.Limiter == nil {
 		return nil
 	}
 	return ss.Limiter.Allow(s.Key.ID)
 }
 
-func (ss *Sessions) authorize(ctx context.Context, s *Session, req control.AuthorizeRequest) (control.AuthorizeResponse, error) {
+func (ss *Broker) authorize(ctx context.Context, s *Session, req control.AuthorizeRequest) (control.AuthorizeResponse, error) {
 	if !ss.Alive(s) {
 		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeSessionEnded, "session is closed")
 	}
-	ss.touch(s)
+	ss.Touch(s)
 	t, err := tokens.Parse(req.Token)
 	if err != nil {
 		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeUnknownToken, "not a valid token")
@@ -702,7 +726,7 @@ func (ss *Sessions) authorize(ctx context.Context, s *Session, req control.Autho
 	}
 	// The grant's origins: the filled frame's, and for a card the origins
 	// its payment integration posts to, each admitted by the item's scope.
-	origins := []Destination{dest}
+	origins := []hostname.Origin{dest}
 	if item.Kind == vault.KindCard && req.FrameURL != "" && ss.PaymentOrigins != nil {
 		for _, o := range ss.PaymentOrigins(req.FrameURL) {
 			if pol.ScopeAdmits(item, o.Host) && !slices.Contains(origins, o) {
@@ -711,7 +735,7 @@ func (ss *Sessions) authorize(ctx context.Context, s *Session, req control.Autho
 		}
 	}
 	site, _ := pol.RegistrableDomain(dest.Host)
-	renew := func(b *binding) {
+	renew := func(b *Grant) {
 		if b.purchase != purchase {
 			b.purchase, b.spent, b.inFlight = purchase, false, false
 		}
@@ -773,7 +797,7 @@ func (ss *Sessions) authorize(ctx context.Context, s *Session, req control.Autho
 	}
 	b := s.bindings[req.Token]
 	if b == nil {
-		b = &binding{token: req.Token, item: item, field: field, live: hasLive, onePurchase: onePurchase}
+		b = &Grant{token: req.Token, item: item, field: field, live: hasLive, onePurchase: onePurchase}
 		s.bindings[req.Token] = b
 	}
 	renew(b)
@@ -800,93 +824,4 @@ func (ss *Sessions) authorize(ctx context.Context, s *Session, req control.Autho
 		s.addKinds(string(vault.FieldCVV))
 	}
 	return out, nil
-}
-
-// wholeFieldLen is the length under which a token or stand-in (a CVV, a
-// TOTP code) only matches as a whole field or between delimiters.
-const wholeFieldLen = 7
-
-// requestMatch is a session's request-side matcher: every token and
-// stand-in, and a card stand-in grouped as a card field displays it; each
-// pattern's ID indexes pats. long holds only the long values, for the
-// hidden-value check over decoded views.
-type requestMatch struct {
-	m, long *tokens.Matcher
-	pats    []reqPattern
-}
-
-// reqPattern is what one request pattern stands for: a grant, and for a
-// grouped card number the separator and group sizes to give the real value.
-type reqPattern struct {
-	b      *binding
-	sep    byte
-	groups []int
-}
-
-// cardGroups is how card fields group a number of n digits for display:
-// 4-6-5 for 15 digits (American Express), else fours with the rest last.
-func cardGroups(n int) []int {
-	if n == 15 {
-		return []int{4, 6, 5}
-	}
-	var g []int
-	for ; n > 4; n -= 4 {
-		g = append(g, 4)
-	}
-	return append(g, n)
-}
-
-// group writes digits in groups separated by sep.
-func group(digits []byte, groups []int, sep byte) []byte {
-	out := make([]byte, 0, len(digits)+len(groups))
-	for i, n := range groups {
-		if i > 0 {
-			out = append(out, sep)
-		}
-		out = append(out, digits[:n]...)
-		digits = digits[n:]
-	}
-	return out
-}
-
-// matchers returns the session's request matcher, rebuilt only when the
-// bindings changed.
-func (s *Session) matchers() *requestMatch {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.reqMatch != nil && s.cacheVer == s.version {
-		return s.reqMatch
-	}
-	rm := &requestMatch{}
-	var pats, long []tokens.Pattern
-	add := func(v string, p reqPattern) {
-		tp := tokens.Pattern{Value: []byte(v), ID: len(rm.pats), WholeField: len(v) < wholeFieldLen}
-		rm.pats = append(rm.pats, p)
-		pats = append(pats, tp)
-		if !tp.WholeField {
-			long = append(long, tp)
-		}
-	}
-	seen := map[*binding]bool{}
-	for _, b := range s.bindings {
-		if seen[b] {
-			continue
-		}
-		seen[b] = true
-		for _, n := range []string{b.token, b.standIn} {
-			if n != "" {
-				add(n, reqPattern{b: b})
-			}
-		}
-		if b.item.Kind == vault.KindCard && b.field == vault.FieldNumber && len(b.standIn) >= 12 {
-			// The stand-in as a card field shows it: "4242 4276 7384 4242".
-			g := cardGroups(len(b.standIn))
-			for _, sep := range []byte{' ', '-'} {
-				add(string(group([]byte(b.standIn), g, sep)), reqPattern{b: b, sep: sep, groups: g})
-			}
-		}
-	}
-	rm.m, rm.long = tokens.NewMatcher(pats), tokens.NewMatcher(long)
-	s.reqMatch, s.cacheVer = rm, s.version
-	return s.reqMatch
 }

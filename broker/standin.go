@@ -1,4 +1,4 @@
-package intercept
+package broker
 
 import (
 	"github.com/agentvault/agentvault/tokens"

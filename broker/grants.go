@@ -1,4 +1,4 @@
-package intercept
+package broker
 
 import (
 	"context"
@@ -6,21 +6,53 @@ import (
 	"sync/atomic"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/hostname"
+	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/vault"
 )
 
-// useGrant checks that b may go to the request's destination now, by its
-// origins, expiry and use rule (P21), and holds a one-purchase grant for
-// the request until substitution.done settles it.
-func (ss *Sessions) useGrant(sb *substitution, b *binding) error {
-	s := sb.sess
+// Use is one request's (or one WebSocket's) use of grants: the card
+// grants it holds in flight until Done settles them on the site's answer.
+type Use struct {
+	s    *Session
+	held []*Grant
+	// WS: the request became a WebSocket; a card grant used in one of its
+	// messages is spent at once (a message has no answer to settle on).
+	WS bool
+}
+
+// NewUse starts a request's use of s's grants.
+func (s *Session) NewUse() *Use { return &Use{s: s} }
+
+// Done settles the grants the request used: a site that accepted the
+// request (2xx or 3xx) spent each card grant on it; any other answer, or
+// none (status 0), leaves the grant for a retry until it expires (P21).
+func (u *Use) Done(status int) {
+	if u == nil || len(u.held) == 0 {
+		return
+	}
+	u.s.mu.Lock()
+	for _, b := range u.held {
+		b.inFlight = false
+		if status >= 200 && status < 400 {
+			b.spent = true
+		}
+	}
+	u.s.mu.Unlock()
+	u.held = nil
+}
+
+// useGrant checks that b may go to dest now, by its origins, expiry and
+// use rule (P21), and holds a one-purchase grant for u until Done.
+func (ss *Broker) useGrant(u *Use, b *Grant, dest hostname.Origin) error {
+	s := u.s
 	now := ss.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return agentvault.Errorf(agentvault.CodeSessionEnded, "the session has ended")
 	}
-	if !b.admits(sb.dest, ss.policy().RegistrableDomain) {
+	if !b.admits(dest, ss.policy().RegistrableDomain) {
 		return agentvault.Errorf(agentvault.CodeDestinationUnauthorized, "this token is not authorized for this destination")
 	}
 	if now.After(b.expires) {
@@ -35,15 +67,73 @@ func (ss *Sessions) useGrant(sb *substitution, b *binding) error {
 	if b.inFlight {
 		return agentvault.Errorf(agentvault.CodeGrantInUse, "another request is using this card authorization")
 	}
-	if sb.ws {
-		// A WebSocket message has no answer to settle on: the grant is
-		// spent by the connection that first carries it.
+	if u.WS {
 		b.spent = true
 		return nil
 	}
 	b.inFlight = true
-	sb.held = append(sb.held, b)
+	u.held = append(u.held, b)
 	return nil
+}
+
+// Release is the only way a real value goes on the wire. It checks the
+// grant (P21: origin, expiry, use rule), the item as it is now (removed, or
+// its sites edited), the one scope rule (P2) and the owner's current state
+// (Recheck: revoked key, paused card, removed site); then it releases the
+// value, audited before it is returned (P12), and records dest's host as one
+// of its recipients (P10). The caller wipes the returned bytes.
+func (ss *Broker) Release(ctx context.Context, u *Use, b *Grant, dest hostname.Origin) ([]byte, error) {
+	s := u.s
+	if err := ss.useGrant(u, b, dest); err != nil {
+		return nil, err
+	}
+	item, err := ss.Vault.GetByLabel(ctx, s.Key.Org, b.item.Kind, b.item.Label)
+	if err != nil || item.ID != b.item.ID {
+		return nil, agentvault.Errorf(agentvault.CodeDestinationUnauthorized, "this value is no longer in the vault")
+	}
+	if !ss.policy().ScopeAdmits(item, dest.Host) {
+		return nil, agentvault.Errorf(agentvault.CodeScopeDenied, "this item may not be used on this destination")
+	}
+	if ss.Recheck != nil {
+		if err := ss.Recheck(ctx, DecideArgs{Session: s.ID, Token: b.token, Key: s.Key, Item: item,
+			Field: b.field, Destination: dest.Host}); err != nil {
+			return nil, err
+		}
+	}
+	var raw []byte
+	if b.live {
+		v, ok := s.liveValue(b.item.ID, b.field)
+		if !ok {
+			return nil, agentvault.Errorf(agentvault.CodeSessionEnded, "the typed value is gone")
+		}
+		if err := ss.auditUse(ctx, s, b.item, b.field, dest.Host, PurposeSubstitute, v); err != nil {
+			return nil, err
+		}
+		raw = append([]byte(nil), v.InsecureRawBytes()...)
+	} else {
+		sec, err := ss.Vault.Release(ctx, ReleaseArgs{
+			Org: s.Key.Org, ItemID: b.item.ID, Field: b.field, Destination: dest.Host,
+			Session: s.ID, Actor: s.Key.ID, Purpose: PurposeSubstitute,
+		})
+		if err != nil {
+			if agentvault.ErrorCode(err) == agentvault.CodeInternal {
+				return nil, agentvault.Wrap(agentvault.CodeAuditUnavailable, err, "the release could not be audited")
+			}
+			return nil, err
+		}
+		raw = append([]byte(nil), sec.InsecureRawBytes()...)
+		sec.Wipe()
+	}
+	ss.recipients.add(b.item, b.field, dest.Host, raw, b.live)
+	return raw, nil
+}
+
+// ApprovedTotal is the checkout total the card number's last authorize was
+// decided for, or nil (wire amount check, P18).
+func (s *Session) ApprovedTotal(b *Grant) *policy.Amount {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return b.total
 }
 
 // recipients is the record, per vault value, of every host it was sent to
@@ -118,7 +208,7 @@ func (r *recipients) add(item vault.Item, f vault.Field, host string, raw []byte
 }
 
 // load reads the durable record once.
-func (ss *Sessions) loadRecipients(ctx context.Context, org string) {
+func (ss *Broker) loadRecipients(ctx context.Context, org string) {
 	r := &ss.recipients
 	r.mu.RLock()
 	done := r.loaded
@@ -158,32 +248,35 @@ func (ss *Sessions) loadRecipients(ctx context.Context, org string) {
 	r.ver.Add(1)
 }
 
-// released is a real value with the stand-in a session shows for it.
-type released struct {
-	real    vault.Secret
-	standIn string
-	kind    vault.Kind
-}
+// ScrubKey changes whenever the values a session must scrub for any host
+// may have: the proxy caches a host's scrubber under it.
+type ScrubKey struct{ session, recipients int64 }
 
-// hostScrub is a session's cached scrubber for one upstream host.
-type hostScrub struct {
-	sessVer, recVer int64
-	sc              *scrubber
-}
-
-// scrubberFor returns the scrubber for responses from host in session s:
-// every value that host was ever sent (in any session), each replaced by
-// this session's stand-in for it; nil when the host was sent nothing, so
-// its responses pass byte for byte (P10: no oracle).
-func (ss *Sessions) scrubberFor(ctx context.Context, s *Session, host string) *scrubber {
+// ScrubKey returns s's current key, reading the durable recipient record
+// once first.
+func (ss *Broker) ScrubKey(ctx context.Context, s *Session) ScrubKey {
 	ss.loadRecipients(ctx, s.Key.Org)
-	recVer := ss.recipients.ver.Load()
 	s.mu.Lock()
-	if c, ok := s.scrubs[host]; ok && c.sessVer == int64(s.version) && c.recVer == recVer {
-		s.mu.Unlock()
-		return c.sc
-	}
+	v := s.version
 	s.mu.Unlock()
+	return ScrubKey{session: int64(v), recipients: ss.recipients.ver.Load()}
+}
+
+// ScrubValue is a real value a response must not carry back, with the
+// stand-in the session shows for it.
+type ScrubValue struct {
+	Real    vault.Secret
+	StandIn string
+	Kind    vault.Kind
+}
+
+// ScrubSet lists what responses from host must not carry back in session
+// s: every value that host was ever sent (in any session), each with this
+// session's stand-in for it; none when the host was sent nothing, so its
+// responses pass byte for byte (P10: no oracle). The Secrets are the
+// broker's: the caller copies what it keeps and never wipes them.
+func (ss *Broker) ScrubSet(ctx context.Context, s *Session, host string) []ScrubValue {
+	ss.loadRecipients(ctx, s.Key.Org)
 
 	// The values this host was sent; any not yet in memory (after a
 	// restart) are read again from the vault, audited.
@@ -223,8 +316,6 @@ func (ss *Sessions) scrubberFor(ctx context.Context, s *Session, host string) *s
 		wants = append(wants, want{rc, rc.real})
 		ss.recipients.mu.Unlock()
 	}
-	recVer = ss.recipients.ver.Load()
-
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -236,7 +327,7 @@ func (ss *Sessions) scrubberFor(ctx context.Context, s *Session, host string) *s
 			standIns[recipKey(b.item.ID, b.field)] = b.standIn
 		}
 	}
-	var rel []released
+	var out []ScrubValue
 	for _, w := range wants {
 		k := recipKey(w.rc.item.ID, w.rc.field)
 		si := standIns[k]
@@ -254,12 +345,7 @@ func (ss *Sessions) scrubberFor(ctx context.Context, s *Session, host string) *s
 			}
 			s.scrubStandIns[k] = si
 		}
-		rel = append(rel, released{real: w.real, standIn: si, kind: w.rc.item.Kind})
+		out = append(out, ScrubValue{Real: w.real, StandIn: si, Kind: w.rc.item.Kind})
 	}
-	sc := newScrubber(rel)
-	if s.scrubs == nil {
-		s.scrubs = map[string]hostScrub{}
-	}
-	s.scrubs[host] = hostScrub{sessVer: int64(s.version), recVer: recVer, sc: sc}
-	return sc
+	return out
 }

@@ -1,0 +1,15 @@
+// Package broker is the one home of release decisions (docs/secret-path.md).
+// It owns the proxy sessions and their grants: an authorize asks policy and
+// the owner's rules (Decide) and makes a grant bound to a session, a key, the
+// origins it may go to, an amount for a card, an expiry and a use rule (P21);
+// Release is the only way a real value goes on the wire, after checking the
+// grant and the owner's current state (Recheck), audited before the value is
+// returned (P12), its recipient recorded for scrubbing (P10); ScrubSet lists
+// exactly the values a host was sent, so scrubbing is no oracle.
+//
+// The proxy mechanism (TLS, HTTP/1.1 and h2, WebSocket, rewriting, matching
+// and scrubbing bytes) is package intercept's, which asks the broker through
+// these few calls. The broker must never see HTTP, never log or return a
+// real value except from Release, and never decide a release from anything
+// but the grant, the item, policy and the owner's state.
+package broker

@@ -1,0 +1,191 @@
+package control
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/agentvault/agentvault"
+)
+
+// Service is what the control API serves: proxyd implements it over the
+// broker (sessions, grants, releases) and the owner's approvals. Every
+// answer is one of this package's wire types.
+type Service interface {
+	CreateSession(ctx context.Context, apiKey string) (CreateSessionResponse, error)
+	// Catalog is the token catalog (seed 004 shape) as JSON.
+	Catalog(ctx context.Context, apiKey, pageURL string) (json.RawMessage, error)
+	// Authorize answers what to type, or an error; a fill that waits for
+	// the owner fails with an error whose chain holds a *Pending (202).
+	Authorize(ctx context.Context, sessionID string, req AuthorizeRequest) (AuthorizeResponse, error)
+	Event(ctx context.Context, sessionID string, ev EventRequest) error
+	Report(ctx context.Context, sessionID string) (Report, error)
+	CloseSession(ctx context.Context, sessionID string) (CloseResponse, error)
+	// Wait long-polls an approval for at most timeout.
+	Wait(ctx context.Context, waitID string, timeout time.Duration) (WaitAnswer, error)
+}
+
+// MaxWait caps a long poll, below common proxy and client timeouts.
+const MaxWait = 25 * time.Second
+
+// maxBody bounds control request bodies.
+const maxBody = 64 << 10
+
+// NewHandler serves the control API over svc. It must only ever listen on
+// loopback; every request needs the bearer token (compared in constant
+// time).
+func NewHandler(svc Service, token string, log *slog.Logger) http.Handler {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	mux := http.NewServeMux()
+	reply := func(w http.ResponseWriter, r *http.Request, v any, err error) {
+		if err != nil {
+			log.LogAttrs(r.Context(), slog.LevelWarn, "control request refused",
+				slog.String("path", r.Pattern), slog.String("code", string(agentvault.ErrorCode(err))), slog.String("reason", agentvault.ErrorMessage(err)))
+			var ra interface{ RetryAfterDuration() time.Duration }
+			if errors.As(err, &ra) {
+				w.Header().Set("Retry-After", strconv.Itoa(int((ra.RetryAfterDuration()+time.Second-1)/time.Second)))
+			}
+			WriteError(w, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		_ = json.NewEncoder(w).Encode(v)
+	}
+	decode := func(r *http.Request, v any) error {
+		dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(v); err != nil {
+			return agentvault.Errorf(agentvault.CodeInvalidInput, "request body is not valid JSON for this call")
+		}
+		return nil
+	}
+	mux.HandleFunc("POST /v1/sessions", func(w http.ResponseWriter, r *http.Request) {
+		var req CreateSessionRequest
+		if err := decode(r, &req); err != nil {
+			reply(w, r, nil, err)
+			return
+		}
+		resp, err := svc.CreateSession(r.Context(), req.APIKey)
+		reply(w, r, resp, err)
+	})
+	mux.HandleFunc("GET /v1/catalog", func(w http.ResponseWriter, r *http.Request) {
+		cat, err := svc.Catalog(r.Context(), r.URL.Query().Get("apiKey"), r.URL.Query().Get("url"))
+		reply(w, r, cat, err)
+	})
+	mux.HandleFunc("POST /v1/sessions/{id}/authorize", func(w http.ResponseWriter, r *http.Request) {
+		var req AuthorizeRequest
+		if err := decode(r, &req); err != nil {
+			reply(w, r, nil, err)
+			return
+		}
+		resp, err := svc.Authorize(r.Context(), r.PathValue("id"), req)
+		var p *Pending
+		if err != nil && errors.As(err, &p) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusAccepted)
+			_ = json.NewEncoder(w).Encode(p)
+			return
+		}
+		reply(w, r, resp, err)
+	})
+	mux.HandleFunc("POST /v1/sessions/{id}/events", func(w http.ResponseWriter, r *http.Request) {
+		var ev EventRequest
+		if err := decode(r, &ev); err != nil {
+			reply(w, r, nil, err)
+			return
+		}
+		reply(w, r, EventResponse{}, svc.Event(r.Context(), r.PathValue("id"), ev))
+	})
+	mux.HandleFunc("GET /v1/sessions/{id}/report", func(w http.ResponseWriter, r *http.Request) {
+		rep, err := svc.Report(r.Context(), r.PathValue("id"))
+		reply(w, r, rep, err)
+	})
+	mux.HandleFunc("DELETE /v1/sessions/{id}", func(w http.ResponseWriter, r *http.Request) {
+		resp, err := svc.CloseSession(r.Context(), r.PathValue("id"))
+		reply(w, r, resp, err)
+	})
+	mux.HandleFunc("GET /v1/waits/{id}", func(w http.ResponseWriter, r *http.Request) {
+		timeout := MaxWait
+		if v := r.URL.Query().Get("timeout"); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 {
+				reply(w, r, nil, agentvault.Errorf(agentvault.CodeInvalidInput, "timeout is not a duration"))
+				return
+			}
+			timeout = min(d, MaxWait)
+		}
+		a, err := svc.Wait(r.Context(), r.PathValue("id"), timeout)
+		reply(w, r, a, err)
+	})
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if token == "" || subtle.ConstantTimeCompare(got, want) != 1 {
+			WriteError(w, agentvault.Errorf(agentvault.CodeUnauthorized, "control token required"))
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// HTTPStatus maps an error code to the HTTP status of a refusal, for the
+// control API and the proxy alike. It is the one place this mapping lives.
+func HTTPStatus(code agentvault.Code) int {
+	switch code {
+	case agentvault.CodeInvalidInput, agentvault.CodeInvalidParams, agentvault.CodeMalformedRequest:
+		return http.StatusBadRequest
+	case agentvault.CodeUnauthorized, agentvault.CodeInvalidAPIKey, agentvault.CodeKeyRevoked:
+		return http.StatusUnauthorized
+	case agentvault.CodeProxyAuth:
+		return http.StatusProxyAuthRequired
+	case agentvault.CodeNotFound, agentvault.CodeSessionEnded:
+		return http.StatusNotFound
+	case agentvault.CodeConflict:
+		return http.StatusConflict
+	case agentvault.CodeBodyTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case agentvault.CodeTooManyTunnels, agentvault.CodeRateLimited, agentvault.CodeTooManySessions:
+		return http.StatusTooManyRequests
+	case agentvault.CodeUpstream, agentvault.CodeUpstreamTLS:
+		return http.StatusBadGateway
+	case agentvault.CodeTimeout:
+		return http.StatusGatewayTimeout
+	case agentvault.CodeSealed, agentvault.CodeAuditUnavailable:
+		return http.StatusServiceUnavailable
+	case agentvault.CodeInternal, agentvault.CodeSubstitution:
+		return http.StatusInternalServerError
+	}
+	// Every policy refusal (destination, scope, insecure, private, loop,
+	// tokens, limits, approvals) is a 403.
+	return http.StatusForbidden
+}
+
+// ErrorJSON renders err as the error body. Only the public message goes
+// out; the internal cause stays for logs.
+func ErrorJSON(err error) []byte {
+	b, _ := json.Marshal(ErrorBody{
+		Code:    string(agentvault.ErrorCode(err)),
+		Message: agentvault.ErrorMessage(err),
+	})
+	return append(b, '\n')
+}
+
+// WriteError answers an HTTP request with the coded error.
+func WriteError(w http.ResponseWriter, err error) {
+	body := ErrorJSON(err)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("X-Agentvault-Code", string(agentvault.ErrorCode(err)))
+	w.WriteHeader(HTTPStatus(agentvault.ErrorCode(err)))
+	_, _ = w.Write(body)
+}

@@ -1,0 +1,156 @@
+package intercept
+
+import (
+	"context"
+	"sync"
+
+	"github.com/agentvault/agentvault/broker"
+	"github.com/agentvault/agentvault/tokens"
+	"github.com/agentvault/agentvault/vault"
+)
+
+// wholeFieldLen is the length under which a token or stand-in (a CVV, a
+// TOTP code) only matches as a whole field or between delimiters.
+const wholeFieldLen = 7
+
+// requestMatch is a session's request-side matcher: every token and
+// stand-in, and a card stand-in grouped as a card field displays it; each
+// pattern's ID indexes pats. long holds only the long values, for the
+// hidden-value check over decoded views.
+type requestMatch struct {
+	m, long *tokens.Matcher
+	pats    []reqPattern
+}
+
+// reqPattern is what one request pattern stands for: a grant, and for a
+// grouped card number the separator and group sizes to give the real value.
+type reqPattern struct {
+	b      *broker.Grant
+	sep    byte
+	groups []int
+}
+
+// cardGroups is how card fields group a number of n digits for display:
+// 4-6-5 for 15 digits (American Express), else fours with the rest last.
+func cardGroups(n int) []int {
+	if n == 15 {
+		return []int{4, 6, 5}
+	}
+	var g []int
+	for ; n > 4; n -= 4 {
+		g = append(g, 4)
+	}
+	return append(g, n)
+}
+
+// group writes digits in groups separated by sep.
+func group(digits []byte, groups []int, sep byte) []byte {
+	out := make([]byte, 0, len(digits)+len(groups))
+	for i, n := range groups {
+		if i > 0 {
+			out = append(out, sep)
+		}
+		out = append(out, digits[:n]...)
+		digits = digits[n:]
+	}
+	return out
+}
+
+// newRequestMatch builds a session's request matcher from its grants.
+func newRequestMatch(grants []*broker.Grant) *requestMatch {
+	rm := &requestMatch{}
+	var pats, long []tokens.Pattern
+	add := func(v string, p reqPattern) {
+		tp := tokens.Pattern{Value: []byte(v), ID: len(rm.pats), WholeField: len(v) < wholeFieldLen}
+		rm.pats = append(rm.pats, p)
+		pats = append(pats, tp)
+		if !tp.WholeField {
+			long = append(long, tp)
+		}
+	}
+	for _, b := range grants {
+		for _, n := range []string{b.Token(), b.StandIn()} {
+			if n != "" {
+				add(n, reqPattern{b: b})
+			}
+		}
+		if si := b.StandIn(); b.Item().Kind == vault.KindCard && b.Field() == vault.FieldNumber && len(si) >= 12 {
+			// The stand-in as a card field shows it: "4242 4276 7384 4242".
+			g := cardGroups(len(si))
+			for _, sep := range []byte{' ', '-'} {
+				add(string(group([]byte(si), g, sep)), reqPattern{b: b, sep: sep, groups: g})
+			}
+		}
+	}
+	rm.m, rm.long = tokens.NewMatcher(pats), tokens.NewMatcher(long)
+	return rm
+}
+
+// sessionCache is what the proxy builds from a session's grants and
+// recipients, rebuilt when the broker's versions change.
+type sessionCache struct {
+	mu     sync.Mutex
+	ver    int
+	rm     *requestMatch
+	scrubs map[string]hostScrub
+}
+
+// hostScrub is a session's scrubber for one upstream host.
+type hostScrub struct {
+	key broker.ScrubKey
+	sc  *scrubber
+}
+
+func (s *Server) cache(sess *broker.Session) *sessionCache {
+	if c, ok := s.caches.Load(sess); ok {
+		return c.(*sessionCache)
+	}
+	c, _ := s.caches.LoadOrStore(sess, &sessionCache{})
+	return c.(*sessionCache)
+}
+
+// matchers returns the session's request matcher, rebuilt only when its
+// grants changed.
+func (s *Server) matchers(sess *broker.Session) *requestMatch {
+	c := s.cache(sess)
+	ver, grants := sess.Grants()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.rm == nil || c.ver != ver {
+		c.rm, c.ver = newRequestMatch(grants), ver
+	}
+	return c.rm
+}
+
+// scrubberFor returns the scrubber for responses from host in sess: the
+// values the broker says that host was sent (P10, no oracle); nil when
+// there are none, so the response passes byte for byte.
+func (s *Server) scrubberFor(ctx context.Context, sess *broker.Session, host string) *scrubber {
+	c := s.cache(sess)
+	key := s.broker.ScrubKey(ctx, sess)
+	c.mu.Lock()
+	if h, ok := c.scrubs[host]; ok && h.key == key {
+		c.mu.Unlock()
+		return h.sc
+	}
+	c.mu.Unlock()
+	var rel []released
+	for _, v := range s.broker.ScrubSet(ctx, sess, host) {
+		rel = append(rel, released{real: v.Real, standIn: v.StandIn, kind: v.Kind})
+	}
+	sc := newScrubber(rel)
+	c.mu.Lock()
+	if c.scrubs == nil {
+		c.scrubs = map[string]hostScrub{}
+	}
+	c.scrubs[host] = hostScrub{key: key, sc: sc}
+	c.mu.Unlock()
+	return sc
+}
+
+// released is a real value with the stand-in a session shows for it.
+type released struct {
+	real    vault.Secret
+	standIn string
+	kind    vault.Kind
+}

@@ -1,0 +1,117 @@
+package proxyd
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/broker"
+	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/intercept"
+	"github.com/agentvault/agentvault/owner"
+	"github.com/agentvault/agentvault/policy"
+	"github.com/agentvault/agentvault/tokens"
+)
+
+// controlService is the control API (control.Service) over the broker, the
+// MITM CA and the owner's approvals: the one place the broker's and the
+// owner's answers become wire types.
+type controlService struct {
+	broker   *broker.Broker
+	ca       *intercept.CA
+	owner    *owner.Service
+	proxyURL string
+}
+
+func (c *controlService) CreateSession(ctx context.Context, apiKey string) (control.CreateSessionResponse, error) {
+	s, pw, err := c.broker.Create(ctx, apiKey)
+	if err != nil {
+		return control.CreateSessionResponse{}, err
+	}
+	return control.CreateSessionResponse{ID: s.ID, ProxyURL: c.proxyURL, ProxyUser: s.ID, ProxyPassword: pw,
+		CASPKI: c.ca.SPKIHash(), CAPEM: string(c.ca.CertPEM())}, nil
+}
+
+func (c *controlService) Catalog(ctx context.Context, apiKey, pageURL string) (json.RawMessage, error) {
+	key, err := c.broker.LookupKey(ctx, apiKey)
+	if err != nil {
+		return nil, err
+	}
+	items, err := c.broker.Vault.List(ctx, key.Org)
+	if err != nil {
+		return nil, err
+	}
+	scope := tokens.Scope{AllCards: true, AllLogins: true}
+	if key.Scope != nil {
+		scope = *key.Scope
+	}
+	return json.Marshal(tokens.BuildCatalog(items, tokens.CatalogArgs{Suffix: key.Suffix, URL: pageURL, Scope: scope}))
+}
+
+func (c *controlService) Authorize(ctx context.Context, id string, req control.AuthorizeRequest) (control.AuthorizeResponse, error) {
+	s, err := c.broker.Get(id)
+	if err != nil {
+		return control.AuthorizeResponse{}, err
+	}
+	resp, err := c.broker.Authorize(ctx, s, req)
+	if a, ok := owner.PendingOf(err); ok {
+		p := &control.Pending{Pending: true, WaitID: a.ID, Kind: string(a.Kind), Reason: a.Reason, Site: a.Site,
+			Amount: orderTotal(a.Amount), ExpiresAt: a.Expires}
+		return control.AuthorizeResponse{}, agentvault.Wrap(agentvault.CodeApprovalPending, p, "waiting for the owner (%s)", a.Reason)
+	}
+	return resp, err
+}
+
+func (c *controlService) Event(ctx context.Context, id string, ev control.EventRequest) error {
+	s, err := c.broker.Get(id)
+	if err != nil {
+		return err
+	}
+	return s.Event(ev)
+}
+
+func (c *controlService) Report(ctx context.Context, id string) (control.Report, error) {
+	s, err := c.broker.Get(id)
+	if err != nil {
+		return control.Report{}, err
+	}
+	return s.Report(), nil
+}
+
+func (c *controlService) CloseSession(ctx context.Context, id string) (control.CloseResponse, error) {
+	rep, err := c.broker.Close(id)
+	if err != nil {
+		return control.CloseResponse{}, err
+	}
+	return control.CloseResponse{Status: "Session closed", Report: rep}, nil
+}
+
+// Wait long-polls an approval; once it ends without a yes, the fill that
+// waited is refused, and the session's report counts it once.
+func (c *controlService) Wait(ctx context.Context, id string, timeout time.Duration) (control.WaitAnswer, error) {
+	a, err := c.owner.WaitApproval(ctx, id, timeout)
+	if err != nil && a.ID == "" {
+		return control.WaitAnswer{}, err
+	}
+	if a.Done() && a.Status != owner.StatusApproved && a.Session != "" {
+		c.broker.DeniedOnce(a.Session, a.ID)
+	}
+	w := control.WaitAnswer{Status: string(a.Status), WaitID: a.ID, Kind: string(a.Kind), Reason: a.Reason, Site: a.Site,
+		Amount: orderTotal(a.Amount), ExpiresAt: a.Expires}
+	if a.Status != owner.StatusPending {
+		if err := a.Outcome(); err != nil {
+			w.Code, w.Message = string(agentvault.ErrorCode(err)), agentvault.ErrorMessage(err)
+		}
+	}
+	return w, nil
+}
+
+func orderTotal(a *policy.Amount) *control.OrderTotal {
+	if a == nil {
+		return nil
+	}
+	return &control.OrderTotal{Amount: a.Decimal(), Currency: a.Currency}
+}
+
+var _ control.Service = (*controlService)(nil)
