@@ -13,7 +13,7 @@ export PLAYWRIGHT_NODEJS_PATH := $(shell command -v node 2>/dev/null || echo /us
 export CHROMIUM_PATH ?= /usr/bin/chromium
 
 # Packages whose code runs concurrently: they also run under the race detector.
-RACE_PKGS := ./vault/... ./tokens/... ./intercept/... ./policy/... ./mcpserver/... ./control/...
+RACE_PKGS := ./vault/... ./tokens/... ./broker/... ./intercept/... ./policy/... ./proxyd/... ./mcpserver/... ./control/...
 
 .PHONY: all deps system-deps driver build run test vet fmt-check unit race e2e bench fuzz clean
 
@@ -25,6 +25,7 @@ system-deps:
 	command -v curl >/dev/null || pkgs="$$pkgs curl ca-certificates"; \
 	command -v node >/dev/null || pkgs="$$pkgs nodejs"; \
 	command -v npm >/dev/null || pkgs="$$pkgs npm"; \
+	command -v sqlite3 >/dev/null || pkgs="$$pkgs sqlite3"; \
 	if [ -n "$$pkgs" ]; then \
 		echo "installing Debian packages:$$pkgs"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$pkgs >/dev/null; \

@@ -2,6 +2,7 @@ package intercept_test
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"github.com/agentvault/agentvault/broker"
 	"io"
@@ -306,4 +307,35 @@ func TestP21_ConcurrentAuthorizeAndSubstitute(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestP9_StandInUnderBase64IsRefused: a stand-in or token hidden under
+// base64 (a bearer blob, a JWT-like document) cannot be swapped in place, so
+// the request is refused and nothing reaches the site.
+func TestP9_StandInUnderBase64IsRefused(t *testing.T) {
+	e := startProxy(t, nil)
+	up := startUpstream(t, e.upCA, nil)
+	e.addCard("1", "4242424242424242", "737", "shop.test")
+	s, pw := e.session()
+	a, err := e.authorize(s, tok("card", "1", "number"), hostURL(up, "shop.test", "/pay"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, hidden := range map[string]string{
+		"stand-in": `{"card":"` + a.Value + `","exp":"12/31"}`,
+		"token":    `{"card":"` + tok("card", "1", "number") + `"}`,
+	} {
+		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawURLEncoding} {
+			req, _ := http.NewRequest("GET", hostURL(up, "shop.test", "/api"), nil)
+			req.Header.Set("Authorization", "Bearer eyJhbGciOiJub25lIn0."+enc.EncodeToString([]byte(hidden))+".x")
+			resp, err := e.rawClient(s, pw, false).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if codeOf(resp) == "" || up.count() != 0 {
+				t.Fatalf("%s under base64 went upstream (code %q)", name, codeOf(resp))
+			}
+		}
+	}
 }
