@@ -78,7 +78,7 @@ func TestLayeringRules(t *testing.T) {
 		goproxy:    {"intercept"},
 		playwright: {"browser", "e2e"},
 		mcpSDK:     {"mcpserver", "cmd/mcpd", "e2e"},
-		sqliteDrv:  {"vault/sqlite"},
+		sqliteDrv:  {"store/sqlite"},
 	}
 	// Packages that must not depend on these, even transitively.
 	forbiddenDeps := map[string][]string{
@@ -87,15 +87,15 @@ func TestLayeringRules(t *testing.T) {
 		"policy":            {goproxy, playwright, mcpSDK, sqliteDrv},
 		"redact":            {goproxy, playwright, mcpSDK, sqliteDrv},
 		"vault":             {goproxy, playwright, mcpSDK, sqliteDrv},
-		"broker":            {goproxy, playwright, mcpSDK, sqliteDrv, module + "/vault/sqlite", module + "/intercept", module + "/owner"},
-		"control":           {goproxy, playwright, mcpSDK, sqliteDrv, module + "/vault/sqlite"},
+		"broker":            {goproxy, playwright, mcpSDK, sqliteDrv, module + "/store/sqlite", module + "/intercept", module + "/owner"},
+		"control":           {goproxy, playwright, mcpSDK, sqliteDrv, module + "/store/sqlite"},
 		"browser":           {goproxy, mcpSDK, sqliteDrv, module + "/vault"},
-		"mcpserver":         {goproxy, sqliteDrv, module + "/vault/sqlite", module + "/intercept"},
-		"cmd/mcpd":          {goproxy, sqliteDrv, module + "/vault/sqlite", module + "/intercept"},
+		"mcpserver":         {goproxy, sqliteDrv, module + "/store/sqlite", module + "/intercept"},
+		"cmd/mcpd":          {goproxy, sqliteDrv, module + "/store/sqlite", module + "/intercept"},
 		"intercept/rewrite": {goproxy, playwright, mcpSDK, sqliteDrv},
-		"owner":             {goproxy, playwright, mcpSDK, sqliteDrv, module + "/vault/sqlite"},
-		"owner/dashboard":   {goproxy, playwright, mcpSDK, sqliteDrv, module + "/vault/sqlite"},
-		"owner/notify":      {goproxy, playwright, mcpSDK, sqliteDrv, module + "/vault/sqlite"},
+		"owner":             {goproxy, playwright, mcpSDK, sqliteDrv, module + "/store/sqlite"},
+		"owner/dashboard":   {goproxy, playwright, mcpSDK, sqliteDrv, module + "/store/sqlite"},
+		"owner/notify":      {goproxy, playwright, mcpSDK, sqliteDrv, module + "/store/sqlite"},
 	}
 	// Pure domain packages speak no HTTP themselves. (golang.org/x/net/publicsuffix
 	// reaches net/http/cookiejar for an interface, so this is a direct-import rule.)

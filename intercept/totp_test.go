@@ -22,7 +22,7 @@ import (
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/vault"
-	"github.com/agentvault/agentvault/vault/sqlite"
+	"github.com/agentvault/agentvault/store/sqlite"
 )
 
 // realVault adapts a *vault.Vault over a temp SQLite file to the proxy's

@@ -10,7 +10,7 @@ import (
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/vault"
-	"github.com/agentvault/agentvault/vault/sqlite"
+	"github.com/agentvault/agentvault/store/sqlite"
 )
 
 func benchService(b *testing.B) *owner.Service {

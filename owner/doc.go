@@ -5,7 +5,7 @@
 // and the notifications that tell the owner something waits for them.
 //
 // It declares the storage it needs as small interfaces (Store and its parts),
-// implemented by vault/sqlite and proved by owner/ownertest. Service ties
+// implemented by store/sqlite and proved by owner/ownertest. Service ties
 // them together for proxyd and the dashboard.
 //
 // It must never hold or see a vault value: an API key secret exists in the

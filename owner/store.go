@@ -7,7 +7,7 @@ import (
 	"github.com/agentvault/agentvault/policy"
 )
 
-// Store is everything the owner side keeps. vault/sqlite.Store implements
+// Store is everything the owner side keeps. store/sqlite.Store implements
 // it; owner/ownertest.Run is the contract. Missing records are
 // vault.ErrNotFound; a duplicate insert is CodeConflict.
 type Store interface {

@@ -32,7 +32,7 @@ import (
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/tokens"
 	"github.com/agentvault/agentvault/vault"
-	"github.com/agentvault/agentvault/vault/sqlite"
+	"github.com/agentvault/agentvault/store/sqlite"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 

@@ -18,7 +18,7 @@ import (
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/proxyd"
 	"github.com/agentvault/agentvault/vault"
-	"github.com/agentvault/agentvault/vault/sqlite"
+	"github.com/agentvault/agentvault/store/sqlite"
 	_ "modernc.org/sqlite" // the outside reader's driver
 )
 

@@ -7,7 +7,7 @@ import (
 
 // Store is what the Vault needs from a storage engine. It sees only clear
 // identifiers and ciphertexts: it never holds a key and never decrypts.
-// Engines live in subpackages (vault/sqlite, later vault/postgres) and must
+// Engines live in subpackages (store/sqlite, later store/postgres) and must
 // pass vault/storetest.Run. Nothing here assumes one process or one file:
 // several proxyd replicas may share one Postgres store.
 //

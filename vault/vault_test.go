@@ -14,7 +14,7 @@ import (
 
 	agentvault "github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/vault"
-	"github.com/agentvault/agentvault/vault/sqlite"
+	"github.com/agentvault/agentvault/store/sqlite"
 )
 
 var testNow = func() time.Time { return time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC) }

@@ -17,7 +17,7 @@ import (
 	agentvault "github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/internal/termio"
 	"github.com/agentvault/agentvault/vault"
-	"github.com/agentvault/agentvault/vault/sqlite"
+	"github.com/agentvault/agentvault/store/sqlite"
 )
 
 // Env is everything the CLI touches, so tests drive it without a terminal.

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault/vault"
-	"github.com/agentvault/agentvault/vault/sqlite"
+	"github.com/agentvault/agentvault/store/sqlite"
 )
 
 type run struct {

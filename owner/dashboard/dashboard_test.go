@@ -27,7 +27,7 @@ import (
 	"github.com/agentvault/agentvault/owner/dashboard"
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/vault"
-	"github.com/agentvault/agentvault/vault/sqlite"
+	"github.com/agentvault/agentvault/store/sqlite"
 )
 
 const (

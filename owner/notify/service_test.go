@@ -12,7 +12,7 @@ import (
 
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/owner/notify"
-	"github.com/agentvault/agentvault/vault/sqlite"
+	"github.com/agentvault/agentvault/store/sqlite"
 )
 
 // TestServiceNotifiesOnNewApproval wires the webhook into owner.Service: a

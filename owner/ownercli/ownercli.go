@@ -23,7 +23,7 @@ import (
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/internal/termio"
 	"github.com/agentvault/agentvault/owner"
-	"github.com/agentvault/agentvault/vault/sqlite"
+	"github.com/agentvault/agentvault/store/sqlite"
 )
 
 // Env is everything the CLI touches, so tests drive it without a terminal.

@@ -11,7 +11,7 @@ import (
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/owner/ownercli"
-	"github.com/agentvault/agentvault/vault/sqlite"
+	"github.com/agentvault/agentvault/store/sqlite"
 )
 
 func env(t *testing.T, stdin string) (ownercli.Env, *bytes.Buffer, *bytes.Buffer, string) {

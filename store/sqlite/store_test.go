@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/agentvault/agentvault/store/sqlite"
 	"github.com/agentvault/agentvault/vault"
-	"github.com/agentvault/agentvault/vault/sqlite"
 	"github.com/agentvault/agentvault/vault/storetest"
 )
 

@@ -1,4 +1,8 @@
-// Package sqlite is the embedded vault.Store (and the owner stores): one
+// Package sqlite is the embedded storage adapter of every store interface
+// the domain packages declare: vault.Store (items, blobs, the audit log),
+// owner.Store (keys, card rules, sites, approvals, sign-ups, refusals) and
+// policy.Ledger (spending). Adapters sit together under store/ (a Postgres
+// one beside it), and no domain package imports them (deps_test.go). One
 // SQLite file (pure-Go modernc.org/sqlite, driver "sqlite") in WAL mode with
 // synchronous=FULL, a busy timeout, foreign keys on, IMMEDIATE write
 // transactions and versioned migrations.
@@ -9,9 +13,10 @@
 // drop the process's POSIX locks on it, and another process reading the
 // file could then unlink the live WAL (P22).
 //
-// It stores what vault hands it and nothing more: ids, org, owner, kind,
+// It stores what the domain packages hand it and nothing more: ids, org, owner, kind,
 // label, times and field names in clear columns, everything else as
 // ciphertext. It must never decrypt, hold a key, or log a row's content, and
-// no SQLite-specific behaviour may leak through the vault.Store interface
-// (vault/storetest is the contract a Postgres store will pass too).
+// no SQLite-specific behaviour may leak through the interfaces
+// (vault/storetest, owner/ownertest and policy/ledgertest are the contracts a
+// Postgres store will pass too).
 package sqlite

@@ -9,8 +9,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/agentvault/agentvault/store/sqlite"
 	"github.com/agentvault/agentvault/vault"
-	"github.com/agentvault/agentvault/vault/sqlite"
 )
 
 // fdsOn counts this process's descriptors on path.
