@@ -12,7 +12,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
 )
 
 // connect opens a raw CONNECT tunnel to authority and returns the

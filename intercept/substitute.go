@@ -22,12 +22,17 @@ type substitution struct {
 	dest  Destination
 	use   *broker.Use
 	reals map[*broker.Grant][]byte
-	count int
-	kinds []vault.Kind
+	// grouped are real numbers written in groups for a grouped stand-in.
+	grouped [][]byte
+	count   int
+	kinds   []vault.Kind
 }
 
 func (sb *substitution) wipe() {
 	for _, r := range sb.reals {
+		clear(r)
+	}
+	for _, r := range sb.grouped {
 		clear(r)
 	}
 }
@@ -73,7 +78,9 @@ func (sb *substitution) replacer(rm *requestMatch) rewrite.Replacer {
 		}
 		sb.count++
 		if p.sep != 0 && len(real) == len(p.b.StandIn()) {
-			return group(real, p.groups, p.sep), nil
+			g := group(real, p.groups, p.sep)
+			sb.grouped = append(sb.grouped, g)
+			return g, nil
 		}
 		return real, nil
 	})

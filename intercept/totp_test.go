@@ -21,8 +21,8 @@ import (
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/intercept"
-	"github.com/agentvault/agentvault/vault"
 	"github.com/agentvault/agentvault/store/sqlite"
+	"github.com/agentvault/agentvault/vault"
 )
 
 // realVault adapts a *vault.Vault over a temp SQLite file to the proxy's
