@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault/control"
-	"github.com/agentvault/agentvault/proxyd"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/policy"
+	"github.com/agentvault/agentvault/proxyd"
 	"github.com/agentvault/agentvault/vault"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/mxschmitt/playwright-go"

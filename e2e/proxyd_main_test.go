@@ -7,8 +7,8 @@ import (
 
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/e2e/merchant"
-	"github.com/agentvault/agentvault/proxyd"
 	"github.com/agentvault/agentvault/policy"
+	"github.com/agentvault/agentvault/proxyd"
 )
 
 // startAppliance runs proxyd's own Main in-process, the way cmd/proxyd does,

@@ -10,8 +10,8 @@ import (
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/policy"
-	"github.com/agentvault/agentvault/vault"
 	"github.com/agentvault/agentvault/store/sqlite"
+	"github.com/agentvault/agentvault/vault"
 )
 
 func lastTwoLabels(h string) (string, error) {

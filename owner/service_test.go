@@ -12,8 +12,8 @@ import (
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/policy"
-	"github.com/agentvault/agentvault/vault"
 	"github.com/agentvault/agentvault/store/sqlite"
+	"github.com/agentvault/agentvault/vault"
 )
 
 // clock is a settable test clock: no test here depends on wall time.

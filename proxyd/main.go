@@ -30,9 +30,9 @@ import (
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/owner/dashboard"
 	"github.com/agentvault/agentvault/policy"
+	"github.com/agentvault/agentvault/store/sqlite"
 	"github.com/agentvault/agentvault/tokens"
 	"github.com/agentvault/agentvault/vault"
-	"github.com/agentvault/agentvault/store/sqlite"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	agentvault "github.com/agentvault/agentvault"
-	"github.com/agentvault/agentvault/vault"
 	"github.com/agentvault/agentvault/store/sqlite"
+	"github.com/agentvault/agentvault/vault"
 )
 
 var testNow = func() time.Time { return time.Date(2026, 11, 30, 3, 0, 0, 0, time.UTC) }

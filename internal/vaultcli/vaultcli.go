@@ -16,8 +16,8 @@ import (
 
 	agentvault "github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/internal/termio"
-	"github.com/agentvault/agentvault/vault"
 	"github.com/agentvault/agentvault/store/sqlite"
+	"github.com/agentvault/agentvault/vault"
 )
 
 // Env is everything the CLI touches, so tests drive it without a terminal.
