@@ -102,10 +102,10 @@ type Grant struct {
 	// origins are the exact origins (https, host, port) the grant may go
 	// to: the filled frame's and its payment integration's.
 	origins []hostname.Origin
-	// site and sitePort widen origins to every host of the filled frame's
-	// registrable domain on the same port (a processor's js.pay.example
-	// frame posting to api.pay.example), each still checked by the item's
-	// scope and the owner's destinations at release.
+	// site and sitePort widen a login's origins to every host of the filled
+	// page's registrable domain on the same port (www. posting to
+	// accounts.), each still checked by the item's scope and the owner's
+	// destinations at release. Empty for a card.
 	site     string
 	sitePort int
 	expires  time.Time
@@ -734,7 +734,13 @@ func (ss *Broker) authorize(ctx context.Context, s *Session, req control.Authori
 			}
 		}
 	}
-	site, _ := pol.RegistrableDomain(dest.Host)
+	// A login may go to any host of its page's registrable domain on the
+	// same port (a sign-in page on www. posting to accounts.): its scope is
+	// that domain anyway. A card goes only to the exact origins above.
+	site := ""
+	if item.Kind != vault.KindCard {
+		site, _ = pol.RegistrableDomain(dest.Host)
+	}
 	renew := func(b *Grant) {
 		if b.purchase != purchase {
 			b.purchase, b.spent, b.inFlight = purchase, false, false
