@@ -64,8 +64,15 @@ race:
 
 test: deps fmt-check vet build unit race
 
+# Micro-benchmarks, then the loopback harness in bench/ (its own module):
+# proxyd built from this checkout beside plain goproxy v1.9.4, CPU per
+# request and the ratio (bench/README.md; BENCH_ENV adds knobs, e.g.
+# BENCH_ENV='PHASES="table profile"').
+BENCH_DUR ?= 5s
+BENCH_REPS ?= 3
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./tokens/... ./intercept/...
+	cd bench && env PROXYD=1 DUR=$(BENCH_DUR) REPS=$(BENCH_REPS) $(BENCH_ENV) ./run.sh
 
 fuzz:
 	@for t in $$($(GO) test -list 'Fuzz.*' ./... | grep ^Fuzz); do :; done; \
