@@ -12,7 +12,7 @@ import (
 	_ "net/http/pprof"
 	"os"
 
-	"github.com/agentvault/agentvault/intercept/proxyd"
+	"github.com/agentvault/agentvault/proxyd"
 )
 
 func main() {
