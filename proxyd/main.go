@@ -566,8 +566,10 @@ func readPEMCerts(path string) ([]*x509.Certificate, error) {
 type testHostsResolver map[string]string
 
 func (h testHostsResolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
-	if ip, ok := h[strings.TrimSuffix(strings.ToLower(host), ".")]; ok {
-		return []netip.Addr{netip.MustParseAddr(ip)}, nil
+	if n, err := hostname.Bare(host); err == nil {
+		if ip, ok := h[n]; ok {
+			return []netip.Addr{netip.MustParseAddr(ip)}, nil
+		}
 	}
 	return net.DefaultResolver.LookupNetIP(ctx, network, host)
 }
