@@ -162,13 +162,14 @@ var domainImports = map[string][]string{
 	"redact":            {"."},
 	"control":           {"."},
 	"owner":             {".", "hostname", "policy", "vault"},
-	"owner/dashboard":   {".", "hostname", "owner", "policy", "vault"},
+	"owner/dashboard":   {".", "hostname", "owner", "policy", "recipes", "vault"},
+	"recipes":           {".", "hostname", "policy", "redact"},
 	"owner/notify":      {".", "owner", "policy"},
 	"intercept/rewrite": {".", "hostname", "tokens", "vault"},
 	"broker":            {".", "control", "hostname", "policy", "tokens", "vault"},
 	"intercept":         {".", "broker", "control", "hostname", "intercept/rewrite", "policy", "tokens", "vault"},
 	"browser":           {".", "redact"},
-	"mcpserver":         {".", "browser", "control", "redact", "tokens", "policy"},
+	"mcpserver":         {".", "browser", "control", "redact", "tokens", "policy", "recipes"},
 }
 
 // hostnameExternal are the only modules outside the standard library that

@@ -89,6 +89,10 @@ const (
 	// script before it leaves the browser, so no value can be substituted on
 	// the wire; mcpd refuses the fill before anything is typed.
 	CodeClientSideEncryption Code = "client_side_encryption"
+
+	// Checkout recipes (seed 004, submit_checkout_recipe): the submission
+	// breaks a registry rule; the agent fixes it rather than resending it.
+	CodeInvalidRecipe Code = "invalid_recipe"
 )
 
 // Error is the project's one error type. Message is safe to show to an agent

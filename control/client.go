@@ -103,6 +103,34 @@ func (c *Client) CloseSession(ctx context.Context, sessionID string) (CloseRespo
 	return out, err
 }
 
+// Recipes looks up the checkout recipes for pageURL (the four-slot answer,
+// passed through as is). The caller strips the URL first.
+func (c *Client) Recipes(ctx context.Context, pageURL string) (json.RawMessage, error) {
+	var out json.RawMessage
+	err := c.do(ctx, http.MethodGet, RecipesPath+"?"+url.Values{"url": {pageURL}}.Encode(), nil, &out)
+	return out, err
+}
+
+// SubmitRecipe sends a recipe submission; proxyd answers once screening
+// finished or its own wait ran out (status pending).
+func (c *Client) SubmitRecipe(ctx context.Context, req SubmitRecipeRequest) (RecipeSubmission, error) {
+	var out RecipeSubmission
+	err := c.do(ctx, http.MethodPost, SubmissionsPath, req, &out)
+	return out, err
+}
+
+// RecipeSubmission reads a submission, waiting up to wait (capped at 25 s
+// by the server) while it is pending.
+func (c *Client) RecipeSubmission(ctx context.Context, apiKey, id string, wait time.Duration) (RecipeSubmission, error) {
+	var out RecipeSubmission
+	q := url.Values{"apiKey": {apiKey}}
+	if wait > 0 {
+		q.Set("wait", wait.String())
+	}
+	err := c.do(ctx, http.MethodGet, SubmissionsPath+"/"+url.PathEscape(id)+"?"+q.Encode(), nil, &out)
+	return out, err
+}
+
 func sessionPath(id, sub string) string {
 	p := SessionsPath + "/" + url.PathEscape(id)
 	if sub != "" {

@@ -29,6 +29,20 @@ type Service interface {
 	CloseSession(ctx context.Context, sessionID string) (CloseResponse, error)
 	// Wait long-polls an approval for at most timeout.
 	Wait(ctx context.Context, waitID string, timeout time.Duration) (WaitAnswer, error)
+	RecipeService
+}
+
+// RecipeService is the checkout recipe registry as the control API serves
+// it to mcpd, which never opens the store itself.
+type RecipeService interface {
+	// Recipes is the lookup for a page URL (the four-slot answer as JSON).
+	// It needs no API key: the registry is open to every agent.
+	Recipes(ctx context.Context, pageURL string) (json.RawMessage, error)
+	// SubmitRecipe checks, budgets and screens a submission.
+	SubmitRecipe(ctx context.Context, req SubmitRecipeRequest) (RecipeSubmission, error)
+	// RecipeSubmission reads a submission of apiKey's, waiting up to wait
+	// while its screening runs.
+	RecipeSubmission(ctx context.Context, apiKey, id string, wait time.Duration) (RecipeSubmission, error)
 }
 
 // MaxWait caps a long poll, below common proxy and client timeouts.
@@ -126,6 +140,28 @@ func NewHandler(svc Service, token string, log *slog.Logger) http.Handler {
 		a, err := svc.Wait(r.Context(), r.PathValue("id"), timeout)
 		reply(w, r, a, err)
 	})
+	mux.HandleFunc("GET "+RecipesPath, func(w http.ResponseWriter, r *http.Request) {
+		l, err := svc.Recipes(r.Context(), r.URL.Query().Get("url"))
+		reply(w, r, l, err)
+	})
+	mux.HandleFunc("POST "+SubmissionsPath, func(w http.ResponseWriter, r *http.Request) {
+		var req SubmitRecipeRequest
+		if err := decode(r, &req); err != nil {
+			reply(w, r, nil, err)
+			return
+		}
+		s, err := svc.SubmitRecipe(r.Context(), req)
+		reply(w, r, s, err)
+	})
+	mux.HandleFunc("GET "+SubmissionsPath+"/{id}", func(w http.ResponseWriter, r *http.Request) {
+		wait, err := waitParam(r.URL.Query().Get("wait"))
+		if err != nil {
+			reply(w, r, nil, err)
+			return
+		}
+		s, err := svc.RecipeSubmission(r.Context(), r.URL.Query().Get("apiKey"), r.PathValue("id"), wait)
+		reply(w, r, s, err)
+	})
 	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := []byte(r.Header.Get("Authorization"))
@@ -137,11 +173,23 @@ func NewHandler(svc Service, token string, log *slog.Logger) http.Handler {
 	})
 }
 
+// waitParam reads an optional long-poll duration, capped at MaxWait.
+func waitParam(v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, agentvault.Errorf(agentvault.CodeInvalidInput, "wait is not a duration")
+	}
+	return min(d, MaxWait), nil
+}
+
 // HTTPStatus maps an error code to the HTTP status of a refusal, for the
 // control API and the proxy alike. It is the one place this mapping lives.
 func HTTPStatus(code agentvault.Code) int {
 	switch code {
-	case agentvault.CodeInvalidInput, agentvault.CodeInvalidParams, agentvault.CodeMalformedRequest:
+	case agentvault.CodeInvalidInput, agentvault.CodeInvalidParams, agentvault.CodeMalformedRequest, agentvault.CodeInvalidRecipe:
 		return http.StatusBadRequest
 	case agentvault.CodeUnauthorized, agentvault.CodeInvalidAPIKey, agentvault.CodeKeyRevoked:
 		return http.StatusUnauthorized

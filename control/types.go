@@ -1,6 +1,9 @@
 package control
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Paths of the control API. Session paths take the session id after
 // SessionsPath.
@@ -128,4 +131,33 @@ type WaitAnswer struct {
 	ExpiresAt time.Time   `json:"expiresAt"`
 	Code      string      `json:"code,omitempty"`
 	Message   string      `json:"message,omitempty"`
+}
+
+// Recipe registry paths (seed 004's get_checkout_recipes,
+// submit_checkout_recipe, get_recipe_submission):
+//
+//	GET  /v1/recipes?url=..                        → the four-slot lookup
+//	POST /v1/recipes/submissions                   SubmitRecipeRequest → RecipeSubmission
+//	GET  /v1/recipes/submissions/{id}?apiKey=..&wait=15s → RecipeSubmission
+const (
+	RecipesPath     = "/v1/recipes"
+	SubmissionsPath = "/v1/recipes/submissions"
+)
+
+// SubmitRecipeRequest is an agent's recipe submission. Recipe is the
+// recipe body as the agent wrote it; proxyd checks it strictly.
+type SubmitRecipeRequest struct {
+	APIKey                string          `json:"apiKey"`
+	Recipe                json.RawMessage `json:"recipe"`
+	Note                  string          `json:"note,omitempty"`
+	VerificationRequested bool            `json:"verificationRequested,omitempty"`
+}
+
+// RecipeSubmission is a submission's state as agents see it: its id, its
+// status (pending, approved, merged, rejected, needs_human) and the
+// verdict, empty while pending.
+type RecipeSubmission struct {
+	ID      string `json:"id"`
+	Status  string `json:"status"`
+	Verdict string `json:"verdict"`
 }

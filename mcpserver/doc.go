@@ -2,7 +2,9 @@
 // sign-in through. It owns the tools (get_token_catalog, open_page, click,
 // press, wait_for_selector, count, wait_for_popup, close_popup,
 // fill_checkout, fill_login, snapshot_page, observe_page, list_frames,
-// detect_challenge, get_session_outcome, get_run_report, close_session),
+// detect_challenge, get_session_outcome, get_run_report, close_session, and
+// the recipe registry's get_checkout_recipes, submit_checkout_recipe and
+// get_recipe_submission, which reach proxyd's registry over the control API),
 // their JSON schemas, the status line every answer starts with, the mapping
 // of error codes to isError results (statusError, the one place), the card
 // field order rules, and the per-session state those rules need. A fill

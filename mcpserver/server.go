@@ -58,7 +58,14 @@ type Config struct {
 	// minutes, the tool reference's wait for a new site); WaitPoll is one
 	// long poll of that wait (default 20 s, at most proxyd's 25 s cap).
 	OwnerWaitMax, WaitPoll time.Duration
-	Logger                 *slog.Logger
+	// Recipes is the recipe registry over the control API; nil uses
+	// Control when it implements RecipeControl (control.Client does).
+	Recipes RecipeControl
+	// RegistryTimeout bounds one registry call (default 20 s);
+	// RecipeScreenWait bounds a submission's wait for its screening
+	// (default 45 s).
+	RegistryTimeout, RecipeScreenWait time.Duration
+	Logger                            *slog.Logger
 }
 
 // Server holds the MCP server, the shared browser and the sessions.
@@ -92,6 +99,10 @@ type Server struct {
 	// integrationOf recognises a payment integration's card frame
 	// (policy.PaymentIntegration; tests swap it to mark a test frame).
 	integrationOf func(frameURL string) (policy.Integration, bool)
+
+	recipes         RecipeControl
+	registryTimeout time.Duration
+	screenWait      time.Duration
 }
 
 // New builds the server and registers the tools.
@@ -114,6 +125,17 @@ func New(cfg Config) (*Server, error) {
 	if s.red == nil {
 		s.red = redactPkg{}
 	}
+	s.recipes = cfg.Recipes
+	if rc, ok := cfg.Control.(RecipeControl); ok && s.recipes == nil {
+		s.recipes = rc
+	}
+	s.registryTimeout, s.screenWait = cfg.RegistryTimeout, cfg.RecipeScreenWait
+	if s.registryTimeout <= 0 {
+		s.registryTimeout = defaultRegistryTimeout
+	}
+	if s.screenWait <= 0 {
+		s.screenWait = defaultScreenWait
+	}
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "agentvault-mcpd", Version: "0.1.0"}, &mcp.ServerOptions{
 		Instructions: serverInstructions,
 	})
@@ -121,7 +143,7 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-const serverInstructions = `agentvault fills checkouts and sign-ins with mock tokens (av_...) that the proxy swaps for real values only on the wire to sites the owner allows. Start with get_token_catalog, then open_page, snapshot_page to orient, fill_checkout / fill_login with tokens, then get_session_outcome and get_run_report; finish with close_session. Every prose answer starts with a status line (status=ok|error ...); JSON answers carry status as their first key.`
+const serverInstructions = `agentvault fills checkouts and sign-ins with mock tokens (av_...) that the proxy swaps for real values only on the wire to sites the owner allows. Start with get_token_catalog and get_checkout_recipes (selectors other runs recorded for the site), then open_page, snapshot_page to orient, fill_checkout / fill_login with tokens, then get_session_outcome and get_run_report; finish with close_session. Every prose answer starts with a status line (status=ok|error ...); JSON answers carry status as their first key.`
 
 // MCP returns the underlying server (to connect it to any transport).
 func (s *Server) MCP() *mcp.Server { return s.mcp }

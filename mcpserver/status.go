@@ -156,6 +156,8 @@ func codeHint(c agentvault.Code) string {
 		return "Click, or press a plain key, instead."
 	case agentvault.CodeSessionEnded:
 		return "Call open_page without a session to start a new one."
+	case agentvault.CodeInvalidRecipe:
+		return "Fix what the message names before submitting again: the same recipe is refused again."
 	case agentvault.CodeClientSideEncryption:
 		return "Choose another payment method the page offers, or tell the owner this purchase must be completed by hand."
 	}

@@ -408,7 +408,7 @@ func TestToolSchemas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := strings.Fields("get_token_catalog open_page click press wait_for_selector count wait_for_popup close_popup fill_checkout fill_login snapshot_page observe_page list_frames detect_challenge get_session_outcome get_run_report close_session")
+	want := strings.Fields("get_token_catalog open_page click press wait_for_selector count wait_for_popup close_popup fill_checkout fill_login snapshot_page observe_page list_frames detect_challenge get_session_outcome get_run_report close_session get_checkout_recipes submit_checkout_recipe get_recipe_submission")
 	got := map[string]*mcp.Tool{}
 	for _, tl := range res.Tools {
 		got[tl.Name] = tl

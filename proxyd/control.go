@@ -11,6 +11,7 @@ import (
 	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/policy"
+	"github.com/agentvault/agentvault/recipes"
 	"github.com/agentvault/agentvault/tokens"
 )
 
@@ -21,6 +22,7 @@ type controlService struct {
 	broker   *broker.Broker
 	ca       *intercept.CA
 	owner    *owner.Service
+	recipes  *recipes.Registry
 	proxyURL string
 }
 
@@ -112,6 +114,62 @@ func orderTotal(a *policy.Amount) *control.OrderTotal {
 		return nil
 	}
 	return &control.OrderTotal{Amount: a.Decimal(), Currency: a.Currency}
+}
+
+// recipeScreenWait is how long a submission waits for its screening inside
+// one control call: below mcpd's 20 s per registry call.
+const recipeScreenWait = 15 * time.Second
+
+// Recipes is the registry lookup. The URL is stripped here too (mcpd
+// already did): only its host is looked up, and nothing of it is kept.
+func (c *controlService) Recipes(ctx context.Context, pageURL string) (json.RawMessage, error) {
+	l, err := c.recipes.Lookup(ctx, recipes.StripURL(pageURL))
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(l)
+}
+
+// SubmitRecipe counts the submission against the API key that sent it.
+func (c *controlService) SubmitRecipe(ctx context.Context, req control.SubmitRecipeRequest) (control.RecipeSubmission, error) {
+	key, err := c.broker.LookupKey(ctx, req.APIKey)
+	if err != nil {
+		return control.RecipeSubmission{}, err
+	}
+	s, err := c.recipes.Submit(ctx, recipes.SubmitArgs{Recipe: req.Recipe, Note: req.Note,
+		VerificationRequested: req.VerificationRequested, Submitter: key.ID})
+	if err != nil {
+		return control.RecipeSubmission{}, err
+	}
+	return submissionOf(s), nil
+}
+
+// RecipeSubmission answers only the key that made the submission; another
+// key's id reads as unknown.
+func (c *controlService) RecipeSubmission(ctx context.Context, apiKey, id string, wait time.Duration) (control.RecipeSubmission, error) {
+	key, err := c.broker.LookupKey(ctx, apiKey)
+	if err != nil {
+		return control.RecipeSubmission{}, err
+	}
+	s, err := c.recipes.Submission(ctx, id, wait)
+	if err == nil && s.Submitter != key.ID {
+		err = recipes.ErrNotFound
+	}
+	if err != nil {
+		if agentvault.ErrorCode(err) == agentvault.CodeNotFound {
+			err = agentvault.Errorf(agentvault.CodeNotFound, "no recipe submission has this id")
+		}
+		return control.RecipeSubmission{}, err
+	}
+	return submissionOf(s), nil
+}
+
+func submissionOf(s recipes.Submission) control.RecipeSubmission {
+	v := s.Verdict
+	if s.Status == recipes.SubmissionPending {
+		v = ""
+	}
+	return control.RecipeSubmission{ID: s.ID, Status: string(s.Status), Verdict: v}
 }
 
 var _ control.Service = (*controlService)(nil)

@@ -30,6 +30,7 @@ import (
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/owner/dashboard"
 	"github.com/agentvault/agentvault/policy"
+	"github.com/agentvault/agentvault/recipes"
 	"github.com/agentvault/agentvault/store/sqlite"
 	"github.com/agentvault/agentvault/tokens"
 	"github.com/agentvault/agentvault/vault"
@@ -55,10 +56,12 @@ type Main struct {
 	Stderr io.Writer
 
 	// Set by Open.
-	Vault       *vault.Vault
-	Owner       *owner.Service
-	CA          *intercept.CA
-	Broker      *broker.Broker
+	Vault  *vault.Vault
+	Owner  *owner.Service
+	CA     *intercept.CA
+	Broker *broker.Broker
+	// Recipes is the checkout recipe registry, in the same store.
+	Recipes     *recipes.Registry
 	Server      *intercept.Server
 	Metrics     *intercept.Metrics
 	ProxyAddr   net.Addr
@@ -161,6 +164,12 @@ func (m *Main) Open(ctx context.Context) (err error) {
 			return err
 		}
 	}
+	// The recipe registry answers a submission within the control call's
+	// time (mcpd gives each registry call 20 s and keeps polling the
+	// screening up to 45 s in all).
+	if m.Recipes, err = recipes.New(recipes.Config{Store: st, ScreenWait: recipeScreenWait}); err != nil {
+		return err
+	}
 	l := m.Config.Limits
 	m.Broker = broker.New(vaultAdapter{v}, m.lookupKey)
 	m.Broker.Decide = ownerDecider(m.Owner)
@@ -211,7 +220,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		liveCVV := func(ctx context.Context, a owner.Approval, cvv vault.Secret) error {
 			return m.Broker.SetLiveValue(a.Session, a.CardID, vault.FieldCVV, cvv)
 		}
-		if m.dashH, err = dashboard.New(dashboard.Config{Service: m.Owner, Vault: v, Logger: m.Logger, LiveCVV: liveCVV}); err != nil {
+		if m.dashH, err = dashboard.New(dashboard.Config{Service: m.Owner, Vault: v, Logger: m.Logger, LiveCVV: liveCVV, Recipes: m.Recipes}); err != nil {
 			return err
 		}
 		if m.dashL, err = net.Listen("tcp", m.Config.Listen.Dashboard); err != nil {
@@ -229,7 +238,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		proxyURL = "http://" + m.ProxyAddr.String()
 	}
 	m.controlSrv = &http.Server{
-		Handler: control.NewHandler(&controlService{broker: m.Broker, ca: m.CA, owner: m.Owner, proxyURL: proxyURL},
+		Handler: control.NewHandler(&controlService{broker: m.Broker, ca: m.CA, owner: m.Owner, recipes: m.Recipes, proxyURL: proxyURL},
 			m.ControlToken, m.Logger),
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelDebug),
@@ -378,6 +387,9 @@ func (m *Main) Close() error {
 	}
 	if m.Broker != nil {
 		m.Broker.CloseAll()
+	}
+	if m.Recipes != nil {
+		m.Recipes.Close() // screenings in flight write to the store
 	}
 	if m.store != nil {
 		return m.store.Close()

@@ -53,6 +53,9 @@ type Config struct {
 	// never in the vault or a log) and then approves. Without it a CVV
 	// entry can only be denied here.
 	LiveCVV func(ctx context.Context, a owner.Approval, cvv vault.Secret) error
+	// Recipes, when set, is the checkout recipe registry whose submissions
+	// the owner reviews on /recipes.
+	Recipes Recipes
 }
 
 // Handler serves the dashboard.
@@ -63,6 +66,7 @@ type Handler struct {
 	now     func() time.Time
 	limiter *policy.RateLimiter
 	liveCVV func(ctx context.Context, a owner.Approval, cvv vault.Secret) error
+	recipes Recipes
 	mux     *http.ServeMux
 }
 
@@ -78,7 +82,7 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Service == nil || cfg.Vault == nil {
 		return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "dashboard needs the owner service and the vault")
 	}
-	h := &Handler{svc: cfg.Service, vault: cfg.Vault, log: cfg.Logger, now: cfg.Now, liveCVV: cfg.LiveCVV}
+	h := &Handler{svc: cfg.Service, vault: cfg.Vault, log: cfg.Logger, now: cfg.Now, liveCVV: cfg.LiveCVV, recipes: cfg.Recipes}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -123,6 +127,10 @@ func New(cfg Config) (*Handler, error) {
 	m.HandleFunc("POST /signups", h.authed(h.addSignup))
 	m.HandleFunc("POST /signups/remove", h.authed(h.removeSignup))
 	m.HandleFunc("GET /activity", h.authed(h.activityPage))
+	m.HandleFunc("GET /recipes", h.authed(h.recipesPage))
+	m.HandleFunc("POST /recipes/{id}/accept", h.authed(h.acceptRecipe))
+	m.HandleFunc("POST /recipes/{id}/reject", h.authed(h.rejectRecipe))
+	m.HandleFunc("POST /recipes/{id}/edit", h.authed(h.editRecipe))
 	h.mux = m
 	return h, nil
 }
