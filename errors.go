@@ -89,6 +89,11 @@ const (
 	// script before it leaves the browser, so no value can be substituted on
 	// the wire; mcpd refuses the fill before anything is typed.
 	CodeClientSideEncryption Code = "client_side_encryption"
+
+	// Portal credentials (seed 003, package credentials).
+	CodeForbidden   Code = "forbidden"    // the caller's role or ownership does not allow it
+	CodeLinkUsed    Code = "link_used"    // a one-time link was already opened or used
+	CodeLinkExpired Code = "link_expired" // a one-time link is past its lifetime
 )
 
 // Error is the project's one error type. Message is safe to show to an agent
