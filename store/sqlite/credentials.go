@@ -16,7 +16,7 @@ import (
 
 // Migration 50 (numbered, so the recipes migrations can take the next
 // positional numbers without a clash). The holder column is the personal
-// credential's owner and '' for organisation ones, so one UNIQUE says "one
+// credential's owner and ” for organisation ones, so one UNIQUE says "one
 // personal credential per person and name, one organisation credential per
 // name".
 func init() {
