@@ -29,6 +29,8 @@ type Service interface {
 	CloseSession(ctx context.Context, sessionID string) (CloseResponse, error)
 	// Wait long-polls an approval for at most timeout.
 	Wait(ctx context.Context, waitID string, timeout time.Duration) (WaitAnswer, error)
+	// CredentialService is seed 003's portal credentials (credentials.go).
+	CredentialService
 }
 
 // MaxWait caps a long poll, below common proxy and client timeouts.
@@ -126,6 +128,7 @@ func NewHandler(svc Service, token string, log *slog.Logger) http.Handler {
 		a, err := svc.Wait(r.Context(), r.PathValue("id"), timeout)
 		reply(w, r, a, err)
 	})
+	credentialRoutes(mux, svc, reply, decode)
 	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := []byte(r.Header.Get("Authorization"))

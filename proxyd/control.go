@@ -22,6 +22,7 @@ type controlService struct {
 	ca       *intercept.CA
 	owner    *owner.Service
 	proxyURL string
+	creds    *credentialAPI // portal credentials (credentials.go)
 }
 
 func (c *controlService) CreateSession(ctx context.Context, apiKey string) (control.CreateSessionResponse, error) {

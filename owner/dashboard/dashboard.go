@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/credentials"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/vault"
@@ -53,6 +54,9 @@ type Config struct {
 	// never in the vault or a log) and then approves. Without it a CVV
 	// entry can only be denied here.
 	LiveCVV func(ctx context.Context, a owner.Approval, cvv vault.Secret) error
+	// Credentials, when set, serves the portal credential pages
+	// (credentials.go): entry forms, the list, members and key bindings.
+	Credentials *credentials.Service
 }
 
 // Handler serves the dashboard.
@@ -63,6 +67,7 @@ type Handler struct {
 	now     func() time.Time
 	limiter *policy.RateLimiter
 	liveCVV func(ctx context.Context, a owner.Approval, cvv vault.Secret) error
+	creds   *credentials.Service
 	mux     *http.ServeMux
 }
 
@@ -78,7 +83,7 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Service == nil || cfg.Vault == nil {
 		return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "dashboard needs the owner service and the vault")
 	}
-	h := &Handler{svc: cfg.Service, vault: cfg.Vault, log: cfg.Logger, now: cfg.Now, liveCVV: cfg.LiveCVV}
+	h := &Handler{svc: cfg.Service, vault: cfg.Vault, log: cfg.Logger, now: cfg.Now, liveCVV: cfg.LiveCVV, creds: cfg.Credentials}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -123,6 +128,7 @@ func New(cfg Config) (*Handler, error) {
 	m.HandleFunc("POST /signups", h.authed(h.addSignup))
 	m.HandleFunc("POST /signups/remove", h.authed(h.removeSignup))
 	m.HandleFunc("GET /activity", h.authed(h.activityPage))
+	h.credentialRoutes(m)
 	h.mux = m
 	return h, nil
 }
