@@ -73,9 +73,9 @@ type Main struct {
 	CredentialsAddr net.Addr
 	// Now, when set before Open, is the clock of one-time credential links
 	// (tests inject one; nil is time.Now).
-	Now func() time.Time
-	ControlToken  string
-	APIKey        string
+	Now          func() time.Time
+	ControlToken string
+	APIKey       string
 
 	mu sync.Mutex
 	// store is the process's one handle on vault.db, shared by the vault
