@@ -15,6 +15,7 @@ import (
 	"github.com/agentvault/agentvault/browser"
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/policy"
+	"github.com/agentvault/agentvault/skills"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -59,6 +60,11 @@ type Config struct {
 	// long poll of that wait (default 20 s, at most proxyd's 25 s cap).
 	OwnerWaitMax, WaitPoll time.Duration
 	Logger                 *slog.Logger
+	// Credentials, when set, registers the portal credential tools
+	// (tools_credentials.go); Skills, when set, skill_find and file_write
+	// over that skill directory.
+	Credentials CredentialControl
+	Skills      *skills.Dir
 }
 
 // Server holds the MCP server, the shared browser and the sessions.
@@ -118,6 +124,7 @@ func New(cfg Config) (*Server, error) {
 		Instructions: serverInstructions,
 	})
 	s.register()
+	s.registerCredentials()
 	return s, nil
 }
 
