@@ -96,10 +96,12 @@ func TestLayeringRules(t *testing.T) {
 		"owner":             {goproxy, playwright, mcpSDK, sqliteDrv, module + "/store/sqlite"},
 		"owner/dashboard":   {goproxy, playwright, mcpSDK, sqliteDrv, module + "/store/sqlite"},
 		"owner/notify":      {goproxy, playwright, mcpSDK, sqliteDrv, module + "/store/sqlite"},
+		"credentials":       {goproxy, playwright, mcpSDK, sqliteDrv, module + "/store/sqlite", module + "/owner", module + "/intercept"},
+		"skills":            {goproxy, playwright, mcpSDK, sqliteDrv, module + "/store/sqlite", module + "/owner", module + "/intercept"},
 	}
 	// Pure domain packages speak no HTTP themselves. (golang.org/x/net/publicsuffix
 	// reaches net/http/cookiejar for an interface, so this is a direct-import rule.)
-	noHTTP := []string{".", "tokens", "policy", "redact", "vault", "owner", "broker"}
+	noHTTP := []string{".", "tokens", "policy", "redact", "vault", "owner", "broker", "credentials", "skills"}
 	pkgs := listPackages(t)
 	for _, p := range pkgs {
 		name := rel(p.ImportPath)
@@ -154,22 +156,25 @@ func TestPackageDocs(t *testing.T) {
 // policy importing owner. (benbjohnson/wtf keeps the domain at the root and
 // the adapters beside it; tailscale's deptest checks such edges.)
 var domainImports = map[string][]string{
-	".":                 {},
-	"hostname":          {"."},
-	"vault":             {".", "hostname"},
-	"tokens":            {".", "hostname", "vault"},
-	"policy":            {".", "hostname", "vault"},
-	"redact":            {"."},
-	"control":           {"."},
-	"owner":             {".", "hostname", "policy", "vault"},
-	"owner/dashboard":   {".", "hostname", "owner", "policy", "recipes", "vault"},
-	"recipes":           {".", "hostname", "policy", "redact"},
-	"owner/notify":      {".", "owner", "policy"},
-	"intercept/rewrite": {".", "hostname", "tokens", "vault"},
-	"broker":            {".", "control", "hostname", "policy", "tokens", "vault"},
-	"intercept":         {".", "broker", "control", "hostname", "intercept/rewrite", "policy", "tokens", "vault"},
-	"browser":           {".", "redact"},
-	"mcpserver":         {".", "browser", "control", "redact", "tokens", "policy", "recipes"},
+	".":                    {},
+	"hostname":             {"."},
+	"vault":                {".", "hostname"},
+	"tokens":               {".", "hostname", "vault"},
+	"policy":               {".", "hostname", "vault"},
+	"redact":               {"."},
+	"control":              {"."},
+	"owner":                {".", "hostname", "policy", "vault"},
+	"owner/dashboard":      {".", "credentials", "hostname", "owner", "policy", "recipes", "vault"},
+	"recipes":              {".", "hostname", "policy", "redact"},
+	"owner/notify":         {".", "owner", "policy"},
+	"intercept/rewrite":    {".", "hostname", "tokens", "vault"},
+	"broker":               {".", "control", "hostname", "policy", "tokens", "vault"},
+	"intercept":            {".", "broker", "control", "hostname", "intercept/rewrite", "policy", "tokens", "vault"},
+	"browser":              {".", "redact"},
+	"mcpserver":            {".", "browser", "control", "redact", "tokens", "policy", "recipes", "skills"},
+	"credentials":          {".", "vault"},
+	"credentials/credtest": {".", "credentials", "vault"},
+	"skills":               {".", "credentials"},
 }
 
 // hostnameExternal are the only modules outside the standard library that

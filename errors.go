@@ -93,6 +93,10 @@ const (
 	// Checkout recipes (seed 004, submit_checkout_recipe): the submission
 	// breaks a registry rule; the agent fixes it rather than resending it.
 	CodeInvalidRecipe Code = "invalid_recipe"
+	// Portal credentials (seed 003, package credentials).
+	CodeForbidden   Code = "forbidden"    // the caller's role or ownership does not allow it
+	CodeLinkUsed    Code = "link_used"    // a one-time link was already opened or used
+	CodeLinkExpired Code = "link_expired" // a one-time link is past its lifetime
 )
 
 // Error is the project's one error type. Message is safe to show to an agent

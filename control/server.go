@@ -30,6 +30,8 @@ type Service interface {
 	// Wait long-polls an approval for at most timeout.
 	Wait(ctx context.Context, waitID string, timeout time.Duration) (WaitAnswer, error)
 	RecipeService
+	// CredentialService is seed 003's portal credentials (credentials.go).
+	CredentialService
 }
 
 // RecipeService is the checkout recipe registry as the control API serves
@@ -140,6 +142,7 @@ func NewHandler(svc Service, token string, log *slog.Logger) http.Handler {
 		a, err := svc.Wait(r.Context(), r.PathValue("id"), timeout)
 		reply(w, r, a, err)
 	})
+	credentialRoutes(mux, svc, reply, decode)
 	mux.HandleFunc("GET "+RecipesPath, func(w http.ResponseWriter, r *http.Request) {
 		l, err := svc.Recipes(r.Context(), r.URL.Query().Get("url"))
 		reply(w, r, l, err)

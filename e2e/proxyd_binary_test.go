@@ -67,7 +67,7 @@ func TestProxydBinaryOwnerFlow(t *testing.T) {
 	}
 	// Every listener on a port of its own: the defaults (7700-7703) may be
 	// taken by an appliance running on the same machine.
-	proxyAddr, controlAddr, adminAddr, dashAddr := freePort(t), freePort(t), freePort(t), freePort(t)
+	proxyAddr, controlAddr, adminAddr, dashAddr, credAddr := freePort(t), freePort(t), freePort(t), freePort(t), freePort(t)
 	cfg := filepath.Join(data, "proxyd.yaml")
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`data_dir: %s
 listen:
@@ -75,6 +75,7 @@ listen:
   control: %s
   admin: %s
   dashboard: %s
+  credentials: %s
 tls:
   extra_roots: [%s]
 unsafe_allow_private_ranges: true
@@ -83,7 +84,7 @@ policy:
 log:
   level: debug
   format: json
-`, data, proxyAddr, controlAddr, adminAddr, dashAddr, caPath)), 0o600); err != nil {
+`, data, proxyAddr, controlAddr, adminAddr, dashAddr, credAddr, caPath)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	logs := &syncBuffer{}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/skills"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -34,6 +35,10 @@ type Main struct {
 	// HTTPAddr, when set, serves MCP over streamable HTTP on this loopback
 	// address instead of stdio (--http; `make run` uses it).
 	HTTPAddr string
+	// Credentials turns on the portal credential tools (seed 003);
+	// SkillsDir, when set, skill_find and file_write over that directory.
+	Credentials bool
+	SkillsDir   string
 
 	// Stderr receives the logs; stdout is the MCP stream and never sees a
 	// log line. Defaults to os.Stderr.
@@ -67,6 +72,8 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.DriverDir, "driver-dir", envOr("PLAYWRIGHT_DRIVER_PATH", m.DriverDir), "playwright-core driver directory (holds package/cli.js)")
 	fs.StringVar(&m.LogLevel, "log-level", m.LogLevel, "debug, info, warn or error (logs go to stderr)")
 	fs.Var(&httpFlag{&m.HTTPAddr}, "http", "serve MCP over streamable HTTP instead of stdio; --http alone listens on "+DefaultHTTPAddr+", --http=127.0.0.1:PORT elsewhere (loopback only)")
+	fs.BoolVar(&m.Credentials, "credentials", envOr("AGENTVAULT_CREDENTIALS", "") == "1", "serve the portal credential tools (credential_request, credential_list, credential_use, credential_delete, grant_set)")
+	fs.StringVar(&m.SkillsDir, "skills-dir", envOr("AGENTVAULT_SKILLS_DIR", ""), "skill directory (one folder per skill with its SKILL.md): serve skill_find and file_write over it")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -165,14 +172,24 @@ func (m *Main) Open() error {
 	}
 	// The control API is loopback: no proxy from the environment applies.
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4}}
-	srv, err := New(Config{
-		Control:      control.NewClient(m.ControlURL, token, hc),
+	ctl := control.NewClient(m.ControlURL, token, hc)
+	cfg := Config{
+		Control:      ctl,
 		APIKey:       apiKey,
 		ProxyURL:     m.ProxyURL,
 		DriverDir:    m.DriverDir,
 		ChromiumPath: m.ChromiumPath,
 		Logger:       log,
-	})
+	}
+	if m.Credentials {
+		cfg.Credentials = ctl
+	}
+	if m.SkillsDir != "" {
+		if cfg.Skills, err = skills.Open(m.SkillsDir); err != nil {
+			return err
+		}
+	}
+	srv, err := New(cfg)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/agentvault/agentvault/browser"
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/policy"
+	"github.com/agentvault/agentvault/skills"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -66,6 +67,11 @@ type Config struct {
 	// (default 45 s).
 	RegistryTimeout, RecipeScreenWait time.Duration
 	Logger                            *slog.Logger
+	// Credentials, when set, registers the portal credential tools
+	// (tools_credentials.go); Skills, when set, skill_find and file_write
+	// over that skill directory.
+	Credentials CredentialControl
+	Skills      *skills.Dir
 }
 
 // Server holds the MCP server, the shared browser and the sessions.
@@ -140,6 +146,7 @@ func New(cfg Config) (*Server, error) {
 		Instructions: serverInstructions,
 	})
 	s.register()
+	s.registerCredentials()
 	return s, nil
 }
 

@@ -50,6 +50,10 @@ type ListenConfig struct {
 	Admin   string `yaml:"admin"`
 	// Dashboard is the owner's TLS dashboard; empty turns it off.
 	Dashboard string `yaml:"dashboard"`
+	// Credentials is the loopback listener a skill's runtime POSTs its
+	// one-time credential-use token to (docs/portal-credentials.md); empty
+	// turns credential_use off.
+	Credentials string `yaml:"credentials"`
 }
 
 // EgressConfig is the destination rule (P1).
@@ -158,6 +162,13 @@ func (c *Config) Validate() error {
 		ip, err := netip.ParseAddr(host)
 		if host != "localhost" && (err != nil || !ip.IsLoopback()) {
 			return bad("%s must be a loopback address, got %q", name, addr)
+		}
+	}
+	if c.Listen.Credentials != "" {
+		host, _, err := net.SplitHostPort(c.Listen.Credentials)
+		ip, perr := netip.ParseAddr(host)
+		if err != nil || (host != "localhost" && (perr != nil || !ip.IsLoopback())) {
+			return bad("listen.credentials must be a loopback host:port, got %q", c.Listen.Credentials)
 		}
 	}
 	if c.Listen.Dashboard != "" {

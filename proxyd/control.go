@@ -24,6 +24,7 @@ type controlService struct {
 	owner    *owner.Service
 	recipes  *recipes.Registry
 	proxyURL string
+	creds    *credentialAPI // portal credentials (credentials.go)
 }
 
 func (c *controlService) CreateSession(ctx context.Context, apiKey string) (control.CreateSessionResponse, error) {

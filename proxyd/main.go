@@ -24,6 +24,7 @@ import (
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/broker"
 	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/credentials"
 	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/internal/vaultcli"
@@ -69,8 +70,15 @@ type Main struct {
 	AdminAddr   net.Addr
 	// DashboardAddr is nil when the dashboard is off.
 	DashboardAddr net.Addr
-	ControlToken  string
-	APIKey        string
+	// Credentials is the portal credentials service (seed 003) and
+	// CredentialsAddr its credential-use listener (nil when off).
+	Credentials     *credentials.Service
+	CredentialsAddr net.Addr
+	// Now, when set before Open, is the clock of one-time credential links
+	// (tests inject one; nil is time.Now).
+	Now          func() time.Time
+	ControlToken string
+	APIKey       string
 
 	mu sync.Mutex
 	// store is the process's one handle on vault.db, shared by the vault
@@ -80,6 +88,8 @@ type Main struct {
 	dashL      net.Listener
 	dashCancel context.CancelFunc
 	dashDone   chan error
+	credL      net.Listener
+	credSrv    *http.Server
 	secret     []byte
 	proxyL     net.Listener
 	controlSrv *http.Server
@@ -216,11 +226,17 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	if m.adminL, err = net.Listen("tcp", m.Config.Listen.Admin); err != nil {
 		return agentvault.Wrap(agentvault.CodeInternal, err, "cannot listen on %s", m.Config.Listen.Admin)
 	}
+	if err := m.openCredentials(ctx, st, v); err != nil {
+		return err
+	}
+	if m.credL != nil {
+		m.Server.AddSelf(m.CredentialsAddr)
+	}
 	if m.Config.Listen.Dashboard != "" {
 		liveCVV := func(ctx context.Context, a owner.Approval, cvv vault.Secret) error {
 			return m.Broker.SetLiveValue(a.Session, a.CardID, vault.FieldCVV, cvv)
 		}
-		if m.dashH, err = dashboard.New(dashboard.Config{Service: m.Owner, Vault: v, Logger: m.Logger, LiveCVV: liveCVV, Recipes: m.Recipes}); err != nil {
+		if m.dashH, err = dashboard.New(dashboard.Config{Service: m.Owner, Vault: v, Logger: m.Logger, LiveCVV: liveCVV, Recipes: m.Recipes, Credentials: m.Credentials}); err != nil {
 			return err
 		}
 		if m.dashL, err = net.Listen("tcp", m.Config.Listen.Dashboard); err != nil {
@@ -238,7 +254,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		proxyURL = "http://" + m.ProxyAddr.String()
 	}
 	m.controlSrv = &http.Server{
-		Handler: control.NewHandler(&controlService{broker: m.Broker, ca: m.CA, owner: m.Owner, recipes: m.Recipes, proxyURL: proxyURL},
+		Handler: control.NewHandler(&controlService{broker: m.Broker, ca: m.CA, owner: m.Owner, recipes: m.Recipes, proxyURL: proxyURL, creds: m.credentialAPI()},
 			m.ControlToken, m.Logger),
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelDebug),
@@ -333,6 +349,9 @@ func (m *Main) Run(ctx context.Context) error {
 	go func() { m.serveErr <- m.Server.Serve(m.proxyL) }()
 	go func() { m.serveErr <- serveHTTP(m.controlSrv, m.controlL) }()
 	go func() { m.serveErr <- serveHTTP(m.adminSrv, m.adminL) }()
+	if m.credSrv != nil {
+		go func() { m.serveErr <- serveHTTP(m.credSrv, m.credL) }()
+	}
 	m.configMu.Lock()
 	egress := m.Config.Egress.Mode
 	m.configMu.Unlock()
@@ -371,7 +390,7 @@ func (m *Main) Close() error {
 	if m.Server != nil {
 		_ = m.Server.Shutdown(ctx)
 	}
-	for _, s := range []*http.Server{m.controlSrv, m.adminSrv} {
+	for _, s := range []*http.Server{m.controlSrv, m.adminSrv, m.credSrv} {
 		if s != nil {
 			_ = s.Shutdown(ctx)
 		}
@@ -380,7 +399,7 @@ func (m *Main) Close() error {
 		m.dashCancel()
 		<-m.dashDone
 	}
-	for _, l := range []net.Listener{m.proxyL, m.controlL, m.adminL, m.dashL} {
+	for _, l := range []net.Listener{m.proxyL, m.controlL, m.adminL, m.dashL, m.credL} {
 		if l != nil {
 			_ = l.Close()
 		}

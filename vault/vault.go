@@ -565,7 +565,8 @@ func (v *Vault) AddAddress(ctx context.Context, org, owner string, in AddressMet
 	return v.put(ctx, Item{Org: org, Owner: owner, Kind: KindAddress}, itemMeta{Address: &m}, values, true)
 }
 
-// List returns the org's items (metadata only), oldest first.
+// List returns the org's items (metadata only), oldest first; portal
+// credentials (KindCredential) are not listed.
 func (v *Vault) List(ctx context.Context, org string) ([]Item, error) {
 	recs, err := v.store.ListItems(ctx, org)
 	if err != nil {
@@ -573,6 +574,9 @@ func (v *Vault) List(ctx context.Context, org string) ([]Item, error) {
 	}
 	out := make([]Item, 0, len(recs))
 	for _, r := range recs {
+		if r.Kind == KindCredential {
+			continue // not a fillable item (credential.go)
+		}
 		it, err := v.openItem(r)
 		if err != nil {
 			return nil, err

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/credentials"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/vault"
@@ -56,6 +57,9 @@ type Config struct {
 	// Recipes, when set, is the checkout recipe registry whose submissions
 	// the owner reviews on /recipes.
 	Recipes Recipes
+	// Credentials, when set, serves the portal credential pages
+	// (credentials.go): entry forms, the list, members and key bindings.
+	Credentials *credentials.Service
 }
 
 // Handler serves the dashboard.
@@ -67,6 +71,7 @@ type Handler struct {
 	limiter *policy.RateLimiter
 	liveCVV func(ctx context.Context, a owner.Approval, cvv vault.Secret) error
 	recipes Recipes
+	creds   *credentials.Service
 	mux     *http.ServeMux
 }
 
@@ -82,7 +87,7 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Service == nil || cfg.Vault == nil {
 		return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "dashboard needs the owner service and the vault")
 	}
-	h := &Handler{svc: cfg.Service, vault: cfg.Vault, log: cfg.Logger, now: cfg.Now, liveCVV: cfg.LiveCVV, recipes: cfg.Recipes}
+	h := &Handler{svc: cfg.Service, vault: cfg.Vault, log: cfg.Logger, now: cfg.Now, liveCVV: cfg.LiveCVV, recipes: cfg.Recipes, creds: cfg.Credentials}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -131,6 +136,7 @@ func New(cfg Config) (*Handler, error) {
 	m.HandleFunc("POST /recipes/{id}/accept", h.authed(h.acceptRecipe))
 	m.HandleFunc("POST /recipes/{id}/reject", h.authed(h.rejectRecipe))
 	m.HandleFunc("POST /recipes/{id}/edit", h.authed(h.editRecipe))
+	h.credentialRoutes(m)
 	h.mux = m
 	return h, nil
 }

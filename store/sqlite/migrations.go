@@ -1,5 +1,7 @@
 package sqlite
 
+import "fmt"
+
 // migrations are applied in order, each in its own transaction, and recorded
 // in schema_migrations. Never edit a shipped migration: append a new one
 // (approvals, API keys and sessions will arrive this way).
@@ -63,4 +65,26 @@ CREATE TABLE blobs (
 	updated     INTEGER NOT NULL
 );
 `,
+}
+
+// numberedMigrations are migrations that name their own version, so that
+// features developed side by side do not fight over the next position of
+// migrations (whose versions are their index). A numbered version must be
+// above every positional one; the gap between is never applied.
+var numberedMigrations = map[int]string{}
+
+// schema is every migration by version: migrations, then the numbered ones
+// at their versions, "" in the gaps.
+func schema() []string {
+	all := append([]string(nil), migrations...)
+	for v, m := range numberedMigrations {
+		if v < len(migrations) {
+			panic(fmt.Sprintf("sqlite: numbered migration %d collides with positional migrations 1..%d", v, len(migrations)-1))
+		}
+		for len(all) <= v {
+			all = append(all, "")
+		}
+		all[v] = m
+	}
+	return all
 }

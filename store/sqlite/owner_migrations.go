@@ -121,4 +121,4 @@ CREATE INDEX refusals_org_time ON refusals (org, time);
 }
 
 // LatestSchemaVersion is the version Open migrates to.
-func LatestSchemaVersion() int { return len(migrations) - 1 }
+func LatestSchemaVersion() int { return len(schema()) - 1 }

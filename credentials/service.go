@@ -1,0 +1,482 @@
+package credentials
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/vault"
+)
+
+// Values is what the Service needs from the vault: *vault.Vault implements
+// it. Values are sealed per credential (org, item and field bound in the
+// AAD) and every release is audited with an HMAC of the value (P12).
+type Values interface {
+	PutCredential(ctx context.Context, org, owner, id string, values []vault.CredentialValue) (vault.Item, error)
+	ReleaseCredential(ctx context.Context, a vault.ReleaseArgs) ([]vault.CredentialValue, error)
+	RemoveCredential(ctx context.Context, org, id, actor string) error
+}
+
+// Config builds a Service.
+type Config struct {
+	Store  Store
+	Values Values
+	// IsAccount, when set, reports whether user has a dashboard account in
+	// org: an account with no membership record is the appliance's owner
+	// (accounts are made by the owner CLI), so a single-owner install needs
+	// no member set-up.
+	IsAccount func(ctx context.Context, org, user string) bool
+	Now       func() time.Time // the clock every link lifetime is measured on
+}
+
+// Service applies the rules over the Store and the vault.
+type Service struct {
+	st        Store
+	values    Values
+	isAccount func(ctx context.Context, org, user string) bool
+	now       func() time.Time
+}
+
+// New returns a Service.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil || cfg.Values == nil {
+		return nil, agentvault.Errorf(agentvault.CodeInternal, "credentials: store and vault are required")
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Service{st: cfg.Store, values: cfg.Values, isAccount: cfg.IsAccount, now: now}, nil
+}
+
+func forbidden(format string, args ...any) error {
+	return agentvault.Errorf(agentvault.CodeForbidden, format, args...)
+}
+
+func isNotFound(err error) bool { return errors.Is(err, vault.ErrNotFound) }
+
+// NormalizeUser is the one spelling of a user: trimmed, lower case.
+func NormalizeUser(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
+
+// PrincipalFor is user as a principal of org: their membership, or, for a
+// dashboard account with none, the owner role. Anyone else is forbidden.
+func (s *Service) PrincipalFor(ctx context.Context, org, user string) (Principal, error) {
+	user = NormalizeUser(user)
+	m, err := s.st.GetMember(ctx, org, user)
+	if err == nil {
+		return m.Principal(), nil
+	}
+	if !isNotFound(err) {
+		return Principal{}, err
+	}
+	if s.isAccount != nil && user != "" && s.isAccount(ctx, org, user) {
+		return Principal{Org: org, User: user, Role: RoleOwner}, nil
+	}
+	return Principal{}, forbidden("not a member of this organisation")
+}
+
+// KeyPrincipal is the member an agent's API key acts for.
+func (s *Service) KeyPrincipal(ctx context.Context, keyID string) (Principal, error) {
+	b, err := s.st.GetKeyBinding(ctx, keyID)
+	if isNotFound(err) {
+		return Principal{}, forbidden("this API key acts for no member yet; an owner or admin binds it to a person on the dashboard (Credentials)")
+	}
+	if err != nil {
+		return Principal{}, err
+	}
+	return s.PrincipalFor(ctx, b.Org, b.User)
+}
+
+// PutMember adds or changes a member. Owners and admins manage members;
+// only an owner makes another owner.
+func (s *Service) PutMember(ctx context.Context, by Principal, m Member) error {
+	m.User = NormalizeUser(m.User)
+	if m.Org != by.Org || !by.Role.Manages() {
+		return forbidden("only owners and admins manage members")
+	}
+	if !m.Role.Valid() || m.User == "" || len(m.User) > 200 || strings.ContainsAny(m.User, " \r\n\t\x00<>\"'") {
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "a member needs a sign-in (email) and a role: owner, admin or member")
+	}
+	if m.Role == RoleOwner && by.Role != RoleOwner {
+		return forbidden("only an owner makes another owner")
+	}
+	for i, t := range m.Teams {
+		if !ValidTeam(t) {
+			return agentvault.Errorf(agentvault.CodeInvalidInput, "teams[%d] is not a team name (lower case letters, digits, '_' and '-')", i)
+		}
+	}
+	return s.st.PutMember(ctx, m)
+}
+
+// Members lists the organisation's members.
+func (s *Service) Members(ctx context.Context, by Principal) ([]Member, error) {
+	if !by.Role.Manages() {
+		return nil, forbidden("only owners and admins list members")
+	}
+	return s.st.ListMembers(ctx, by.Org)
+}
+
+// BindKey makes an agent's API key act for a member.
+func (s *Service) BindKey(ctx context.Context, by Principal, keyID, user string) error {
+	if !by.Role.Manages() {
+		return forbidden("only owners and admins bind API keys")
+	}
+	user = NormalizeUser(user)
+	if _, err := s.PrincipalFor(ctx, by.Org, user); err != nil {
+		return err
+	}
+	return s.st.BindKey(ctx, KeyBinding{KeyID: keyID, Org: by.Org, User: user})
+}
+
+// NewToken returns a one-time link token (256 random bits, URL-safe) and
+// the hash the store keeps.
+func NewToken() (string, []byte, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", nil, agentvault.Wrap(agentvault.CodeInternal, err, "no randomness")
+	}
+	tok := base64.RawURLEncoding.EncodeToString(b)
+	return tok, HashToken(tok), nil
+}
+
+// HashToken is what the store keeps of a link token.
+func HashToken(tok string) []byte {
+	h := sha256.Sum256([]byte(tok))
+	return h[:]
+}
+
+func newID() (string, error) {
+	b := make([]byte, 10)
+	if _, err := rand.Read(b); err != nil {
+		return "", agentvault.Wrap(agentvault.CodeInternal, err, "no randomness")
+	}
+	return "cred_" + hex.EncodeToString(b), nil
+}
+
+// RequestArgs is credential_request's input.
+type RequestArgs struct {
+	Name       string
+	Fields     []string
+	Visibility Visibility // empty: personal
+}
+
+// Issued is a one-time link just made. Token is shown once and never stored.
+type Issued struct {
+	Credential Credential
+	Token      string
+	Expires    time.Time
+}
+
+// Request finds or creates the credential name of p (their personal one, or
+// the organisation's with visibility org) and issues a one-time entry link
+// for the requester, valid EntryLinkTTL. Asking again with the same name
+// replaces the values once the new ones are typed.
+func (s *Service) Request(ctx context.Context, p Principal, a RequestArgs) (Issued, error) {
+	if a.Visibility == "" {
+		a.Visibility = Personal
+	}
+	if !ValidName(a.Name) {
+		return Issued{}, agentvault.Errorf(agentvault.CodeInvalidInput, "name must be lower case letters, digits, '.', '_' or '-' (at most 64)")
+	}
+	if !a.Visibility.Valid() {
+		return Issued{}, agentvault.Errorf(agentvault.CodeInvalidInput, "visibility must be \"personal\" or \"org\"")
+	}
+	if err := CheckFields(a.Fields); err != nil {
+		return Issued{}, err
+	}
+	creds, err := s.st.ListCredentials(ctx, p.Org)
+	if err != nil {
+		return Issued{}, err
+	}
+	now := s.now().UTC()
+	var cred Credential
+	found := false
+	for _, c := range creds {
+		if c.Name == a.Name && c.Visibility == a.Visibility && (a.Visibility == Org || c.Owner == p.User) {
+			cred, found = c, true
+			break
+		}
+	}
+	if found {
+		grants, err := s.st.ListGrants(ctx, p.Org, cred.ID)
+		if err != nil {
+			return Issued{}, err
+		}
+		if !CanWrite(p, cred, grants) {
+			return Issued{}, forbidden("you may not change this organisation credential's values; an owner or admin can grant you write with grant_set")
+		}
+	} else {
+		if !CanCreate(p, a.Visibility) {
+			return Issued{}, forbidden("only owners and admins create organisation credentials")
+		}
+		id, err := newID()
+		if err != nil {
+			return Issued{}, err
+		}
+		cred = Credential{ID: id, Org: p.Org, Name: a.Name, Visibility: a.Visibility, Owner: p.User,
+			Fields: slices.Clone(a.Fields), Created: now, Updated: now}
+		if err := s.st.CreateCredential(ctx, cred); err != nil {
+			return Issued{}, err
+		}
+	}
+	tok, hash, err := NewToken()
+	if err != nil {
+		return Issued{}, err
+	}
+	l := Link{TokenHash: hash, Kind: LinkEntry, Org: p.Org, User: p.User, CredentialID: cred.ID,
+		Fields: slices.Clone(a.Fields), State: LinkPending, Created: now, Expires: now.Add(EntryLinkTTL)}
+	if err := s.st.PutLink(ctx, l); err != nil {
+		return Issued{}, err
+	}
+	return Issued{Credential: cred, Token: tok, Expires: l.Expires}, nil
+}
+
+// Listed is one line of credential_list: never a value.
+type Listed struct {
+	Credential
+	// IsSelected marks the credential credential_use gives p for its name.
+	IsSelected bool
+	// CanUse is false for other members' personal credentials an owner or
+	// admin sees.
+	CanUse bool
+}
+
+// List is every credential p may see, by name.
+func (s *Service) List(ctx context.Context, p Principal) ([]Listed, error) {
+	creds, err := s.st.ListCredentials(ctx, p.Org)
+	if err != nil {
+		return nil, err
+	}
+	out := []Listed{}
+	for _, c := range creds {
+		if !CanSee(p, c) {
+			continue
+		}
+		sel, ok := Select(creds, p.User, c.Name)
+		out = append(out, Listed{Credential: c, IsSelected: ok && sel.ID == c.ID, CanUse: CanUse(p, c)})
+	}
+	return out, nil
+}
+
+// Get is one credential p may see.
+func (s *Service) Get(ctx context.Context, p Principal, id string) (Credential, error) {
+	c, err := s.st.GetCredential(ctx, p.Org, id)
+	if err != nil || !CanSee(p, c) {
+		return Credential{}, agentvault.Errorf(agentvault.CodeNotFound, "no such credential")
+	}
+	return c, nil
+}
+
+func notFoundName(name string) error {
+	if !ValidName(name) {
+		return agentvault.Errorf(agentvault.CodeNotFound, "no credential of that name for you; ask for yours with credential_request")
+	}
+	return agentvault.Errorf(agentvault.CodeNotFound, "no credential %q for you (neither yours nor the organisation's); ask for yours with credential_request", name)
+}
+
+// Use issues a one-time use URL token for the credential name selects for
+// p: their own, else the organisation's; neither is not_found. The token is
+// valid UseLinkTTL and for one POST.
+func (s *Service) Use(ctx context.Context, p Principal, name string) (Issued, error) {
+	if !ValidName(name) {
+		return Issued{}, notFoundName(name)
+	}
+	creds, err := s.st.ListCredentials(ctx, p.Org)
+	if err != nil {
+		return Issued{}, err
+	}
+	c, ok := Select(creds, p.User, name)
+	if !ok || !CanUse(p, c) {
+		return Issued{}, notFoundName(name)
+	}
+	if !c.HasValues() {
+		return Issued{}, agentvault.Errorf(agentvault.CodeNotFound, "credential %q has no values yet; open its credential_request link and type them", name)
+	}
+	tok, hash, err := NewToken()
+	if err != nil {
+		return Issued{}, err
+	}
+	now := s.now().UTC()
+	l := Link{TokenHash: hash, Kind: LinkUse, Org: p.Org, User: p.User, CredentialID: c.ID,
+		State: LinkPending, Created: now, Expires: now.Add(UseLinkTTL)}
+	if err := s.st.PutLink(ctx, l); err != nil {
+		return Issued{}, err
+	}
+	return Issued{Credential: c, Token: tok, Expires: l.Expires}, nil
+}
+
+// Redeemed is what the runtime gets for a use token, once. The caller wipes
+// the values after writing them out.
+type Redeemed struct {
+	Name   string
+	Values []vault.CredentialValue
+}
+
+// Redeem spends a use token: once, before its expiry, and only while the
+// user it was issued to may still use the credential. The release is
+// audited (the credential, the person, the time; an HMAC of each value).
+func (s *Service) Redeem(ctx context.Context, token string) (Redeemed, error) {
+	if token == "" || len(token) > 100 {
+		return Redeemed{}, agentvault.Errorf(agentvault.CodeNotFound, "unknown or spent credential link")
+	}
+	l, err := s.st.AdvanceLink(ctx, HashToken(token), LinkUse, LinkPending, LinkDone, s.now().UTC())
+	if isNotFound(err) {
+		return Redeemed{}, agentvault.Errorf(agentvault.CodeNotFound, "unknown or spent credential link")
+	}
+	if err != nil {
+		return Redeemed{}, err
+	}
+	p, err := s.PrincipalFor(ctx, l.Org, l.User)
+	if err != nil {
+		return Redeemed{}, err
+	}
+	c, err := s.st.GetCredential(ctx, l.Org, l.CredentialID)
+	if err != nil || !CanUse(p, c) || !c.HasValues() {
+		return Redeemed{}, agentvault.Errorf(agentvault.CodeNotFound, "the credential is gone or no longer yours to use")
+	}
+	vals, err := s.values.ReleaseCredential(ctx, vault.ReleaseArgs{Org: c.Org, ItemID: c.ItemID,
+		Destination: "runtime", Session: c.ID, Actor: p.User, Purpose: "credential_use"})
+	if err != nil {
+		return Redeemed{}, err
+	}
+	return Redeemed{Name: c.Name, Values: vals}, nil
+}
+
+// OpenEntry opens an entry link for the dashboard form: only the requester,
+// only once, within EntryLinkTTL. It returns the credential and the fields
+// to ask for.
+func (s *Service) OpenEntry(ctx context.Context, p Principal, token string) (Credential, Link, error) {
+	l, err := s.entryLink(ctx, p, token)
+	if err != nil {
+		return Credential{}, Link{}, err
+	}
+	if l, err = s.st.AdvanceLink(ctx, l.TokenHash, LinkEntry, LinkPending, LinkOpened, s.now().UTC()); err != nil {
+		return Credential{}, Link{}, err
+	}
+	c, err := s.st.GetCredential(ctx, l.Org, l.CredentialID)
+	if err != nil {
+		return Credential{}, Link{}, agentvault.Errorf(agentvault.CodeNotFound, "the credential of this link was deleted")
+	}
+	return c, l, nil
+}
+
+func (s *Service) entryLink(ctx context.Context, p Principal, token string) (Link, error) {
+	if token == "" || len(token) > 100 {
+		return Link{}, agentvault.Errorf(agentvault.CodeNotFound, "unknown credential link")
+	}
+	l, err := s.st.GetLink(ctx, HashToken(token))
+	if err != nil || l.Kind != LinkEntry {
+		return Link{}, agentvault.Errorf(agentvault.CodeNotFound, "unknown credential link")
+	}
+	if l.Org != p.Org || l.User != p.User {
+		return Link{}, forbidden("this link is for the person who requested it; sign in as them and open it again")
+	}
+	return l, nil
+}
+
+// SubmitEntry saves the values typed in an opened entry form (exactly the
+// link's fields), replacing any earlier values, and spends the link.
+func (s *Service) SubmitEntry(ctx context.Context, p Principal, token string, values map[string]vault.Secret) (Credential, error) {
+	l, err := s.entryLink(ctx, p, token)
+	if err != nil {
+		return Credential{}, err
+	}
+	if len(values) != len(l.Fields) {
+		return Credential{}, agentvault.Errorf(agentvault.CodeInvalidInput, "type a value for every field")
+	}
+	vals := make([]vault.CredentialValue, 0, len(l.Fields))
+	for _, f := range l.Fields {
+		v, ok := values[f]
+		if !ok || v.IsZero() {
+			return Credential{}, agentvault.Errorf(agentvault.CodeInvalidInput, "type a value for every field")
+		}
+		vals = append(vals, vault.CredentialValue{Field: vault.Field(f), Value: v})
+	}
+	if l, err = s.st.AdvanceLink(ctx, l.TokenHash, LinkEntry, LinkOpened, LinkDone, s.now().UTC()); err != nil {
+		return Credential{}, err
+	}
+	c, err := s.st.GetCredential(ctx, l.Org, l.CredentialID)
+	if err != nil {
+		return Credential{}, agentvault.Errorf(agentvault.CodeNotFound, "the credential of this link was deleted")
+	}
+	grants, err := s.st.ListGrants(ctx, c.Org, c.ID)
+	if err != nil {
+		return Credential{}, err
+	}
+	if !CanWrite(p, c, grants) {
+		return Credential{}, forbidden("you may no longer change this credential's values")
+	}
+	it, err := s.values.PutCredential(ctx, c.Org, p.User, c.ItemID, vals)
+	if isNotFound(err) && c.ItemID != "" {
+		it, err = s.values.PutCredential(ctx, c.Org, p.User, "", vals)
+	}
+	if err != nil {
+		return Credential{}, err
+	}
+	c.ItemID, c.Fields, c.Updated = it.ID, slices.Clone(l.Fields), s.now().UTC()
+	if err := s.st.UpdateCredential(ctx, c); err != nil {
+		return Credential{}, err
+	}
+	return c, nil
+}
+
+// Delete erases a credential's values, its open links and its grants. The
+// owner of a personal credential and the organisation's owners and admins
+// may; an admin deleting a member's credential never sees its values.
+func (s *Service) Delete(ctx context.Context, p Principal, id string) error {
+	c, err := s.Get(ctx, p, id)
+	if err != nil {
+		return err
+	}
+	if !CanDelete(p, c) {
+		return forbidden("only its owner, or an owner or admin of the organisation, deletes this credential")
+	}
+	if c.ItemID != "" {
+		if err := s.values.RemoveCredential(ctx, c.Org, c.ItemID, p.User); err != nil {
+			return err
+		}
+	}
+	return s.st.DeleteCredential(ctx, c.Org, c.ID)
+}
+
+// SetGrant gives (write true) or takes back (write false) a member's or a
+// team's right to change an organisation credential's values. subject is
+// "user:<email>" or "team:<name>".
+func (s *Service) SetGrant(ctx context.Context, p Principal, id, subject string, write bool) (Grant, error) {
+	c, err := s.Get(ctx, p, id)
+	if err != nil {
+		return Grant{}, err
+	}
+	if err := CanGrant(p, c); err != nil {
+		return Grant{}, err
+	}
+	kind, who, ok := strings.Cut(subject, ":")
+	switch {
+	case ok && kind == "team" && ValidTeam(who):
+	case ok && kind == "user" && who != "":
+		who = NormalizeUser(who)
+		if _, err := s.PrincipalFor(ctx, p.Org, who); err != nil {
+			return Grant{}, agentvault.Errorf(agentvault.CodeNotFound, "no such member")
+		}
+	default:
+		return Grant{}, agentvault.Errorf(agentvault.CodeInvalidInput, "subject must be \"user:<email>\" or \"team:<name>\"")
+	}
+	g := Grant{Org: p.Org, CredentialID: c.ID, Subject: kind + ":" + who, Write: write}
+	return g, s.st.SetGrant(ctx, g)
+}
+
+// Grants lists an organisation credential's grants.
+func (s *Service) Grants(ctx context.Context, p Principal, id string) ([]Grant, error) {
+	c, err := s.Get(ctx, p, id)
+	if err != nil {
+		return nil, err
+	}
+	return s.st.ListGrants(ctx, p.Org, c.ID)
+}

@@ -1,0 +1,132 @@
+package credentials
+
+import (
+	"slices"
+	"time"
+)
+
+// Role is a member's role in an organisation.
+type Role string
+
+const (
+	RoleOwner  Role = "owner"
+	RoleAdmin  Role = "admin"
+	RoleMember Role = "member"
+)
+
+// Valid reports whether r is one of the roles above.
+func (r Role) Valid() bool { return r == RoleOwner || r == RoleAdmin || r == RoleMember }
+
+// Manages reports whether the role may see other members' personal
+// credentials, delete them, and create and share the organisation's.
+func (r Role) Manages() bool { return r == RoleOwner || r == RoleAdmin }
+
+// Member is a person in an organisation. User is the person's sign-in (the
+// dashboard account's email, lower case). Teams are team names.
+type Member struct {
+	Org   string
+	User  string
+	Role  Role
+	Teams []string
+}
+
+// Principal is who is asking: a dashboard user or the user an agent's API
+// key acts for.
+type Principal struct {
+	Org   string
+	User  string
+	Role  Role
+	Teams []string
+}
+
+// Principal is the member as a principal.
+func (m Member) Principal() Principal {
+	return Principal{Org: m.Org, User: m.User, Role: m.Role, Teams: slices.Clone(m.Teams)}
+}
+
+// KeyBinding says which member an agent's API key acts for.
+type KeyBinding struct {
+	KeyID string
+	Org   string
+	User  string
+}
+
+// Visibility says who a credential serves.
+type Visibility string
+
+const (
+	// Personal: only its owner may use it or change its values; it cannot
+	// be shared. Owners and admins see that it exists and may delete it.
+	Personal Visibility = "personal"
+	// Org: the organisation's; it serves every member who has no personal
+	// credential of the same name. Owners and admins create it and grant
+	// write to members or teams.
+	Org Visibility = "org"
+)
+
+// Valid reports whether v is one of the visibilities above.
+func (v Visibility) Valid() bool { return v == Personal || v == Org }
+
+// Credential is a credential's metadata: never a value. ItemID names the
+// vault item holding the values; it is empty until someone typed them.
+type Credential struct {
+	ID         string // "cred_" + hex
+	Org        string
+	Name       string
+	Visibility Visibility
+	Owner      string // the personal credential's owner; for org ones, who created it
+	Fields     []string
+	ItemID     string
+	Created    time.Time
+	Updated    time.Time
+}
+
+// HasValues reports whether the credential's values were typed.
+func (c Credential) HasValues() bool { return c.ItemID != "" }
+
+// Grant lets a member ("user:<email>") or a team ("team:<name>") change an
+// organisation credential's values.
+type Grant struct {
+	Org          string
+	CredentialID string
+	Subject      string
+	Write        bool
+}
+
+// LinkKind is what a one-time link is for.
+type LinkKind string
+
+const (
+	// LinkEntry opens the dashboard form where the requester types values.
+	LinkEntry LinkKind = "entry"
+	// LinkUse is the URL a skill's runtime POSTs its token to once.
+	LinkUse LinkKind = "use"
+)
+
+// LinkState is where a link is in its life; it only moves forward, once.
+type LinkState string
+
+const (
+	LinkPending LinkState = "pending" // issued, not opened
+	LinkOpened  LinkState = "opened"  // entry form shown to the requester
+	LinkDone    LinkState = "done"    // values saved, or values handed out
+)
+
+// Link is a one-time link as stored: only the SHA-256 of its token.
+type Link struct {
+	TokenHash    []byte
+	Kind         LinkKind
+	Org          string
+	User         string // who asked for it; the only one who may use it
+	CredentialID string
+	Fields       []string // entry links: the fields the form asks for
+	State        LinkState
+	Created      time.Time
+	Expires      time.Time
+}
+
+// Lifetimes of one-time links (seed 003).
+const (
+	EntryLinkTTL = time.Hour
+	UseLinkTTL   = 60 * time.Second
+)

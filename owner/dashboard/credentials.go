@@ -1,0 +1,190 @@
+package dashboard
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/credentials"
+	"github.com/agentvault/agentvault/owner"
+	"github.com/agentvault/agentvault/vault"
+)
+
+// Portal credentials (seed 003): the one-time entry form a
+// credential_request link opens, the list of credentials (owners and admins
+// also see members' personal ones, to delete them when someone leaves,
+// never to use or read them), members with their roles and teams, and which
+// member each API key acts for. No page here ever shows a value.
+
+func (h *Handler) credentialRoutes(m *http.ServeMux) {
+	m.HandleFunc("GET /credentials", h.authed(h.credentialsPage))
+	m.HandleFunc("POST /credentials/{id}/delete", h.authed(h.deleteCredential))
+	m.HandleFunc("POST /credentials/members", h.authed(h.putMember))
+	m.HandleFunc("POST /credentials/keys", h.authed(h.bindKey))
+	m.HandleFunc("GET /credentials/enter/{token}", h.authed(h.entryPage))
+	m.HandleFunc("POST /credentials/enter", h.authed(h.submitEntry))
+}
+
+func (h *Handler) principal(w http.ResponseWriter, r *http.Request) (credentials.Principal, bool) {
+	if h.creds == nil {
+		h.fail(w, r, http.StatusNotFound, "credentials are not enabled on this appliance")
+		return credentials.Principal{}, false
+	}
+	p, err := h.creds.PrincipalFor(r.Context(), h.svc.Org(), sess(r).email)
+	if err != nil {
+		h.credErr(w, r, "", err)
+		return credentials.Principal{}, false
+	}
+	return p, true
+}
+
+// credErr shows a refusal's public message; back, when set, is where the
+// page goes with it as an error flash.
+func (h *Handler) credErr(w http.ResponseWriter, r *http.Request, back string, err error) {
+	status := http.StatusInternalServerError
+	switch agentvault.ErrorCode(err) {
+	case agentvault.CodeForbidden:
+		status = http.StatusForbidden
+	case agentvault.CodeNotFound:
+		status = http.StatusNotFound
+	case agentvault.CodeLinkUsed, agentvault.CodeLinkExpired:
+		status = http.StatusGone
+	case agentvault.CodeInvalidInput, agentvault.CodeConflict:
+		status = http.StatusBadRequest
+	default:
+		h.internal(w, r, err)
+		return
+	}
+	if back != "" {
+		h.redirect(w, r, back, "", agentvault.ErrorMessage(err))
+		return
+	}
+	h.fail(w, r, status, agentvault.ErrorMessage(err))
+}
+
+type credentialsData struct {
+	P       credentials.Principal
+	List    []credentials.Listed
+	Members []credentials.Member
+	Keys    []owner.APIKey
+	Roles   []credentials.Role
+}
+
+func (h *Handler) credentialsPage(w http.ResponseWriter, r *http.Request) {
+	p, ok := h.principal(w, r)
+	if !ok {
+		return
+	}
+	list, err := h.creds.List(r.Context(), p)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	d := credentialsData{P: p, List: list, Roles: []credentials.Role{credentials.RoleMember, credentials.RoleAdmin, credentials.RoleOwner}}
+	if p.Role.Manages() {
+		if d.Members, err = h.creds.Members(r.Context(), p); err != nil {
+			h.internal(w, r, err)
+			return
+		}
+		if d.Keys, err = h.svc.APIKeys(r.Context()); err != nil {
+			h.internal(w, r, err)
+			return
+		}
+	}
+	h.page(w, r, "credentials", "Credentials", d)
+}
+
+func (h *Handler) deleteCredential(w http.ResponseWriter, r *http.Request) {
+	p, ok := h.principal(w, r)
+	if !ok {
+		return
+	}
+	c, err := h.creds.Get(r.Context(), p, r.PathValue("id"))
+	if err == nil {
+		err = h.creds.Delete(r.Context(), p, c.ID)
+	}
+	if err != nil {
+		h.credErr(w, r, "/credentials", err)
+		return
+	}
+	h.log.Info("credential deleted", "credential", c.ID, "visibility", string(c.Visibility))
+	h.redirect(w, r, "/credentials", "Credential "+c.Name+" of "+c.Owner+" deleted, with its values, links and grants.", "")
+}
+
+func (h *Handler) putMember(w http.ResponseWriter, r *http.Request) {
+	p, ok := h.principal(w, r)
+	if !ok {
+		return
+	}
+	var teams []string
+	for _, t := range strings.FieldsFunc(r.PostFormValue("teams"), func(c rune) bool { return c == ',' || c == ' ' }) {
+		teams = append(teams, strings.ToLower(t))
+	}
+	m := credentials.Member{Org: p.Org, User: r.PostFormValue("user"), Role: credentials.Role(r.PostFormValue("role")), Teams: teams}
+	if err := h.creds.PutMember(r.Context(), p, m); err != nil {
+		h.credErr(w, r, "/credentials", err)
+		return
+	}
+	h.redirect(w, r, "/credentials", "Member saved.", "")
+}
+
+func (h *Handler) bindKey(w http.ResponseWriter, r *http.Request) {
+	p, ok := h.principal(w, r)
+	if !ok {
+		return
+	}
+	if err := h.creds.BindKey(r.Context(), p, r.PostFormValue("key"), r.PostFormValue("user")); err != nil {
+		h.credErr(w, r, "/credentials", err)
+		return
+	}
+	h.redirect(w, r, "/credentials", "The API key now acts for that member.", "")
+}
+
+type entryData struct {
+	Token  string
+	Cred   credentials.Credential
+	Fields []string
+}
+
+// entryPage opens a credential_request link: only for the requester, only
+// once (a second open is refused), within its hour.
+func (h *Handler) entryPage(w http.ResponseWriter, r *http.Request) {
+	p, ok := h.principal(w, r)
+	if !ok {
+		return
+	}
+	tok := r.PathValue("token")
+	c, l, err := h.creds.OpenEntry(r.Context(), p, tok)
+	if err != nil {
+		h.credErr(w, r, "", err)
+		return
+	}
+	h.page(w, r, "credentialentry", "Enter "+c.Name, entryData{Token: tok, Cred: c, Fields: l.Fields})
+}
+
+func (h *Handler) submitEntry(w http.ResponseWriter, r *http.Request) {
+	p, ok := h.principal(w, r)
+	if !ok {
+		return
+	}
+	if err := r.ParseForm(); err != nil {
+		h.fail(w, r, http.StatusBadRequest, "the form could not be read")
+		return
+	}
+	values := map[string]vault.Secret{}
+	for k, v := range r.PostForm {
+		if f, ok := strings.CutPrefix(k, "value_"); ok && len(v) == 1 && v[0] != "" {
+			values[f] = vault.NewSecret([]byte(v[0]))
+		}
+	}
+	c, err := h.creds.SubmitEntry(r.Context(), p, r.PostFormValue("token"), values)
+	for _, s := range values {
+		s.Wipe()
+	}
+	if err != nil {
+		h.credErr(w, r, "", err)
+		return
+	}
+	h.log.Info("credential values saved", "credential", c.ID)
+	h.redirect(w, r, "/credentials", "Saved the values of "+c.Name+". You can close this page.", "")
+}
