@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/agentvault/agentvault"
 	"github.com/mxschmitt/playwright-go"
@@ -25,16 +24,8 @@ type Config struct {
 	// certificates Chromium accepts in addition to the system roots: proxyd's
 	// MITM CA, or a test server's certificate.
 	TrustSPKI []string
-	// PopupNotice is how long a click or press waits for a new tab before it
-	// answers without a notice. Zero means DefaultPopupNotice; negative
-	// disables the wait.
-	PopupNotice time.Duration
-	Logger      *slog.Logger
+	Logger *slog.Logger
 }
-
-// DefaultPopupNotice is the short window after a click in which a new tab is
-// reported with the click's answer. A later tab is still queued.
-const DefaultPopupNotice = 100 * time.Millisecond
 
 // chromiumArgs keep Chromium from phoning home on a machine with no network
 // but loopback, and from speaking QUIC past the proxy.
@@ -85,9 +76,6 @@ func (cfg *Config) defaults() {
 	}
 	if cfg.ChromiumPath == "" {
 		cfg.ChromiumPath = "/usr/bin/chromium"
-	}
-	if cfg.PopupNotice == 0 {
-		cfg.PopupNotice = DefaultPopupNotice
 	}
 }
 

@@ -198,7 +198,7 @@ func (s *Server) fillCheckout(ctx context.Context, in fillCheckoutIn) (*mcp.Call
 	if ss.cards.pendingCVV != "" {
 		msg += "\nThe batch ended on a card number: the next fill_checkout must start with that card's security code token."
 	}
-	return prose(status{State: "ok", Filled: &[2]int{n, m}}, msg), nil
+	return prose(status{State: "ok", Filled: &[2]int{n, m}}, msg+lateTabNotice(ss)), nil
 }
 
 // reportFill tells proxyd which kinds were filled (best effort: proxyd
@@ -309,5 +309,5 @@ func (s *Server) fillLogin(ctx context.Context, in fillLoginIn) (*mcp.CallToolRe
 		parts = append(parts, h.name)
 	}
 	msg := "Filled " + strings.Join(parts, " and ")
-	return prose(status{State: "ok", Filled: &[2]int{n, m}}, msg), nil
+	return prose(status{State: "ok", Filled: &[2]int{n, m}}, msg+lateTabNotice(ss)), nil
 }

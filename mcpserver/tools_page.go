@@ -78,8 +78,8 @@ type noIn struct {
 func (s *Server) register() {
 	addTool(s, "get_token_catalog", "List the mock tokens this key may use: identity, addresses, cards and logins (never a real card number or CVV). Pass url to narrow cards and logins to the site you are on. Answers JSON.", true, s.getTokenCatalog)
 	addTool(s, "open_page", "Open an https:// page in the proxied browser (launched on the first call); later calls reuse the same tab so you can walk a multi-step checkout.", false, s.openPage)
-	addTool(s, "click", "Click an element, e.g. the place-order button. If a new tab opened right away the answer says so: call wait_for_popup next. If an overlay covers the target, the error says to use press instead.", false, s.click)
-	addTool(s, "press", "Send a key to an element instead of clicking (Enter submits a form, Space toggles a checkbox). Copy/cut/paste chords are refused once a token was filled.", false, s.press)
+	addTool(s, "click", "Click an element, e.g. the place-order button. Waits until the element is visible, stable, enabled and not covered (up to timeout), clicks, and answers: it does not wait for a load, a settle or a new tab. A tab the click opens is reported in this answer or the next one: call wait_for_popup then. If an overlay covers the target, the error says to use press instead.", false, s.click)
+	addTool(s, "press", "Send a key to an element instead of clicking (Enter submits a form, Space toggles a checkbox). Waits for the element (up to 10 s), sends the key, and answers without waiting for a load or a new tab; a tab it opens is reported in this answer or the next one. Copy/cut/paste chords are refused once a token was filled.", false, s.press)
 	addTool(s, "wait_for_selector", "Wait for an element to reach a state (visible by default). Do waiting before a card number goes in: a wait that returns spends the security-code authorization.", false, s.waitForSelector)
 	addTool(s, "count", "How many elements match a selector now, and how many are visible. Never waits; safe between a card number and its security code. Answers JSON {count, visible}.", true, s.count)
 	addTool(s, "wait_for_popup", "Wait for a popup or new tab this page opened (3-D Secure, wallet, hosted checkout) and make it the current page.", false, s.waitForPopup)
@@ -188,6 +188,15 @@ func newTabNotice(a browser.Action) string {
 	return "\nA new tab opened: call wait_for_popup before anything else (every tool still targets the page you were on)."
 }
 
+// lateTabNotice reports a tab that opened after the click or press that
+// opened it had answered (clicks do not wait for one), on the next answer.
+func lateTabNotice(ss *Session) string {
+	if ss.page == nil || !ss.page.TakeNewTabs() {
+		return ""
+	}
+	return "\nA new tab opened after your last click or press answered: call wait_for_popup before anything else (every tool still targets the page you were on)."
+}
+
 // refusalNotice reports requests proxyd refused while an action ran (only
 // those answered before the action returned; get_run_report counts all).
 func refusalNotice(rs []browser.Refusal) string {
@@ -257,7 +266,7 @@ func (s *Server) waitForSelector(ctx context.Context, in waitIn) (*mcp.CallToolR
 		return nil, err
 	}
 	ss.action()
-	return prose(okStatus(), "Found "+in.Selector), nil
+	return prose(okStatus(), "Found "+in.Selector+lateTabNotice(ss)), nil
 }
 
 func (s *Server) count(ctx context.Context, in countIn) (*mcp.CallToolResult, error) {
