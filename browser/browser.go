@@ -24,7 +24,7 @@ type Config struct {
 	// certificates Chromium accepts in addition to the system roots: proxyd's
 	// MITM CA, or a test server's certificate.
 	TrustSPKI []string
-	Logger *slog.Logger
+	Logger    *slog.Logger
 }
 
 // chromiumArgs keep Chromium from phoning home on a machine with no network

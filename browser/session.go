@@ -40,8 +40,8 @@ type Session struct {
 	// opened counts every tab a page of the session opened; announced is
 	// how many of them a tool answer has reported (or wait_for_popup took).
 	opened, announced int
-	refusals     []Refusal
-	closed       bool
+	refusals          []Refusal
+	closed            bool
 }
 
 // Refusal is a request of the session that proxyd refused inside the tunnel.
