@@ -179,7 +179,44 @@ func (s *Session) Goto(url string, timeout time.Duration) error {
 		}
 		return err
 	}
+	s.warm(p)
 	return nil
+}
+
+// warmWait bounds how long Goto waits, after the load event, for the page
+// to be ready for reading.
+const warmWait = 2 * time.Second
+
+// warm readies a freshly loaded page for reading, the way a snapshot reads
+// it: Playwright injects its selector and snapshot engine into each
+// document on first use, and the first walk of a tree pays for the
+// renderer's cold style and accessibility caches. Done here, behind the
+// load, the first snapshot_page on the page costs what a later one does
+// (playwright-mcp's navigate does the same work: it answers with a
+// snapshot). Frames are warmed in parallel; the tree's refs are kept, so
+// the agent's first snapshot shows the same refs. A page that does not
+// answer within warmWait is left to warm on first use.
+func (s *Session) warm(p playwright.Page) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		for _, f := range p.Frames() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = f.Evaluate(fieldsScript)
+			}()
+		}
+		_, _ = p.AriaSnapshot(playwright.PageAriaSnapshotOptions{Mode: playwright.AriaSnapshotModeAi, Depth: playwright.Int(MaxSnapshotDepth), Timeout: ms(warmWait)})
+		wg.Wait()
+	}()
+	t := time.NewTimer(warmWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }
 
 // RefusalHeader is the header proxyd sets on a refusal it answers inside a
