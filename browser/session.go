@@ -609,7 +609,9 @@ func (s *Session) FrameURL(frameSelector string) (string, error) {
 	if err != nil {
 		return "", agentvault.Wrap(agentvault.CodeFieldNotFound, err, "frame %s not found", frameSelector)
 	}
-	defer h.Dispose()
+	// The handle is released off the answer's path: one round trip fewer
+	// on every fill into a frame.
+	defer func() { go h.Dispose() }()
 	f, err := h.ContentFrame()
 	if err != nil || f == nil {
 		return "", agentvault.Wrap(agentvault.CodeFieldNotFound, err, "%s is not an iframe with a document", frameSelector)
