@@ -13,6 +13,10 @@
 //
 // The servers take turns on every iteration of every step (which one goes
 // first alternates), so a busy neighbour on the machine slows both alike.
+// Startup is timed from process start to the end of the first navigate,
+// -starts times per server in each run. BENCH_STDERR=1 passes the servers'
+// stderr through; BENCH_DUMP=dir writes each server's last steady snapshot
+// answer there.
 // It is a benchmark, not a test: `make bench-mcp` installs @playwright/mcp
 // into .cache/bench-mcp and runs it; neither `make test` nor `make run`
 // needs it. It must never print what a field holds: the values typed are
@@ -61,6 +65,7 @@ var steps = []string{
 func main() {
 	runs := flag.Int("runs", 3, "whole runs, each with fresh mcpd and playwright-mcp processes")
 	iters := flag.Int("n", 10, "iterations of each step per run")
+	starts := flag.Int("starts", 3, "startups of each server per run (a fresh process each)")
 	pwCLI := flag.String("playwright-mcp", os.Getenv("PLAYWRIGHT_MCP"), "path to @playwright/mcp's cli.js")
 	only := flag.String("only", "", "run one side alone for profiling: mcpd or playwright-mcp")
 	flag.Parse()
@@ -68,7 +73,7 @@ func main() {
 	if *pwCLI == "" && *only != "mcpd" {
 		log.Fatal("benchmcp: set --playwright-mcp (or PLAYWRIGHT_MCP) to @playwright/mcp's cli.js; make bench-mcp does")
 	}
-	if err := run(*runs, *iters, *pwCLI, *only); err != nil {
+	if err := run(*runs, *iters, *starts, *pwCLI, *only); err != nil {
 		log.Fatal("benchmcp: ", err)
 	}
 }
@@ -84,7 +89,7 @@ type env struct {
 	product   string
 }
 
-func run(runs, iters int, pwCLI, only string) error {
+func run(runs, iters, starts int, pwCLI, only string) error {
 	e, stop, err := setup(pwCLI)
 	if err != nil {
 		return err
@@ -94,14 +99,14 @@ func run(runs, iters int, pwCLI, only string) error {
 	all := map[string]map[string][]float64{"mcpd": {}, "playwright-mcp": {}} // side -> step -> per-run medians
 	sizes := map[string]int{}
 	for r := range runs {
-		res, sz, err := oneRun(e, r, iters, only)
+		res, sz, err := oneRun(e, r, iters, starts, only)
 		if err != nil {
 			return fmt.Errorf("run %d: %w", r+1, err)
 		}
 		for k, v := range sz {
 			sizes[k] = v
 		}
-		fmt.Printf("\nrun %d (load average %s), median ms over %d iterations:\n", r+1, loadavg(), iters)
+		fmt.Printf("\nrun %d (load average %s), median ms over %d iterations (%d startups):\n", r+1, loadavg(), iters, starts)
 		printTable(func(side, step string) (float64, bool) {
 			d := res[side][step]
 			if len(d) == 0 {
@@ -313,6 +318,9 @@ func start(e *env, name string) (*server, time.Time, error) {
 		cmd.Env = append(os.Environ(), "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1")
 	}
 	cmd.Stderr = io.Discard
+	if os.Getenv("BENCH_STDERR") != "" {
+		cmd.Stderr = os.Stderr
+	}
 	t0 := time.Now()
 	client := mcp.NewClient(&mcp.Implementation{Name: "agentvault-benchmcp", Version: "1.0.0"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -383,7 +391,7 @@ func typeCard(s *server, v string) (time.Duration, error) {
 }
 
 // oneRun starts both servers and takes every step iters times.
-func oneRun(e *env, r, iters int, only string) (map[string]map[string][]float64, map[string]int, error) {
+func oneRun(e *env, r, iters, starts int, only string) (map[string]map[string][]float64, map[string]int, error) {
 	names := []string{"mcpd", "playwright-mcp"}
 	if only != "" {
 		names = []string{only}
@@ -397,17 +405,37 @@ func oneRun(e *env, r, iters int, only string) (map[string]map[string][]float64,
 			_ = s.cs.Close()
 		}
 	}()
-	// Startup: process start, MCP initialize, browser launch, first page.
-	for _, n := range names {
-		s, t0, err := start(e, n)
-		if err != nil {
-			return nil, nil, err
+	// Startup: process start, MCP initialize, browser launch, first page;
+	// starts times per server, taking turns, and the last ones stay for the
+	// other steps.
+	startTimes := map[string][]float64{}
+	for k := range starts {
+		order := slices.Clone(names)
+		if k%2 == 1 {
+			slices.Reverse(order)
 		}
-		servers = append(servers, s)
-		if _, err := navigate(s, e.product); err != nil {
-			return nil, nil, err
+		last := k == starts-1
+		for _, n := range order {
+			s, t0, err := start(e, n)
+			if err != nil {
+				return nil, nil, err
+			}
+			_, err = navigate(s, e.product)
+			d := time.Since(t0)
+			if last {
+				servers = append(servers, s)
+			} else {
+				_ = s.cs.Close()
+			}
+			if err != nil {
+				return nil, nil, err
+			}
+			startTimes[n] = append(startTimes[n], float64(d.Microseconds())/1000)
 		}
-		s.record(steps[0], time.Since(t0))
+	}
+	slices.SortFunc(servers, func(a, b *server) int { return slices.Index(names, a.name) - slices.Index(names, b.name) })
+	for _, s := range servers {
+		s.times[steps[0]] = startTimes[s.name]
 	}
 	// A cart, so the checkout renders.
 	for _, s := range servers {
@@ -460,6 +488,9 @@ func oneRun(e *env, r, iters int, only string) (map[string]map[string][]float64,
 	if err := each(steps[3], func(s *server, i int) (time.Duration, error) {
 		text, d, err := snapshot(s)
 		s.snapSize = len(text)
+		if dir := os.Getenv("BENCH_DUMP"); dir != "" {
+			_ = os.WriteFile(filepath.Join(dir, s.name+".txt"), []byte(text), 0o600)
+		}
 		return d, err
 	}); err != nil {
 		return nil, nil, err
