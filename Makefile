@@ -15,7 +15,7 @@ export CHROMIUM_PATH ?= /usr/bin/chromium
 # Packages whose code runs concurrently: they also run under the race detector.
 RACE_PKGS := ./vault/... ./tokens/... ./broker/... ./intercept/... ./policy/... ./proxyd/... ./mcpserver/... ./control/...
 
-.PHONY: all deps system-deps driver build run test vet fmt-check unit race e2e bench fuzz clean
+.PHONY: all deps system-deps driver build run test vet fmt-check unit race e2e bench bench-mcp fuzz clean
 
 all: build
 
@@ -73,6 +73,20 @@ BENCH_REPS ?= 3
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./tokens/... ./intercept/...
 	cd bench && env PROXYD=1 DUR=$(BENCH_DUR) REPS=$(BENCH_REPS) $(BENCH_ENV) ./run.sh
+
+# mcpd against @playwright/mcp, side by side on the e2e merchant's checkout
+# over MCP stdio (e2e/benchmcp). @playwright/mcp is a benchmark-only
+# dependency: installed here into .cache/bench-mcp, never by run or test, and
+# it drives Debian's Chromium (no browser download).
+PW_MCP_VERSION := 0.0.83
+BENCH_MCP := $(CACHE)/bench-mcp
+BENCH_MCP_ARGS ?= -runs 3 -n 10
+bench-mcp: deps
+	@if ! grep -qs '"version": "$(PW_MCP_VERSION)"' $(BENCH_MCP)/node_modules/@playwright/mcp/package.json; then \
+		echo "installing @playwright/mcp@$(PW_MCP_VERSION) into $(BENCH_MCP)"; \
+		mkdir -p $(BENCH_MCP) && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --silent --no-audit --no-fund --prefix $(BENCH_MCP) @playwright/mcp@$(PW_MCP_VERSION); \
+	fi
+	PLAYWRIGHT_MCP=$(BENCH_MCP)/node_modules/@playwright/mcp/cli.js $(GO) run ./e2e/benchmcp $(BENCH_MCP_ARGS)
 
 fuzz:
 	@for t in $$($(GO) test -list 'Fuzz.*' ./... | grep ^Fuzz); do :; done; \

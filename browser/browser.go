@@ -1,13 +1,13 @@
 package browser
 
 import (
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/agentvault/agentvault"
 	"github.com/mxschmitt/playwright-go"
@@ -25,16 +25,8 @@ type Config struct {
 	// certificates Chromium accepts in addition to the system roots: proxyd's
 	// MITM CA, or a test server's certificate.
 	TrustSPKI []string
-	// PopupNotice is how long a click or press waits for a new tab before it
-	// answers without a notice. Zero means DefaultPopupNotice; negative
-	// disables the wait.
-	PopupNotice time.Duration
-	Logger      *slog.Logger
+	Logger    *slog.Logger
 }
-
-// DefaultPopupNotice is the short window after a click in which a new tab is
-// reported with the click's answer. A later tab is still queued.
-const DefaultPopupNotice = 100 * time.Millisecond
 
 // chromiumArgs keep Chromium from phoning home on a machine with no network
 // but loopback, and from speaking QUIC past the proxy.
@@ -86,9 +78,6 @@ func (cfg *Config) defaults() {
 	if cfg.ChromiumPath == "" {
 		cfg.ChromiumPath = "/usr/bin/chromium"
 	}
-	if cfg.PopupNotice == 0 {
-		cfg.PopupNotice = DefaultPopupNotice
-	}
 }
 
 // StartDriver starts the playwright driver. It never downloads anything: a
@@ -106,17 +95,52 @@ func StartDriver(cfg Config) (*Driver, error) {
 			os.Setenv("PLAYWRIGHT_NODEJS_PATH", "/usr/bin/node")
 		}
 	}
-	pw, err := playwright.Run(&playwright.RunOptions{
-		SkipInstallBrowsers: true,
-		DriverDirectory:     cfg.DriverDir,
-		Verbose:             false,
-		Stdout:              os.Stderr,
-		Stderr:              os.Stderr,
-	})
+	pw, err := runDriver(cfg.DriverDir)
 	if err != nil {
 		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "start playwright driver")
 	}
 	return &Driver{cfg: cfg, pw: pw}, nil
+}
+
+// runMu serialises runDriver: PLAYWRIGHT_CLI_PATH is read from the
+// process environment.
+var runMu sync.Mutex
+
+// runDriver starts the driver through a small launcher script. playwright-go
+// first runs `cli.js --version` to check the driver's version, a full boot
+// of the driver's bundles (a third of a second or more, on the way to the
+// first page); the launcher answers that probe from the driver's own
+// package.json, which is where the real answer comes from too, and runs the
+// real cli.js for everything else.
+func runDriver(dir string) (*playwright.Playwright, error) {
+	opts := &playwright.RunOptions{SkipInstallBrowsers: true, DriverDirectory: dir, Verbose: false, Stdout: os.Stderr, Stderr: os.Stderr}
+	cli, err := filepath.Abs(filepath.Join(dir, "package", "cli.js"))
+	if err != nil || os.Getenv("PLAYWRIGHT_CLI_PATH") != "" {
+		return playwright.Run(opts)
+	}
+	tmp, err := os.MkdirTemp("", "agentvault-driver-")
+	if err != nil {
+		return playwright.Run(opts)
+	}
+	// Node has read the launcher once the driver answers: it can go then.
+	defer os.RemoveAll(tmp)
+	q := func(v string) string { b, _ := json.Marshal(v); return string(b) }
+	launcher := filepath.Join(tmp, "cli.js")
+	src := "'use strict';\n" +
+		"if (process.argv.length === 3 && process.argv[2] === '--version') {\n" +
+		"  process.stdout.write('Version ' + require(" + q(filepath.Join(filepath.Dir(cli), "package.json")) + ").version + '\\n');\n" +
+		"} else {\n" +
+		"  process.argv[1] = " + q(cli) + ";\n" +
+		"  require(" + q(cli) + ");\n" +
+		"}\n"
+	if err := os.WriteFile(launcher, []byte(src), 0o600); err != nil {
+		return playwright.Run(opts)
+	}
+	runMu.Lock()
+	defer runMu.Unlock()
+	os.Setenv("PLAYWRIGHT_CLI_PATH", launcher)
+	defer os.Unsetenv("PLAYWRIGHT_CLI_PATH")
+	return playwright.Run(opts)
 }
 
 // Stop ends the driver (and any Chromium it still runs).

@@ -33,3 +33,5 @@ func ParseDocFieldsForTest(v any, err error) (bool, []string, map[int]string, in
 	}
 	return d.ok, sels, d.frames, d.self
 }
+
+var FoldOptionsForTest = foldOptions

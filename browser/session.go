@@ -37,8 +37,11 @@ type Session struct {
 	stack        []playwright.Page // openers below, current on top
 	queue        []popup           // tabs opened and not yet taken
 	popupArrived chan struct{}
-	refusals     []Refusal
-	closed       bool
+	// opened counts every tab a page of the session opened; announced is
+	// how many of them a tool answer has reported (or wait_for_popup took).
+	opened, announced int
+	refusals          []Refusal
+	closed            bool
 }
 
 // Refusal is a request of the session that proxyd refused inside the tunnel.
@@ -74,6 +77,7 @@ func (s *Session) watch(p playwright.Page, opener playwright.Page) {
 	p.OnPopup(func(child playwright.Page) {
 		s.mu.Lock()
 		s.queue = append(s.queue, popup{page: child, opener: p})
+		s.opened++
 		s.mu.Unlock()
 		s.watch(child, p)
 		select {
@@ -175,7 +179,44 @@ func (s *Session) Goto(url string, timeout time.Duration) error {
 		}
 		return err
 	}
+	s.warm(p)
 	return nil
+}
+
+// warmWait bounds how long Goto waits, after the load event, for the page
+// to be ready for reading.
+const warmWait = 2 * time.Second
+
+// warm readies a freshly loaded page for reading, the way a snapshot reads
+// it: Playwright injects its selector and snapshot engine into each
+// document on first use, and the first walk of a tree pays for the
+// renderer's cold style and accessibility caches. Done here, behind the
+// load, the first snapshot_page on the page costs what a later one does
+// (playwright-mcp's navigate does the same work: it answers with a
+// snapshot). Frames are warmed in parallel; the tree's refs are kept, so
+// the agent's first snapshot shows the same refs. A page that does not
+// answer within warmWait is left to warm on first use.
+func (s *Session) warm(p playwright.Page) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		for _, f := range p.Frames() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = f.Evaluate(fieldsScript)
+			}()
+		}
+		_, _ = p.AriaSnapshot(playwright.PageAriaSnapshotOptions{Mode: playwright.AriaSnapshotModeAi, Depth: playwright.Int(MaxSnapshotDepth), Timeout: ms(warmWait)})
+		wg.Wait()
+	}()
+	t := time.NewTimer(warmWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
 }
 
 // RefusalHeader is the header proxyd sets on a refusal it answers inside a
@@ -234,35 +275,21 @@ func netCode(msg string) string {
 
 // Action is what a click or press observed.
 type Action struct {
-	// NewTab is true when a tab opened within the notice window.
+	// NewTab is true when a tab opened that no answer has reported yet: by
+	// the time the click or press returned, or earlier.
 	NewTab bool
 }
 
-func (s *Session) popupsSeen() int {
+// TakeNewTabs reports whether a tab opened since the last report, and
+// marks it reported. A click does not wait for a tab that may open later
+// (no fixed window): the popup event queues it whenever it comes, and the
+// next answer that calls this reports it.
+func (s *Session) TakeNewTabs() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.queue)
-}
-
-func (s *Session) afterAction(before int) Action {
-	if s.popupsSeen() > before {
-		return Action{NewTab: true}
-	}
-	if s.b.cfg.PopupNotice < 0 {
-		return Action{}
-	}
-	t := time.NewTimer(s.b.cfg.PopupNotice)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.popupArrived:
-			if s.popupsSeen() > before {
-				return Action{NewTab: true}
-			}
-		case <-t.C:
-			return Action{NewTab: s.popupsSeen() > before}
-		}
-	}
+	n := s.opened > s.announced
+	s.announced = s.opened
+	return n
 }
 
 // Click clicks the target.
@@ -271,11 +298,10 @@ func (s *Session) Click(t Target, timeout time.Duration) (Action, error) {
 	if err != nil {
 		return Action{}, err
 	}
-	before := s.popupsSeen()
 	if err := loc.Click(playwright.LocatorClickOptions{Timeout: ms(timeout)}); err != nil {
 		return Action{}, actionError("click", t, timeout, err)
 	}
-	return s.afterAction(before), nil
+	return Action{NewTab: s.TakeNewTabs()}, nil
 }
 
 // Press sends one key or chord to the target.
@@ -284,11 +310,10 @@ func (s *Session) Press(t Target, key string, timeout time.Duration) (Action, er
 	if err != nil {
 		return Action{}, err
 	}
-	before := s.popupsSeen()
 	if err := loc.Press(key, playwright.LocatorPressOptions{Timeout: ms(timeout)}); err != nil {
 		return Action{}, actionError("press", t, timeout, err)
 	}
-	return s.afterAction(before), nil
+	return Action{NewTab: s.TakeNewTabs()}, nil
 }
 
 // actionError explains a failed click or press in our own words. Playwright's
@@ -584,7 +609,9 @@ func (s *Session) FrameURL(frameSelector string) (string, error) {
 	if err != nil {
 		return "", agentvault.Wrap(agentvault.CodeFieldNotFound, err, "frame %s not found", frameSelector)
 	}
-	defer h.Dispose()
+	// The handle is released off the answer's path: one round trip fewer
+	// on every fill into a frame.
+	defer func() { go h.Dispose() }()
 	f, err := h.ContentFrame()
 	if err != nil || f == nil {
 		return "", agentvault.Wrap(agentvault.CodeFieldNotFound, err, "%s is not an iframe with a document", frameSelector)
@@ -633,6 +660,7 @@ func (s *Session) WaitForPopup(timeout time.Duration) (PopupResult, error) {
 				}
 			}
 			s.stack = append(s.stack, pg)
+			s.announced = s.opened
 			s.mu.Unlock()
 			_ = pg.WaitForLoadState(playwright.PageWaitForLoadStateOptions{State: playwright.LoadStateDomcontentloaded, Timeout: ms(5 * time.Second)})
 			return PopupResult{URL: pg.URL(), Child: child}, nil

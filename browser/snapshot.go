@@ -63,6 +63,11 @@ func snapName(attrs string) string {
 // Snapshot captures the accessibility tree (Playwright's AI mode: refs, and
 // the content of iframes, cross-origin ones included). Field values are
 // removed: a snapshot shows names and structure, never what is typed.
+//
+// The field selectors cost no round trip after the tree: every document's
+// field list is taken by one script per frame while the tree is captured,
+// and each iframe of the tree is paired with its frame afterwards by the
+// fields it shows (resolveSelectors).
 func (s *Session) Snapshot(depth int) (Snapshot, error) {
 	p, err := s.page()
 	if err != nil {
@@ -71,21 +76,45 @@ func (s *Session) Snapshot(depth int) (Snapshot, error) {
 	if depth <= 0 || depth > MaxSnapshotDepth {
 		depth = MaxSnapshotDepth
 	}
-	// The top document's field list does not depend on the tree: it is
-	// taken while the tree is captured (one round trip fewer on the way).
-	top := make(chan docFields, 1)
-	go func() { top <- parseDocFields(p.Evaluate(fieldsScript)) }()
+	all := p.Frames()
+	lists := make(chan frameDoc, len(all))
+	for _, f := range all {
+		go func() { lists <- frameDoc{f, parseDocFields(f.Evaluate(fieldsScript))} }()
+	}
 	raw, err := p.AriaSnapshot(playwright.PageAriaSnapshotOptions{
 		Mode:    playwright.AriaSnapshotModeAi,
 		Depth:   playwright.Int(depth),
 		Timeout: ms(10 * time.Second),
 	})
 	if err != nil {
-		return Snapshot{}, agentvault.Wrap(agentvault.CodeInternal, err, "accessibility snapshot failed (the page may be navigating: ask again)")
+		return Snapshot{}, agentvault.Wrap(agentvault.CodeInternal, err, "accessibility snapshot failed (the page may have been navigating: ask again)")
+	}
+	// A frame whose script has not answered shortly after the tree (a
+	// renderer busy with its own work) is resolved through refs instead.
+	docs := map[playwright.Frame]docFields{}
+	late := time.NewTimer(frameListWait)
+	defer late.Stop()
+collect:
+	for range all {
+		select {
+		case d := <-lists:
+			docs[d.frame] = d.doc
+		case <-late.C:
+			break collect
+		}
 	}
 	yaml, fields, frames := stripValues(raw)
-	s.resolveSelectors(p, fields, frames, <-top)
+	s.resolveSelectors(p, fields, frames, docs)
 	return Snapshot{YAML: yaml, Fields: fields}, nil
+}
+
+// frameListWait bounds how long a snapshot waits, after the tree, for a
+// frame's field list.
+const frameListWait = 2 * time.Second
+
+type frameDoc struct {
+	frame playwright.Frame
+	doc   docFields
 }
 
 type frameRef struct {
@@ -150,7 +179,43 @@ func stripValues(raw string) (string, []Field, map[string]*frameRef) {
 		}
 		out = append(out, ln)
 	}
-	return strings.Join(out, "\n"), fields, frames
+	return strings.Join(foldOptions(out), "\n"), fields, frames
+}
+
+// plainOption is an option line with no ref and no children: a <select>'s
+// option (a listbox's options that carry refs are left alone).
+var plainOption = regexp.MustCompile(`^(\s*)- option((?: "(?:[^"\\]|\\.)*")?(?: \[(?:selected|disabled|checked)\])*)$`)
+
+// foldOptions writes each run of two or more sibling plain options on one
+// line, `- options: "A" [selected], "B", ...`: the same names and states in
+// a fraction of the characters (a country or year list is most of a
+// checkout's snapshot otherwise).
+func foldOptions(lines []string) []string {
+	out := lines[:0]
+	for i := 0; i < len(lines); {
+		m := plainOption.FindStringSubmatch(lines[i])
+		if m == nil {
+			out = append(out, lines[i])
+			i++
+			continue
+		}
+		j := i + 1
+		items := []string{strings.TrimPrefix(m[2], " ")}
+		for ; j < len(lines); j++ {
+			n := plainOption.FindStringSubmatch(lines[j])
+			if n == nil || n[1] != m[1] {
+				break
+			}
+			items = append(items, strings.TrimPrefix(n[2], " "))
+		}
+		if j-i < 2 {
+			out = append(out, lines[i])
+		} else {
+			out = append(out, m[1]+"- options: "+strings.Join(items, ", "))
+		}
+		i = j
+	}
+	return out
 }
 
 // cssOf computes a short CSS selector unique in the element's document:
@@ -297,15 +362,16 @@ func parseDocFields(v any, err error) docFields {
 }
 
 // resolveSelectors fills in Selector and turns Frame from the enclosing
-// iframe's ref into its selector chain. Each document's fields are listed by
-// one script and matched to the snapshot's fields in order by role and
-// accessible name; top is the top document's list, taken with the tree. The
-// iframes that hold fields (or hold frames that do) are listed all at once,
-// each reached through its ref, and each gets its CSS selector from its
-// parent document's list. Whatever that leaves open (a field that does not
+// iframe's ref into its selector chain. Each document's fields were listed
+// by one script (docs, by frame) and are matched to the snapshot's fields in
+// order by role and accessible name. An iframe of the tree is paired with
+// the one child frame of its parent's frame whose list holds every named
+// field the tree shows inside it; it gets its CSS selector from its parent
+// document's list. Whatever that leaves open (an iframe with no named field
+// or with a twin, a frame whose list did not come, a field that does not
 // match exactly, an iframe its parent's script cannot see, such as one in a
 // shadow root) is resolved through its ref, one round trip each.
-func (s *Session) resolveSelectors(p playwright.Page, fields []Field, frames map[string]*frameRef, top docFields) {
+func (s *Session) resolveSelectors(p playwright.Page, fields []Field, frames map[string]*frameRef, byFrameDoc map[playwright.Frame]docFields) {
 	byFrame := map[string][]int{}
 	for i := range fields {
 		byFrame[fields[i].Frame] = append(byFrame[fields[i].Frame], i)
@@ -323,10 +389,42 @@ func (s *Session) resolveSelectors(p playwright.Page, fields []Field, frames map
 			r = f.parent
 		}
 	}
-	docs := map[string]docFields{"": top}
+	main := p.MainFrame()
+	docs := map[string]docFields{"": byFrameDoc[main]}
+	frameOf := map[string]playwright.Frame{"": main}
+	var pair func(ref string) playwright.Frame
+	pair = func(ref string) playwright.Frame {
+		if f, ok := frameOf[ref]; ok {
+			return f
+		}
+		frameOf[ref] = nil
+		fr := frames[ref]
+		if fr == nil {
+			return nil
+		}
+		parent := pair(fr.parent)
+		if parent == nil {
+			return nil
+		}
+		var found playwright.Frame
+		for _, c := range parent.ChildFrames() {
+			if d, ok := byFrameDoc[c]; ok && d.ok && holdsAll(fields, byFrame[ref], d.fields) {
+				if found != nil {
+					return nil // twins: only the ref can tell them apart
+				}
+				found = c
+			}
+		}
+		frameOf[ref] = found
+		return found
+	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for ref := range need {
+		if f := pair(ref); f != nil {
+			docs[ref] = byFrameDoc[f]
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -408,6 +506,29 @@ func (s *Session) resolveSelectors(p playwright.Page, fields []Field, frames map
 			}
 		}
 	}
+}
+
+// holdsAll reports whether dom lists, in order, every field of idx by its
+// role and name, and idx has at least one named field: the document is then
+// the one the tree shows in that iframe.
+func holdsAll(fields []Field, idx []int, dom []domField) bool {
+	named := 0
+	j := 0
+	for _, i := range idx {
+		f := fields[i]
+		if f.Name == "" {
+			continue
+		}
+		named++
+		for j < len(dom) && (dom[j].role != f.Role || dom[j].name != f.Name) {
+			j++
+		}
+		if j == len(dom) {
+			return false
+		}
+		j++
+	}
+	return named > 0
 }
 
 // matchFields assigns selectors to the snapshot fields idx (in order) from

@@ -13,12 +13,9 @@ import (
 // same operation straight on the browser package, so the ratio is the cost
 // of the tool layer (JSON, status line, checks, authorize).
 
-func benchHarness(b *testing.B, popupNotice time.Duration) (*harness, *browser.Session) {
+func benchHarness(b *testing.B) (*harness, *browser.Session) {
 	b.Helper()
 	h := newHarness(b)
-	if popupNotice != 0 {
-		h.srv.cfg.PopupNotice = popupNotice
-	}
 	h.ok("open_page", map[string]any{"url": h.site.CheckoutURL()})
 	h.ok("wait_for_selector", map[string]any{"selector": "#number", "frame": payFrame})
 	ss, err := h.srv.lookup("")
@@ -45,7 +42,7 @@ func settle(b *testing.B, page *browser.Session) {
 }
 
 func BenchmarkToolSnapshot(b *testing.B) {
-	h, page := benchHarness(b, 0)
+	h, page := benchHarness(b)
 	b.Run("mcp", func(b *testing.B) {
 		for b.Loop() {
 			h.ok("snapshot_page", nil)
@@ -65,7 +62,7 @@ func BenchmarkToolSnapshot(b *testing.B) {
 // loaded checkout (the reload is not timed): what an agent pays once per
 // page.
 func BenchmarkToolSnapshotFirst(b *testing.B) {
-	h, _ := benchHarness(b, 0)
+	h, _ := benchHarness(b)
 	for b.Loop() {
 		b.StopTimer()
 		h.ok("open_page", map[string]any{"url": h.site.CheckoutURL()})
@@ -77,7 +74,7 @@ func BenchmarkToolSnapshotFirst(b *testing.B) {
 }
 
 func BenchmarkToolCount(b *testing.B) {
-	h, page := benchHarness(b, 0)
+	h, page := benchHarness(b)
 	b.Run("mcp", func(b *testing.B) {
 		for b.Loop() {
 			h.ok("count", map[string]any{"selector": "#cvc", "frame": payFrame})
@@ -93,11 +90,10 @@ func BenchmarkToolCount(b *testing.B) {
 	})
 }
 
-// BenchmarkToolClick clicks the terms checkbox. /mcp includes the popup
-// notice window (browser.DefaultPopupNotice); /mcp-nonotice disables it, the
-// figure comparable to a click without a fixed settle wait.
+// BenchmarkToolClick clicks the terms checkbox: no fixed wait for a new tab
+// (one that opens later is reported on the next answer).
 func BenchmarkToolClick(b *testing.B) {
-	h, page := benchHarness(b, 0)
+	h, page := benchHarness(b)
 	b.Run("mcp", func(b *testing.B) {
 		for b.Loop() {
 			h.ok("click", map[string]any{"selector": "#terms"})
@@ -113,19 +109,11 @@ func BenchmarkToolClick(b *testing.B) {
 	})
 }
 
-func BenchmarkToolClickNoNotice(b *testing.B) {
-	h, _ := benchHarness(b, -1)
-	for b.Loop() {
-		h.ok("click", map[string]any{"selector": "#terms"})
-		h.all = h.all[:0]
-	}
-}
-
 // BenchmarkToolFillOneField: a one-field fill_checkout, a literal value in
 // the top document (/mcp) and a security-code token in the card iframe
 // (/mcp-token-iframe: frame URL, authorize round trip, typing in the frame).
 func BenchmarkToolFillOneField(b *testing.B) {
-	h, page := benchHarness(b, 0)
+	h, page := benchHarness(b)
 	b.Run("mcp", func(b *testing.B) {
 		for b.Loop() {
 			h.ok("fill_checkout", map[string]any{"fields": []map[string]any{{"selector": "#first", "value": "Jane"}}})

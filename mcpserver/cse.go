@@ -21,8 +21,10 @@ func (s *Server) refuseClientSideEncryption(frameURL string) error {
 }
 
 // checkFramesBeforeTyping resolves the frame of every field in a
-// fill_checkout batch (and the page itself for fields outside a frame) and
-// refuses the batch when one of them is a client-side-encryption frame. A
+// fill_checkout batch that holds a token (and the page itself for fields
+// outside a frame) and refuses the batch when one of them is a
+// client-side-encryption frame. A batch of literals only is not checked:
+// nothing in it is substituted, so the encryption takes nothing from it. A
 // frame that cannot be resolved yet is left to the fill (which waits for
 // it); authorize checks the frame of every token again.
 func (s *Server) checkFramesBeforeTyping(ss *Session, fields []FillField) error {

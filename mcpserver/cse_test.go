@@ -63,4 +63,10 @@ func TestToolsClientSideEncryptionFrameTypesNothing(t *testing.T) {
 	if !strings.HasPrefix(obs, "status=ok filled=1/1") {
 		t.Fatalf("a batch outside the frame is refused too: %q", obs)
 	}
+	// A batch of literals substitutes nothing, so the frame's encryption
+	// takes nothing from it: it goes in, and no authorization is asked for.
+	lit := h.ok("fill_checkout", map[string]any{"fields": []map[string]any{{"selector": "#cvc", "frame": payFrame, "value": "12"}}})
+	if !strings.HasPrefix(lit, "status=ok filled=1/1") || len(h.ctl.auths) != 0 {
+		t.Fatalf("literal batch into the frame: %q (%d authorizations)", lit, len(h.ctl.auths))
+	}
 }

@@ -50,8 +50,6 @@ type Config struct {
 	// UnsafeDirectBrowser opens browser sessions without the proxy. Tests of
 	// the tools without proxyd only: nothing is substituted on the wire.
 	UnsafeDirectBrowser bool
-	// PopupNotice is passed to the browser (see browser.Config).
-	PopupNotice time.Duration
 	// Redactor scrubs page text and checks selectors after a fill; nil
 	// means package redact.
 	Redactor Redactor
@@ -204,7 +202,7 @@ func (s *Server) Prewarm() {
 }
 
 func (s *Server) driverConfig() browser.Config {
-	return browser.Config{DriverDir: s.cfg.DriverDir, ChromiumPath: s.cfg.ChromiumPath, PopupNotice: s.cfg.PopupNotice, Logger: s.log}
+	return browser.Config{DriverDir: s.cfg.DriverDir, ChromiumPath: s.cfg.ChromiumPath, Logger: s.log}
 }
 
 // getDriver returns the running driver, starting it now if Prewarm was not

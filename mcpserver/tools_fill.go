@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -136,8 +137,12 @@ func (s *Server) fillCheckout(ctx context.Context, in fillCheckoutIn) (*mcp.Call
 		}
 		values[i], classes[i] = v, cls
 	}
-	if err := s.checkFramesBeforeTyping(ss, in.Fields); err != nil {
-		return nil, withFilled(err, 0, m)
+	// The client-side-encryption refusal is about substitution: a batch of
+	// literals has nothing to substitute, and skips the frame lookups.
+	if slices.ContainsFunc(classes, func(c fieldClass) bool { return c.isToken }) {
+		if err := s.checkFramesBeforeTyping(ss, in.Fields); err != nil {
+			return nil, withFilled(err, 0, m)
+		}
 	}
 	if err := checkCardOrder(&ss.cards, classes); err != nil {
 		return nil, withFilled(err, 0, m)
@@ -198,7 +203,7 @@ func (s *Server) fillCheckout(ctx context.Context, in fillCheckoutIn) (*mcp.Call
 	if ss.cards.pendingCVV != "" {
 		msg += "\nThe batch ended on a card number: the next fill_checkout must start with that card's security code token."
 	}
-	return prose(status{State: "ok", Filled: &[2]int{n, m}}, msg), nil
+	return prose(status{State: "ok", Filled: &[2]int{n, m}}, msg+lateTabNotice(ss)), nil
 }
 
 // reportFill tells proxyd which kinds were filled (best effort: proxyd
@@ -309,5 +314,5 @@ func (s *Server) fillLogin(ctx context.Context, in fillLoginIn) (*mcp.CallToolRe
 		parts = append(parts, h.name)
 	}
 	msg := "Filled " + strings.Join(parts, " and ")
-	return prose(status{State: "ok", Filled: &[2]int{n, m}}, msg), nil
+	return prose(status{State: "ok", Filled: &[2]int{n, m}}, msg+lateTabNotice(ss)), nil
 }

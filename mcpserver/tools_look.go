@@ -64,7 +64,7 @@ func (s *Server) snapshotPage(ctx context.Context, in snapshotIn) (*mcp.CallTool
 	if next > 0 {
 		text += fmt.Sprintf("\n# truncated: call snapshot_page again with cursor=%d depth=%d for the rest", next, depth)
 	}
-	return prose(okStatus(), text), nil
+	return prose(okStatus(), text+lateTabNotice(ss)), nil
 }
 
 // pageLines returns the lines from cursor on that fit in max characters,

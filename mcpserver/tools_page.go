@@ -77,16 +77,16 @@ type noIn struct {
 
 func (s *Server) register() {
 	addTool(s, "get_token_catalog", "List the mock tokens this key may use: identity, addresses, cards and logins (never a real card number or CVV). Pass url to narrow cards and logins to the site you are on. Answers JSON.", true, s.getTokenCatalog)
-	addTool(s, "open_page", "Open an https:// page in the proxied browser (launched on the first call); later calls reuse the same tab so you can walk a multi-step checkout.", false, s.openPage)
-	addTool(s, "click", "Click an element, e.g. the place-order button. If a new tab opened right away the answer says so: call wait_for_popup next. If an overlay covers the target, the error says to use press instead.", false, s.click)
-	addTool(s, "press", "Send a key to an element instead of clicking (Enter submits a form, Space toggles a checkbox). Copy/cut/paste chords are refused once a token was filled.", false, s.press)
+	addTool(s, "open_page", "Open an https:// page in the proxied browser (launched on the first call); later calls reuse the same tab so you can walk a multi-step checkout. Waits for the page's load event (its iframes included, up to 30 s), then up to 2 s more while every frame is readied for reading, so the first snapshot_page costs what a later one does. Content a page adds after its load is not waited for: use wait_for_selector.", false, s.openPage)
+	addTool(s, "click", "Click an element, e.g. the place-order button. Waits until the element is visible, stable, enabled and not covered (up to timeout), clicks, and answers: it does not wait for a load, a settle or a new tab. A tab the click opens is reported in this answer or the next one: call wait_for_popup then. If an overlay covers the target, the error says to use press instead.", false, s.click)
+	addTool(s, "press", "Send a key to an element instead of clicking (Enter submits a form, Space toggles a checkbox). Waits for the element (up to 10 s), sends the key, and answers without waiting for a load or a new tab; a tab it opens is reported in this answer or the next one. Copy/cut/paste chords are refused once a token was filled.", false, s.press)
 	addTool(s, "wait_for_selector", "Wait for an element to reach a state (visible by default). Do waiting before a card number goes in: a wait that returns spends the security-code authorization.", false, s.waitForSelector)
 	addTool(s, "count", "How many elements match a selector now, and how many are visible. Never waits; safe between a card number and its security code. Answers JSON {count, visible}.", true, s.count)
 	addTool(s, "wait_for_popup", "Wait for a popup or new tab this page opened (3-D Secure, wallet, hosted checkout) and make it the current page.", false, s.waitForPopup)
 	addTool(s, "close_popup", "Close the current popup and return to the page that opened it (or a sibling or child tab, or a blank page if none is left). Read the page before acting.", false, s.closePopup)
 	addTool(s, "fill_checkout", "Fill an ordered list of fields with mock tokens (av_...) or literal values such as expiry month/year. Card order: expiry and billing first, then the card number, then its security code immediately after. Refs (aria-ref) are refused: fill by CSS selector. When the account owner must approve first (a new site, a purchase over a card's threshold, a security code they type), the call waits for them, up to 15 minutes, with progress notifications; tell the user what is waiting and do not repeat the call.", false, s.fillCheckout)
 	addTool(s, "fill_login", "Fill a sign-in or signup form's identifier and/or password with a login's tokens. Email-first sign-ins take two calls (identifier, submit, then password). Each field gets 3 s to appear.", false, s.fillLogin)
-	addTool(s, "snapshot_page", "The page's accessibility tree as YAML with [ref=eN] handles, into iframes, ending with a '# Field selectors' comment giving each field's CSS selector and frame. Refused once any token was filled.", true, s.snapshotPage)
+	addTool(s, "snapshot_page", "The page's accessibility tree as YAML with [ref=eN] handles, into iframes, ending with a '# Field selectors' comment giving each field's CSS selector and frame. A select's options are listed on one line. Reads the page as it is now: it waits for no load and no settle (only for the document's body, up to 10 s). Refused once any token was filled.", true, s.snapshotPage)
 	addTool(s, "observe_page", "Fixed, value-free signals about the current page (password field, identifier field, email/phone input, code sent, error, refusing attempts) and scrubbed errorText from validation messages. Answers JSON.", true, s.observePage)
 	addTool(s, "list_frames", "The current page's frames as {name, url}, to find the payment iframe. Refused once any token was filled. Answers JSON.", true, s.listFrames)
 	addTool(s, "detect_challenge", "Whether the page shows a 3-D Secure step, a one-time code, a CAPTCHA or a block page. Call it when a click or fill seems to do nothing. Answers JSON.", true, s.detectChallenge)
@@ -189,6 +189,15 @@ func newTabNotice(a browser.Action) string {
 	return "\nA new tab opened: call wait_for_popup before anything else (every tool still targets the page you were on)."
 }
 
+// lateTabNotice reports a tab that opened after the click or press that
+// opened it had answered (clicks do not wait for one), on the next answer.
+func lateTabNotice(ss *Session) string {
+	if ss.page == nil || !ss.page.TakeNewTabs() {
+		return ""
+	}
+	return "\nA new tab opened after your last click or press answered: call wait_for_popup before anything else (every tool still targets the page you were on)."
+}
+
 // refusalNotice reports requests proxyd refused while an action ran (only
 // those answered before the action returned; get_run_report counts all).
 func refusalNotice(rs []browser.Refusal) string {
@@ -258,7 +267,7 @@ func (s *Server) waitForSelector(ctx context.Context, in waitIn) (*mcp.CallToolR
 		return nil, err
 	}
 	ss.action()
-	return prose(okStatus(), "Found "+in.Selector), nil
+	return prose(okStatus(), "Found "+in.Selector+lateTabNotice(ss)), nil
 }
 
 func (s *Server) count(ctx context.Context, in countIn) (*mcp.CallToolResult, error) {

@@ -388,6 +388,31 @@ func TestToolsPopup(t *testing.T) {
 	h.refused("wait_for_popup", map[string]any{"timeout": 200}, agentvault.CodeTimeout)
 }
 
+// TestToolsLateTabReportedOnce: a click answers without waiting for a new
+// tab; a tab that opens after it answered is reported on a later answer,
+// exactly once, and wait_for_popup reaches it.
+func TestToolsLateTabReportedOnce(t *testing.T) {
+	h := newHarness(t)
+	h.ok("open_page", map[string]any{"url": h.site.CheckoutURL()})
+	const notice = "A new tab opened"
+	reports := strings.Count(h.ok("click", map[string]any{"selector": "#wallet-late"}), notice)
+	// The page marks itself once it has opened the tab; the popup event
+	// reaches mcpd around then, so ask until an answer reports it.
+	wait := map[string]any{"selector": "body[data-late]", "state": "attached"}
+	for i := 0; i < 200 && reports == 0; i++ {
+		reports += strings.Count(h.ok("wait_for_selector", wait), notice)
+	}
+	if reports != 1 {
+		t.Fatalf("the late tab was reported %d times, want once", reports)
+	}
+	if got := h.ok("wait_for_selector", wait); strings.Contains(got, notice) {
+		t.Fatalf("the tab was reported again: %q", got)
+	}
+	if got := h.ok("wait_for_popup", map[string]any{"timeout": 5000}); !strings.Contains(got, "/popup") {
+		t.Fatalf("wait_for_popup: %q", got)
+	}
+}
+
 // TestToolSchemas: every tool of this issue is listed with a description
 // and an object schema whose properties are described.
 func TestToolSchemas(t *testing.T) {

@@ -191,6 +191,7 @@ var checkoutPage = func() string {
 <p id="err" role="alert"></p>
 <button id="place-order" type="button" onclick="placeOrder()">Place order</button>
 <button id="wallet" type="button" onclick="window.open('/popup','wallet')">Pay with wallet</button>
+<button id="wallet-late" type="button" onclick="setTimeout(() => { window.open('/popup', 'late'); document.body.setAttribute('data-late', '1'); }, 150)">Pay with wallet later</button>
 <button id="probe" type="button" onclick="fetch('/refused').then(() => document.body.setAttribute('data-probed', '1'))">Check availability</button>
 </form>
 <script>
