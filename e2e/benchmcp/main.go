@@ -40,7 +40,7 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault/e2e/merchant"
-	"github.com/agentvault/agentvault/intercept/proxyd"
+	"github.com/agentvault/agentvault/proxyd"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
