@@ -398,6 +398,10 @@ func (s *Store) AppendAudit(ctx context.Context, r vault.AuditRecord) (int64, er
 	return seq, dbErr(err, "append audit")
 }
 
+// AuditCommits reports how many audit group commits this store ran and
+// how many records they held (for metrics and benchmarks).
+func (s *Store) AuditCommits() (commits, records int64) { return s.audit.Stats() }
+
 const insertAudit = `
 INSERT INTO audit (time, action, org, item_id, kind, field, destination, session, actor, purpose, value_hmac)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING seq`

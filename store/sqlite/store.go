@@ -28,6 +28,9 @@ type Store struct {
 	h    *handle
 	once sync.Once
 	err  error
+	// noGroupCommit writes every audit record in its own transaction
+	// (the benchmark's baseline).
+	noGroupCommit bool
 }
 
 // handle is this process's one database handle on one file.
@@ -452,7 +455,7 @@ const maxAuditBatch = 256
 // WAL is fsynced). One fsync serves many releases, and a release still
 // never leaves before its record is durable (P12).
 func (s *Store) AppendAudit(ctx context.Context, r vault.AuditRecord) (int64, error) {
-	if s.h == nil || s.h.audit == nil {
+	if s.noGroupCommit || s.h == nil || s.h.audit == nil {
 		seqs, err := s.commitAudit(ctx, []vault.AuditRecord{r})
 		if err != nil {
 			return 0, err
@@ -461,6 +464,15 @@ func (s *Store) AppendAudit(ctx context.Context, r vault.AuditRecord) (int64, er
 	}
 	seq, err := s.h.audit.Do(ctx, r)
 	return seq, dbErr(err, "append audit")
+}
+
+// AuditCommits reports how many audit group commits ran on this file in
+// this process and how many records they held (for metrics and benchmarks).
+func (s *Store) AuditCommits() (commits, records int64) {
+	if s.h == nil || s.h.audit == nil {
+		return 0, 0
+	}
+	return s.h.audit.Stats()
 }
 
 // commitAudit inserts records in one transaction, in order: their seqs
