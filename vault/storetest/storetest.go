@@ -32,6 +32,7 @@ func Run(t *testing.T, open func(t *testing.T) vault.Store) {
 		{"LabelSequenceConcurrent", testLabelSequenceConcurrent},
 		{"AuditOrderAndFilters", testAudit},
 		{"AuditConcurrentAppend", testAuditConcurrent},
+		{"TestP12_AuditCommittedWhenAppendReturns", testAuditCommittedOnReturn},
 		{"Blobs", testBlobs},
 		{"Rotate", testRotate},
 		{"RotateFailureChangesNothing", testRotateFailure},
@@ -444,6 +445,47 @@ func testAuditConcurrent(t *testing.T, s vault.Store) {
 		if rs[i].Seq <= rs[i-1].Seq {
 			t.Fatalf("audit not in strictly increasing seq order at %d", i)
 		}
+	}
+}
+
+// testAuditCommittedOnReturn: many concurrent appends (a store may
+// group-commit them); each caller, as soon as AppendAudit returns, finds
+// its own record by its seq, so no append returns before the commit that
+// holds it (P12: a release never leaves before its audit record).
+func testAuditCommittedOnReturn(t *testing.T, s vault.Store) {
+	ctx := context.Background()
+	const workers, each = 64, 5
+	var mu sync.Mutex
+	seen := map[int64]bool{}
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				sess := fmt.Sprintf("w%d_%d", w, i)
+				seq, err := s.AppendAudit(ctx, vault.AuditRecord{Time: t0, Action: vault.AuditRelease, Org: "org1", Session: sess, ValueHMAC: []byte{byte(i)}})
+				if err != nil {
+					t.Errorf("AppendAudit: %v", err)
+					return
+				}
+				rs, err := s.QueryAudit(ctx, vault.AuditFilter{AfterSeq: seq - 1, Limit: 1})
+				if err != nil || len(rs) != 1 || rs[0].Seq != seq || rs[0].Session != sess {
+					t.Errorf("record %d not readable when AppendAudit returned (%d found, %v)", seq, len(rs), err)
+					return
+				}
+				mu.Lock()
+				if seen[seq] {
+					t.Errorf("seq %d handed out twice", seq)
+				}
+				seen[seq] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(seen) != workers*each {
+		t.Fatalf("%d distinct seqs for %d appends", len(seen), workers*each)
 	}
 }
 
