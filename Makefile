@@ -13,9 +13,9 @@ export PLAYWRIGHT_NODEJS_PATH := $(shell command -v node 2>/dev/null || echo /us
 export CHROMIUM_PATH ?= /usr/bin/chromium
 
 # Packages whose code runs concurrently: they also run under the race detector.
-RACE_PKGS := ./vault/... ./tokens/... ./broker/... ./intercept/... ./policy/... ./proxyd/... ./mcpserver/... ./control/...
+RACE_PKGS := ./store/... ./vault/... ./tokens/... ./broker/... ./intercept/... ./policy/... ./proxyd/... ./mcpserver/... ./control/...
 
-.PHONY: all deps system-deps driver build run test vet fmt-check unit race e2e bench fuzz clean
+.PHONY: all deps system-deps driver build run test vet fmt-check unit race pgtest e2e bench fuzz clean
 
 all: build
 
@@ -26,6 +26,7 @@ system-deps:
 	command -v node >/dev/null || pkgs="$$pkgs nodejs"; \
 	command -v npm >/dev/null || pkgs="$$pkgs npm"; \
 	command -v sqlite3 >/dev/null || pkgs="$$pkgs sqlite3"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || pkgs="$$pkgs postgresql"; \
 	if [ -n "$$pkgs" ]; then \
 		echo "installing Debian packages:$$pkgs"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$pkgs >/dev/null; \
@@ -62,10 +63,16 @@ unit:
 race:
 	$(GO) test -race -count=1 $(RACE_PKGS)
 
-test: deps fmt-check vet build unit race
+# The Postgres store's suites (and proxyd on Postgres) against a throwaway
+# cluster the script starts and stops; without it they skip.
+pgtest: system-deps
+	./scripts/test-postgres.sh
+
+test: deps fmt-check vet build unit race pgtest
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./tokens/... ./intercept/...
+	./scripts/test-postgres.sh -run '^$$' -bench AuditRelease ./store/...
 
 fuzz:
 	@for t in $$($(GO) test -list 'Fuzz.*' ./... | grep ^Fuzz); do :; done; \

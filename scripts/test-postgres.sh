@@ -5,8 +5,8 @@
 # is stopped and the dir removed, whatever happens (trap). Each test makes
 # its own schema (store/postgres/pgtest), so tests never collide.
 #
-#   scripts/test-postgres.sh                    # the default packages below
-#   scripts/test-postgres.sh -race ./store/...  # any go test arguments
+#   scripts/test-postgres.sh                    # the store suites and their users, then -race on ./store/...
+#   scripts/test-postgres.sh -run X ./store/... # any go test arguments instead
 #
 # Needs Debian's postgresql package (make system-deps installs it when
 # missing). As root, the cluster runs as the postgres user (postgres
@@ -15,8 +15,6 @@ set -euo pipefail
 
 GO=${GO:-go}
 PKGS=(./store/... ./vault/... ./owner/... ./policy/... ./proxyd/)
-args=("$@")
-[ ${#args[@]} -gt 0 ] || args=(-count=1 "${PKGS[@]}")
 
 bindir=""
 if command -v pg_config >/dev/null && [ -x "$(pg_config --bindir)/initdb" ]; then
@@ -63,4 +61,9 @@ started=1
 
 export AGENTVAULT_TEST_POSTGRES="postgres://postgres@/postgres?host=$dir&port=5432&sslmode=disable"
 echo "test-postgres: cluster up in $dir ($("$bindir/postgres" --version))"
-$GO test "${args[@]}"
+if [ $# -gt 0 ]; then
+	$GO test "$@"
+else
+	$GO test -count=1 "${PKGS[@]}"
+	$GO test -race -count=1 ./store/...
+fi
