@@ -126,6 +126,10 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 const migrateLock = `SELECT pg_advisory_xact_lock(hashtextextended('agentvault-migrate:' || current_schema(), 0))`
 
 func (s *Store) migrate(ctx context.Context) error {
+	// A replica starting on a migrated database takes no lock.
+	if v, err := s.SchemaVersion(ctx); err == nil && v == LatestSchemaVersion() {
+		return nil
+	}
 	for v := 1; v < len(migrations); v++ {
 		err := s.tx(ctx, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, migrateLock); err != nil {
