@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,6 +38,7 @@ func Run(t *testing.T, open func(t *testing.T) vault.Store) {
 		{"Blobs", testBlobs},
 		{"Rotate", testRotate},
 		{"RotateFailureChangesNothing", testRotateFailure},
+		{"TestP13_RotateRacingWriters", testRotateRacingWriters},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -614,4 +617,64 @@ func testRotateFailure(t *testing.T, s vault.Store) {
 	if len(ks) != 1 || ks[0].ID != "k1" || ks[0].State != vault.KeyActive {
 		t.Fatalf("failed rotation changed the key table (%d keys)", len(ks))
 	}
+}
+
+// testRotateRacingWriters: writers keep putting items under the active
+// key while another connection rotates it; afterwards every item is under the new key. (Without the
+// keys table lock, an item written between the rotation's scan and its
+// commit stays wrapped under a retired key and can no longer be opened.)
+func testRotateRacingWriters(t *testing.T, s vault.Store) {
+	ctx := context.Background()
+	a, b := s, s
+	if err := a.AddKey(ctx, vault.KeyRecord{ID: "k1", State: vault.KeyActive, Check: []byte("c1")}); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var puts atomic.Int64
+	for w := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				id := fmt.Sprintf("itm_%d_%d", w, i)
+				err := a.PutItem(ctx, vault.ItemRecord{ID: id, Org: "o", Owner: "w", Kind: vault.KindLogin, Label: id,
+					KeyID: "k1", WrappedKey: []byte("w1"), Meta: []byte("m"), Fields: []vault.Field{vault.FieldPassword},
+					Values: map[vault.Field][]byte{vault.FieldPassword: []byte("p")}})
+				switch agentvault.ErrorCode(err) {
+				case "":
+					puts.Add(1)
+				case agentvault.CodeConflict: // k1 retired: the writer would reopen with the new key
+				default:
+					t.Errorf("PutItem: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	for puts.Load() < 20 {
+		runtime.Gosched()
+	}
+	err := b.Rotate(ctx, vault.RotateArgs{NewKey: vault.KeyRecord{ID: "k2", Check: []byte("c2")},
+		Rewrap: func(w vault.WrappedKey) ([]byte, error) { return []byte("w2"), nil }})
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, err := b.ListItems(ctx, "o")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range items {
+		if it.KeyID != "k2" || string(it.WrappedKey) != "w2" {
+			t.Fatalf("item %s is wrapped under %s after the rotation (%d items)", it.ID, it.KeyID, len(items))
+		}
+	}
+	t.Logf("%d items, all under the new key", len(items))
 }
