@@ -127,8 +127,14 @@ const migrateLock = `SELECT pg_advisory_xact_lock(hashtextextended('agentvault-m
 
 func (s *Store) migrate(ctx context.Context) error {
 	// A replica starting on a migrated database takes no lock.
-	if v, err := s.SchemaVersion(ctx); err == nil && v == LatestSchemaVersion() {
-		return nil
+	var exists bool
+	if err := s.pool.QueryRow(ctx, `SELECT to_regclass('schema_migrations') IS NOT NULL`).Scan(&exists); err != nil {
+		return dbErr(err, "read schema version")
+	}
+	if exists {
+		if v, err := s.SchemaVersion(ctx); err == nil && v == LatestSchemaVersion() {
+			return nil
+		}
 	}
 	for v := 1; v < len(migrations); v++ {
 		err := s.tx(ctx, func(tx pgx.Tx) error {
