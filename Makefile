@@ -13,9 +13,9 @@ export PLAYWRIGHT_NODEJS_PATH := $(shell command -v node 2>/dev/null || echo /us
 export CHROMIUM_PATH ?= /usr/bin/chromium
 
 # Packages whose code runs concurrently: they also run under the race detector.
-RACE_PKGS := ./vault/... ./tokens/... ./broker/... ./intercept/... ./policy/... ./proxyd/... ./mcpserver/... ./control/...
+RACE_PKGS := ./store/... ./vault/... ./tokens/... ./broker/... ./intercept/... ./policy/... ./proxyd/... ./mcpserver/... ./control/...
 
-.PHONY: all deps system-deps driver build run test vet fmt-check unit race e2e bench bench-mcp fuzz clean
+.PHONY: all deps system-deps driver build run test vet fmt-check unit race pgtest e2e bench bench-mcp fuzz clean
 
 all: build
 
@@ -26,6 +26,7 @@ system-deps:
 	command -v node >/dev/null || pkgs="$$pkgs nodejs"; \
 	command -v npm >/dev/null || pkgs="$$pkgs npm"; \
 	command -v sqlite3 >/dev/null || pkgs="$$pkgs sqlite3"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || pkgs="$$pkgs postgresql"; \
 	if [ -n "$$pkgs" ]; then \
 		echo "installing Debian packages:$$pkgs"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$pkgs >/dev/null; \
@@ -62,7 +63,12 @@ unit:
 race:
 	$(GO) test -race -count=1 $(RACE_PKGS)
 
-test: deps fmt-check vet build unit race
+# The Postgres store's suites (and proxyd on Postgres) against a throwaway
+# cluster the script starts and stops; without it they skip.
+pgtest: system-deps
+	./scripts/test-postgres.sh
+
+test: deps fmt-check vet build unit race pgtest
 
 # Micro-benchmarks, then the loopback harness in bench/ (its own module):
 # proxyd built from this checkout beside plain goproxy v1.9.4, CPU per
@@ -73,6 +79,7 @@ BENCH_REPS ?= 3
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./tokens/... ./intercept/...
 	cd bench && env PROXYD=1 DUR=$(BENCH_DUR) REPS=$(BENCH_REPS) $(BENCH_ENV) ./run.sh
+	./scripts/test-postgres.sh -run '^$$' -bench AuditRelease ./store/...
 
 # mcpd against @playwright/mcp, side by side on the e2e merchant's checkout
 # over MCP stdio (e2e/benchmcp). @playwright/mcp is a benchmark-only

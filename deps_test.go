@@ -72,6 +72,7 @@ func TestLayeringRules(t *testing.T) {
 		playwright = "github.com/mxschmitt/playwright-go"
 		mcpSDK     = "github.com/modelcontextprotocol/go-sdk"
 		sqliteDrv  = "modernc.org/sqlite"
+		pgx        = "github.com/jackc/pgx"
 	)
 	// Who may import each adapter dependency directly.
 	owners := map[string][]string{
@@ -79,25 +80,26 @@ func TestLayeringRules(t *testing.T) {
 		playwright: {"browser", "e2e"},
 		mcpSDK:     {"mcpserver", "cmd/mcpd", "e2e"},
 		sqliteDrv:  {"store/sqlite"},
+		pgx:        {"store/postgres"},
 	}
 	// Packages that must not depend on these, even transitively.
 	forbiddenDeps := map[string][]string{
-		".":                 {goproxy, playwright, mcpSDK, sqliteDrv},
-		"tokens":            {goproxy, playwright, mcpSDK, sqliteDrv},
-		"policy":            {goproxy, playwright, mcpSDK, sqliteDrv},
-		"redact":            {goproxy, playwright, mcpSDK, sqliteDrv},
-		"vault":             {goproxy, playwright, mcpSDK, sqliteDrv},
-		"broker":            {goproxy, playwright, mcpSDK, sqliteDrv, module + "/store/sqlite", module + "/intercept", module + "/owner"},
-		"control":           {goproxy, playwright, mcpSDK, sqliteDrv, module + "/store/sqlite"},
-		"browser":           {goproxy, mcpSDK, sqliteDrv, module + "/vault"},
-		"mcpserver":         {goproxy, sqliteDrv, module + "/store/sqlite", module + "/intercept"},
-		"cmd/mcpd":          {goproxy, sqliteDrv, module + "/store/sqlite", module + "/intercept"},
-		"intercept/rewrite": {goproxy, playwright, mcpSDK, sqliteDrv},
-		"owner":             {goproxy, playwright, mcpSDK, sqliteDrv, module + "/store/sqlite"},
-		"owner/dashboard":   {goproxy, playwright, mcpSDK, sqliteDrv, module + "/store/sqlite"},
-		"owner/notify":      {goproxy, playwright, mcpSDK, sqliteDrv, module + "/store/sqlite"},
-		"credentials":       {goproxy, playwright, mcpSDK, sqliteDrv, module + "/store/sqlite", module + "/owner", module + "/intercept"},
-		"skills":            {goproxy, playwright, mcpSDK, sqliteDrv, module + "/store/sqlite", module + "/owner", module + "/intercept"},
+		".":                 {goproxy, playwright, mcpSDK, sqliteDrv, pgx},
+		"tokens":            {goproxy, playwright, mcpSDK, sqliteDrv, pgx},
+		"policy":            {goproxy, playwright, mcpSDK, sqliteDrv, pgx},
+		"redact":            {goproxy, playwright, mcpSDK, sqliteDrv, pgx},
+		"vault":             {goproxy, playwright, mcpSDK, sqliteDrv, pgx},
+		"broker":            {goproxy, playwright, mcpSDK, sqliteDrv, pgx, module + "/store/sqlite", module + "/intercept", module + "/owner"},
+		"control":           {goproxy, playwright, mcpSDK, sqliteDrv, pgx, module + "/store/sqlite"},
+		"browser":           {goproxy, mcpSDK, sqliteDrv, pgx, module + "/vault"},
+		"mcpserver":         {goproxy, sqliteDrv, pgx, module + "/store/sqlite", module + "/intercept"},
+		"cmd/mcpd":          {goproxy, sqliteDrv, pgx, module + "/store/sqlite", module + "/intercept"},
+		"intercept/rewrite": {goproxy, playwright, mcpSDK, sqliteDrv, pgx},
+		"owner":             {goproxy, playwright, mcpSDK, sqliteDrv, pgx, module + "/store/sqlite"},
+		"owner/dashboard":   {goproxy, playwright, mcpSDK, sqliteDrv, pgx, module + "/store/sqlite"},
+		"owner/notify":      {goproxy, playwright, mcpSDK, sqliteDrv, pgx, module + "/store/sqlite"},
+		"credentials":       {goproxy, playwright, mcpSDK, sqliteDrv, pgx, module + "/store/sqlite", module + "/owner", module + "/intercept"},
+		"skills":            {goproxy, playwright, mcpSDK, sqliteDrv, pgx, module + "/store/sqlite", module + "/owner", module + "/intercept"},
 	}
 	// Pure domain packages speak no HTTP themselves. (golang.org/x/net/publicsuffix
 	// reaches net/http/cookiejar for an interface, so this is a direct-import rule.)

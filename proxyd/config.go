@@ -17,6 +17,7 @@ import (
 	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/policy"
+	"github.com/agentvault/agentvault/store/postgres"
 	"gopkg.in/yaml.v3"
 )
 
@@ -41,6 +42,19 @@ type Config struct {
 	Log             LogConfig         `yaml:"log"`
 	Policy          PolicyConfig      `yaml:"policy"`
 	Dashboard       DashConfig        `yaml:"dashboard"`
+	Store           StoreConfig       `yaml:"store"`
+}
+
+// StoreConfig selects where proxyd keeps the vault, the owner's records,
+// the ledger and the audit log. The default is SQLite in the data
+// directory (vault.db); driver postgres shares one database between
+// replicas (each still reads master.key from its own data directory).
+type StoreConfig struct {
+	Driver string `yaml:"driver"` // "sqlite" or "postgres"
+	// DSN is the Postgres connection string (postgres://user@host/db?...
+	// or key=value pairs); empty for sqlite. A password is better left to
+	// PGPASSFILE or PGPASSWORD than written here.
+	DSN string `yaml:"dsn"`
 }
 
 // ListenConfig holds the three listener addresses.
@@ -239,6 +253,19 @@ func (c *Config) Validate() error {
 	}
 	if c.ProxyURL != "" && !strings.HasPrefix(c.ProxyURL, "http://") {
 		return bad("proxy_url must be an http:// URL (the proxy speaks CONNECT)")
+	}
+	switch c.Store.Driver {
+	case "sqlite":
+		if c.Store.DSN != "" {
+			return bad("store.dsn is for driver postgres; the sqlite store is vault.db in data_dir")
+		}
+	case "postgres":
+		// The reason never repeats the DSN: it may hold a password.
+		if err := postgres.ValidateDSN(c.Store.DSN); err != nil {
+			return bad("store.dsn: %s", agentvault.ErrorMessage(err))
+		}
+	default:
+		return bad("store.driver must be sqlite or postgres, got %q", c.Store.Driver)
 	}
 	return nil
 }

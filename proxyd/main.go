@@ -32,7 +32,7 @@ import (
 	"github.com/agentvault/agentvault/owner/dashboard"
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/recipes"
-	"github.com/agentvault/agentvault/store/sqlite"
+	"github.com/agentvault/agentvault/store/postgres"
 	"github.com/agentvault/agentvault/tokens"
 	"github.com/agentvault/agentvault/vault"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -81,9 +81,10 @@ type Main struct {
 	APIKey       string
 
 	mu sync.Mutex
-	// store is the process's one handle on vault.db, shared by the vault
-	// and the owner service and closed once, last (P22).
-	store      *sqlite.Store
+	// store is the process's one store handle (vault.db, or a Postgres
+	// pool), shared by the vault, the owner service and the ledger, and
+	// closed once, last (P22).
+	store      appStore
 	dashH      *dashboard.Handler
 	dashL      net.Listener
 	dashCancel context.CancelFunc
@@ -125,11 +126,16 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	if m.Logger == nil {
 		m.Logger = newLogger(m.Config.Log, m.Stderr)
 	}
-	v, st, err := vaultcli.Open(ctx, m.dataDir)
+	st, err := m.openStore(ctx)
 	if err != nil {
 		return err
 	}
-	m.Vault, m.store = v, st
+	m.store = st
+	v, err := vaultcli.OpenStore(ctx, m.dataDir, st)
+	if err != nil {
+		return err
+	}
+	m.Vault = v
 	if m.CA, err = intercept.LoadOrCreateCA(ctx, v, nil); err != nil {
 		return err
 	}
@@ -177,8 +183,12 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	// The recipe registry answers a submission within the control call's
 	// time (mcpd gives each registry call 20 s and keeps polling the
 	// screening up to 45 s in all).
-	if m.Recipes, err = recipes.New(recipes.Config{Store: st, ScreenWait: recipeScreenWait}); err != nil {
-		return err
+	if rs, ok := st.(recipes.Store); ok {
+		if m.Recipes, err = recipes.New(recipes.Config{Store: rs, ScreenWait: recipeScreenWait}); err != nil {
+			return err
+		}
+	} else {
+		m.Logger.Warn("the checkout recipe registry is off: the configured store does not hold it yet (SQLite does)")
 	}
 	l := m.Config.Limits
 	m.Broker = broker.New(vaultAdapter{v}, m.lookupKey)
@@ -264,6 +274,35 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	admin.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	m.adminSrv = &http.Server{Handler: admin, ReadHeaderTimeout: 5 * time.Second}
 	return nil
+}
+
+// appStore is what proxyd keeps in its one store: the vault's records
+// and the owner's (incl. the ledger).
+type appStore interface {
+	vault.Store
+	owner.Store
+}
+
+// openStore opens the configured store: SQLite in the data directory
+// (vaultcli's checks for a missing key file first), or Postgres.
+func (m *Main) openStore(ctx context.Context) (appStore, error) {
+	switch m.Config.Store.Driver {
+	case "postgres":
+		if err := os.MkdirAll(m.dataDir, 0o700); err != nil {
+			return nil, agentvault.Wrap(agentvault.CodeInternal, err, "cannot create the data directory")
+		}
+		st, err := postgres.Open(ctx, m.Config.Store.DSN)
+		if err != nil {
+			return nil, err
+		}
+		return st, nil
+	default:
+		st, err := vaultcli.OpenSQLite(m.dataDir)
+		if err != nil {
+			return nil, err
+		}
+		return st, nil
+	}
 }
 
 // registerDefaultKey records the api-key file's key in the owner store as

@@ -76,31 +76,65 @@ func OpenDefault(dataDir string) (*vault.Vault, func() error, error) {
 // the same *sqlite.Store to owner.New rather than opening the file again
 // (one handle per process, P22). The caller closes the store.
 func Open(ctx context.Context, dataDir string) (*vault.Vault, *sqlite.Store, error) {
+	st, err := OpenSQLite(dataDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := OpenStore(ctx, dataDir, st)
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	return v, st, nil
+}
+
+// OpenSQLite opens the data directory's database (creating the directory),
+// refusing a database whose master key file is missing.
+func OpenSQLite(dataDir string) (*sqlite.Store, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, nil, agentvault.Wrap(agentvault.CodeInternal, err, "cannot create the data directory")
+		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "cannot create the data directory")
 	}
 	keyPath := filepath.Join(dataDir, KeyFileName)
 	dbPath := filepath.Join(dataDir, DBFileName)
 	if _, err := os.Stat(keyPath); errors.Is(err, fs.ErrNotExist) {
 		if st, err := os.Stat(dbPath); err == nil && st.Size() > 0 {
 			// Creating a fresh key would only hide the real problem.
-			return nil, nil, agentvault.Errorf(agentvault.CodeSealed, "vault database exists but its master key file %s is missing", keyPath)
+			return nil, agentvault.Errorf(agentvault.CodeSealed, "vault database exists but its master key file %s is missing", keyPath)
+		}
+	}
+	return sqlite.Open(dbPath)
+}
+
+// OpenStore opens the vault over an open store (SQLite in the data
+// directory, or a shared Postgres) with the master key file of dataDir
+// (created at first start of an empty store). A store that already holds
+// keys while the key file is missing is refused (sealed): a replica joining
+// a shared store needs the deployment's master.key copied to it first.
+// The caller keeps and closes st.
+func OpenStore(ctx context.Context, dataDir string, st vault.Store) (*vault.Vault, error) {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "cannot create the data directory")
+	}
+	keyPath := filepath.Join(dataDir, KeyFileName)
+	if _, err := os.Stat(keyPath); errors.Is(err, fs.ErrNotExist) {
+		keys, err := st.Keys(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if len(keys) > 0 {
+			return nil, agentvault.Errorf(agentvault.CodeSealed, "the vault store holds data but the master key file %s is missing", keyPath)
 		}
 	}
 	key, _, _, err := vault.LoadOrCreateKeyFile(keyPath)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	var prev [][]byte
 	oldPath := keyPath + ".old"
 	if old, err := vault.ReadKeyFile(oldPath); err == nil {
 		prev = append(prev, old)
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, nil, err
-	}
-	st, err := sqlite.Open(dbPath)
-	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	// When the owner rotates the key from another process, a running
 	// proxyd re-reads the key files for the new key id.
@@ -114,13 +148,12 @@ func Open(ctx context.Context, dataDir string) (*vault.Vault, *sqlite.Store, err
 	}
 	v, err := vault.Open(ctx, vault.Config{Store: st, MasterKey: key, PreviousKeys: prev, KeyLoader: loader})
 	if err != nil {
-		st.Close()
-		return nil, nil, err
+		return nil, err
 	}
 	if len(prev) > 0 && v.ActiveKeyID() == vault.KeyIDFor(key) {
 		_ = os.Remove(oldPath) // the rotation is complete
 	}
-	return v, st, nil
+	return v, nil
 }
 
 const usage = `usage: vault <command> [flags]

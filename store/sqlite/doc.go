@@ -5,7 +5,10 @@
 // one beside it), and no domain package imports them (deps_test.go). One
 // SQLite file (pure-Go modernc.org/sqlite, driver "sqlite") in WAL mode with
 // synchronous=FULL, a busy timeout, foreign keys on, IMMEDIATE write
-// transactions and versioned migrations.
+// transactions and versioned migrations. Audit records are group-committed
+// (store/internal/groupcommit): records waiting at the same moment share
+// one transaction and one fsync, and AppendAudit returns only after it
+// committed (P12).
 //
 // A process holds one handle per database file: Open of a file that is
 // already open in the process shares the live handle, and only the last
