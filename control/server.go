@@ -31,6 +31,12 @@ type Service interface {
 	Wait(ctx context.Context, waitID string, timeout time.Duration) (WaitAnswer, error)
 }
 
+// KeyAuthenticator is the optional part of a Service that checks an
+// agent's API key (KeysAuthenticatePath).
+type KeyAuthenticator interface {
+	AuthenticateKey(ctx context.Context, apiKey string) (KeyInfo, error)
+}
+
 // MaxWait caps a long poll, below common proxy and client timeouts.
 const MaxWait = 25 * time.Second
 
@@ -126,6 +132,17 @@ func NewHandler(svc Service, token string, log *slog.Logger) http.Handler {
 		a, err := svc.Wait(r.Context(), r.PathValue("id"), timeout)
 		reply(w, r, a, err)
 	})
+	if ka, ok := svc.(KeyAuthenticator); ok {
+		mux.HandleFunc("POST "+KeysAuthenticatePath, func(w http.ResponseWriter, r *http.Request) {
+			var req AuthenticateKeyRequest
+			if err := decode(r, &req); err != nil {
+				reply(w, r, nil, err)
+				return
+			}
+			k, err := ka.AuthenticateKey(r.Context(), req.APIKey)
+			reply(w, r, k, err)
+		})
+	}
 	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := []byte(r.Header.Get("Authorization"))

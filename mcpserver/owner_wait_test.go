@@ -129,7 +129,7 @@ func TestFillWaitsForOwner(t *testing.T) {
 		ctl.owner = &ownerScript{field: "number", answers: []string{"pending", "denied"}, code: "approval_denied",
 			pending: control.Pending{WaitID: "apr_1", Kind: "purchase", Reason: "over_threshold", Site: site,
 				Amount: &control.OrderTotal{Amount: "80.00", Currency: "EUR"}, ExpiresAt: time.Now().Add(time.Hour)}}
-		txt, isErr := fill(batch, nil)
+		txt, isErr := fill(batch, "fill-0")
 		if !isErr || !strings.HasPrefix(txt, "status=error code=approval_denied filled=3/4\n") ||
 			!strings.Contains(txt, "Waited for the owner to approve a purchase of EUR 80.00 on 127.0.0.1 (over_threshold): denied.") {
 			t.Fatalf("denied purchase: %q", txt)
@@ -145,7 +145,7 @@ func TestFillWaitsForOwner(t *testing.T) {
 		ctl.owner = &ownerScript{field: "number", answers: []string{"pending"},
 			pending: control.Pending{WaitID: "apr_2", Kind: "new_destination", Reason: "new_destination", Site: site,
 				ExpiresAt: time.Now().Add(-expiryGrace)}}
-		txt, isErr := fill(batch[3:], nil)
+		txt, isErr := fill(batch[3:], "fill-2")
 		if !isErr || !strings.HasPrefix(txt, "status=error code=destination_unauthorized filled=0/1\n") ||
 			!strings.Contains(txt, "approve new site 127.0.0.1") || !strings.Contains(txt, "no answer in time") {
 			t.Fatalf("unanswered: %q", txt)
@@ -182,7 +182,7 @@ func TestFillWaitsForOwner(t *testing.T) {
 		// The number above ended the batch: the code comes first now.
 		ctl.owner = &ownerScript{field: "cvv", answers: []string{"expired"}, code: "cvv_entry_required",
 			pending: control.Pending{WaitID: "apr_4", Kind: "cvv_entry", Reason: "cvv_entry", Site: site, ExpiresAt: time.Now().Add(time.Minute)}}
-		txt, isErr := fill([]map[string]any{{"selector": "#cvc", "frame": payFrame, "value": cvv1}}, nil)
+		txt, isErr := fill([]map[string]any{{"selector": "#cvc", "frame": payFrame, "value": cvv1}}, "fill-4")
 		if !isErr || !strings.HasPrefix(txt, "status=error code=cvv_entry_required filled=0/1\n") ||
 			!strings.Contains(txt, "enter the card's security code for 127.0.0.1: expired without an answer") {
 			t.Fatalf("cvv entry: %q", txt)

@@ -29,8 +29,26 @@ func (c *controlService) CreateSession(ctx context.Context, apiKey string) (cont
 	if err != nil {
 		return control.CreateSessionResponse{}, err
 	}
-	return control.CreateSessionResponse{ID: s.ID, ProxyURL: c.proxyURL, ProxyUser: s.ID, ProxyPassword: pw,
-		CASPKI: c.ca.SPKIHash(), CAPEM: string(c.ca.CertPEM())}, nil
+	resp := control.CreateSessionResponse{ID: s.ID, ProxyURL: c.proxyURL, ProxyUser: s.ID, ProxyPassword: pw,
+		CASPKI: c.ca.SPKIHash(), CAPEM: string(c.ca.CertPEM())}
+	if c.broker.SessionMaxAge > 0 {
+		resp.ExpiresAt = time.Now().Add(c.broker.SessionMaxAge).UTC()
+	}
+	return resp, nil
+}
+
+// AuthenticateKey checks an agent's API key for the hosted MCP server
+// (owner.Service.AuthenticateKey, the one check of a key).
+func (c *controlService) AuthenticateKey(ctx context.Context, apiKey string) (control.KeyInfo, error) {
+	if c.owner == nil {
+		return control.KeyInfo{}, agentvault.Errorf(agentvault.CodeInvalidAPIKey, "the API key is not valid")
+	}
+	k, err := c.owner.AuthenticateKey(ctx, apiKey)
+	if err != nil {
+		return control.KeyInfo{}, err
+	}
+	return control.KeyInfo{ID: k.ID, Name: k.Name, AllCards: k.Scope.AllCards, CardIDs: k.Scope.CardIDs,
+		AllLogins: k.Scope.AllLogins, LoginIDs: k.Scope.LoginIDs, CanCreateLogins: k.Scope.CanCreateLogins}, nil
 }
 
 func (c *controlService) Catalog(ctx context.Context, apiKey, pageURL string) (json.RawMessage, error) {
@@ -114,4 +132,7 @@ func orderTotal(a *policy.Amount) *control.OrderTotal {
 	return &control.OrderTotal{Amount: a.Decimal(), Currency: a.Currency}
 }
 
-var _ control.Service = (*controlService)(nil)
+var (
+	_ control.Service          = (*controlService)(nil)
+	_ control.KeyAuthenticator = (*controlService)(nil)
+)
