@@ -37,18 +37,19 @@ func (c *controlService) CreateSession(ctx context.Context, apiKey string) (cont
 	return resp, nil
 }
 
-// AuthenticateKey checks an agent's API key for the hosted MCP server
-// (owner.Service.AuthenticateKey, the one check of a key).
+// AuthenticateKey checks an agent's API key for the hosted MCP server, the
+// way a session's key is checked (the api-key file's key or an owner's
+// key, owner.Service.AuthenticateKey).
 func (c *controlService) AuthenticateKey(ctx context.Context, apiKey string) (control.KeyInfo, error) {
-	if c.owner == nil {
-		return control.KeyInfo{}, agentvault.Errorf(agentvault.CodeInvalidAPIKey, "the API key is not valid")
-	}
-	k, err := c.owner.AuthenticateKey(ctx, apiKey)
+	k, err := c.broker.LookupKey(ctx, apiKey)
 	if err != nil {
 		return control.KeyInfo{}, err
 	}
-	return control.KeyInfo{ID: k.ID, Name: k.Name, AllCards: k.Scope.AllCards, CardIDs: k.Scope.CardIDs,
-		AllLogins: k.Scope.AllLogins, LoginIDs: k.Scope.LoginIDs, CanCreateLogins: k.Scope.CanCreateLogins}, nil
+	info := control.KeyInfo{ID: k.ID, Name: k.ID, AllCards: true, AllLogins: true}
+	if k.Scope != nil {
+		info.AllCards, info.CardIDs, info.AllLogins, info.LoginIDs = k.Scope.AllCards, k.Scope.CardIDs, k.Scope.AllLogins, k.Scope.LoginIDs
+	}
+	return info, nil
 }
 
 func (c *controlService) Catalog(ctx context.Context, apiKey, pageURL string) (json.RawMessage, error) {
