@@ -85,6 +85,14 @@ const (
 	CodeInvalidHint          Code = "invalid_hint"
 	CodeSessionEnded         Code = "session_ended"
 
+	// The hosted MCP server (seed 004, "On the hosted server"): a call past
+	// its per-call limit, too many answers nobody collected, a write whose
+	// outcome is unknown (never retried blind, P20), the server restarting.
+	CodeHardTimeout         Code = "hard_timeout"
+	CodeTooManyPending      Code = "too_many_pending"
+	CodeWriteOutcomeUnknown Code = "write_outcome_unknown"
+	CodeUnavailable         Code = "unavailable"
+
 	// Payment integrations (issue 17): the frame encrypts the card in its own
 	// script before it leaves the browser, so no value can be substituted on
 	// the wire; mcpd refuses the fill before anything is typed.

@@ -84,6 +84,13 @@ func (c *Client) Wait(ctx context.Context, waitID string, timeout time.Duration)
 	return out, err
 }
 
+// AuthenticateKey checks an agent's API key and returns what it is.
+func (c *Client) AuthenticateKey(ctx context.Context, apiKey string) (KeyInfo, error) {
+	var out KeyInfo
+	err := c.do(ctx, http.MethodPost, KeysAuthenticatePath, AuthenticateKeyRequest{APIKey: apiKey}, &out)
+	return out, err
+}
+
 // Event reports an observation (confirmation page, fill, credential write).
 func (c *Client) Event(ctx context.Context, sessionID string, ev EventRequest) error {
 	return c.do(ctx, http.MethodPost, sessionPath(sessionID, "events"), ev, nil)

@@ -47,6 +47,12 @@ type RecipeService interface {
 	RecipeSubmission(ctx context.Context, apiKey, id string, wait time.Duration) (RecipeSubmission, error)
 }
 
+// KeyAuthenticator is the optional part of a Service that checks an
+// agent's API key (KeysAuthenticatePath).
+type KeyAuthenticator interface {
+	AuthenticateKey(ctx context.Context, apiKey string) (KeyInfo, error)
+}
+
 // MaxWait caps a long poll, below common proxy and client timeouts.
 const MaxWait = 25 * time.Second
 
@@ -165,6 +171,17 @@ func NewHandler(svc Service, token string, log *slog.Logger) http.Handler {
 		s, err := svc.RecipeSubmission(r.Context(), r.URL.Query().Get("apiKey"), r.PathValue("id"), wait)
 		reply(w, r, s, err)
 	})
+	if ka, ok := svc.(KeyAuthenticator); ok {
+		mux.HandleFunc("POST "+KeysAuthenticatePath, func(w http.ResponseWriter, r *http.Request) {
+			var req AuthenticateKeyRequest
+			if err := decode(r, &req); err != nil {
+				reply(w, r, nil, err)
+				return
+			}
+			k, err := ka.AuthenticateKey(r.Context(), req.APIKey)
+			reply(w, r, k, err)
+		})
+	}
 	want := []byte("Bearer " + token)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		got := []byte(r.Header.Get("Authorization"))

@@ -35,6 +35,10 @@ type CreateSessionResponse struct {
 	// value Chromium's --ignore-certificate-errors-spki-list takes).
 	CASPKI string `json:"caSPKI"`
 	CAPEM  string `json:"caPEM"`
+	// ExpiresAt, when set, is when the session's credential lapses (the
+	// proxy's age limit for a session); the hosted MCP server ends the
+	// session a minute before.
+	ExpiresAt time.Time `json:"expiresAt,omitzero"`
 }
 
 // OrderTotal is a checkout total as the page shows it. Amount is a decimal
@@ -160,4 +164,27 @@ type RecipeSubmission struct {
 	ID      string `json:"id"`
 	Status  string `json:"status"`
 	Verdict string `json:"verdict"`
+}
+
+// KeysAuthenticatePath checks an agent's API key: POST {apiKey}, answered
+// with the key's KeyInfo or invalid_api_key / key_revoked. The hosted MCP
+// server authenticates its bearer keys with it, so that it never opens the
+// owner's store.
+const KeysAuthenticatePath = "/v1/keys/authenticate"
+
+// AuthenticateKeyRequest is the body of KeysAuthenticatePath.
+type AuthenticateKeyRequest struct {
+	APIKey string `json:"apiKey"`
+}
+
+// KeyInfo is an API key as the owner set it up: its id and name, and what
+// it may use. Never its secret.
+type KeyInfo struct {
+	ID              string   `json:"id"`
+	Name            string   `json:"name"`
+	AllCards        bool     `json:"allCards"`
+	CardIDs         []string `json:"cardIds,omitempty"`
+	AllLogins       bool     `json:"allLogins"`
+	LoginIDs        []string `json:"loginIds,omitempty"`
+	CanCreateLogins bool     `json:"canCreateLogins"`
 }

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -40,11 +41,33 @@ type Main struct {
 	Credentials bool
 	SkillsDir   string
 
+	// RequireKeys makes every HTTP request carry an API key as its bearer
+	// token (--keys); each key is a connection of its own.
+	RequireKeys bool
+	// TLSLocal serves HTTP over TLS with a locally issued certificate
+	// (--tls); TLSDomain with an ACME certificate for that domain
+	// (--tls-domain, --tls-email, --tls-dir). TLSConfig builds the
+	// configuration (cmd/mcpd sets it to the dashboard's helper).
+	TLSLocal            bool
+	TLSDomain, TLSEmail string
+	TLSDir              string
+	TLSConfig           func(ctx context.Context, o TLSOptions) (*tls.Config, error)
+	// Hosted tunes the hosted server's limits (tests inject a clock).
+	Hosted HostedConfig
+
 	// Stderr receives the logs; stdout is the MCP stream and never sees a
 	// log line. Defaults to os.Stderr.
 	Stderr io.Writer
 
 	server *Server
+	ctl    *control.Client
+}
+
+// TLSOptions is what TLSConfig gets: an ACME domain, or the hosts a local
+// certificate covers.
+type TLSOptions struct {
+	Domain, Email, DataDir string
+	Hosts                  []string
 }
 
 // NewMain returns a Main with the documented defaults.
@@ -71,14 +94,19 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.ChromiumPath, "chromium", envOr("CHROMIUM_PATH", "/usr/bin/chromium"), "Chromium binary")
 	fs.StringVar(&m.DriverDir, "driver-dir", envOr("PLAYWRIGHT_DRIVER_PATH", m.DriverDir), "playwright-core driver directory (holds package/cli.js)")
 	fs.StringVar(&m.LogLevel, "log-level", m.LogLevel, "debug, info, warn or error (logs go to stderr)")
-	fs.Var(&httpFlag{&m.HTTPAddr}, "http", "serve MCP over streamable HTTP instead of stdio; --http alone listens on "+DefaultHTTPAddr+", --http=127.0.0.1:PORT elsewhere (loopback only)")
+	fs.Var(&httpFlag{&m.HTTPAddr}, "http", "serve MCP over streamable HTTP instead of stdio; --http alone listens on "+DefaultHTTPAddr+", --http=HOST:PORT elsewhere (beyond loopback only with --keys and TLS)")
+	fs.BoolVar(&m.RequireKeys, "keys", m.RequireKeys, "HTTP: require an API key (Authorization: Bearer avk_...) on every request")
+	fs.BoolVar(&m.TLSLocal, "tls", m.TLSLocal, "HTTP: serve over TLS with a locally issued certificate")
+	fs.StringVar(&m.TLSDomain, "tls-domain", envOr("AGENTVAULT_MCP_DOMAIN", m.TLSDomain), "HTTP: serve over TLS with an ACME certificate for this domain")
+	fs.StringVar(&m.TLSEmail, "tls-email", m.TLSEmail, "ACME account contact for --tls-domain")
+	fs.StringVar(&m.TLSDir, "tls-dir", m.TLSDir, "where ACME certificates are kept (default ~/.agentvault/mcpd)")
 	fs.BoolVar(&m.Credentials, "credentials", envOr("AGENTVAULT_CREDENTIALS", "") == "1", "serve the portal credential tools (credential_request, credential_list, credential_use, credential_delete, grant_set)")
 	fs.StringVar(&m.SkillsDir, "skills-dir", envOr("AGENTVAULT_SKILLS_DIR", ""), "skill directory (one folder per skill with its SKILL.md): serve skill_find and file_write over it")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if m.HTTPAddr != "" {
-		if err := checkLoopback(m.HTTPAddr); err != nil {
+		if err := m.checkListen(); err != nil {
 			fmt.Fprintln(m.Stderr, "mcpd:", agentvault.ErrorMessage(err))
 			return err
 		}
@@ -113,9 +141,25 @@ func (f *httpFlag) Set(v string) error {
 
 func (f *httpFlag) IsBoolFlag() bool { return true }
 
+func (m *Main) tlsOn() bool { return m.TLSLocal || m.TLSDomain != "" }
+
+// checkListen allows a listener beyond loopback only with API keys and TLS
+// on: the MCP endpoint drives a browser that fills the owner's cards.
+func (m *Main) checkListen() error {
+	if m.RequireKeys && m.tlsOn() {
+		if _, _, err := net.SplitHostPort(m.HTTPAddr); err != nil {
+			return agentvault.Errorf(agentvault.CodeInvalidInput, "--http wants host:port, e.g. %s", DefaultHTTPAddr)
+		}
+		return nil
+	}
+	if err := checkLoopback(m.HTTPAddr); err != nil {
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "%s; beyond loopback, turn on --keys and TLS (--tls or --tls-domain)", agentvault.ErrorMessage(err))
+	}
+	return nil
+}
+
 // checkLoopback refuses an MCP listener anyone but this machine could
-// reach: the MCP endpoint drives a browser that fills the owner's cards and
-// has no authentication of its own.
+// reach.
 func checkLoopback(addr string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
@@ -165,14 +209,20 @@ func (m *Main) Open() error {
 		return err
 	}
 	apiKey := os.Getenv("AGENTVAULT_API_KEY")
-	if apiKey == "" {
+	if apiKey == "" && !(m.HTTPAddr != "" && m.RequireKeys) {
+		// With --keys every connection brings its own key: the file is
+		// not needed.
 		if apiKey, err = readSecretFile(m.APIKeyFile, "API key"); err != nil {
 			return err
 		}
 	}
 	// The control API is loopback: no proxy from the environment applies.
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4}}
-	ctl := control.NewClient(m.ControlURL, token, hc)
+	m.ctl = control.NewClient(m.ControlURL, token, hc)
+	ctl := m.ctl
+	if apiKey == "" && m.RequireKeys {
+		apiKey = os.Getenv("AGENTVAULT_API_KEY")
+	}
 	cfg := Config{
 		Control:      ctl,
 		APIKey:       apiKey,
@@ -202,7 +252,7 @@ func (m *Main) Open() error {
 // streamable HTTP when HTTPAddr is set.
 func (m *Main) Run(ctx context.Context) error {
 	if m.HTTPAddr != "" {
-		if err := checkLoopback(m.HTTPAddr); err != nil {
+		if err := m.checkListen(); err != nil {
 			return err
 		}
 		ln, err := net.Listen("tcp", m.HTTPAddr)
@@ -224,7 +274,12 @@ func (m *Main) ServeHTTP(ctx context.Context, ln net.Listener) error {
 			return err
 		}
 	}
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m.server.MCP() }, nil)
+	m.server.EnableHosted(m.Hosted)
+	var opts HTTPOptions
+	if m.RequireKeys {
+		opts.Keys = m.ctl
+	}
+	h := m.server.HTTPHandler(opts)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -232,8 +287,28 @@ func (m *Main) ServeHTTP(ctx context.Context, ln net.Listener) error {
 	})
 	mux.Handle("/mcp", h)
 	mux.Handle("/", h)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	m.server.log.Info("mcpd serving MCP over HTTP", "url", "http://"+ln.Addr().String()+"/mcp")
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10}
+	scheme := "http"
+	if m.tlsOn() {
+		if m.TLSConfig == nil {
+			ln.Close()
+			return agentvault.Errorf(agentvault.CodeInvalidInput, "TLS was asked for but this build has no TLS helper")
+		}
+		dir := m.TLSDir
+		if dir == "" {
+			home, _ := os.UserHomeDir()
+			dir = filepath.Join(home, ".agentvault", "mcpd")
+		}
+		host, _, _ := net.SplitHostPort(ln.Addr().String())
+		tc, err := m.TLSConfig(ctx, TLSOptions{Domain: m.TLSDomain, Email: m.TLSEmail, DataDir: dir, Hosts: []string{"localhost", "127.0.0.1", "::1", host}})
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		ln = tls.NewListener(ln, tc)
+		scheme = "https"
+	}
+	m.server.log.Info("mcpd serving MCP over HTTP", "url", scheme+"://"+ln.Addr().String()+"/mcp", "keys", m.RequireKeys)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

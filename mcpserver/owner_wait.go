@@ -42,6 +42,8 @@ type callState struct {
 	tool     string
 	progress float64
 	notes    []string
+	// flight is the running call when it may answer pending (pending.go).
+	flight *flight
 }
 
 type callKey struct{}
@@ -67,16 +69,20 @@ func (c *callState) note(s string) {
 // only when the client set a log level). Best effort: a client that went
 // away does not end the wait, the context does.
 func (c *callState) notify(ctx context.Context, msg string) {
-	if c == nil || c.req == nil || c.req.Session == nil {
+	if c == nil {
+		return
+	}
+	req := c.progressReq()
+	if req == nil || req.Session == nil {
 		return
 	}
 	c.progress++
-	if c.req.Params != nil {
-		if tok := c.req.Params.GetProgressToken(); tok != nil {
-			_ = c.req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: c.progress, Message: msg})
+	if req.Params != nil {
+		if tok := req.Params.GetProgressToken(); tok != nil {
+			_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: c.progress, Message: msg})
 		}
 	}
-	_ = c.req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "agentvault", Data: msg})
+	_ = req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: "info", Logger: "agentvault", Data: msg})
 }
 
 // askedWhat says what the owner is asked, in a few words ("approve new
@@ -147,6 +153,8 @@ func (s *Server) waitOwner(ctx context.Context, ss *Session, p *control.Pending)
 		until = ", the request expires at " + p.ExpiresAt.UTC().Format("15:04:05 UTC")
 	}
 	s.log.Info("waiting for the owner", "wait", p.WaitID, "kind", p.Kind, "reason", p.Reason)
+	call.ownerWaiting(p)
+	defer call.ownerWaitEnded()
 	call.notify(ctx, fmt.Sprintf("Waiting for the account owner to %s (dashboard banner or notification%s).", what, until))
 
 	ended := func(how string, err error) error {

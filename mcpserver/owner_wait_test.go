@@ -129,7 +129,7 @@ func TestFillWaitsForOwner(t *testing.T) {
 		ctl.owner = &ownerScript{field: "number", answers: []string{"pending", "denied"}, code: "approval_denied",
 			pending: control.Pending{WaitID: "apr_1", Kind: "purchase", Reason: "over_threshold", Site: site,
 				Amount: &control.OrderTotal{Amount: "80.00", Currency: "EUR"}, ExpiresAt: time.Now().Add(time.Hour)}}
-		txt, isErr := fill(batch, nil)
+		txt, isErr := fill(batch, "fill-0")
 		if !isErr || !strings.HasPrefix(txt, "status=error code=approval_denied filled=3/4\n") ||
 			!strings.Contains(txt, "Waited for the owner to approve a purchase of EUR 80.00 on 127.0.0.1 (over_threshold): denied.") {
 			t.Fatalf("denied purchase: %q", txt)
@@ -145,7 +145,7 @@ func TestFillWaitsForOwner(t *testing.T) {
 		ctl.owner = &ownerScript{field: "number", answers: []string{"pending"},
 			pending: control.Pending{WaitID: "apr_2", Kind: "new_destination", Reason: "new_destination", Site: site,
 				ExpiresAt: time.Now().Add(-expiryGrace)}}
-		txt, isErr := fill(batch[3:], nil)
+		txt, isErr := fill(batch[3:], "fill-2")
 		if !isErr || !strings.HasPrefix(txt, "status=error code=destination_unauthorized filled=0/1\n") ||
 			!strings.Contains(txt, "approve new site 127.0.0.1") || !strings.Contains(txt, "no answer in time") {
 			t.Fatalf("unanswered: %q", txt)
@@ -157,6 +157,9 @@ func TestFillWaitsForOwner(t *testing.T) {
 			pending: control.Pending{WaitID: "apr_3", Kind: "new_destination", Reason: "new_destination", Site: site,
 				ExpiresAt: time.Now().Add(15 * time.Minute)}}
 		before := len(ctl.auths)
+		// The earlier subtests waited with progress tokens too (a host
+		// without one gets status=pending): read only this call's.
+		seen, seenLogs := len(prog.all()), len(logs.all())
 		txt, isErr := fill(batch, "fill-1")
 		if isErr || !strings.HasPrefix(txt, "status=ok filled=4/4\n") ||
 			!strings.Contains(txt, "Waited for the owner to approve new site 127.0.0.1: approved.") {
@@ -166,14 +169,14 @@ func TestFillWaitsForOwner(t *testing.T) {
 		if n := len(ctl.auths) - before; n != 2 || ctl.owner.asked != 1 {
 			t.Fatalf("%d authorizations, asked %d", n, ctl.owner.asked)
 		}
-		msgs := prog.all()
+		msgs := prog.all()[seen:]
 		if len(msgs) < 3 || !strings.HasPrefix(msgs[0], "Waiting for the account owner to approve new site 127.0.0.1") ||
 			!strings.Contains(msgs[len(msgs)-1], "approved") {
 			t.Fatalf("progress notifications: %q", msgs)
 		}
 		// The same messages go out as log notifications, for clients that
 		// sent no progress token.
-		if lm := logs.all(); len(lm) < len(msgs) || !strings.HasPrefix(lm[0], "Waiting for the account owner") {
+		if lm := logs.all()[seenLogs:]; len(lm) < len(msgs) || !strings.HasPrefix(lm[0], "Waiting for the account owner") {
 			t.Fatalf("log notifications: %q", lm)
 		}
 	})
@@ -182,7 +185,7 @@ func TestFillWaitsForOwner(t *testing.T) {
 		// The number above ended the batch: the code comes first now.
 		ctl.owner = &ownerScript{field: "cvv", answers: []string{"expired"}, code: "cvv_entry_required",
 			pending: control.Pending{WaitID: "apr_4", Kind: "cvv_entry", Reason: "cvv_entry", Site: site, ExpiresAt: time.Now().Add(time.Minute)}}
-		txt, isErr := fill([]map[string]any{{"selector": "#cvc", "frame": payFrame, "value": cvv1}}, nil)
+		txt, isErr := fill([]map[string]any{{"selector": "#cvc", "frame": payFrame, "value": cvv1}}, "fill-4")
 		if !isErr || !strings.HasPrefix(txt, "status=error code=cvv_entry_required filled=0/1\n") ||
 			!strings.Contains(txt, "enter the card's security code for 127.0.0.1: expired without an answer") {
 			t.Fatalf("cvv entry: %q", txt)

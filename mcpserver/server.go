@@ -70,6 +70,8 @@ type Config struct {
 	// over that skill directory.
 	Credentials CredentialControl
 	Skills      *skills.Dir
+	// Hosted, when set, applies the hosted server's rules (hosted.go).
+	Hosted *HostedConfig
 }
 
 // Server holds the MCP server, the shared browser and the sessions.
@@ -107,6 +109,11 @@ type Server struct {
 	recipes         RecipeControl
 	registryTimeout time.Duration
 	screenWait      time.Duration
+	// hosted holds the hosted server's connections (nil on the local
+	// server); local is the one connection of the local server, or of a
+	// hosted server without API keys.
+	hosted *hosted
+	local  *conn
 }
 
 // New builds the server and registers the tools.
@@ -120,6 +127,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: cfg.Logger, red: cfg.Redactor, sessions: map[string]*Session{}, driverDone: make(chan struct{}),
 		ownerWaitMax: cfg.OwnerWaitMax, waitPoll: cfg.WaitPoll, integrationOf: policy.PaymentIntegration}
 	s.stopCtx, s.stop = context.WithCancel(context.Background())
+	s.local = newConn("local", "", cfg.APIKey)
 	if s.ownerWaitMax <= 0 {
 		s.ownerWaitMax = defaultOwnerWaitMax
 	}
@@ -145,6 +153,10 @@ func New(cfg Config) (*Server, error) {
 	})
 	s.register()
 	s.registerCredentials()
+	s.registerPending()
+	if cfg.Hosted != nil {
+		s.EnableHosted(*cfg.Hosted)
+	}
 	return s, nil
 }
 
@@ -237,28 +249,33 @@ type toolFunc[In any] func(ctx context.Context, in In) (*mcp.CallToolResult, err
 // applied in one place.
 func addTool[In sessionArg](s *Server, name, desc string, readOnly bool, f toolFunc[In]) {
 	tool := &mcp.Tool{Name: name, Description: desc, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: readOnly}}
-	mcp.AddTool(s.mcp, tool, func(ctx context.Context, req *mcp.CallToolRequest, in In) (res *mcp.CallToolResult, _ any, _ error) {
-		start := time.Now()
-		defer func() {
-			if r := recover(); r != nil {
-				// The panic value may quote anything: it is not logged or
-				// shown, only the stack's shape for the operator.
-				s.log.Error("tool panicked", "tool", name, "stack_bytes", len(debug.Stack()))
-				res = statusError(agentvault.Errorf(agentvault.CodeInternal, "%s failed unexpectedly", name), nil)
+	mcp.AddTool(s.mcp, tool, func(ctx context.Context, req *mcp.CallToolRequest, in In) (*mcp.CallToolResult, any, error) {
+		run := func(ctx context.Context) (res *mcp.CallToolResult) {
+			start := time.Now()
+			defer func() {
+				if r := recover(); r != nil {
+					// The panic value may quote anything: it is not logged or
+					// shown, only the stack's shape for the operator.
+					s.log.Error("tool panicked", "tool", name, "stack_bytes", len(debug.Stack()))
+					res = statusError(agentvault.Errorf(agentvault.CodeInternal, "%s failed unexpectedly", name), nil)
+				}
+			}()
+			call := &callState{req: req, tool: name, flight: flightOf(ctx)}
+			r, err := f(withCall(ctx, call), in)
+			if err != nil {
+				s.log.Info("tool", "tool", name, "status", "error", "code", string(agentvault.ErrorCode(err)), "ms", time.Since(start).Milliseconds())
+				var fe *filledError
+				if asFilled(err, &fe) {
+					return withNotes(statusError(fe.err, &fe.filled), call.notes)
+				}
+				return withNotes(statusError(err, nil), call.notes)
 			}
-		}()
-		call := &callState{req: req, tool: name}
-		r, err := f(withCall(ctx, call), in)
-		if err != nil {
-			s.log.Info("tool", "tool", name, "status", "error", "code", string(agentvault.ErrorCode(err)), "ms", time.Since(start).Milliseconds())
-			var fe *filledError
-			if asFilled(err, &fe) {
-				return withNotes(statusError(fe.err, &fe.filled), call.notes), nil, nil
-			}
-			return withNotes(statusError(err, nil), call.notes), nil, nil
+			s.log.Info("tool", "tool", name, "status", "ok", "ms", time.Since(start).Milliseconds())
+			return withNotes(r, call.notes)
 		}
-		s.log.Info("tool", "tool", name, "status", "ok", "ms", time.Since(start).Milliseconds())
-		return withNotes(r, call.notes), nil, nil
+		// dispatch (hosted.go) applies the session, deadline and retry
+		// rules, and may set in's session before run reads it.
+		return s.dispatch(ctx, req, name, any(&in).(handleSetter), run), nil, nil
 	})
 }
 
@@ -336,7 +353,7 @@ func (s *Server) ensureSession(ctx context.Context, handle string) (*Session, er
 	if err != nil || ss != nil {
 		return ss, err
 	}
-	cs, err := s.cfg.Control.CreateSession(ctx, s.cfg.APIKey)
+	cs, err := s.cfg.Control.CreateSession(ctx, s.apiKeyOf(ctx))
 	if err != nil {
 		return nil, err
 	}

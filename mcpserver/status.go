@@ -20,6 +20,11 @@ type status struct {
 	Code    agentvault.Code
 	Filled  *[2]int // filled, of: fill tools only
 	Session string  // hosted server: the handle the answer names
+	// SessionEnded is set on the hosted server when the session this call
+	// used has ended.
+	SessionEnded bool
+	// Pending holds a pending answer's fields (pending.go).
+	Pending *pendingFields
 }
 
 func okStatus() status { return status{State: "ok"} }
@@ -37,8 +42,14 @@ func (s status) pairs() [][2]string {
 	if s.Filled != nil {
 		p = append(p, [2]string{"filled", fmt.Sprintf("%d/%d", s.Filled[0], s.Filled[1])})
 	}
+	if s.Pending != nil {
+		p = append(p, s.Pending.pairs()...)
+	}
 	if s.Session != "" {
 		p = append(p, [2]string{"session", s.Session})
+	}
+	if s.SessionEnded {
+		p = append(p, [2]string{"session_ended", "true"})
 	}
 	return p
 }
@@ -155,7 +166,7 @@ func codeHint(c agentvault.Code) string {
 	case agentvault.CodeClipboardBlocked:
 		return "Click, or press a plain key, instead."
 	case agentvault.CodeSessionEnded:
-		return "Call open_page without a session to start a new one."
+		return "Call open_page without `session` to start a new one."
 	case agentvault.CodeInvalidRecipe:
 		return "Fix what the message names before submitting again: the same recipe is refused again."
 	case agentvault.CodeClientSideEncryption:

@@ -101,7 +101,7 @@ func (s *Server) getTokenCatalog(ctx context.Context, in catalogIn) (*mcp.CallTo
 	if err != nil {
 		return nil, err
 	}
-	raw, err := s.cfg.Control.Catalog(ctx, s.cfg.APIKey, in.URL)
+	raw, err := s.cfg.Control.Catalog(ctx, s.apiKeyOf(ctx), in.URL)
 	if err != nil {
 		return nil, err
 	}

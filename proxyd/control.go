@@ -32,8 +32,27 @@ func (c *controlService) CreateSession(ctx context.Context, apiKey string) (cont
 	if err != nil {
 		return control.CreateSessionResponse{}, err
 	}
-	return control.CreateSessionResponse{ID: s.ID, ProxyURL: c.proxyURL, ProxyUser: s.ID, ProxyPassword: pw,
-		CASPKI: c.ca.SPKIHash(), CAPEM: string(c.ca.CertPEM())}, nil
+	resp := control.CreateSessionResponse{ID: s.ID, ProxyURL: c.proxyURL, ProxyUser: s.ID, ProxyPassword: pw,
+		CASPKI: c.ca.SPKIHash(), CAPEM: string(c.ca.CertPEM())}
+	if c.broker.SessionMaxAge > 0 {
+		resp.ExpiresAt = time.Now().Add(c.broker.SessionMaxAge).UTC()
+	}
+	return resp, nil
+}
+
+// AuthenticateKey checks an agent's API key for the hosted MCP server, the
+// way a session's key is checked (the api-key file's key or an owner's
+// key, owner.Service.AuthenticateKey).
+func (c *controlService) AuthenticateKey(ctx context.Context, apiKey string) (control.KeyInfo, error) {
+	k, err := c.broker.LookupKey(ctx, apiKey)
+	if err != nil {
+		return control.KeyInfo{}, err
+	}
+	info := control.KeyInfo{ID: k.ID, Name: k.ID, AllCards: true, AllLogins: true}
+	if k.Scope != nil {
+		info.AllCards, info.CardIDs, info.AllLogins, info.LoginIDs = k.Scope.AllCards, k.Scope.CardIDs, k.Scope.AllLogins, k.Scope.LoginIDs
+	}
+	return info, nil
 }
 
 func (c *controlService) Catalog(ctx context.Context, apiKey, pageURL string) (json.RawMessage, error) {
@@ -174,3 +193,7 @@ func submissionOf(s recipes.Submission) control.RecipeSubmission {
 }
 
 var _ control.Service = (*controlService)(nil)
+var (
+	_ control.Service          = (*controlService)(nil)
+	_ control.KeyAuthenticator = (*controlService)(nil)
+)

@@ -2,16 +2,23 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/agentvault/agentvault/mcpserver"
+	"github.com/agentvault/agentvault/owner/dashboard"
 )
 
 func main() {
 	m := mcpserver.NewMain()
+	// TLS for the hosted server comes from the dashboard's helper: ACME
+	// with certmagic for a domain, a locally issued certificate otherwise.
+	m.TLSConfig = func(ctx context.Context, o mcpserver.TLSOptions) (*tls.Config, error) {
+		return dashboard.TLSConfig{Domain: o.Domain, Email: o.Email, DataDir: o.DataDir, Hosts: o.Hosts}.TLS(ctx)
+	}
 	if err := m.ParseFlags(os.Args[1:]); err != nil {
 		os.Exit(2)
 	}

@@ -108,6 +108,10 @@ func TestMcpdServesStreamableHTTP(t *testing.T) {
 		{[]string{}, "", true},
 		{[]string{"--http=0.0.0.0:7704"}, "", false},
 		{[]string{"--http=192.168.1.2:7704"}, "", false},
+		{[]string{"--http=0.0.0.0:7704", "--keys"}, "", false},
+		{[]string{"--http=0.0.0.0:7704", "--tls"}, "", false},
+		{[]string{"--http=0.0.0.0:7704", "--keys", "--tls"}, "0.0.0.0:7704", true},
+		{[]string{"--http=0.0.0.0:7704", "--keys", "--tls-domain=mcp.example.com"}, "0.0.0.0:7704", true},
 	} {
 		m := newMainForTest("unused")
 		err := m.ParseFlags(c.args)
@@ -119,11 +123,18 @@ func TestMcpdServesStreamableHTTP(t *testing.T) {
 	dir := t.TempDir()
 	const token = "ctl-token-http"
 	ctlSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer "+token || r.URL.Path != control.CatalogPath {
+		if r.Header.Get("Authorization") != "Bearer "+token {
 			http.NotFound(w, r)
 			return
 		}
-		w.Write([]byte(`{"identity":null,"addresses":[],"cards":[],"logins":[]}`))
+		switch r.URL.Path {
+		case control.CatalogPath:
+			w.Write([]byte(`{"identity":null,"addresses":[],"cards":[],"logins":[]}`))
+		case control.SessionsPath: // the hosted catalog call starts a session
+			w.Write([]byte(`{"id":"s_1","proxyURL":"http://127.0.0.1:1","proxyUser":"s_1","proxyPassword":"pw"}`))
+		default:
+			http.NotFound(w, r)
+		}
 	}))
 	defer ctlSrv.Close()
 	tokFile := filepath.Join(dir, "control-token")

@@ -70,6 +70,11 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, cfg TLSConfig) 
 	}
 }
 
+// TLS is the listener configuration cfg describes: ACME for a domain, the
+// given certificate, or a locally issued one. mcpd's hosted server uses it
+// too.
+func (cfg TLSConfig) TLS(ctx context.Context) (*tls.Config, error) { return cfg.tlsConfig(ctx) }
+
 func (cfg TLSConfig) tlsConfig(ctx context.Context) (*tls.Config, error) {
 	switch {
 	case cfg.Domain != "":

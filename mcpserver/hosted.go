@@ -1,0 +1,887 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/control"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The hosted server (seed 004, "On the hosted server"). A browser belongs
+// to a session the agent names on each call with the `session` argument,
+// not to the server process; a session belongs to the connection that
+// started it. A connection is the API key the client authenticated with
+// (the owner's connected app), or the server's own key when keys are off.
+// No Mcp-Session-Id header is issued (streamable HTTP runs stateless), so
+// the handle in the answer text is the only way back to a session.
+
+// HostedConfig turns on the hosted server's rules. Zero fields take the
+// seed's values.
+type HostedConfig struct {
+	// Now is the clock of the session limits (tests inject one).
+	Now func() time.Time
+	// CallDeadline: a call still running after it answers pending (25 s).
+	// CallLimit and HandoffLimit end a call with hard_timeout (4 and 12
+	// minutes).
+	CallDeadline, CallLimit, HandoffLimit time.Duration
+	// IdleLimit ends a session no call used for that long (13 minutes);
+	// AgeLimit one whose browser opened that long ago (56 minutes).
+	IdleLimit, AgeLimit time.Duration
+	// SweepEvery is how often the limits are checked (15 s); negative
+	// disables the sweeper (tests sweep by hand).
+	SweepEvery time.Duration
+}
+
+const (
+	maxHandleLen = 200
+	endedKeep    = time.Hour
+	endedMax     = 100
+	// slotGrace: a session of another connection that no call used in its
+	// first 2 minutes may be closed to make room at the session limit.
+	slotGrace = 2 * time.Minute
+)
+
+// End reasons, as the first ended-session message names them.
+const (
+	reasonIdle       = "it was idle too long"
+	reasonAge        = "its browser was near the proxy's one-hour limit for a session"
+	reasonCredential = "its credential was about to lapse"
+	reasonLimitOwn   = "the account was at its browser session limit and another session of this connection needed the slot"
+	reasonLimitOther = "no call had used it in the 2 minutes since it started, and this account's hosted apps needed its browser session slot"
+	reasonClosed     = "it was asked to (close_session)"
+	reasonOwner      = "the account holder ended it on the dashboard"
+)
+
+// startsSession: without a session, these tools start one (open_page with
+// a browser, the others without). A first call of any other tool is refused
+// before it runs.
+var startsSession = map[string]bool{
+	"open_page": true, "get_token_catalog": true, "create_login": true, "get_signup_request": true,
+	"wait_for_signup_approval": true, "set_login_username": true, "rotate_login_password": true,
+}
+
+// runsAlone: without a session these run on their own and name no handle.
+var runsAlone = map[string]bool{"get_checkout_recipes": true, "submit_checkout_recipe": true, "get_recipe_submission": true}
+
+// noTouch: calls that do not reach the browser do not keep a session from
+// being idle.
+var noTouch = map[string]bool{"get_run_report": true}
+
+type hosted struct {
+	cfg   HostedConfig
+	mu    sync.Mutex
+	conns map[string]*conn
+}
+
+func (h *hosted) now() time.Time {
+	if h != nil && h.cfg.Now != nil {
+		return h.cfg.Now()
+	}
+	return time.Now()
+}
+
+func (h *hosted) idle() time.Duration { return durOr(h.cfg.IdleLimit, 13*time.Minute) }
+func (h *hosted) age() time.Duration  { return durOr(h.cfg.AgeLimit, 56*time.Minute) }
+
+func durOr(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// conn is one connection: its sessions, the records of the ones that
+// ended, its running and kept calls, and its pending answers.
+type conn struct {
+	id     string
+	name   string
+	apiKey string
+
+	mu       sync.Mutex
+	live     map[string]*hsession
+	ended    []*endedRec
+	flights  map[string]*flight
+	firsts   map[string]firstCall
+	pendings map[string]*flight
+	replay   replayCache
+}
+
+type firstCall struct {
+	handle string
+	at     time.Time
+}
+
+func newConn(id, name, key string) *conn {
+	return &conn{id: id, name: name, apiKey: key, live: map[string]*hsession{}, flights: map[string]*flight{},
+		firsts: map[string]firstCall{}, pendings: map[string]*flight{}}
+}
+
+func (c *conn) addPending(id string, f *flight) {
+	c.mu.Lock()
+	c.pendings[id] = f
+	c.mu.Unlock()
+}
+
+func (c *conn) pending(id string) *flight {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pendings[id]
+}
+
+// uncollected counts the calls that answered pending and whose answer
+// nobody fetched.
+func (c *conn) uncollected() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, f := range c.pendings {
+		f.mu.Lock()
+		if !f.fetched {
+			n++
+		}
+		f.mu.Unlock()
+	}
+	return n
+}
+
+// hsession is a live hosted session.
+type hsession struct {
+	handle      string
+	conn        *conn
+	ss          *Session
+	started     time.Time
+	opened      time.Time // browser opened; zero until open_page got a page
+	lastUsed    time.Time
+	calls       int
+	inFlight    int
+	credExpires time.Time
+	ending      *endedRec // ended while a call was in flight
+}
+
+// endedRec is what is left of an ended session: why, and what its close
+// found.
+type endedRec struct {
+	handle string
+	reason string
+	at     time.Time
+
+	mu    sync.Mutex
+	found *closeFound
+	// answer is close_session's first answer, returned again when it is
+	// sent again for the same handle.
+	answer *mcp.CallToolResult
+}
+
+// closeFound is what a close found, as the first ended-session message
+// gives it.
+type closeFound struct {
+	Reports        []control.Report `json:"reports,omitempty"`
+	CoversWholeRun *bool            `json:"coversWholeRun,omitempty"`
+	VaultWrites    []string         `json:"vaultWrites,omitempty"`
+	TeardownError  string           `json:"teardownError,omitempty"`
+	Note           string           `json:"note,omitempty"`
+}
+
+const noReportNote = "No report could be read for that session. Do NOT read this as nothing having been filled."
+
+func foundOf(ss *Session) *closeFound {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if !ss.closed {
+		return &closeFound{Note: "The close had not finished: a call was still running on the session. Do NOT read this as nothing having been filled."}
+	}
+	if ss.closeErr != nil {
+		return &closeFound{Note: noReportNote, TeardownError: ss.teardownErr}
+	}
+	r := normReport(ss.closeAnswer.Report)
+	whole := true
+	return &closeFound{Reports: []control.Report{r}, CoversWholeRun: &whole, VaultWrites: r.CredentialWrites, TeardownError: ss.teardownErr}
+}
+
+func (r *endedRec) message() string {
+	r.mu.Lock()
+	f := r.found
+	r.mu.Unlock()
+	if f == nil {
+		f = &closeFound{Note: "The close had not finished yet. Do NOT read this as nothing having been filled."}
+	}
+	b, _ := json.Marshal(f)
+	return fmt.Sprintf("This session has ended: the gateway closed it because %s. What its close found: %s", r.reason, b)
+}
+
+const endedNoRecord = "This session has ended: it was closed, timed out, or the gateway restarted."
+
+func randomHandle(prefix string, n int) string {
+	b := make([]byte, (n*5+7)/8)
+	_, _ = rand.Read(b)
+	return prefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b))[:n]
+}
+
+// connOf is the connection a call came on.
+func (s *Server) connOf(req *mcp.CallToolRequest) *conn {
+	if s.hosted == nil || req == nil || req.Extra == nil || req.Extra.TokenInfo == nil || req.Extra.TokenInfo.UserID == "" {
+		return s.local
+	}
+	ti := req.Extra.TokenInfo
+	key, _ := ti.Extra[tokenInfoKey].(string)
+	name, _ := ti.Extra[tokenInfoName].(string)
+	h := s.hosted
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.conns[ti.UserID]
+	if c == nil {
+		c = newConn(ti.UserID, name, key)
+		h.conns[ti.UserID] = c
+	}
+	c.mu.Lock()
+	c.apiKey, c.name = key, name
+	c.mu.Unlock()
+	return c
+}
+
+// apiKeyOf is the API key a call's proxyd sessions and catalog use: the
+// connection's own on the hosted server, the configured one otherwise.
+func (s *Server) apiKeyOf(ctx context.Context) string {
+	if c := connFrom(ctx); c != nil {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.apiKey != "" {
+			return c.apiKey
+		}
+	}
+	return s.cfg.APIKey
+}
+
+// rpcIDOf is the JSON-RPC id of a call, as the HTTP layer found it in the
+// request body (rpcIDHeader); empty over stdio.
+func rpcIDOf(req *mcp.CallToolRequest) string {
+	if req == nil || req.Extra == nil || req.Extra.Header == nil {
+		return ""
+	}
+	return req.Extra.Header.Get(rpcIDHeader)
+}
+
+func argsOf(req *mcp.CallToolRequest) json.RawMessage {
+	if req == nil || req.Params == nil {
+		return nil
+	}
+	return req.Params.Arguments
+}
+
+// handleSetter is an argument struct whose session can be set (every tool
+// input embeds SessionArg).
+type handleSetter interface {
+	handle() string
+	setHandle(string)
+}
+
+func (a *SessionArg) setHandle(h string) { a.Session = h }
+
+// dispatch runs one tool call under the server's rules: on the local server
+// a wait on the owner answers pending unless the client waits with progress
+// notifications; on the hosted server every rule of seed 004.
+func (s *Server) dispatch(ctx context.Context, req *mcp.CallToolRequest, tool string, in handleSetter, run func(context.Context) *mcp.CallToolResult) *mcp.CallToolResult {
+	c := s.connOf(req)
+	if s.hosted == nil {
+		if req != nil && req.Params != nil && req.Params.GetProgressToken() != nil {
+			// A host that waits with progress notifications: the call
+			// blocks, as before.
+			return run(ctx)
+		}
+		f := newFlight(tool, time.Now(), req)
+		go func() {
+			res := run(withFlight(context.WithoutCancel(ctx), f))
+			f.complete(res, time.Now())
+		}()
+		return s.awaitFlight(ctx, c, f, 0, true)
+	}
+	return s.dispatchHosted(ctx, req, c, tool, in, run)
+}
+
+func refusal(code agentvault.Code, ended bool, format string, args ...any) *mcp.CallToolResult {
+	r := statusError(agentvault.Errorf(code, format, args...), nil)
+	if ended {
+		r = withSession(r, "", true)
+	}
+	return r
+}
+
+func (s *Server) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c *conn, tool string, in handleSetter, run func(context.Context) *mcp.CallToolResult) *mcp.CallToolResult {
+	h := s.hosted
+	now := h.now()
+	handle := in.handle()
+	fromHeader := false
+	if handle == "" && req != nil && req.Extra != nil && req.Extra.Header != nil {
+		if v := req.Extra.Header.Get("Mcp-Session-Id"); v != "" {
+			handle, fromHeader = v, true
+		}
+	}
+	if len(handle) > maxHandleLen {
+		return refusal(agentvault.CodeInvalidParams, false, "session is longer than %d characters: pass the handle an earlier answer named (s_...).", maxHandleLen)
+	}
+	args := canonicalArgs(argsOf(req))
+	rpcID := rpcIDOf(req)
+	kept := rpcID != "" && isKept(tool, argsOf(req))
+	replayKey := flightKeyOf(tool, args, handle, rpcID)
+	if kept {
+		if res := c.replay.get(replayKey, now); res != nil {
+			s.log.Info("tool", "tool", tool, "status", "replayed")
+			return res
+		}
+	}
+	// A retransmitted first call never starts a second session: it runs
+	// again on the session the first one started.
+	firstKey := flightKeyOf(tool, args, "", rpcID)
+	if handle == "" && rpcID != "" {
+		c.mu.Lock()
+		if fc, ok := c.firsts[firstKey]; ok && now.Sub(fc.at) < replayKeep {
+			handle = fc.handle
+		}
+		c.mu.Unlock()
+	}
+	joinKey := flightKeyOf(tool, args, handle, "")
+	c.mu.Lock()
+	if f := c.flights[joinKey]; f != nil {
+		c.mu.Unlock()
+		return s.awaitFlight(ctx, c, f, s.callDeadline(), true)
+	}
+	f := newFlight(tool, now, req)
+	c.flights[joinKey] = f
+	c.mu.Unlock()
+	done := func(res *mcp.CallToolResult, keep bool, weight int) {
+		if f.complete(res, h.now()) && keep && kept {
+			c.replay.put(replayKey, res, weight, h.now())
+		}
+		c.mu.Lock()
+		if c.flights[joinKey] == f {
+			delete(c.flights, joinKey)
+		}
+		c.mu.Unlock()
+	}
+	res, hs, started, earlier := s.hostedSession(ctx, c, tool, handle, fromHeader)
+	if res != nil {
+		done(res, false, 0)
+		return cloneResult(res)
+	}
+	if c.uncollected() >= maxPending {
+		s.leave(hs, false)
+		if started {
+			s.dropStarted(hs)
+		}
+		done(refusal(agentvault.CodeTooManyPending, false,
+			"This connection has %d calls whose answers nobody fetched: call get_pending_result for them before starting more.", maxPending), false, 0)
+		return cloneResult(f.result())
+	}
+	if started && rpcID != "" {
+		c.mu.Lock()
+		c.firsts[firstKey] = firstCall{handle: hs.handle, at: now}
+		c.mu.Unlock()
+	}
+	if hs == nil {
+		// A tool that runs on its own without a session.
+		go func() { done(run(withFlight(context.WithoutCancel(ctx), f)), true, 1) }()
+		return s.awaitFlight(ctx, c, f, s.callDeadline(), true)
+	}
+	in.setHandle(hs.handle)
+	f.mu.Lock()
+	f.handle = hs.handle
+	f.mu.Unlock()
+	closing := tool == "close_session"
+	var rec *endedRec
+	if closing {
+		// It takes the session out of use at once: no new call enters.
+		rec = s.detach(hs, reasonClosed)
+	}
+	limit := s.hardLimit(tool)
+	callCtx, cancel := context.WithTimeout(withFlight(context.WithoutCancel(ctx), f), limit)
+	callCtx = withConn(callCtx, c)
+	timer := time.AfterFunc(limit, func() {
+		res := withSession(hardTimeout(tool, limit), hs.handle, false)
+		done(res, true, 1)
+	})
+	go func() {
+		defer cancel()
+		res := run(callCtx)
+		timer.Stop()
+		failedFirst := started && res.IsError && !loginWrites[tool] && (tool != "open_page" || !s.hasPage(hs))
+		switch {
+		case closing:
+			res = withSession(res, hs.handle, true)
+			rec.mu.Lock()
+			rec.answer = cloneResult(res)
+			rec.mu.Unlock()
+			rec.setFound(foundOf(hs.ss))
+		case failedFirst:
+			// A first call that fails starts no session.
+			s.leave(hs, false)
+			s.dropStarted(hs)
+			c.mu.Lock()
+			delete(c.firsts, firstKey)
+			c.mu.Unlock()
+			done(res, false, 0)
+			return
+		default:
+			if earlier != nil {
+				res = withEarlier(res, earlier)
+			}
+			ended := s.leave(hs, !noTouch[tool])
+			res = withSession(res, hs.handle, ended)
+		}
+		if closing {
+			s.leave(hs, false)
+		}
+		weight := 1
+		if started {
+			weight = 2
+		}
+		done(res, true, weight)
+	}()
+	return s.awaitFlight(ctx, c, f, s.callDeadline(), true)
+}
+
+type connKey struct{}
+
+func withConn(ctx context.Context, c *conn) context.Context {
+	return context.WithValue(ctx, connKey{}, c)
+}
+
+func connFrom(ctx context.Context) *conn {
+	c, _ := ctx.Value(connKey{}).(*conn)
+	return c
+}
+
+func (r *endedRec) setFound(f *closeFound) {
+	r.mu.Lock()
+	r.found = f
+	r.mu.Unlock()
+}
+
+// withEarlier adds what the close of the session an old Mcp-Session-Id
+// named found, when a new session was started in its place.
+func withEarlier(res *mcp.CallToolResult, rec *endedRec) *mcp.CallToolResult {
+	msg := strings.TrimPrefix(rec.message(), "This session has ended: ")
+	res.Content = append(res.Content, &mcp.TextContent{Text: "The earlier session your client named in its Mcp-Session-Id header has ended, so this call started a new one: " + msg})
+	return res
+}
+
+func (s *Server) hasPage(hs *hsession) bool {
+	hs.ss.mu.Lock()
+	defer hs.ss.mu.Unlock()
+	return hs.ss.page != nil
+}
+
+// hostedSession resolves the session a call runs on (entering it), or the
+// refusal it gets before it runs.
+func (s *Server) hostedSession(ctx context.Context, c *conn, tool, handle string, fromHeader bool) (res *mcp.CallToolResult, hs *hsession, started bool, earlier *endedRec) {
+	h := s.hosted
+	if handle != "" {
+		c.mu.Lock()
+		hs = c.live[handle]
+		var rec *endedRec
+		if hs == nil {
+			for _, r := range c.ended {
+				if r.handle == handle && h.now().Sub(r.at) < endedKeep {
+					rec = r
+				}
+			}
+		} else {
+			hs.inFlight++
+			hs.calls++
+		}
+		c.mu.Unlock()
+		if hs != nil {
+			return nil, hs, false, nil
+		}
+		if !(fromHeader && startsSession[tool]) {
+			if rec != nil {
+				rec.mu.Lock()
+				again := rec.answer
+				rec.mu.Unlock()
+				if tool == "close_session" && again != nil {
+					return again, nil, false, nil
+				}
+				return refusal(agentvault.CodeSessionEnded, true, "%s", rec.message()), nil, false, nil
+			}
+			return refusal(agentvault.CodeSessionEnded, true, "%s", endedNoRecord), nil, false, nil
+		}
+		earlier = rec
+	}
+	if runsAlone[tool] {
+		return nil, nil, false, nil
+	}
+	if !startsSession[tool] {
+		return refusal(agentvault.CodeNoPage, false,
+			"%s needs a browser session: call open_page first, then pass the `session` it returns on this call.", tool), nil, false, nil
+	}
+	hs, err := s.startHosted(ctx, c)
+	if err != nil {
+		return statusError(err, nil), nil, false, nil
+	}
+	return nil, hs, true, earlier
+}
+
+// startHosted opens a proxyd session for c. At the key's session limit it
+// closes an idle session of this connection (or one no call used in the 2
+// minutes since it started) to make room, once.
+func (s *Server) startHosted(ctx context.Context, c *conn) (*hsession, error) {
+	h := s.hosted
+	c.mu.Lock()
+	key := c.apiKey
+	c.mu.Unlock()
+	if key == "" {
+		key = s.cfg.APIKey
+	}
+	cs, err := s.cfg.Control.CreateSession(ctx, key)
+	if agentvault.ErrorCode(err) == agentvault.CodeTooManySessions {
+		if v, why := s.victim(c); v != nil {
+			if rec := s.detach(v, why); rec != nil {
+				s.finishEnd(v, rec)
+			}
+			cs, err = s.cfg.Control.CreateSession(ctx, key)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	ss := newSession(cs)
+	ss.Handle = randomHandle("s_", 16)
+	now := h.now()
+	hs := &hsession{handle: ss.Handle, conn: c, ss: ss, started: now, lastUsed: now, calls: 1, inFlight: 1, credExpires: cs.ExpiresAt}
+	s.mu.Lock()
+	s.sessions[ss.Handle] = ss
+	s.mu.Unlock()
+	c.mu.Lock()
+	c.live[ss.Handle] = hs
+	c.mu.Unlock()
+	s.log.Info("hosted session opened", "conn", c.id)
+	return hs, nil
+}
+
+// EnableHosted turns on the hosted server's rules (mcpd over HTTP). Call
+// it before serving.
+func (s *Server) EnableHosted(cfg HostedConfig) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hosted != nil {
+		return
+	}
+	s.hosted = &hosted{cfg: cfg, conns: map[string]*conn{}}
+	s.runSweeper()
+}
+
+// victim picks the session to close at the session limit.
+func (s *Server) victim(c *conn) (*hsession, string) {
+	h := s.hosted
+	now := h.now()
+	var best *hsession
+	c.mu.Lock()
+	for _, hs := range c.live {
+		if hs.inFlight == 0 && (best == nil || hs.lastUsed.Before(best.lastUsed)) {
+			best = hs
+		}
+	}
+	c.mu.Unlock()
+	if best != nil {
+		return best, reasonLimitOwn
+	}
+	h.mu.Lock()
+	conns := make([]*conn, 0, len(h.conns))
+	for _, o := range h.conns {
+		conns = append(conns, o)
+	}
+	h.mu.Unlock()
+	for _, o := range conns {
+		o.mu.Lock()
+		for _, hs := range o.live {
+			if hs.inFlight == 0 && hs.calls <= 1 && now.Sub(hs.started) >= slotGrace {
+				best = hs
+			}
+		}
+		o.mu.Unlock()
+		if best != nil {
+			return best, reasonLimitOther
+		}
+	}
+	return nil, ""
+}
+
+// leave ends a call on hs. touch records a use. It returns whether the
+// session has ended (closing it when this was its last running call).
+func (s *Server) leave(hs *hsession, touch bool) bool {
+	if hs == nil {
+		return false
+	}
+	c := hs.conn
+	c.mu.Lock()
+	hs.inFlight--
+	if touch {
+		hs.lastUsed = s.hosted.now()
+	}
+	if hs.opened.IsZero() && hs.ss != nil {
+		hs.ss.mu.Lock()
+		if hs.ss.page != nil {
+			hs.opened = s.hosted.now()
+		}
+		hs.ss.mu.Unlock()
+	}
+	rec, last := hs.ending, hs.inFlight == 0
+	c.mu.Unlock()
+	if rec != nil && last {
+		go s.finishEnd(hs, rec)
+	}
+	return rec != nil
+}
+
+// dropStarted closes a session a failed first call started: no handle came
+// back, so no record is kept either.
+func (s *Server) dropStarted(hs *hsession) {
+	c := hs.conn
+	c.mu.Lock()
+	delete(c.live, hs.handle)
+	c.mu.Unlock()
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = s.closeSession(ctx, hs.ss)
+	}()
+}
+
+// detach takes hs out of use (no new call enters) and records why.
+func (s *Server) detach(hs *hsession, reason string) *endedRec {
+	c := hs.conn
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.live[hs.handle] != hs {
+		return nil
+	}
+	delete(c.live, hs.handle)
+	rec := &endedRec{handle: hs.handle, reason: reason, at: s.hosted.now()}
+	c.ended = append(c.ended, rec)
+	if len(c.ended) > endedMax {
+		c.ended = append([]*endedRec(nil), c.ended[len(c.ended)-endedMax:]...)
+	}
+	if reason != reasonClosed {
+		hs.ending = rec
+	}
+	s.log.Info("hosted session ended", "conn", c.id, "reason", reason)
+	return rec
+}
+
+// endSession ends hs for reason: at once when no call runs on it, else
+// when the last running call leaves.
+func (s *Server) endSession(hs *hsession, reason string) {
+	rec := s.detach(hs, reason)
+	if rec == nil {
+		return
+	}
+	hs.conn.mu.Lock()
+	idle := hs.inFlight == 0
+	hs.conn.mu.Unlock()
+	if idle {
+		s.finishEnd(hs, rec)
+	}
+}
+
+func (s *Server) finishEnd(hs *hsession, rec *endedRec) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, _ = s.closeSession(ctx, hs.ss)
+	rec.setFound(foundOf(hs.ss))
+}
+
+// sweep ends the sessions past a limit and forgets what is too old to
+// keep.
+func (s *Server) sweep() {
+	h := s.hosted
+	if h == nil {
+		return
+	}
+	now := h.now()
+	h.mu.Lock()
+	conns := make([]*conn, 0, len(h.conns)+1)
+	for _, c := range h.conns {
+		conns = append(conns, c)
+	}
+	h.mu.Unlock()
+	conns = append(conns, s.local)
+	type end struct {
+		hs     *hsession
+		reason string
+	}
+	var ends []end
+	for _, c := range conns {
+		c.mu.Lock()
+		for _, hs := range c.live {
+			switch {
+			case !hs.credExpires.IsZero() && !now.Before(hs.credExpires.Add(-time.Minute)):
+				ends = append(ends, end{hs, reasonCredential})
+			case hs.inFlight > 0:
+			case now.Sub(hs.lastUsed) >= h.idle():
+				ends = append(ends, end{hs, reasonIdle})
+			case !hs.opened.IsZero() && now.Sub(hs.opened) >= h.age():
+				ends = append(ends, end{hs, reasonAge})
+			}
+		}
+		kept := c.ended[:0]
+		for _, r := range c.ended {
+			if now.Sub(r.at) < endedKeep {
+				kept = append(kept, r)
+			}
+		}
+		c.ended = kept
+		for k, fc := range c.firsts {
+			if now.Sub(fc.at) >= replayKeep {
+				delete(c.firsts, k)
+			}
+		}
+		for id, f := range c.pendings {
+			f.mu.Lock()
+			old := f.res != nil && now.Sub(f.ended) >= pendingKeep
+			f.mu.Unlock()
+			if old {
+				delete(c.pendings, id)
+			}
+		}
+		c.mu.Unlock()
+	}
+	for _, e := range ends {
+		s.endSession(e.hs, e.reason)
+	}
+}
+
+func (s *Server) runSweeper() {
+	every := s.hosted.cfg.SweepEvery
+	if every < 0 {
+		return
+	}
+	if every == 0 {
+		every = 15 * time.Second
+	}
+	t := time.NewTicker(every)
+	go func() {
+		defer t.Stop()
+		for {
+			select {
+			case <-s.stopCtx.Done():
+				return
+			case <-t.C:
+				s.sweep()
+			}
+		}
+	}()
+}
+
+// withSession adds the hosted status fields (session=, session_ended=) to
+// an answer's status line or first JSON keys, and the handle line at its
+// end.
+func withSession(res *mcp.CallToolResult, handle string, ended bool) *mcp.CallToolResult {
+	if res == nil || len(res.Content) == 0 {
+		return res
+	}
+	var extra [][2]string
+	if handle != "" {
+		extra = append(extra, [2]string{"session", handle})
+	}
+	if ended {
+		extra = append(extra, [2]string{"session_ended", "true"})
+	}
+	if tc, ok := res.Content[0].(*mcp.TextContent); ok && len(extra) > 0 {
+		switch {
+		case strings.HasPrefix(tc.Text, "{"):
+			tc.Text = insertStatusKeys(tc.Text, extra)
+		case strings.HasPrefix(tc.Text, "status="):
+			line, rest, _ := strings.Cut(tc.Text, "\n")
+			for _, kv := range extra {
+				part := kv[0] + "=" + sanitizeValue(kv[1])
+				if strings.Contains(" "+line+" ", " "+kv[0]+"=") || len(line)+1+len(part) > maxStatusLine {
+					continue
+				}
+				line += " " + part
+			}
+			tc.Text = line + "\n" + rest
+		}
+	}
+	if handle != "" {
+		res.Content = append(res.Content, &mcp.TextContent{Text: "session: " + handle + ` (pass this as "session" on every later call in this task)`})
+	}
+	return res
+}
+
+// insertStatusKeys puts extra after a JSON answer's leading status keys
+// (status, code, filled, with or without leading underscores). A key the
+// object already has gets a leading underscore.
+func insertStatusKeys(text string, extra [][2]string) string {
+	var keys map[string]json.RawMessage
+	if json.Unmarshal([]byte(text), &keys) != nil {
+		return text
+	}
+	dec := json.NewDecoder(strings.NewReader(text))
+	if _, err := dec.Token(); err != nil {
+		return text
+	}
+	off := int(dec.InputOffset())
+	// The status fields come first, in this order, each once; the
+	// object's own keys follow (close_session's own "status").
+	order := []string{"status", "code", "filled"}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return text
+		}
+		k, _ := tok.(string)
+		for len(order) > 0 && order[0] != strings.TrimLeft(k, "_") {
+			order = order[1:]
+		}
+		if len(order) == 0 {
+			goto insert
+		}
+		order = order[1:]
+		var v json.RawMessage
+		if dec.Decode(&v) != nil {
+			return text
+		}
+		off = int(dec.InputOffset())
+	}
+insert:
+	var b bytes.Buffer
+	for _, kv := range extra {
+		k := kv[0]
+		for {
+			if _, taken := keys[k]; !taken {
+				break
+			}
+			k = "_" + k
+		}
+		kb, _ := json.Marshal(k)
+		var vb []byte
+		if kv[1] == "true" {
+			vb = []byte("true")
+		} else {
+			vb, _ = json.Marshal(kv[1])
+		}
+		b.Write(kb)
+		b.WriteByte(':')
+		b.Write(vb)
+		b.WriteByte(',')
+	}
+	ins := b.String()
+	head := text[:off]
+	if strings.TrimSpace(head) == "{" {
+		// No status keys: the new keys go first.
+		rest := strings.TrimLeft(text[off:], " \n\t")
+		if strings.HasPrefix(rest, "}") {
+			ins = strings.TrimSuffix(ins, ",")
+		}
+		return head + ins + text[off:]
+	}
+	return head + "," + strings.TrimSuffix(ins, ",") + text[off:]
+}

@@ -1,0 +1,583 @@
+package mcpserver
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/browser/browsertest"
+	"github.com/agentvault/agentvault/control"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// hostedControl is standInControl with a fresh proxyd session per
+// CreateSession, a session limit, and a credential lifetime.
+type hostedControl struct {
+	*standInControl
+	mu       sync.Mutex
+	created  int
+	live     map[string]bool
+	limit    int
+	lifetime time.Duration
+	now      func() time.Time
+}
+
+func (c *hostedControl) CreateSession(ctx context.Context, apiKey string) (control.CreateSessionResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.limit > 0 && len(c.live) >= c.limit {
+		return control.CreateSessionResponse{}, agentvault.Errorf(agentvault.CodeTooManySessions, "this API key has too many open sessions: close one first")
+	}
+	c.created++
+	id := fmt.Sprintf("s_proxy%d", c.created)
+	c.live[id] = true
+	r := control.CreateSessionResponse{ID: id, ProxyURL: "http://127.0.0.1:1", ProxyUser: id, ProxyPassword: "pw"}
+	if c.lifetime > 0 {
+		r.ExpiresAt = c.now().Add(c.lifetime)
+	}
+	return r, nil
+}
+
+func (c *hostedControl) CloseSession(ctx context.Context, id string) (control.CloseResponse, error) {
+	c.mu.Lock()
+	delete(c.live, id)
+	c.mu.Unlock()
+	return c.standInControl.CloseSession(ctx, id)
+}
+
+func (c *hostedControl) creates() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.created
+}
+
+// keyTable plays proxyd's key check.
+type keyTable map[string]string // key -> id
+
+func (k keyTable) AuthenticateKey(ctx context.Context, key string) (control.KeyInfo, error) {
+	if id, ok := k[key]; ok {
+		return control.KeyInfo{ID: id, Name: "app " + id}, nil
+	}
+	return control.KeyInfo{}, agentvault.Errorf(agentvault.CodeInvalidAPIKey, "the API key is not valid")
+}
+
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+type hostedHarness struct {
+	t     *testing.T
+	site  *browsertest.Site
+	ctl   *hostedControl
+	srv   *Server
+	url   string
+	clock *fakeClock
+	// sessionIDs counts Mcp-Session-Id response headers seen.
+	mu         sync.Mutex
+	sessionIDs int
+}
+
+const keyA, keyB = "avk_aaaa_secretA", "avk_bbbb_secretB"
+
+func newHostedHarness(t *testing.T, hc HostedConfig, tune func(*hostedControl)) *hostedHarness {
+	t.Helper()
+	browsertest.SkipIfNoBrowser(t)
+	site := browsertest.Start(t)
+	clock := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	ctl := &hostedControl{standInControl: &standInControl{}, live: map[string]bool{}, now: clock.now}
+	if tune != nil {
+		tune(ctl)
+	}
+	hc.Now = clock.now
+	hc.SweepEvery = -1
+	srv, err := New(Config{
+		Control: ctl, APIKey: "avk_local", DriverDir: browsertest.DriverDir(),
+		ExtraTrustSPKI: []string{site.SPKI}, UnsafeDirectBrowser: true, WaitPoll: 50 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Hosted: &hc,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &hostedHarness{t: t, site: site, ctl: ctl, srv: srv, clock: clock}
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		srv.HTTPHandler(HTTPOptions{Keys: keyTable{keyA: "avk_aaaa", keyB: "avk_bbbb"}}).ServeHTTP(w, r)
+	}))
+	h.url = hs.URL
+	t.Cleanup(func() { hs.Close(); srv.Close() })
+	return h
+}
+
+// bearer adds the key and records Mcp-Session-Id response headers.
+type bearer struct {
+	key string
+	h   *hostedHarness
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.key)
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err == nil && resp.Header.Get("Mcp-Session-Id") != "" {
+		b.h.mu.Lock()
+		b.h.sessionIDs++
+		b.h.mu.Unlock()
+	}
+	return resp, err
+}
+
+func (h *hostedHarness) client(key string) *mcp.ClientSession {
+	h.t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "agent-" + key[:8], Version: "0"}, nil)
+	cs, err := c.Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: h.url,
+		HTTPClient: &http.Client{Transport: bearer{key, h}}}, nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// call runs a tool and returns the first text item, the whole result.
+func call(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) (string, *mcp.CallToolResult) {
+	t.Helper()
+	if args == nil {
+		args = map[string]any{}
+	}
+	r, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: protocol error %v", name, err)
+	}
+	return text(r), r
+}
+
+var handleLine = regexp.MustCompile(`^session: (s_[a-z2-7]+) \(pass this as "session" on every later call in this task\)$`)
+
+// handleOf checks the handle line at the end of r and the session= status
+// field, and returns the handle.
+func handleOf(t *testing.T, r *mcp.CallToolResult) string {
+	t.Helper()
+	last, _ := r.Content[len(r.Content)-1].(*mcp.TextContent)
+	if last == nil || !handleLine.MatchString(last.Text) {
+		t.Fatalf("no handle line at the end of %q", text(r))
+	}
+	h := handleLine.FindStringSubmatch(last.Text)[1]
+	first := text(r)
+	if !strings.Contains(strings.SplitN(first, "\n", 2)[0], "session="+h) && !strings.Contains(first, `"session":"`+h+`"`) {
+		t.Fatalf("status of %q does not name session %s", first, h)
+	}
+	return h
+}
+
+// TestHostedSessionsByHandle: the session argument, the handle line and
+// session= status field, calls without a session by the seed's table, a
+// handle reading as ended on another connection, DELETE 405 with the
+// browser going on, no Mcp-Session-Id header, and close_session's record.
+func TestHostedSessionsByHandle(t *testing.T) {
+	h := newHostedHarness(t, HostedConfig{}, nil)
+	a, b := h.client(keyA), h.client(keyB)
+
+	txt, _ := call(t, a, "click", map[string]any{"selector": "#place-order"})
+	if !strings.HasPrefix(txt, "status=error code=no_page\n") || !strings.Contains(txt, "click needs a browser session: call open_page first, then pass the `session` it returns on this call.") {
+		t.Fatalf("click without a session: %q", txt)
+	}
+	_, r := call(t, a, "get_token_catalog", nil)
+	catHandle := handleOf(t, r)
+	_, r = call(t, a, "open_page", map[string]any{"url": h.site.CheckoutURL(), "session": catHandle})
+	if got := handleOf(t, r); got != catHandle {
+		t.Fatalf("open_page on the catalog's session answered %s", got)
+	}
+	_, r = call(t, b, "open_page", map[string]any{"url": h.site.CheckoutURL()})
+	bHandle := handleOf(t, r)
+	if bHandle == catHandle || h.ctl.creates() != 2 {
+		t.Fatalf("two connections, %d proxyd sessions, handles %s %s", h.ctl.creates(), catHandle, bHandle)
+	}
+	// A handle belongs to the connection that started it.
+	txt, _ = call(t, b, "count", map[string]any{"selector": "#email", "session": catHandle})
+	if !strings.HasPrefix(txt, "status=error code=session_ended session_ended=true\n") ||
+		!strings.Contains(txt, endedNoRecord+" Call open_page without `session` to start a new one.") {
+		t.Fatalf("A's handle on B: %q", txt)
+	}
+	txt, _ = call(t, a, "count", map[string]any{"selector": strings.Repeat("x", 10), "session": strings.Repeat("s", 201)})
+	if !strings.HasPrefix(txt, "status=error code=invalid_params") {
+		t.Fatalf("a 201-character session: %q", txt)
+	}
+
+	// DELETE closes nothing.
+	req, _ := http.NewRequest(http.MethodDelete, h.url, nil)
+	req.Header.Set("Authorization", "Bearer "+keyA)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("DELETE answered %d", resp.StatusCode)
+	}
+	txt, r = call(t, a, "count", map[string]any{"selector": "#email", "session": catHandle})
+	if r.IsError || !strings.HasPrefix(txt, `{"status":"ok","session":"`+catHandle+`"`) {
+		t.Fatalf("count after DELETE: %q", txt)
+	}
+	// Unauthenticated requests are refused.
+	resp, err = http.Post(h.url, "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("no key: %d", resp.StatusCode)
+	}
+
+	txt, r = call(t, a, "close_session", map[string]any{"session": catHandle})
+	if !strings.HasPrefix(txt, `{"_status":"ok","session":"`+catHandle+`","session_ended":true,"status":"Session closed"`) {
+		t.Fatalf("close_session: %q", txt)
+	}
+	again, _ := call(t, a, "close_session", map[string]any{"session": catHandle})
+	if again != txt {
+		t.Fatalf("close_session again: %q, first %q", again, txt)
+	}
+	txt, _ = call(t, a, "count", map[string]any{"selector": "#email", "session": catHandle})
+	if !strings.Contains(txt, "This session has ended: the gateway closed it because it was asked to (close_session). What its close found: {\"reports\":[") ||
+		!strings.Contains(txt, `"coversWholeRun":true`) || !strings.HasSuffix(txt, "Call open_page without `session` to start a new one.") {
+		t.Fatalf("count after close: %q", txt)
+	}
+	// B's browser went on all along.
+	if txt, r = call(t, b, "count", map[string]any{"selector": "#email", "session": bHandle}); r.IsError {
+		t.Fatalf("B after A closed: %q", txt)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.sessionIDs != 0 {
+		t.Fatalf("%d answers carried an Mcp-Session-Id header", h.sessionIDs)
+	}
+}
+
+// TestHostedSessionEnds: every end reason on an injected clock, with the
+// first ended-session message and the close report; a restart leaves only
+// the second message.
+func TestHostedSessionEnds(t *testing.T) {
+	h := newHostedHarness(t, HostedConfig{}, func(c *hostedControl) { c.limit = 2; c.lifetime = 50 * time.Minute })
+	a := h.client(keyA)
+	open := func() string {
+		t.Helper()
+		txt, r := call(t, a, "open_page", map[string]any{"url": h.site.CheckoutURL()})
+		if r.IsError {
+			t.Fatalf("open_page: %q", txt)
+		}
+		return handleOf(t, r)
+	}
+	ended := func(handle, reason string) {
+		t.Helper()
+		txt, _ := call(t, a, "count", map[string]any{"selector": "#email", "session": handle})
+		want := "This session has ended: the gateway closed it because " + reason + ". What its close found: "
+		if !strings.HasPrefix(txt, "status=error code=session_ended session_ended=true\n"+want) || !strings.Contains(txt, `"reports":[`) {
+			t.Fatalf("ended session %s: %q", reason, txt)
+		}
+	}
+
+	idle := open()
+	h.clock.add(12 * time.Minute)
+	h.srv.sweep()
+	call(t, a, "count", map[string]any{"selector": "#email", "session": idle}) // a use at 12 min
+	h.clock.add(12 * time.Minute)
+	h.srv.sweep()
+	if txt, r := call(t, a, "count", map[string]any{"selector": "#email", "session": idle}); r.IsError {
+		t.Fatalf("a session used 12 minutes ago ended: %q", txt)
+	}
+	h.clock.add(13 * time.Minute)
+	h.srv.sweep()
+	ended(idle, reasonIdle)
+
+	// The credential lapses 50 minutes after the proxyd session opened:
+	// the session ends a minute before.
+	cred := open()
+	for range 4 {
+		h.clock.add(12 * time.Minute)
+		h.srv.sweep()
+		call(t, a, "count", map[string]any{"selector": "#email", "session": cred})
+	}
+	h.clock.add(time.Minute)
+	h.srv.sweep()
+	ended(cred, reasonCredential)
+
+	// Age: 56 minutes after the browser opened, even when in use.
+	h.ctl.lifetime = 0
+	old := open()
+	for range 5 {
+		h.clock.add(11 * time.Minute)
+		h.srv.sweep()
+		call(t, a, "count", map[string]any{"selector": "#email", "session": old})
+	}
+	h.clock.add(2 * time.Minute)
+	h.srv.sweep()
+	ended(old, reasonAge)
+
+	// The key's session limit is 2: a third open_page closes the least
+	// recently used session of this connection.
+	first, second := open(), open()
+	call(t, a, "count", map[string]any{"selector": "#email", "session": second})
+	third := open()
+	ended(first, reasonLimitOwn)
+	if txt, r := call(t, a, "count", map[string]any{"selector": "#email", "session": third}); r.IsError {
+		t.Fatalf("the new session: %q", txt)
+	}
+
+	// A restart forgets every session and record.
+	h2 := newHostedHarness(t, HostedConfig{}, nil)
+	txt, _ := call(t, h2.client(keyA), "count", map[string]any{"selector": "#email", "session": second})
+	if !strings.Contains(txt, endedNoRecord) {
+		t.Fatalf("after a restart: %q", txt)
+	}
+}
+
+// TestHostedCallDeadlines: a call waiting on the owner answers pending at
+// once with the wait named, get_pending_result returns the fill's own
+// answer after the approval; a slow call answers pending at the deadline
+// without an owner wait; a call past its limit answers hard_timeout.
+func TestHostedCallDeadlines(t *testing.T) {
+	h := newHostedHarness(t, HostedConfig{CallDeadline: 8 * time.Second, CallLimit: 20 * time.Second}, nil)
+	a := h.client(keyA)
+	_, r := call(t, a, "open_page", map[string]any{"url": h.site.CheckoutURL()})
+	s := handleOf(t, r)
+	script := &ownerScript{field: "email", answers: []string{"pending"},
+		pending: control.Pending{WaitID: "apr_9", Kind: "new_destination", Reason: "new_destination", Site: "127.0.0.1", ExpiresAt: time.Now().Add(time.Hour)}}
+	h.ctl.owner = script
+	txt, r := call(t, a, "fill_checkout", map[string]any{"session": s, "fields": []map[string]any{{"selector": "#email", "value": "av_identity_1_email_u7x2k"}}})
+	m := regexp.MustCompile(`^status=pending wait=(w_[a-z2-7]+) waiting_on_owner=true reason=new_destination session=` + s + "\n").FindStringSubmatch(txt)
+	if m == nil || !strings.Contains(txt, "fill_checkout is waiting for the account owner to approve a new site (127.0.0.1)") ||
+		!strings.Contains(txt, "'Authorize new site: 127.0.0.1'") {
+		t.Fatalf("pending fill: %q", txt)
+	}
+	sc, _ := json.Marshal(r.StructuredContent)
+	if !strings.Contains(string(sc), `"waiting_on_owner":true`) || !strings.Contains(string(sc), `"reason":"new_destination"`) {
+		t.Fatalf("structuredContent %s", sc)
+	}
+	wait := m[1]
+	txt, _ = call(t, a, "get_pending_result", map[string]any{"wait": wait})
+	if !strings.HasPrefix(txt, "status=pending wait="+wait+" waiting_on_owner=true") {
+		t.Fatalf("still waiting: %q", txt)
+	}
+	script.mu.Lock()
+	script.answers = []string{"approved"}
+	script.mu.Unlock()
+	txt, r = call(t, a, "get_pending_result", map[string]any{"wait": wait})
+	if r.IsError || !strings.HasPrefix(txt, "status=ok filled=1/1 session="+s+"\n") || handleOf(t, r) != s {
+		t.Fatalf("the fill's own answer: %q", txt)
+	}
+
+	// No owner wait: pending at the deadline, then the call's own answer.
+	txt, _ = call(t, a, "wait_for_selector", map[string]any{"session": s, "selector": "#never", "timeout": 12000})
+	m = regexp.MustCompile(`^status=pending wait=(w_[a-z2-7]+) waiting_on_owner=false session=`).FindStringSubmatch(txt)
+	if m == nil || !strings.Contains(txt, "No request to the account owner has been reported for this call") {
+		t.Fatalf("slow call: %q", txt)
+	}
+	for {
+		txt, _ = call(t, a, "get_pending_result", map[string]any{"wait": m[1]})
+		if !strings.HasPrefix(txt, "status=pending") {
+			break
+		}
+	}
+	if !strings.HasPrefix(txt, "status=error code=timeout session="+s) {
+		t.Fatalf("slow call's answer: %q", txt)
+	}
+	// Past the call limit: hard_timeout.
+	txt, _ = call(t, a, "wait_for_selector", map[string]any{"session": s, "selector": "#never", "timeout": 60000})
+	wait = regexp.MustCompile(`wait=(w_[a-z2-7]+)`).FindStringSubmatch(txt)[1]
+	for strings.HasPrefix(txt, "status=pending") {
+		txt, _ = call(t, a, "get_pending_result", map[string]any{"wait": wait})
+	}
+	if !strings.HasPrefix(txt, "status=error code=hard_timeout session="+s) || !strings.Contains(txt, "wait_for_selector did not finish within 20s. Its outcome is unknown: check before repeating it.") {
+		t.Fatalf("past the limit: %q", txt)
+	}
+}
+
+// rawCall posts one tools/call with a chosen JSON-RPC id and returns the
+// result's first text item.
+func (h *hostedHarness) rawCall(t *testing.T, key string, id int, tool string, args map[string]any) string {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": map[string]any{"name": tool, "arguments": args}})
+	req, _ := http.NewRequest(http.MethodPost, h.url, bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimPrefix(sc.Text(), "data: ")
+		var msg struct {
+			ID     int `json:"id"`
+			Result *struct {
+				Content []struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"result"`
+			Error *struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if json.Unmarshal([]byte(line), &msg) != nil || msg.ID != id {
+			continue
+		}
+		if msg.Error != nil {
+			t.Fatalf("%s: %s", tool, msg.Error.Message)
+		}
+		var parts []string
+		for _, c := range msg.Result.Content {
+			parts = append(parts, c.Text)
+		}
+		return strings.Join(parts, "\n")
+	}
+	t.Fatalf("%s: no answer for id %d (status %d)", tool, id, resp.StatusCode)
+	return ""
+}
+
+// TestP20_RetransmittedCallsNeverRunTwice: a retransmitted first open_page
+// starts no second session; a retransmitted fill (same id) authorizes
+// nothing and returns the first answer, a new id runs it again; identical
+// calls at the same time join; refusals before the tool ran are not kept.
+func TestP20_RetransmittedCallsNeverRunTwice(t *testing.T) {
+	h := newHostedHarness(t, HostedConfig{}, nil)
+	first := h.rawCall(t, keyA, 1, "open_page", map[string]any{"url": h.site.CheckoutURL()})
+	again := h.rawCall(t, keyA, 1, "open_page", map[string]any{"url": h.site.CheckoutURL()})
+	if first != again || h.ctl.creates() != 1 {
+		t.Fatalf("retransmitted first call: %d sessions; %q vs %q", h.ctl.creates(), first, again)
+	}
+	s := regexp.MustCompile(`session: (s_[a-z2-7]+)`).FindStringSubmatch(first)[1]
+	cat1 := h.rawCall(t, keyA, 2, "get_token_catalog", nil)
+	cat2 := h.rawCall(t, keyA, 2, "get_token_catalog", nil)
+	if h.ctl.creates() != 2 || regexp.MustCompile(`session: (s_[a-z2-7]+)`).FindString(cat1) != regexp.MustCompile(`session: (s_[a-z2-7]+)`).FindString(cat2) {
+		t.Fatalf("retransmitted catalog started another session (%d)", h.ctl.creates())
+	}
+
+	fill := map[string]any{"session": s, "fields": []map[string]any{{"selector": "#email", "value": "av_identity_1_email_u7x2k"}}}
+	auths := func() int { h.ctl.mu.Lock(); defer h.ctl.mu.Unlock(); return len(h.ctl.auths) }
+	n0 := auths()
+	a1 := h.rawCall(t, keyA, 3, "fill_checkout", fill)
+	a2 := h.rawCall(t, keyA, 3, "fill_checkout", fill)
+	if a1 != a2 || auths() != n0+1 || !strings.HasPrefix(a1, "status=ok filled=1/1") {
+		t.Fatalf("retransmitted fill: %d authorizations; %q vs %q", auths()-n0, a1, a2)
+	}
+	h.rawCall(t, keyA, 4, "fill_checkout", fill)
+	if auths() != n0+2 {
+		t.Fatalf("a new id did not run the fill again (%d)", auths()-n0)
+	}
+	// On another connection the same id is another call.
+	if txt := h.rawCall(t, keyB, 3, "fill_checkout", fill); !strings.Contains(txt, endedNoRecord) {
+		t.Fatalf("B: %q", txt)
+	}
+
+	// Identical calls at the same time join: one owner request.
+	script := &ownerScript{field: "email", answers: []string{"pending"},
+		pending: control.Pending{WaitID: "apr_7", Kind: "new_destination", Reason: "new_destination", Site: "127.0.0.1", ExpiresAt: time.Now().Add(time.Hour)}}
+	h.ctl.owner = script
+	var wg sync.WaitGroup
+	answers := make([]string, 2)
+	for i := range 2 {
+		wg.Add(1)
+		go func() { defer wg.Done(); answers[i] = h.rawCall(t, keyA, 10+i, "fill_checkout", fill) }()
+	}
+	wg.Wait()
+	w0 := regexp.MustCompile(`wait=(w_[a-z2-7]+)`).FindString(answers[0])
+	if w0 == "" || w0 != regexp.MustCompile(`wait=(w_[a-z2-7]+)`).FindString(answers[1]) || script.asked != 1 {
+		t.Fatalf("joined calls: asked %d; %q / %q", script.asked, answers[0], answers[1])
+	}
+	script.mu.Lock()
+	script.approved = true
+	script.mu.Unlock()
+
+	// A refusal before the tool ran is not kept: sent again, it runs.
+	r1 := h.rawCall(t, keyA, 20, "click", map[string]any{"selector": "#x"})
+	if !strings.HasPrefix(r1, "status=error code=no_page") {
+		t.Fatalf("click without a session: %q", r1)
+	}
+	h.srv.hosted.mu.Lock()
+	ca := h.srv.hosted.conns["avk_aaaa"]
+	h.srv.hosted.mu.Unlock()
+	if ca.replay.get(flightKeyOf("click", `{"selector":"#x"}`, "", "20"), h.clock.now()) != nil {
+		t.Fatal("a refusal made before the tool ran was kept")
+	}
+}
+
+// TestP20_ReplayKeepsLatest200: the latest 200 answers per connection, a
+// session-starting call counting twice, each for 2 minutes.
+func TestP20_ReplayKeepsLatest200(t *testing.T) {
+	var rc replayCache
+	now := time.Unix(1_700_000_000, 0)
+	res := func(i int) *mcp.CallToolResult {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprint(i)}}}
+	}
+	rc.put("start", res(0), 2, now)
+	for i := 1; i <= 198; i++ {
+		rc.put(fmt.Sprint(i), res(i), 1, now)
+	}
+	if rc.get("start", now) == nil || rc.len() != 200 {
+		t.Fatalf("200 kept: weight %d", rc.len())
+	}
+	rc.put("199", res(199), 1, now)
+	if rc.get("start", now) != nil || rc.get("1", now) == nil {
+		t.Fatal("past 200 the oldest is not dropped first")
+	}
+	if rc.get("199", now.Add(replayKeep)) != nil {
+		t.Fatal("an answer outlived 2 minutes")
+	}
+}
+
+// TestP20_LoginWriteOutcomeUnknown: a login write past its limit says
+// write_outcome_unknown and never to retry it blind; other tools say
+// hard_timeout.
+func TestP20_LoginWriteOutcomeUnknown(t *testing.T) {
+	r := hardTimeout("create_login", 4*time.Minute)
+	if txt := text(r); !r.IsError || !strings.HasPrefix(txt, "status=error code=write_outcome_unknown\n") || !strings.Contains(txt, "never retry it blind") {
+		t.Fatalf("login write: %q", txt)
+	}
+	r = hardTimeout("click", 4*time.Minute)
+	if txt := text(r); !strings.Contains(txt, "click did not finish within 4 minutes. Its outcome is unknown: check before repeating it.") {
+		t.Fatalf("click: %q", txt)
+	}
+	if !isKept("create_login", nil) || isKept("get_session_outcome", json.RawMessage(`{}`)) || !isKept("get_session_outcome", json.RawMessage(`{"confirmsCheckout":true}`)) {
+		t.Fatal("kept tools")
+	}
+}
+
+func TestInsertStatusKeys(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{`{"status":"ok","count":1}`, `{"status":"ok","session":"s_x","count":1}`},
+		{`{"_status":"ok","status":"Session closed"}`, `{"_status":"ok","session":"s_x","status":"Session closed"}`},
+		{`{"status":"ok"}`, `{"status":"ok","session":"s_x"}`},
+		{`{"status":"ok","session":"mine"}`, `{"status":"ok","_session":"s_x","session":"mine"}`},
+	} {
+		if got := insertStatusKeys(c.in, [][2]string{{"session", "s_x"}}); got != c.want {
+			t.Errorf("%s: got %s", c.in, got)
+		}
+	}
+}
