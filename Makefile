@@ -4,7 +4,6 @@
 
 SHELL := /bin/bash
 GO ?= go
-DATA ?= $(HOME)/.agentvault
 CACHE := $(CURDIR)/.cache
 PW_VERSION := 1.64.1
 PW_DRIVER := $(CACHE)/playwright-driver
@@ -43,11 +42,12 @@ deps: system-deps driver
 build:
 	$(GO) build -o bin/ ./cmd/...
 
-# Start the appliance on its embedded defaults (data under $(DATA)): proxyd in
-# the background, mcpd serving MCP over HTTP on 127.0.0.1:7704 in the
-# foreground; Ctrl-C stops both (scripts/run.sh).
+# Start the appliance: proxyd in the background, mcpd serving MCP over HTTP
+# on 127.0.0.1:7704 in the foreground; Ctrl-C stops both (scripts/run.sh).
+# `make run DATA=/path` picks the data directory (default ~/.agentvault),
+# `make run PROXYD_ARGS="--config configs/proxyd.yaml"` a config file.
 run: deps build
-	DATA=$(DATA) BIN=./bin ./scripts/run.sh
+	BIN=./bin ./scripts/run.sh
 
 vet:
 	$(GO) vet ./...

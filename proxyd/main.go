@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -30,9 +31,9 @@ import (
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/owner/dashboard"
 	"github.com/agentvault/agentvault/policy"
+	"github.com/agentvault/agentvault/store/sqlite"
 	"github.com/agentvault/agentvault/tokens"
 	"github.com/agentvault/agentvault/vault"
-	"github.com/agentvault/agentvault/store/sqlite"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -89,6 +90,7 @@ type Main struct {
 	apiKeyHash [32]byte
 	suffix     string
 	configMu   sync.Mutex
+	lock       *os.File // flock on <data>/proxyd.lock, held until Close
 }
 
 // NewMain returns a Main with the embedded defaults.
@@ -111,6 +113,19 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	m.dataDir = m.DataDir()
 	if m.Logger == nil {
 		m.Logger = newLogger(m.Config.Log, m.Stderr)
+	}
+	// Nothing is written before this process knows it can serve: another
+	// instance on this data directory is named first, then every port is
+	// bound, then the directory is locked; only then are the vault, the
+	// key files and ca.pem touched.
+	if err := checkNotRunning(m.dataDir); err != nil {
+		return err
+	}
+	if err := m.listen(); err != nil {
+		return err
+	}
+	if m.lock, err = lockDataDir(m.dataDir); err != nil {
+		return err
 	}
 	v, st, err := vaultcli.Open(ctx, m.dataDir)
 	if err != nil {
@@ -198,24 +213,12 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if m.proxyL, err = net.Listen("tcp", m.Config.Listen.Proxy); err != nil {
-		return agentvault.Wrap(agentvault.CodeInternal, err, "cannot listen on %s", m.Config.Listen.Proxy)
-	}
-	if m.controlL, err = net.Listen("tcp", m.Config.Listen.Control); err != nil {
-		return agentvault.Wrap(agentvault.CodeInternal, err, "cannot listen on %s", m.Config.Listen.Control)
-	}
-	if m.adminL, err = net.Listen("tcp", m.Config.Listen.Admin); err != nil {
-		return agentvault.Wrap(agentvault.CodeInternal, err, "cannot listen on %s", m.Config.Listen.Admin)
-	}
-	if m.Config.Listen.Dashboard != "" {
+	if m.dashL != nil {
 		liveCVV := func(ctx context.Context, a owner.Approval, cvv vault.Secret) error {
 			return m.Broker.SetLiveValue(a.Session, a.CardID, vault.FieldCVV, cvv)
 		}
 		if m.dashH, err = dashboard.New(dashboard.Config{Service: m.Owner, Vault: v, Logger: m.Logger, LiveCVV: liveCVV}); err != nil {
 			return err
-		}
-		if m.dashL, err = net.Listen("tcp", m.Config.Listen.Dashboard); err != nil {
-			return agentvault.Wrap(agentvault.CodeInternal, err, "cannot listen on %s", m.Config.Listen.Dashboard)
 		}
 		m.DashboardAddr = m.dashL.Addr()
 		m.Server.AddSelf(m.DashboardAddr)
@@ -236,8 +239,13 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	}
 	admin := http.NewServeMux()
 	admin.Handle("GET /metrics", promhttp.HandlerFor(m.Metrics.Registry, promhttp.HandlerOpts{}))
-	admin.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	m.adminSrv = &http.Server{Handler: admin, ReadHeaderTimeout: 5 * time.Second}
+	// The PID lets a supervisor (scripts/run.sh) tell its own proxyd from
+	// another instance already answering on the same port.
+	admin.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = fmt.Fprintf(w, "ok pid=%d\n", os.Getpid())
+	})
+	m.adminSrv = &http.Server{Handler: admin, ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog: slog.NewLogLogger(m.Logger.Handler(), slog.LevelDebug)}
 	return nil
 }
 
@@ -331,12 +339,17 @@ func (m *Main) Run(ctx context.Context) error {
 		slog.String("control", m.ControlAddr.String()), slog.String("admin", m.AdminAddr.String()),
 		slog.String("egress", egress), slog.Bool("unsafe_allow_private_ranges", m.Config.UnsafeAllowPrivateRanges))
 	var err error
+	reason := "signal"
 	select {
 	case <-ctx.Done():
 	case err = <-m.serveErr:
+		reason = "listener failed"
 	}
 	if cerr := m.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil {
+		m.Logger.Info("proxyd stopped", slog.String("reason", reason))
 	}
 	return err
 }
@@ -379,10 +392,16 @@ func (m *Main) Close() error {
 	if m.Broker != nil {
 		m.Broker.CloseAll()
 	}
+	var err error
 	if m.store != nil {
-		return m.store.Close()
+		err = m.store.Close()
 	}
-	return nil
+	// The lock goes last: nothing of this process touches the data
+	// directory after it.
+	if m.lock != nil {
+		_ = m.lock.Close()
+	}
+	return err
 }
 
 // Reload re-reads the config file and applies what can change at run time

@@ -17,8 +17,8 @@ import (
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/proxyd"
-	"github.com/agentvault/agentvault/vault"
 	"github.com/agentvault/agentvault/store/sqlite"
+	"github.com/agentvault/agentvault/vault"
 	_ "modernc.org/sqlite" // the outside reader's driver
 )
 

@@ -3,12 +3,14 @@
 # foreground. Ctrl-C (or SIGTERM to this script) stops both; if either one
 # exits, the other is stopped too.
 #
-# Environment: DATA (data dir, default ~/.agentvault), BIN (default ./bin),
-# MCP_ADDR (default 127.0.0.1:7704), PROXYD_ARGS (extra `proxyd run` flags,
-# e.g. "--config configs/proxyd.yaml"), PLAYWRIGHT_DRIVER_PATH, CHROMIUM_PATH.
+# Environment: DATA or AGENTVAULT_DATA (the data directory; otherwise the
+# config file's data_dir, then ~/.agentvault: `proxyd data-dir` says which),
+# BIN (default ./bin), MCP_ADDR (default 127.0.0.1:7704), ADMIN (proxyd's
+# admin address, default 127.0.0.1:7702), PROXYD_ARGS (extra `proxyd run`
+# flags: make run PROXYD_ARGS="--config configs/proxyd.yaml"),
+# PLAYWRIGHT_DRIVER_PATH, CHROMIUM_PATH.
 set -uo pipefail
 
-DATA=${DATA:-$HOME/.agentvault}
 BIN=${BIN:-./bin}
 MCP_ADDR=${MCP_ADDR:-127.0.0.1:7704}
 ADMIN=${ADMIN:-127.0.0.1:7702}
@@ -18,6 +20,7 @@ export PLAYWRIGHT_DRIVER_PATH=${PLAYWRIGHT_DRIVER_PATH:-$PWD/.cache/playwright-d
 
 proxyd_pid=""
 mcpd_pid=""
+stopped=""
 
 stop_all() {
 	trap - INT TERM EXIT
@@ -27,33 +30,48 @@ stop_all() {
 	for pid in $mcpd_pid $proxyd_pid; do
 		wait "$pid" 2>/dev/null
 	done
-	echo "agentvault: stopped"
+	if [ -z "$stopped" ]; then
+		stopped=1
+		echo "agentvault: stopped"
+	fi
 }
 trap 'stop_all; exit 130' INT
 trap 'stop_all; exit 143' TERM
 trap 'stop_all' EXIT
 
-mkdir -p "$DATA"
+# The data directory by proxyd's own rule (--data, AGENTVAULT_DATA, DATA,
+# the config's data_dir, ~/.agentvault), so mcpd reads the same files.
 # shellcheck disable=SC2086 # PROXYD_ARGS is a list of flags
-"$BIN/proxyd" run --data "$DATA" ${PROXYD_ARGS:-} &
+DATA=$("$BIN/proxyd" data-dir ${PROXYD_ARGS:-}) || exit 2
+export DATA
+
+# shellcheck disable=SC2086
+"$BIN/proxyd" run ${PROXYD_ARGS:-} &
 proxyd_pid=$!
 
-# proxyd is up when its admin listener answers /healthz (it writes the
-# control token and the default API key before listening).
+# proxyd is up when its admin listener answers /healthz with ITS pid: an
+# instance already running on the same port answers too, and must not be
+# taken for this one (it writes the control token and the default API key
+# before listening).
 up=""
 for _ in $(seq 1 150); do
 	if ! kill -0 "$proxyd_pid" 2>/dev/null; then
-		echo "agentvault: proxyd exited during start-up (see above)" >&2
+		wait "$proxyd_pid" 2>/dev/null
+		stopped=1
+		echo "agentvault: proxyd did not start (see its error above)" >&2
+		proxyd_pid=""
 		exit 1
 	fi
-	if curl -fsS "http://$ADMIN/healthz" >/dev/null 2>&1; then
+	body=$(curl -fsS "http://$ADMIN/healthz" 2>/dev/null)
+	if [ "$body" = "ok pid=$proxyd_pid" ]; then
 		up=1
 		break
 	fi
 	sleep 0.2
 done
 if [ -z "$up" ]; then
-	echo "agentvault: proxyd did not answer http://$ADMIN/healthz within 30 s" >&2
+	stopped=1
+	echo "agentvault: proxyd (pid $proxyd_pid) did not answer http://$ADMIN/healthz within 30 s" >&2
 	exit 1
 fi
 
@@ -80,8 +98,15 @@ Ctrl-C stops both.
 MSG
 
 # Whichever exits first ends the run; `wait -n` returns on a signal too,
-# so the traps above run at once.
+# so the traps above run at once. Ctrl-C reaches proxyd and mcpd as well
+# (one process group): one of them exiting 0 is that clean stop.
 wait -n "$proxyd_pid" "$mcpd_pid"
 rc=$?
-echo "agentvault: proxyd or mcpd exited (status $rc); stopping both" >&2
+if [ "$rc" -eq 0 ]; then
+	stop_all
+	exit 0
+fi
+who=mcpd
+kill -0 "$proxyd_pid" 2>/dev/null || who=proxyd
+echo "agentvault: $who failed (exit status $rc); stopping the other" >&2
 exit "$rc"

@@ -16,8 +16,8 @@ import (
 
 	agentvault "github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/internal/termio"
-	"github.com/agentvault/agentvault/vault"
 	"github.com/agentvault/agentvault/store/sqlite"
+	"github.com/agentvault/agentvault/vault"
 )
 
 // Env is everything the CLI touches, so tests drive it without a terminal.
@@ -77,10 +77,15 @@ func OpenDefault(dataDir string) (*vault.Vault, func() error, error) {
 // (one handle per process, P22). The caller closes the store.
 func Open(ctx context.Context, dataDir string) (*vault.Vault, *sqlite.Store, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, nil, agentvault.Wrap(agentvault.CodeInternal, err, "cannot create the data directory")
+		return nil, nil, agentvault.Wrap(agentvault.CodeInternal, err, "cannot create the data directory %s: %s", dataDir, Reason(err))
 	}
 	keyPath := filepath.Join(dataDir, KeyFileName)
 	dbPath := filepath.Join(dataDir, DBFileName)
+	// The vault's and the store's own errors do not name the file; say
+	// which one this process cannot use, and why, before they are tried.
+	if err := checkAccess(dataDir, keyPath, dbPath); err != nil {
+		return nil, nil, err
+	}
 	if _, err := os.Stat(keyPath); errors.Is(err, fs.ErrNotExist) {
 		if st, err := os.Stat(dbPath); err == nil && st.Size() > 0 {
 			// Creating a fresh key would only hide the real problem.
@@ -121,6 +126,42 @@ func Open(ctx context.Context, dataDir string) (*vault.Vault, *sqlite.Store, err
 		_ = os.Remove(oldPath) // the rotation is complete
 	}
 	return v, st, nil
+}
+
+// Reason is the operating system's reason for a failed file operation
+// ("permission denied", "no such file or directory"), without the path
+// (the caller names it) or Go's wrapping.
+func Reason(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Err.Error()
+	}
+	return err.Error()
+}
+
+// checkAccess opens the directory and each existing file for reading and
+// writing, so a permission problem is reported with its path and reason.
+func checkAccess(dir string, files ...string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return agentvault.Wrap(agentvault.CodeInternal, err, "cannot open the data directory %s: %s", dir, Reason(err))
+	}
+	d.Close()
+	for _, p := range files {
+		f, err := os.OpenFile(p, os.O_RDWR, 0)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return agentvault.Wrap(agentvault.CodeInternal, err, "cannot open %s: %s", p, Reason(err))
+		}
+		f.Close()
+	}
+	return nil
 }
 
 const usage = `usage: vault <command> [flags]
