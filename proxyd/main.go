@@ -75,6 +75,7 @@ type Main struct {
 	// and the owner service and closed once, last (P22).
 	store      *sqlite.Store
 	dashH      *dashboard.Handler
+	dashCA     *dashboard.LocalCA
 	dashL      net.Listener
 	dashCancel context.CancelFunc
 	dashDone   chan error
@@ -222,6 +223,11 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		}
 		m.DashboardAddr = m.dashL.Addr()
 		m.Server.AddSelf(m.DashboardAddr)
+		if m.Config.Dashboard.Domain == "" {
+			if m.dashCA, err = dashboard.LoadOrCreateLocalCA(ctx, v, m.dataDir, time.Now()); err != nil {
+				return err
+			}
+		}
 	}
 	m.ProxyAddr, m.ControlAddr, m.AdminAddr = m.proxyL.Addr(), m.controlL.Addr(), m.adminL.Addr()
 	// Every listener of this process is a loop destination (P16).
@@ -326,7 +332,8 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.dashL != nil {
 		dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		m.dashCancel, m.dashDone = cancel, make(chan error, 1)
-		tc := dashboard.TLSConfig{Domain: m.Config.Dashboard.Domain, Email: m.Config.Dashboard.Email, DataDir: m.dataDir}
+		tc := dashboard.TLSConfig{Domain: m.Config.Dashboard.Domain, Email: m.Config.Dashboard.Email, DataDir: m.dataDir,
+			LocalCA: m.dashCA, Hosts: dashboardHosts(m.Config.Listen.Dashboard), Logger: m.Logger}
 		go func() { m.dashDone <- dashboard.Serve(dctx, m.dashL, m.dashH, tc) }()
 	}
 	go func() { m.serveErr <- m.Server.Serve(m.proxyL) }()
@@ -352,6 +359,19 @@ func (m *Main) Run(ctx context.Context) error {
 		m.Logger.Info("proxyd stopped", slog.String("reason", reason))
 	}
 	return err
+}
+
+// dashboardHosts are the names the local dashboard certificate covers:
+// localhost and the loopback addresses, plus the listen address's host
+// when it is another one (a LAN address the owner browses to).
+func dashboardHosts(listen string) []string {
+	hosts := []string{"localhost", "127.0.0.1", "::1"}
+	if h, _, err := net.SplitHostPort(listen); err == nil && h != "" && h != "localhost" && h != "127.0.0.1" && h != "::1" {
+		if ip, err := netip.ParseAddr(h); err != nil || !ip.IsUnspecified() {
+			hosts = append(hosts, h)
+		}
+	}
+	return hosts
 }
 
 func serveHTTP(s *http.Server, l net.Listener) error {

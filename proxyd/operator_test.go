@@ -3,6 +3,9 @@ package proxyd_test
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -191,8 +194,12 @@ type syncBuffer struct {
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuffer) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
 
 type daemon struct {
 	cmd    *exec.Cmd
@@ -354,5 +361,67 @@ func TestOperator_RunScriptNoBannerWhenProxydFails(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "cannot listen on") {
 		t.Errorf("run.sh did not pass on proxyd's reason:\n%s", out)
+	}
+}
+
+// TestOperator_DashboardCertStableAcrossRestarts: the dashboard's
+// certificate chains to a local root written once to the data directory;
+// after a restart the same root still verifies it, so the owner trusts it
+// once. A failed TLS handshake is a debug JSON record, not a raw line.
+func TestOperator_DashboardCertStableAcrossRestarts(t *testing.T) {
+	home := t.TempDir()
+	data := filepath.Join(t.TempDir(), "data")
+	p := newPorts(t)
+	cfg := writeConfig(t, t.TempDir(), p, "log:\n  level: debug\n  format: json\n")
+	var rootPEM []byte
+	for run := 0; run < 2; run++ {
+		d := startProxyd(t, cleanEnv(home), p, "--config", cfg, "--data", data)
+		if !d.running() {
+			t.Fatalf("proxyd exited:\n%s", d.out.String())
+		}
+		pemNow, err := os.ReadFile(filepath.Join(data, "dashboard-ca.pem"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run == 0 {
+			rootPEM = pemNow
+		} else if !bytes.Equal(rootPEM, pemNow) {
+			t.Error("the dashboard root changed across a restart")
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(rootPEM) {
+			t.Fatal("dashboard-ca.pem holds no certificate")
+		}
+		conn, err := tls.Dial("tcp", p.dash, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
+		if err != nil {
+			t.Fatalf("run %d: the dashboard certificate does not verify against the first run's root: %v", run, err)
+		}
+		conn.Close()
+		// A client that is not TLS at all.
+		if c, err := net.Dial("tcp", p.dash); err == nil {
+			_, _ = c.Write([]byte("GET / HTTP/1.0\r\n\r\n"))
+			_, _ = io.ReadAll(c)
+			c.Close()
+		}
+		if err := d.cmd.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		if code := d.wait(t); code != 0 {
+			t.Fatalf("exit %d", code)
+		}
+		sawHandshake := false
+		for _, line := range strings.Split(strings.TrimSpace(d.out.String()), "\n") {
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Errorf("a raw line between the JSON records: %q", line)
+				continue
+			}
+			if strings.Contains(fmt.Sprint(rec["msg"]), "TLS handshake error") {
+				sawHandshake = rec["level"] == "DEBUG"
+			}
+		}
+		if !sawHandshake {
+			t.Error("the failed handshake was not logged as a debug record")
+		}
 	}
 }
