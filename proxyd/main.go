@@ -92,6 +92,17 @@ type Main struct {
 	suffix     string
 	configMu   sync.Mutex
 	lock       *os.File // flock on <data>/proxyd.lock, held until Close
+	// daemonMetrics are proxyd's own series on Metrics.Registry.
+	daemonMetrics *daemonMetrics
+}
+
+// pendingCount is the approvals_pending gauge's source.
+func (m *Main) pendingCount(ctx context.Context) (int, error) {
+	if m.Owner == nil {
+		return 0, nil
+	}
+	ps, err := m.Owner.Pending(ctx)
+	return len(ps), err
 }
 
 // NewMain returns a Main with the embedded defaults.
@@ -115,6 +126,9 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	if m.Logger == nil {
 		m.Logger = newLogger(m.Config.Log, m.Stderr)
 	}
+	m.Metrics = intercept.NewMetrics()
+	m.daemonMetrics = newDaemonMetrics(m.Metrics.Registry, m.pendingCount)
+	m.Logger = slog.New(&observingHandler{next: m.Logger.Handler(), metrics: m.daemonMetrics})
 	// Nothing is written before this process knows it can serve: another
 	// instance on this data directory is named first, then every port is
 	// bound, then the directory is locked; only then are the vault, the
@@ -184,6 +198,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	m.Broker.Policy = eng
 	m.Broker.GrantTTL, m.Broker.SessionIdle, m.Broker.SessionMaxAge = l.GrantTTL, l.SessionIdle, l.SessionMaxAge
 	m.Broker.MaxSessionsPerKey = l.MaxSessionsPerKey
+	m.Broker.OnClose(func(*broker.Session) { m.daemonMetrics.sessions.Dec() })
 	integrations, err := m.Config.Policy.Integrations()
 	if err != nil {
 		return err
@@ -195,7 +210,6 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		MinorUnitFields: m.Config.Policy.WireAmount.MinorUnitFields,
 		Engine:          eng,
 	}
-	m.Metrics = intercept.NewMetrics()
 	var resolver intercept.Resolver
 	if len(m.Config.UnsafeTestHosts) > 0 {
 		resolver = testHostsResolver(m.Config.UnsafeTestHosts)
@@ -218,7 +232,8 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		liveCVV := func(ctx context.Context, a owner.Approval, cvv vault.Secret) error {
 			return m.Broker.SetLiveValue(a.Session, a.CardID, vault.FieldCVV, cvv)
 		}
-		if m.dashH, err = dashboard.New(dashboard.Config{Service: m.Owner, Vault: v, Logger: m.Logger, LiveCVV: liveCVV}); err != nil {
+		if m.dashH, err = dashboard.New(dashboard.Config{Service: m.Owner, Vault: v, Logger: m.Logger, LiveCVV: liveCVV,
+			OnSignInFailed: m.daemonMetrics.signInFailures.Inc}); err != nil {
 			return err
 		}
 		m.DashboardAddr = m.dashL.Addr()
@@ -238,7 +253,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		proxyURL = "http://" + m.ProxyAddr.String()
 	}
 	m.controlSrv = &http.Server{
-		Handler: control.NewHandler(&controlService{broker: m.Broker, ca: m.CA, owner: m.Owner, proxyURL: proxyURL},
+		Handler: control.NewHandler(&controlService{broker: m.Broker, ca: m.CA, owner: m.Owner, proxyURL: proxyURL, metrics: m.daemonMetrics},
 			m.ControlToken, m.Logger),
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelDebug),

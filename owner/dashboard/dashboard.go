@@ -53,6 +53,9 @@ type Config struct {
 	// never in the vault or a log) and then approves. Without it a CVV
 	// entry can only be denied here.
 	LiveCVV func(ctx context.Context, a owner.Approval, cvv vault.Secret) error
+	// OnSignInFailed, when set, is called for each refused sign-in (wrong
+	// email or password, or rate limited): proxyd counts them for alerts.
+	OnSignInFailed func()
 }
 
 // Handler serves the dashboard.
@@ -64,6 +67,8 @@ type Handler struct {
 	limiter *policy.RateLimiter
 	liveCVV func(ctx context.Context, a owner.Approval, cvv vault.Secret) error
 	mux     *http.ServeMux
+	// signInFailed is Config.OnSignInFailed or a no-op.
+	signInFailed func()
 }
 
 const (
@@ -78,7 +83,10 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Service == nil || cfg.Vault == nil {
 		return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "dashboard needs the owner service and the vault")
 	}
-	h := &Handler{svc: cfg.Service, vault: cfg.Vault, log: cfg.Logger, now: cfg.Now, liveCVV: cfg.LiveCVV}
+	h := &Handler{svc: cfg.Service, vault: cfg.Vault, log: cfg.Logger, now: cfg.Now, liveCVV: cfg.LiveCVV, signInFailed: cfg.OnSignInFailed}
+	if h.signInFailed == nil {
+		h.signInFailed = func() {}
+	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -240,6 +248,7 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 	for _, key := range []string{"ip:" + clientIP(r), "email:" + email} {
 		if ok, retry := h.limiter.Take(key); !ok {
 			w.Header().Set("Retry-After", strconv.Itoa(int(retry.Seconds())+1))
+			h.signInFailed()
 			h.fail(w, r, http.StatusTooManyRequests, "too many sign-in attempts; wait a minute and try again")
 			return
 		}
@@ -250,6 +259,7 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		h.log.Info("dashboard sign-in refused", "client", clientIP(r))
+		h.signInFailed()
 		h.render(w, r, http.StatusUnauthorized, "signin", &page{Title: "Sign in", CSRF: csrfFor(c.Value), Error: "Wrong email or password.",
 			Data: map[string]any{"HasOwner": true, "Email": email}})
 		return
