@@ -34,6 +34,9 @@ type Main struct {
 	// HTTPAddr, when set, serves MCP over streamable HTTP on this loopback
 	// address instead of stdio (--http; `make run` uses it).
 	HTTPAddr string
+	// MetricsAddr serves /metrics (loopback only); empty: DefaultMetricsAddr
+	// with --http, off on stdio; "off" turns it off.
+	MetricsAddr string
 
 	// Stderr receives the logs; stdout is the MCP stream and never sees a
 	// log line. Defaults to os.Stderr.
@@ -67,11 +70,18 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.DriverDir, "driver-dir", envOr("PLAYWRIGHT_DRIVER_PATH", m.DriverDir), "playwright-core driver directory (holds package/cli.js)")
 	fs.StringVar(&m.LogLevel, "log-level", m.LogLevel, "debug, info, warn or error (logs go to stderr)")
 	fs.Var(&httpFlag{&m.HTTPAddr}, "http", "serve MCP over streamable HTTP instead of stdio; --http alone listens on "+DefaultHTTPAddr+", --http=127.0.0.1:PORT elsewhere (loopback only)")
+	fs.StringVar(&m.MetricsAddr, "metrics-addr", envOr("AGENTVAULT_MCPD_METRICS_ADDR", ""), "serve Prometheus /metrics here (loopback; default "+DefaultMetricsAddr+" with --http, off on stdio; \"off\" disables)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if m.HTTPAddr != "" {
 		if err := checkLoopback(m.HTTPAddr); err != nil {
+			fmt.Fprintln(m.Stderr, "mcpd:", agentvault.ErrorMessage(err))
+			return err
+		}
+	}
+	if m.MetricsAddr != "" && m.MetricsAddr != "off" {
+		if err := checkMetricsAddr(m.MetricsAddr); err != nil {
 			fmt.Fprintln(m.Stderr, "mcpd:", agentvault.ErrorMessage(err))
 			return err
 		}
@@ -176,6 +186,7 @@ func (m *Main) Open() error {
 	if err != nil {
 		return err
 	}
+	srv.metrics = srv.instrument()
 	srv.Prewarm()
 	m.server = srv
 	return nil
@@ -194,6 +205,12 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		return m.ServeHTTP(ctx, ln)
 	}
+	if m.server == nil {
+		if err := m.Open(); err != nil {
+			return err
+		}
+	}
+	m.serveMetrics(ctx, m.MetricsAddr)
 	return m.RunTransport(ctx, &mcp.StdioTransport{})
 }
 
@@ -207,6 +224,11 @@ func (m *Main) ServeHTTP(ctx context.Context, ln net.Listener) error {
 			return err
 		}
 	}
+	addr := m.MetricsAddr
+	if addr == "" {
+		addr = DefaultMetricsAddr
+	}
+	m.serveMetrics(ctx, addr)
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m.server.MCP() }, nil)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
