@@ -14,7 +14,7 @@ export CHROMIUM_PATH ?= /usr/bin/chromium
 # Packages whose code runs concurrently: they also run under the race detector.
 RACE_PKGS := ./vault/... ./tokens/... ./broker/... ./intercept/... ./policy/... ./proxyd/... ./mcpserver/... ./control/...
 
-.PHONY: all deps system-deps driver build run test vet fmt-check unit race e2e bench fuzz clean
+.PHONY: all deps system-deps driver build run test vet fmt-check unit race e2e bench fuzz clean rules-check walk
 
 all: build
 
@@ -25,9 +25,10 @@ system-deps:
 	command -v node >/dev/null || pkgs="$$pkgs nodejs"; \
 	command -v npm >/dev/null || pkgs="$$pkgs npm"; \
 	command -v sqlite3 >/dev/null || pkgs="$$pkgs sqlite3"; \
+	command -v promtool >/dev/null || pkgs="$$pkgs prometheus"; \
 	if [ -n "$$pkgs" ]; then \
 		echo "installing Debian packages:$$pkgs"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$pkgs >/dev/null; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$pkgs >/dev/null; \
 	fi
 
 driver: system-deps
@@ -62,7 +63,16 @@ unit:
 race:
 	$(GO) test -race -count=1 $(RACE_PKGS)
 
-test: deps fmt-check vet build unit race
+# The example alerting rules must load in Prometheus (promtool comes with
+# Debian's prometheus package; system-deps installs it when missing).
+rules-check: system-deps
+	promtool check rules configs/prometheus-rules.yml
+
+# The README's first walk, end to end on loopback (scripts/walk.sh).
+walk: build
+	BIN=./bin ./scripts/walk.sh
+
+test: deps fmt-check vet build rules-check unit race walk
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./tokens/... ./intercept/...

@@ -128,6 +128,16 @@ func (s *Server) toolNames() []string {
 	return names
 }
 
+// MetricsRegistry is the server's metrics registry, instrumenting the
+// server first if Main has not (tests, and the dashboard check of
+// configs/grafana-dashboard.json).
+func (s *Server) MetricsRegistry() *prometheus.Registry {
+	if s.metrics == nil {
+		s.metrics = s.instrument()
+	}
+	return s.metrics.Registry
+}
+
 // serveMetrics serves /metrics on addr (loopback only) until ctx ends. A
 // port already taken is logged, not fatal: MCP matters more than metrics.
 func (m *Main) serveMetrics(ctx context.Context, addr string) {
