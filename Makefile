@@ -28,7 +28,7 @@ system-deps:
 	command -v promtool >/dev/null || pkgs="$$pkgs prometheus"; \
 	if [ -n "$$pkgs" ]; then \
 		echo "installing Debian packages:$$pkgs"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$pkgs >/dev/null; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$pkgs >/dev/null; \
 	fi
 
 driver: system-deps

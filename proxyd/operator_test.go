@@ -425,3 +425,49 @@ func TestOperator_DashboardCertStableAcrossRestarts(t *testing.T) {
 		}
 	}
 }
+
+// TestOperator_Doctor: `proxyd doctor` passes on a healthy running
+// deployment (ports held by this instance), and fails with what to fix
+// when the dashboard password is missing, a key file is readable by
+// others, or a port is taken by another process.
+func TestOperator_Doctor(t *testing.T) {
+	home := t.TempDir()
+	data := filepath.Join(t.TempDir(), "data")
+	p := newPorts(t)
+	cfg := writeConfig(t, t.TempDir(), p, "")
+	driver := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(driver, "package"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(driver, "package", "cli.js"), []byte("//"), 0o644)
+	chromium := filepath.Join(t.TempDir(), "chromium")
+	os.WriteFile(chromium, []byte("#!/bin/sh\n"), 0o755)
+	env := cleanEnv(home, "PLAYWRIGHT_DRIVER_PATH="+driver, "CHROMIUM_PATH="+chromium, "PLAYWRIGHT_NODEJS_PATH=/usr/bin/node")
+	d := startProxyd(t, env, p, "--config", cfg, "--data", data)
+	if !d.running() {
+		t.Fatalf("proxyd exited:\n%s", d.out.String())
+	}
+	r := runBin(t, env, "", "proxyd", "doctor", "--config", cfg, "--data", data)
+	if r.code == 0 || !strings.Contains(r.stdout, "no dashboard password is set") || !strings.Contains(r.stdout, "set-password") {
+		t.Errorf("doctor without a password: exit %d\n%s", r.code, r.stdout)
+	}
+	if r := runBin(t, env, "a long owner passphrase 42\n", "proxyd", "owner", "set-password", "--email", "o@example.com", "--data", data); r.code != 0 {
+		t.Fatalf("set-password: %s", r.stderr)
+	}
+	r = runBin(t, env, "", "proxyd", "doctor", "--config", cfg, "--data", data)
+	if r.code != 0 || !strings.Contains(r.stdout, "held by this data directory's proxyd") {
+		t.Errorf("doctor on a healthy deployment: exit %d\n%s", r.code, r.stdout)
+	}
+	os.Chmod(filepath.Join(data, "api-key"), 0o644)
+	r = runBin(t, env, "", "proxyd", "doctor", "--config", cfg, "--data", data)
+	if r.code == 0 || !strings.Contains(r.stdout, "chmod 600 "+filepath.Join(data, "api-key")) {
+		t.Errorf("doctor with a world-readable key: exit %d\n%s", r.code, r.stdout)
+	}
+	os.Chmod(filepath.Join(data, "api-key"), 0o600)
+	// Another data directory whose ports are this instance's.
+	other := filepath.Join(t.TempDir(), "other")
+	r = runBin(t, env, "", "proxyd", "doctor", "--config", cfg, "--data", other)
+	if r.code == 0 || !strings.Contains(r.stdout, "does not exist") || !strings.Contains(r.stdout, "taken by another process") {
+		t.Errorf("doctor on another data directory: exit %d\n%s", r.code, r.stdout)
+	}
+}
