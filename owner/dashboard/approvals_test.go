@@ -1,0 +1,69 @@
+package dashboard_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/agentvault/agentvault/owner"
+	"github.com/agentvault/agentvault/owner/dashboard"
+	"github.com/agentvault/agentvault/policy"
+	"github.com/agentvault/agentvault/vault"
+)
+
+// TestApprovalsSayWhatTheyApprove: each request names its site, its card
+// (label, last 4 and expiry) and amount, and what a yes does: a new site
+// stays authorized for good. The page refreshes itself (no script: a meta
+// refresh) and its title counts what is waiting, except while it asks for a
+// security code the owner may be typing.
+func TestApprovalsSayWhatTheyApprove(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	amt := policy.MustAmount("84.90 EUR")
+	if _, err := e.svc.RequestApproval(ctx, owner.ApprovalRequest{Kind: owner.KindPurchase, Reason: string(policy.ReasonOverThreshold),
+		Site: "shop.example", CardID: e.card.ID, Amount: &amt, APIKeyID: "avk_1", Session: "s_1"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.RequestApproval(ctx, owner.ApprovalRequest{Kind: owner.KindNewDestination, Reason: "new_destination", Site: "tickets.example.org"}); err != nil {
+		t.Fatal(err)
+	}
+	e.signIn(ownerPW)
+	code, body := e.get("/")
+	if code != 200 {
+		t.Fatalf("approvals: %d", code)
+	}
+	c := e.card.Card
+	card := fmt.Sprintf("•••• %s (card %s, exp %02d/%02d)", c.Last4, e.card.Label, c.ExpiryMonth, c.ExpiryYear%100)
+	for _, want := range []string{
+		"<title>(2) Approvals · agentvault</title>",
+		`<meta http-equiv="refresh" content="15">`,
+		card,
+		"84.90",
+		"Approving authorizes tickets.example.org (and its subdomains) for good",
+		"until you remove it on the Sites page",
+		"Approving lets this one purchase of",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the Approvals page lacks %q", want)
+		}
+	}
+	// Other pages carry the count in their title, but do not refresh.
+	if _, cards := e.get("/cards"); !strings.Contains(cards, "<title>(2) Cards") || strings.Contains(cards, "http-equiv=\"refresh\"") {
+		t.Error("the Cards page title lacks the count, or it refreshes")
+	}
+
+	// A security code asked on the page: no refresh under the owner's typing.
+	live := newEnv(t, func(c *dashboard.Config) {
+		c.LiveCVV = func(context.Context, owner.Approval, vault.Secret) error { return nil }
+	})
+	if _, err := live.svc.RequestApproval(ctx, owner.ApprovalRequest{Kind: owner.KindCVVEntry, Reason: string(policy.ReasonCVVEntry),
+		Site: "shop.example", CardID: live.card.ID, APIKeyID: "avk_1", Session: "s_2"}); err != nil {
+		t.Fatal(err)
+	}
+	live.signIn(ownerPW)
+	_, body = live.get("/")
+	if strings.Contains(body, `http-equiv="refresh"`) || !strings.Contains(body, "does not refresh itself while it asks for a security code") {
+		t.Error("the page refreshes while it asks for a security code")
+	}
+}
