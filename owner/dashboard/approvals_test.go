@@ -67,3 +67,25 @@ func TestApprovalsSayWhatTheyApprove(t *testing.T) {
 		t.Error("the page refreshes while it asks for a security code")
 	}
 }
+
+// TestActivityCountsOnlyValuesSentToSites: an authorization (the agent got
+// a stand-in; the value stayed here) is not counted as a value released;
+// a substitution (the value went to a site) is.
+func TestActivityCountsOnlyValuesSentToSites(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	for _, purpose := range []string{"authorize", "authorize", "substitute"} {
+		if _, err := e.vault.Release(ctx, vault.ReleaseArgs{Org: org, ItemID: e.card.ID, Field: vault.FieldNumber,
+			Destination: "shop.example", Actor: "avk_1", Session: "s_1", Purpose: purpose}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.signIn(ownerPW)
+	_, body := e.get("/activity")
+	for _, want := range []string{"<strong>1</strong> values sent to sites", "<strong>2</strong> authorizations (the value stayed on this machine)",
+		"authorized (not sent)", "sent to site"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("Activity lacks %q", want)
+		}
+	}
+}

@@ -646,12 +646,22 @@ type activityRow struct {
 	KeyName string
 }
 
+// Audit purposes as broker writes them (broker.PurposeSubstitute and
+// PurposeAuthorize; the dashboard does not import broker): only a
+// substitution put a value on the wire to a site. An authorization checks
+// the value and hands the agent a stand-in: the value stays here.
+const (
+	purposeSubstitute = "substitute"
+	purposeAuthorize  = "authorize"
+)
+
 type activityData struct {
 	Rows         []activityRow
 	Approvals    []owner.Approval
-	Kinds        map[string]int // released values by kind
-	Releases     int
-	Unanswered   int // denied and expired approvals shown
+	Kinds        map[string]int // values sent to sites, by kind
+	Releases     int            // values sent to sites (purpose substitute)
+	Authorized   int            // authorizations: the value never left the machine
+	Unanswered   int            // denied and expired approvals shown
 	Refusals     []refusalRow
 	RefusalCodes map[string]int
 	Totals       []cardTotal
@@ -698,9 +708,15 @@ func (h *Handler) activityPage(w http.ResponseWriter, r *http.Request) {
 		d.Rows = append(d.Rows, activityRow{Rec: rec, Item: items[rec.ItemID], KeyName: names[rec.Actor]})
 	}
 	for _, rec := range recs {
-		if rec.Action == vault.AuditRelease {
+		if rec.Action != vault.AuditRelease {
+			continue
+		}
+		switch rec.Purpose {
+		case purposeSubstitute:
 			d.Releases++
 			d.Kinds[string(rec.Kind)]++
+		case purposeAuthorize:
+			d.Authorized++
 		}
 	}
 	if d.Approvals, err = h.svc.Approvals(ctx, owner.ApprovalFilter{Limit: 100}); err != nil {

@@ -92,6 +92,19 @@ var funcs = template.FuncMap{
 	},
 	"reasonText":   reasonText,
 	"approveMeans": approveMeans,
+	// auditWhat names an audit record's action in the owner's words.
+	"auditWhat": func(r vault.AuditRecord) string {
+		if r.Action != vault.AuditRelease {
+			return string(r.Action)
+		}
+		switch r.Purpose {
+		case purposeSubstitute:
+			return "sent to site"
+		case purposeAuthorize:
+			return "authorized (not sent)"
+		}
+		return "released (" + r.Purpose + ")"
+	},
 	// askingCode: the Approvals page shows a security code field, so it
 	// must not refresh itself under the owner's typing (a meta refresh:
 	// the dashboard runs no script).
