@@ -8,6 +8,7 @@
 # BIN (default ./bin), MCP_ADDR (default 127.0.0.1:7704), ADMIN (proxyd's
 # admin address, default 127.0.0.1:7702), PROXYD_ARGS (extra `proxyd run`
 # flags: make run PROXYD_ARGS="--config configs/proxyd.yaml"),
+# MCPD_ARGS (extra mcpd flags, e.g. "--metrics-addr=127.0.0.1:7805"),
 # PLAYWRIGHT_DRIVER_PATH, CHROMIUM_PATH.
 set -uo pipefail
 
@@ -77,7 +78,7 @@ fi
 
 "$BIN/mcpd" --http="$MCP_ADDR" \
 	--control-token-file "$DATA/control-token" \
-	--api-key-file "$DATA/api-key" &
+	--api-key-file "$DATA/api-key" ${MCPD_ARGS:-} &
 mcpd_pid=$!
 
 cat <<MSG

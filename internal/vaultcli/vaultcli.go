@@ -167,7 +167,7 @@ func checkAccess(dir string, files ...string) error {
 const usage = `usage: vault <command> [flags]
 
 commands:
-  add-card      --exp MM/YYYY [--holder NAME] (--sites a.com,b.com | --any-site) [--live-cvv]
+  add-card      --exp MM/YY or MM/YYYY [--holder NAME] (--sites a.com,b.com | --any-site) [--live-cvv]
                 reads the card number, then the CVV, from stdin (or prompts without echo)
   add-login     --site DOMAIN [--website URL] [--email E] [--username U]
                 reads the password, then an optional TOTP seed, from stdin (or prompts)
@@ -301,14 +301,19 @@ func (c *cli) withVault(fn func(v *vault.Vault) int) int {
 	return fn(v)
 }
 
+// parseExpiry reads MM/YYYY or MM/YY as printed on cards (the dashboard
+// takes a two-digit year too): YY is 20YY.
 func parseExpiry(s string) (month, year int, ok bool) {
-	m, y, found := strings.Cut(s, "/")
-	if !found || len(y) != 4 || len(m) < 1 || len(m) > 2 {
+	m, y, found := strings.Cut(strings.TrimSpace(s), "/")
+	if !found || (len(y) != 4 && len(y) != 2) || len(m) < 1 || len(m) > 2 {
 		return 0, 0, false
 	}
 	month, err1 := strconv.Atoi(m)
 	year, err2 := strconv.Atoi(y)
-	return month, year, err1 == nil && err2 == nil
+	if len(y) == 2 {
+		year += 2000
+	}
+	return month, year, err1 == nil && err2 == nil && month >= 1 && month <= 12
 }
 
 func splitList(s string) []string {
@@ -340,7 +345,7 @@ func wipe(b []byte) {
 func (c *cli) addCard(args []string) int {
 	fs, org := newFlags("add-card")
 	owner := fs.String("owner", "owner", "owner")
-	exp := fs.String("exp", "", "expiry MM/YYYY")
+	exp := fs.String("exp", "", "expiry MM/YY or MM/YYYY")
 	holder := fs.String("holder", "", "name on the card")
 	sites := fs.String("sites", "", "comma-separated sites the card may be used on")
 	anySite := fs.Bool("any-site", false, "usable on any authorized destination")
@@ -354,7 +359,7 @@ func (c *cli) addCard(args []string) int {
 	}
 	month, year, ok := parseExpiry(*exp)
 	if !ok {
-		return c.usageErr("--exp must be MM/YYYY, e.g. 12/2030")
+		return c.usageErr("--exp must be MM/YY or MM/YYYY, e.g. 12/30 or 12/2030")
 	}
 	if *anySite == (*sites != "") {
 		return c.usageErr("give exactly one of --sites and --any-site")

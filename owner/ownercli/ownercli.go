@@ -328,14 +328,30 @@ func (c *cli) pending(args []string) int {
 		if err != nil {
 			return err
 		}
+		if len(ps) == 0 {
+			fmt.Fprintln(c.env.Stdout, "Nothing is waiting for you.")
+			return nil
+		}
+		tw := tabwriter.NewWriter(c.env.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tREQUEST\tSITE\tCARD\tAMOUNT\tEXPIRES")
 		for _, a := range ps {
-			amount := ""
+			// The kind says what is asked; the reason only when it adds
+			// something (a new site's reason is its kind).
+			what := string(a.Kind)
+			if a.Reason != "" && a.Reason != string(a.Kind) {
+				what += " (" + a.Reason + ")"
+			}
+			amount := "-"
 			if a.Amount != nil {
 				amount = a.Amount.String()
 			}
-			fmt.Fprintf(c.env.Stdout, "%s\t%s\t%s\t%s\t%s\texpires %s\n", a.ID, a.Kind, a.Reason, a.Site, amount, a.Expires.Format("15:04:05 MST"))
+			card := "-"
+			if a.CardID != "" {
+				card = a.CardID
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, what, a.Site, card, amount, a.Expires.Local().Format("15:04:05"))
 		}
-		return nil
+		return tw.Flush()
 	})
 }
 
