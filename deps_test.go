@@ -153,6 +153,9 @@ func TestPackageDocs(t *testing.T) {
 // edge that is not listed is a layering bug, e.g. vault importing policy, or
 // policy importing owner. (benbjohnson/wtf keeps the domain at the root and
 // the adapters beside it; tailscale's deptest checks such edges.)
+// internal/cardcheck: the duplicate-card rule of the CLI and the dashboard.
+func init() { domainImports["internal/cardcheck"] = []string{".", "vault"} }
+
 var domainImports = map[string][]string{
 	".":                 {},
 	"hostname":          {"."},
@@ -162,7 +165,7 @@ var domainImports = map[string][]string{
 	"redact":            {"."},
 	"control":           {"."},
 	"owner":             {".", "hostname", "policy", "vault"},
-	"owner/dashboard":   {".", "hostname", "owner", "policy", "vault"},
+	"owner/dashboard":   {".", "hostname", "owner", "policy", "vault", "internal/cardcheck"},
 	"owner/notify":      {".", "owner", "policy"},
 	"intercept/rewrite": {".", "hostname", "tokens", "vault"},
 	"broker":            {".", "control", "hostname", "policy", "tokens", "vault"},

@@ -471,3 +471,32 @@ func TestOperator_Doctor(t *testing.T) {
 		t.Errorf("doctor on another data directory: exit %d\n%s", r.code, r.stdout)
 	}
 }
+
+// TestOperator_DuplicateCardsRefused: the CLI takes --exp 12/31 like the
+// dashboard; the same number added twice is refused, naming the card it
+// duplicates (label, last 4, expiry), compared by the vault's keyed HMAC;
+// another card with the same last 4 is accepted.
+func TestOperator_DuplicateCardsRefused(t *testing.T) {
+	home := t.TempDir()
+	data := filepath.Join(t.TempDir(), "data")
+	env := cleanEnv(home, "AGENTVAULT_DATA="+data)
+	r := runBin(t, env, "4242424242424242\n737\n", "proxyd", "vault", "--init", "add-card", "--exp", "12/31", "--any-site")
+	if r.code != 0 || !strings.Contains(r.stdout, "exp 12/2031") {
+		t.Fatalf("add-card --exp 12/31: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = runBin(t, env, "4242 4242 4242 4242\n123\n", "proxyd", "vault", "add-card", "--exp", "01/2032", "--any-site")
+	if r.code == 0 || !strings.Contains(r.stderr, "already in the vault as card 1: visa •••• 4242, exp 12/31") {
+		t.Errorf("the same number twice: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if strings.Contains(r.stderr+r.stdout, "4242424242424242") {
+		t.Error("the refusal shows the number")
+	}
+	other := "4000056655024242" // another Visa ending 4242
+	r = runBin(t, env, other+"\n123\n", "proxyd", "vault", "add-card", "--exp", "12/31", "--any-site")
+	if r.code != 0 || strings.Contains(r.stderr, "warning") {
+		t.Errorf("another card with the same last 4: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := runBin(t, env, "", "proxyd", "vault", "list"); strings.Count(r.stdout, "4242") != 2 {
+		t.Errorf("vault list:\n%s", r.stdout)
+	}
+}

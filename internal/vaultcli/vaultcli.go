@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	agentvault "github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/internal/cardcheck"
 	"github.com/agentvault/agentvault/internal/termio"
 	"github.com/agentvault/agentvault/store/sqlite"
 	"github.com/agentvault/agentvault/vault"
@@ -386,11 +387,21 @@ func (c *cli) addCard(args []string) int {
 	defer in.Number.Wipe()
 	defer in.CVV.Wipe()
 	return c.withVault(func(v *vault.Vault) int {
+		warning, err := cardcheck.Check(c.ctx, v, *org, in.Number, month, year)
+		if err != nil {
+			return c.fail(err)
+		}
 		it, err := v.AddCard(c.ctx, *org, *owner, in)
 		if err != nil {
 			return c.fail(err)
 		}
+		if err := cardcheck.Record(c.ctx, v, it, in.Number); err != nil {
+			return c.fail(err)
+		}
 		fmt.Fprintf(c.env.Stdout, "added card %s: %s (%s)\n", it.Label, mask(it), it.ID)
+		if warning != "" {
+			fmt.Fprintf(c.env.Stderr, "warning: %s\n", warning)
+		}
 		return exitOK
 	})
 }

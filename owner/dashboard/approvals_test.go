@@ -89,3 +89,29 @@ func TestActivityCountsOnlyValuesSentToSites(t *testing.T) {
 		}
 	}
 }
+
+// TestDuplicateCardRefusedOnTheDashboard: the same number added twice is
+// refused with the card it duplicates named (compared by keyed HMAC, the
+// number never shown); a card that predates the check and shares last 4
+// and expiry is added with a warning to judge.
+func TestDuplicateCardRefusedOnTheDashboard(t *testing.T) {
+	e := newEnv(t)
+	e.signIn(ownerPW)
+	if code, body := e.post("/cards/new", "/cards", cardForm(newSpaced, newCVV)); code != 200 || !strings.Contains(body, "Card added") {
+		t.Fatalf("first add: %d", code)
+	}
+	code, body := e.post("/cards/new", "/cards", cardForm(strings.ReplaceAll(newSpaced, " ", ""), "1234"))
+	if code != 409 || !strings.Contains(body, "already in the vault as card 2: amex •••• 8431, exp 07/31") {
+		t.Errorf("the same number twice: %d", code)
+	}
+	if strings.Contains(body, "371449635398431") {
+		t.Error("the refusal shows the number")
+	}
+	// The env's card (4242…, exp 04/2030) was added without a fingerprint.
+	f := cardForm("4000056655024242", "123")
+	f.Set("exp_month", "04")
+	f.Set("exp_year", "2030")
+	if code, body := e.post("/cards/new", "/cards", f); code != 200 || !strings.Contains(body, "may be this same card") {
+		t.Errorf("a possible duplicate is not flagged: %d", code)
+	}
+}
