@@ -210,11 +210,12 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		MinorUnitFields: m.Config.Policy.WireAmount.MinorUnitFields,
 		Engine:          eng,
 	}
-	var resolver intercept.Resolver
+	var resolver intercept.Resolver = net.DefaultResolver
 	if len(m.Config.UnsafeTestHosts) > 0 {
 		resolver = testHostsResolver(m.Config.UnsafeTestHosts)
 		m.Logger.Warn("unsafe_test_hosts is set: named hosts resolve to fixed local addresses (tests only)")
 	}
+	resolver = namingResolver{next: resolver, log: m.Logger}
 	m.Server, err = intercept.NewServer(intercept.Config{
 		CA: m.CA, Broker: m.Broker, Logger: m.Logger, Metrics: m.Metrics, WireAmount: wireAmount,
 		UnsafeAllowPrivateRanges: m.Config.UnsafeAllowPrivateRanges,
@@ -627,3 +628,33 @@ func (h testHostsResolver) LookupNetIP(ctx context.Context, network, host string
 }
 
 var _ intercept.Resolver = testHostsResolver(nil)
+
+// namingResolver logs the name a lookup failed for: the proxy's refusal
+// says only "destination does not resolve", and the operator needs the
+// host (a typo, a name only unsafe_test_hosts knows) to fix it. A host
+// name is logged like the canonical request line does; it is never a
+// metric label.
+type namingResolver struct {
+	next intercept.Resolver
+	log  *slog.Logger
+}
+
+func (r namingResolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	ips, err := r.next.LookupNetIP(ctx, network, host)
+	if err != nil {
+		reason := err.Error()
+		var de *net.DNSError
+		if errors.As(err, &de) {
+			reason = de.Err
+			if de.IsNotFound {
+				reason = "no such host"
+			}
+		}
+		hint := ""
+		if strings.HasSuffix(strings.TrimSuffix(host, "."), ".test") || strings.HasSuffix(strings.TrimSuffix(host, "."), ".localhost") {
+			hint = "a local test name resolves only when unsafe_test_hosts names it (README: a local test site)"
+		}
+		r.log.Warn("destination does not resolve", slog.String("host", host), slog.String("reason", reason), slog.String("hint", hint))
+	}
+	return ips, err
+}

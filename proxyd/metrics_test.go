@@ -123,6 +123,11 @@ func TestOperator_MetricsConventions(t *testing.T) {
 	if r, err := pc.Get("https://no-such-host.invalid/"); err == nil {
 		r.Body.Close()
 	}
+	// The log names the host that did not resolve (the refusal itself
+	// says only "destination does not resolve").
+	if !strings.Contains(logs.String(), `"msg":"destination does not resolve","host":"no-such-host.invalid"`) {
+		t.Error("the log does not name the host that did not resolve")
+	}
 	if _, err := ctl.Authorize(ctx, s.ID, control.AuthorizeRequest{Token: "av_card_9_number_zzzzz", PageURL: up.URL + "/"}); err == nil {
 		t.Fatal("authorize of an unknown token succeeded")
 	}
