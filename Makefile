@@ -14,7 +14,7 @@ export CHROMIUM_PATH ?= /usr/bin/chromium
 # Packages whose code runs concurrently: they also run under the race detector.
 RACE_PKGS := ./vault/... ./tokens/... ./broker/... ./intercept/... ./policy/... ./proxyd/... ./mcpserver/... ./control/...
 
-.PHONY: all deps system-deps driver build run test vet fmt-check unit race e2e bench fuzz clean rules-check walk
+.PHONY: all deps system-deps driver build run test vet fmt-check unit race e2e bench fuzz clean rules-check walk screenshots
 
 all: build
 
@@ -73,6 +73,10 @@ walk: build
 	BIN=./bin ./scripts/walk.sh
 
 test: deps fmt-check vet build rules-check unit race walk
+
+# The README's dashboard pictures, taken in Chromium from the templates.
+screenshots:
+	AV_DASHBOARD_SCREENSHOTS=$(CURDIR)/docs $(GO) test -count=1 -run TestScreenshotsForREADME ./owner/dashboard/
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./tokens/... ./intercept/...
