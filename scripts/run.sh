@@ -84,16 +84,17 @@ mcpd_pid=$!
 cat <<MSG
 
 agentvault is running (data in $DATA)
-  owner dashboard   $DASHBOARD   (self-signed local certificate)
+  owner dashboard   $DASHBOARD   (trust $DATA/dashboard-ca.pem once: README "Trust the dashboard once")
   MCP endpoint      http://$MCP_ADDR/mcp   (streamable HTTP; stdio clients run bin/mcpd themselves)
   health, metrics   http://$ADMIN/healthz   http://$ADMIN/metrics
   proxy, control    127.0.0.1:7700, 127.0.0.1:7701
 
 First run, in another terminal:
   1. $BIN/proxyd owner --data $DATA set-password --email you@example.com   # then sign in to the dashboard
-  2. $BIN/proxyd vault --data $DATA add-card --exp MM/YYYY --sites shop.example   # number, then code, on stdin
+  2. $BIN/proxyd vault --data $DATA add-card --exp MM/YY --sites shop.example   # number, then code, on stdin
   3. point your MCP client at http://$MCP_ADDR/mcp (README: "Registering mcpd")
   The agent's API key is $DATA/api-key; the first fill on a new site waits for your approval on the dashboard.
+  $BIN/proxyd doctor --data $DATA checks the deployment and says what to fix.
 
 Ctrl-C stops both.
 MSG
