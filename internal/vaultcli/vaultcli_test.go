@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentvault/agentvault/vault"
 	"github.com/agentvault/agentvault/store/sqlite"
+	"github.com/agentvault/agentvault/vault"
 )
 
 type run struct {
