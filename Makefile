@@ -4,7 +4,6 @@
 
 SHELL := /bin/bash
 GO ?= go
-DATA ?= $(HOME)/.agentvault
 CACHE := $(CURDIR)/.cache
 PW_VERSION := 1.64.1
 PW_DRIVER := $(CACHE)/playwright-driver
@@ -15,7 +14,7 @@ export CHROMIUM_PATH ?= /usr/bin/chromium
 # Packages whose code runs concurrently: they also run under the race detector.
 RACE_PKGS := ./store/... ./vault/... ./tokens/... ./broker/... ./intercept/... ./policy/... ./proxyd/... ./mcpserver/... ./control/...
 
-.PHONY: all deps system-deps driver build run test vet fmt-check unit race pgtest e2e bench bench-mcp fuzz clean
+.PHONY: all deps system-deps driver build run test vet fmt-check unit race pgtest e2e bench bench-mcp fuzz clean rules-check walk screenshots
 
 all: build
 
@@ -27,6 +26,7 @@ system-deps:
 	command -v npm >/dev/null || pkgs="$$pkgs npm"; \
 	command -v sqlite3 >/dev/null || pkgs="$$pkgs sqlite3"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || pkgs="$$pkgs postgresql"; \
+	command -v promtool >/dev/null || pkgs="$$pkgs prometheus"; \
 	if [ -n "$$pkgs" ]; then \
 		echo "installing Debian packages:$$pkgs"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$pkgs >/dev/null; \
@@ -44,11 +44,12 @@ deps: system-deps driver
 build:
 	$(GO) build -o bin/ ./cmd/...
 
-# Start the appliance on its embedded defaults (data under $(DATA)): proxyd in
-# the background, mcpd serving MCP over HTTP on 127.0.0.1:7704 in the
-# foreground; Ctrl-C stops both (scripts/run.sh).
+# Start the appliance: proxyd in the background, mcpd serving MCP over HTTP
+# on 127.0.0.1:7704 in the foreground; Ctrl-C stops both (scripts/run.sh).
+# `make run DATA=/path` picks the data directory (default ~/.agentvault),
+# `make run PROXYD_ARGS="--config configs/proxyd.yaml"` a config file.
 run: deps build
-	DATA=$(DATA) BIN=./bin ./scripts/run.sh
+	BIN=./bin ./scripts/run.sh
 
 vet:
 	$(GO) vet ./...
@@ -68,7 +69,21 @@ race:
 pgtest: system-deps
 	./scripts/test-postgres.sh
 
-test: deps fmt-check vet build unit race pgtest
+# The example alerting rules must load in Prometheus (promtool comes with
+# Debian's prometheus package; system-deps installs it when missing).
+rules-check: system-deps
+	promtool check rules configs/prometheus-rules.yml
+
+# The README's first walk, end to end on loopback (scripts/walk.sh).
+walk: build
+	BIN=./bin ./scripts/walk.sh
+
+
+# The README's dashboard pictures, taken in Chromium from the templates.
+screenshots:
+	AV_DASHBOARD_SCREENSHOTS=$(CURDIR)/docs $(GO) test -count=1 -run TestScreenshotsForREADME ./owner/dashboard/
+
+test: deps fmt-check vet build rules-check unit race pgtest walk
 
 # Micro-benchmarks, then the loopback harness in bench/ (its own module):
 # proxyd built from this checkout beside plain goproxy v1.9.4, CPU per

@@ -157,6 +157,9 @@ func TestPackageDocs(t *testing.T) {
 // edge that is not listed is a layering bug, e.g. vault importing policy, or
 // policy importing owner. (benbjohnson/wtf keeps the domain at the root and
 // the adapters beside it; tailscale's deptest checks such edges.)
+// internal/cardcheck: the duplicate-card rule of the CLI and the dashboard.
+func init() { domainImports["internal/cardcheck"] = []string{".", "vault"} }
+
 var domainImports = map[string][]string{
 	".":                    {},
 	"hostname":             {"."},
@@ -166,7 +169,7 @@ var domainImports = map[string][]string{
 	"redact":               {"."},
 	"control":              {"."},
 	"owner":                {".", "hostname", "policy", "vault"},
-	"owner/dashboard":      {".", "credentials", "hostname", "owner", "policy", "recipes", "vault"},
+	"owner/dashboard":      {".", "credentials", "hostname", "owner", "policy", "recipes", "vault", "internal/cardcheck"},
 	"recipes":              {".", "hostname", "policy", "redact"},
 	"owner/notify":         {".", "owner", "policy"},
 	"intercept/rewrite":    {".", "hostname", "tokens", "vault"},

@@ -53,7 +53,7 @@ func TestProxydBinaryOwnerFlow(t *testing.T) {
 	data := t.TempDir()
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + data}
 
-	add := exec.Command(bin, "vault", "--data", data, "add-card", "--exp", fmt.Sprintf("11/%d", year), "--any-site")
+	add := exec.Command(bin, "vault", "--data", data, "--init", "add-card", "--exp", fmt.Sprintf("11/%d", year), "--any-site")
 	add.Env = env
 	add.Stdin = strings.NewReader(number + "\n" + cvv + "\n")
 	var addOut, addErr bytes.Buffer

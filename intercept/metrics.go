@@ -19,6 +19,8 @@ type Metrics struct {
 	substitutions *prometheus.CounterVec
 	scrubs        *prometheus.CounterVec
 	refusals      *prometheus.CounterVec
+	upstreamErrs  *prometheus.CounterVec
+	challenges    prometheus.Counter
 	upstream      prometheus.Histogram
 	added         prometheus.Histogram
 	tunnels       prometheus.Gauge
@@ -45,13 +47,37 @@ func init() {
 		agentvault.CodeDestinationUnauthorized, agentvault.CodeScopeDenied, agentvault.CodeInsecureSite,
 		agentvault.CodePrivateDestination, agentvault.CodeProxyLoop, agentvault.CodeUnknownToken,
 		agentvault.CodeTokenNotAllowed, agentvault.CodeSubstitution, agentvault.CodeBodyTooLarge,
-		agentvault.CodeTooManyTunnels, agentvault.CodeAuditUnavailable, agentvault.CodeUpstream,
-		agentvault.CodeUpstreamTLS, agentvault.CodeTimeout, agentvault.CodeProxyAuth, agentvault.CodeSealed,
-		agentvault.CodeSessionEnded, agentvault.CodeNotFound,
+		agentvault.CodeTooManyTunnels, agentvault.CodeAuditUnavailable, agentvault.CodeProxyAuth, agentvault.CodeSealed,
+		agentvault.CodeSessionEnded, agentvault.CodeNotFound, agentvault.CodeAmountMismatch, agentvault.CodeGrantExpired,
+		agentvault.CodeGrantUsed, agentvault.CodeGrantInUse, agentvault.CodeCardPaused, agentvault.CodeKeyRevoked,
 	} {
 		knownCodes[c] = true
 	}
 }
+
+// upstreamCodes are failures of the site or the network, not decisions of
+// the proxy: they are counted in upstream_errors_total, never as refusals
+// (an alert on refusals must not page for a merchant's outage).
+var upstreamCodes = []agentvault.Code{agentvault.CodeUpstream, agentvault.CodeUpstreamTLS, agentvault.CodeTimeout}
+
+func isUpstreamCode(c agentvault.Code) bool {
+	for _, u := range upstreamCodes {
+		if c == u {
+			return true
+		}
+	}
+	return false
+}
+
+// isChallenge reports the first CONNECT of a client that waits to be asked
+// for proxy credentials (Chromium does: RFC 9110 §11.7.1, 407 then a retry
+// with Proxy-Authorization). Wrong credentials remain a refusal.
+func isChallenge(err error) bool {
+	return agentvault.ErrorCode(err) == agentvault.CodeProxyAuth && agentvault.ErrorMessage(err) == msgCredentialsRequired
+}
+
+// msgCredentialsRequired is the refusal of a CONNECT without credentials.
+const msgCredentialsRequired = "proxy credentials required"
 
 func codeLabel(c agentvault.Code) string {
 	if knownCodes[c] {
@@ -80,7 +106,18 @@ func NewMetrics() *Metrics {
 	m.tunnels = prometheus.NewGauge(prometheus.GaugeOpts{Name: "agentvault_proxy_open_tunnels", Help: "Open MITM tunnels."})
 	m.leafHits = prometheus.NewCounter(prometheus.CounterOpts{Name: "agentvault_proxy_leaf_cache_hits_total", Help: "Leaf certificates served from cache."})
 	m.leafMisses = prometheus.NewCounter(prometheus.CounterOpts{Name: "agentvault_proxy_leaf_cache_misses_total", Help: "Leaf certificates signed."})
-	m.Registry.MustRegister(m.requests, m.substitutions, m.scrubs, m.refusals, m.upstream, m.added, m.tunnels, m.leafHits, m.leafMisses)
+	m.upstreamErrs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "agentvault_proxy_upstream_errors_total", Help: "Requests that failed upstream (connection, TLS, timeout), by code; not refusals."}, []string{"code"})
+	m.challenges = prometheus.NewCounter(prometheus.CounterOpts{Name: "agentvault_proxy_auth_challenges_total", Help: "CONNECTs without credentials answered 407 so the client retries with them (normal for browsers; not refusals)."})
+	m.Registry.MustRegister(m.requests, m.substitutions, m.scrubs, m.refusals, m.upstreamErrs, m.challenges, m.upstream, m.added, m.tunnels, m.leafHits, m.leafMisses)
+	// Every series of a closed label set exists from the start at zero, so
+	// rate() and increase() see the first event (a series born at 1 hides it).
+	for c := range knownCodes {
+		m.refusals.WithLabelValues(string(c))
+	}
+	m.refusals.WithLabelValues("other")
+	for _, c := range upstreamCodes {
+		m.upstreamErrs.WithLabelValues(string(c))
+	}
 	// Every request counts one decision and most count kinds: the
 	// counters of the closed label sets are bound once, so the hot path
 	// does no label hashing.
@@ -96,7 +133,7 @@ func NewMetrics() *Metrics {
 }
 
 // kindIndex is k's slot in the pre-bound counters; 0 ("other") is left
-// unbound so the series appears only if it is ever used.
+// unbound (no item kind maps to it).
 func kindIndex(k vault.Kind) int {
 	switch k {
 	case vault.KindCard:
@@ -121,9 +158,20 @@ func (m *Metrics) request(decision string) {
 	}
 }
 
+// refusal counts a failed request or CONNECT: an upstream failure or a
+// credentials challenge is counted as what it is, not as a refusal.
 func (m *Metrics) refusal(err error) {
-	if m != nil {
-		m.refusals.WithLabelValues(codeLabel(agentvault.ErrorCode(err))).Inc()
+	if m == nil {
+		return
+	}
+	code := agentvault.ErrorCode(err)
+	switch {
+	case isUpstreamCode(code):
+		m.upstreamErrs.WithLabelValues(string(code)).Inc()
+	case isChallenge(err):
+		m.challenges.Inc()
+	default:
+		m.refusals.WithLabelValues(codeLabel(code)).Inc()
 	}
 }
 

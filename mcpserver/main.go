@@ -54,6 +54,9 @@ type Main struct {
 	TLSConfig           func(ctx context.Context, o TLSOptions) (*tls.Config, error)
 	// Hosted tunes the hosted server's limits (tests inject a clock).
 	Hosted HostedConfig
+	// MetricsAddr serves /metrics (loopback only); empty: DefaultMetricsAddr
+	// with --http, off on stdio; "off" turns it off.
+	MetricsAddr string
 
 	// Stderr receives the logs; stdout is the MCP stream and never sees a
 	// log line. Defaults to os.Stderr.
@@ -102,11 +105,18 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.TLSDir, "tls-dir", m.TLSDir, "where ACME certificates are kept (default ~/.agentvault/mcpd)")
 	fs.BoolVar(&m.Credentials, "credentials", envOr("AGENTVAULT_CREDENTIALS", "") == "1", "serve the portal credential tools (credential_request, credential_list, credential_use, credential_delete, grant_set)")
 	fs.StringVar(&m.SkillsDir, "skills-dir", envOr("AGENTVAULT_SKILLS_DIR", ""), "skill directory (one folder per skill with its SKILL.md): serve skill_find and file_write over it")
+	fs.StringVar(&m.MetricsAddr, "metrics-addr", envOr("AGENTVAULT_MCPD_METRICS_ADDR", ""), "serve Prometheus /metrics here (loopback; default "+DefaultMetricsAddr+" with --http, off on stdio; \"off\" disables)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if m.HTTPAddr != "" {
 		if err := m.checkListen(); err != nil {
+			fmt.Fprintln(m.Stderr, "mcpd:", agentvault.ErrorMessage(err))
+			return err
+		}
+	}
+	if m.MetricsAddr != "" && m.MetricsAddr != "off" {
+		if err := checkMetricsAddr(m.MetricsAddr); err != nil {
 			fmt.Fprintln(m.Stderr, "mcpd:", agentvault.ErrorMessage(err))
 			return err
 		}
@@ -243,6 +253,7 @@ func (m *Main) Open() error {
 	if err != nil {
 		return err
 	}
+	srv.metrics = srv.instrument()
 	srv.Prewarm()
 	m.server = srv
 	return nil
@@ -261,6 +272,12 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 		return m.ServeHTTP(ctx, ln)
 	}
+	if m.server == nil {
+		if err := m.Open(); err != nil {
+			return err
+		}
+	}
+	m.serveMetrics(ctx, m.MetricsAddr)
 	return m.RunTransport(ctx, &mcp.StdioTransport{})
 }
 
@@ -274,6 +291,11 @@ func (m *Main) ServeHTTP(ctx context.Context, ln net.Listener) error {
 			return err
 		}
 	}
+	addr := m.MetricsAddr
+	if addr == "" {
+		addr = DefaultMetricsAddr
+	}
+	m.serveMetrics(ctx, addr)
 	m.server.EnableHosted(m.Hosted)
 	var opts HTTPOptions
 	if m.RequireKeys {

@@ -91,6 +91,7 @@ type Server struct {
 	launchMu sync.Mutex
 	browser  *browser.Browser
 	closed   bool
+	metrics  *Metrics // nil unless Main built the server
 
 	mu       sync.Mutex
 	sessions map[string]*Session // by handle

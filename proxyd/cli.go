@@ -21,17 +21,29 @@ import (
 const usage = `usage: proxyd <command> [flags]
 
 commands:
-  run       [--config FILE] [--data DIR] [--proxy ADDR] [--control ADDR] [--admin ADDR]
+  run       [--config FILE] [--proxy ADDR] [--control ADDR] [--admin ADDR]
             [--unsafe-allow-private-ranges]      serve until SIGINT/SIGTERM (SIGHUP reloads the config)
-  vault     [--data DIR] <vault command> ...     the owner's vault CLI (proxyd vault help)
-  owner     [--data DIR] <owner command> ...     API keys, sites, approvals, dashboard password (proxyd owner help)
-  session   create [--data DIR] [--api-key-file FILE] [--control URL]
+  vault     <vault command> ...                  the owner's vault CLI (proxyd vault help)
+  owner     <owner command> ...                  API keys, sites, approvals, dashboard password (proxyd owner help)
+  session   create [--api-key-file FILE] [--control URL]
             opens a browser session and prints its proxy credential and CA path for curl
-  ca        export [--data DIR]                  prints the MITM CA certificate (PEM)
+  ca        export                               prints the MITM CA certificate (PEM)
+  doctor    [--config FILE]                      checks this deployment and prints what to fix
+  data-dir  [--config FILE]                      prints the data directory the other commands use
+
+every command takes --data DIR anywhere on its line; without it the data directory is
+$AGENTVAULT_DATA, then $DATA, then the config file's data_dir, then ~/.agentvault.
+vault, owner and ca refuse to create a vault where none exists unless given --init.
 `
 
-// RunCLI is proxyd's command line; it returns the exit code.
+// RunCLI is proxyd's command line; it returns the exit code. --data DIR
+// and --init are taken at any position (ResolveDataDir is the rule).
 func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	common, args, err := peelCommon(args)
+	if err != nil {
+		fmt.Fprintf(stderr, "error: %s\n", agentvault.ErrorMessage(err))
+		return 2
+	}
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprint(stderr, usage)
 		if len(args) == 0 {
@@ -41,33 +53,31 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "run":
-		return cmdRun(ctx, args[1:], stderr)
-	case "vault":
-		dataDir, rest := peelData(args[1:])
-		return vaultcli.Run(ctx, rest, vaultcli.DefaultEnv(dataDir))
-	case "owner":
-		dataDir, rest := peelData(args[1:])
-		return ownercli.Run(ctx, rest, ownercli.DefaultEnv(dataDir, DefaultOrg))
+		return cmdRun(ctx, args[1:], common, stdout, stderr)
+	case "data-dir":
+		return cmdDataDir(args[1:], common, stdout, stderr)
+	case "doctor":
+		return cmdDoctor(ctx, args[1:], common, stdout, stderr)
+	case "vault", "owner", "ca":
+		d := ResolveDataDir(common.data, "", nil)
+		if len(args) > 1 && args[1] != "help" && args[1] != "-h" && args[1] != "--help" {
+			if err := requireVault(d, common.init); err != nil {
+				return fail(stderr, err)
+			}
+		}
+		switch args[0] {
+		case "vault":
+			return vaultcli.Run(ctx, args[1:], vaultcli.DefaultEnv(d.Dir))
+		case "owner":
+			return ownercli.Run(ctx, args[1:], ownercli.DefaultEnv(d.Dir, DefaultOrg))
+		default:
+			return cmdCA(ctx, args[1:], d.Dir, stdout, stderr)
+		}
 	case "session":
-		return cmdSession(ctx, args[1:], stdout, stderr)
-	case "ca":
-		return cmdCA(ctx, args[1:], stdout, stderr)
+		return cmdSession(ctx, args[1:], common, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "unknown command %q\n%s", args[0], usage)
 	return 2
-}
-
-// peelData takes a leading --data DIR off args, defaulting to the embedded
-// data directory.
-func peelData(args []string) (string, []string) {
-	dir := expandHome(DefaultConfig().DataDir)
-	if len(args) >= 2 && (args[0] == "--data" || args[0] == "-data") {
-		return expandHome(args[1]), args[2:]
-	}
-	if len(args) >= 1 && strings.HasPrefix(args[0], "--data=") {
-		return expandHome(strings.TrimPrefix(args[0], "--data=")), args[1:]
-	}
-	return dir, args
 }
 
 func fail(stderr io.Writer, err error) int {
@@ -75,50 +85,83 @@ func fail(stderr io.Writer, err error) int {
 	return 1
 }
 
-func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
+// runFlags are `proxyd run`'s own flags (--data and --init are common).
+type runFlags struct {
+	config, proxy, control, admin string
+	unsafePrivate                 bool
+}
+
+func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
+	var f runFlags
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	configPath := fs.String("config", "", "YAML config file (strict: unknown keys refuse start-up)")
-	data := fs.String("data", "", "data directory (overrides data_dir)")
-	proxyAddr := fs.String("proxy", "", "proxy listen address (overrides listen.proxy)")
-	controlAddr := fs.String("control", "", "control API listen address, loopback only")
-	adminAddr := fs.String("admin", "", "admin listen address (/metrics, /healthz), loopback only")
-	unsafePrivate := fs.Bool("unsafe-allow-private-ranges", false, "let the proxy reach loopback and private addresses (tests only)")
+	fs.StringVar(&f.config, "config", "", "YAML config file (strict: unknown keys refuse start-up)")
+	fs.StringVar(&f.proxy, "proxy", "", "proxy listen address (overrides listen.proxy)")
+	fs.StringVar(&f.control, "control", "", "control API listen address, loopback only")
+	fs.StringVar(&f.admin, "admin", "", "admin listen address (/metrics, /healthz), loopback only")
+	fs.BoolVar(&f.unsafePrivate, "unsafe-allow-private-ranges", false, "let the proxy reach loopback and private addresses (tests only)")
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return f, err
 	}
-	m := NewMain()
-	m.Stderr = stderr
-	if *configPath != "" {
-		c, err := LoadConfig(*configPath)
-		if err != nil {
-			return fail(stderr, err)
+	if fs.NArg() != 0 {
+		return f, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return f, nil
+}
+
+// runConfig is the config `proxyd run` (and doctor) would use: the file or
+// the embedded defaults, the flags over it, the data directory by the one
+// rule.
+func runConfig(f runFlags, common commonFlags) (Config, DataDirChoice, error) {
+	c := DefaultConfig()
+	cfgData := ""
+	if f.config != "" {
+		var err error
+		if c, err = LoadConfig(f.config); err != nil {
+			return c, DataDirChoice{}, err
 		}
-		m.Config = c
+		cfgData = c.DataDir
 	}
+	d := ResolveDataDir(common.data, cfgData, nil)
+	c.DataDir = d.Dir
 	for _, o := range []struct {
 		v   string
 		dst *string
-	}{{*data, &m.Config.DataDir}, {*proxyAddr, &m.Config.Listen.Proxy}, {*controlAddr, &m.Config.Listen.Control}, {*adminAddr, &m.Config.Listen.Admin}} {
+	}{{f.proxy, &c.Listen.Proxy}, {f.control, &c.Listen.Control}, {f.admin, &c.Listen.Admin}} {
 		if o.v != "" {
 			*o.dst = o.v
 		}
 	}
-	if *unsafePrivate {
-		m.Config.UnsafeAllowPrivateRanges = true
+	if f.unsafePrivate {
+		c.UnsafeAllowPrivateRanges = true
 	}
+	return c, d, c.Validate()
+}
+
+func cmdRun(ctx context.Context, args []string, common commonFlags, stdout, stderr io.Writer) int {
+	f, err := parseRunFlags(args, stderr)
+	if err != nil {
+		return 2
+	}
+	cfg, _, err := runConfig(f, common)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	m := NewMain()
+	m.Stderr = stderr
+	m.Config = cfg
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := m.Open(ctx); err != nil {
 		return fail(stderr, err)
 	}
-	if *configPath != "" {
+	if f.config != "" {
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
 		defer signal.Stop(hup)
 		go func() {
 			for range hup {
-				_ = m.Reload(*configPath)
+				_ = m.Reload(f.config)
 			}
 		}()
 	}
@@ -128,49 +171,65 @@ func cmdRun(ctx context.Context, args []string, stderr io.Writer) int {
 	return 0
 }
 
-func cmdSession(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// cmdDataDir prints the data directory `proxyd run` with the same flags
+// would use (scripts/run.sh asks it rather than guessing).
+func cmdDataDir(args []string, common commonFlags, stdout, stderr io.Writer) int {
+	f, err := parseRunFlags(args, stderr)
+	if err != nil {
+		return 2
+	}
+	_, d, err := runConfig(f, common)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	fmt.Fprintln(stdout, d.Dir)
+	return 0
+}
+
+func cmdSession(ctx context.Context, args []string, common commonFlags, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "create" {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
 	fs := flag.NewFlagSet("session create", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	data := fs.String("data", expandHome(DefaultConfig().DataDir), "data directory")
 	keyFile := fs.String("api-key-file", "", "file holding the API key (default <data>/api-key)")
 	controlURL := fs.String("control", "http://"+DefaultConfig().Listen.Control, "control API base URL")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
-	dir := expandHome(*data)
+	d := ResolveDataDir(common.data, "", nil)
 	if *keyFile == "" {
-		*keyFile = filepath.Join(dir, APIKeyFile)
+		*keyFile = filepath.Join(d.Dir, APIKeyFile)
 	}
 	key, err := os.ReadFile(*keyFile)
 	if err != nil {
-		return fail(stderr, agentvault.Wrap(agentvault.CodeInvalidInput, err, "cannot read the API key file"))
+		return fail(stderr, agentvault.Wrap(agentvault.CodeInvalidInput, err, "cannot read the API key file %s: %s (data directory %s)",
+			*keyFile, vaultcli.Reason(err), d))
 	}
-	tok, err := os.ReadFile(filepath.Join(dir, ControlTokenFile))
+	tokPath := filepath.Join(d.Dir, ControlTokenFile)
+	tok, err := os.ReadFile(tokPath)
 	if err != nil {
-		return fail(stderr, agentvault.Wrap(agentvault.CodeInvalidInput, err, "cannot read the control token (is proxyd running on this data directory?)"))
+		return fail(stderr, agentvault.Wrap(agentvault.CodeInvalidInput, err, "cannot read the control token %s: %s (is proxyd running on the data directory %s?)",
+			tokPath, vaultcli.Reason(err), d))
 	}
 	c := control.NewClient(*controlURL, strings.TrimSpace(string(tok)), nil)
 	s, err := c.CreateSession(ctx, strings.TrimSpace(string(key)))
 	if err != nil {
 		return fail(stderr, err)
 	}
-	caPath := filepath.Join(dir, CAFile)
+	caPath := filepath.Join(d.Dir, CAFile)
 	proxy := strings.Replace(s.ProxyURL, "http://", "http://"+s.ProxyUser+":"+s.ProxyPassword+"@", 1)
 	fmt.Fprintf(stdout, "session:  %s\nproxy:    %s\nca:       %s\n\ncurl --proxy '%s' --cacert %s https://example.com/\n",
 		s.ID, proxy, caPath, proxy, caPath)
 	return 0
 }
 
-func cmdCA(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func cmdCA(ctx context.Context, args []string, dir string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "export" {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
-	dir, _ := peelData(args[1:])
 	v, closeVault, err := vaultcli.OpenDefault(dir)
 	if err != nil {
 		return fail(stderr, err)

@@ -25,12 +25,16 @@ type controlService struct {
 	recipes  *recipes.Registry
 	proxyURL string
 	creds    *credentialAPI // portal credentials (credentials.go)
+	metrics  *daemonMetrics
 }
 
 func (c *controlService) CreateSession(ctx context.Context, apiKey string) (control.CreateSessionResponse, error) {
 	s, pw, err := c.broker.Create(ctx, apiKey)
 	if err != nil {
 		return control.CreateSessionResponse{}, err
+	}
+	if c.metrics != nil {
+		c.metrics.sessions.Inc()
 	}
 	resp := control.CreateSessionResponse{ID: s.ID, ProxyURL: c.proxyURL, ProxyUser: s.ID, ProxyPassword: pw,
 		CASPKI: c.ca.SPKIHash(), CAPEM: string(c.ca.CertPEM())}
@@ -80,8 +84,11 @@ func (c *controlService) Authorize(ctx context.Context, id string, req control.A
 	if a, ok := owner.PendingOf(err); ok {
 		p := &control.Pending{Pending: true, WaitID: a.ID, Kind: string(a.Kind), Reason: a.Reason, Site: a.Site,
 			Amount: orderTotal(a.Amount), ExpiresAt: a.Expires}
-		return control.AuthorizeResponse{}, agentvault.Wrap(agentvault.CodeApprovalPending, p, "waiting for the owner (%s)", a.Reason)
+		err = agentvault.Wrap(agentvault.CodeApprovalPending, p, "waiting for the owner (%s)", a.Reason)
+		c.metrics.authorizeOutcome(err)
+		return control.AuthorizeResponse{}, err
 	}
+	c.metrics.authorizeOutcome(err)
 	return resp, err
 }
 
@@ -116,6 +123,7 @@ func (c *controlService) Wait(ctx context.Context, id string, timeout time.Durat
 	if err != nil && a.ID == "" {
 		return control.WaitAnswer{}, err
 	}
+	c.metrics.decision(a, time.Now())
 	if a.Done() && a.Status != owner.StatusApproved && a.Session != "" {
 		c.broker.DeniedOnce(a.Session, a.ID)
 	}

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -86,6 +87,7 @@ type Main struct {
 	// closed once, last (P22).
 	store      appStore
 	dashH      *dashboard.Handler
+	dashCA     *dashboard.LocalCA
 	dashL      net.Listener
 	dashCancel context.CancelFunc
 	dashDone   chan error
@@ -103,6 +105,18 @@ type Main struct {
 	apiKeyHash [32]byte
 	suffix     string
 	configMu   sync.Mutex
+	lock       *os.File // flock on <data>/proxyd.lock, held until Close
+	// daemonMetrics are proxyd's own series on Metrics.Registry.
+	daemonMetrics *daemonMetrics
+}
+
+// pendingCount is the approvals_pending gauge's source.
+func (m *Main) pendingCount(ctx context.Context) (int, error) {
+	if m.Owner == nil {
+		return 0, nil
+	}
+	ps, err := m.Owner.Pending(ctx)
+	return len(ps), err
 }
 
 // NewMain returns a Main with the embedded defaults.
@@ -125,6 +139,22 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	m.dataDir = m.DataDir()
 	if m.Logger == nil {
 		m.Logger = newLogger(m.Config.Log, m.Stderr)
+	}
+	m.Metrics = intercept.NewMetrics()
+	m.daemonMetrics = newDaemonMetrics(m.Metrics.Registry, m.pendingCount)
+	m.Logger = slog.New(&observingHandler{next: m.Logger.Handler(), metrics: m.daemonMetrics})
+	// Nothing is written before this process knows it can serve: another
+	// instance on this data directory is named first, then every port is
+	// bound, then the directory is locked; only then are the vault, the
+	// key files and ca.pem touched.
+	if err := checkNotRunning(m.dataDir); err != nil {
+		return err
+	}
+	if err := m.listen(); err != nil {
+		return err
+	}
+	if m.lock, err = lockDataDir(m.dataDir); err != nil {
+		return err
 	}
 	st, err := m.openStore(ctx)
 	if err != nil {
@@ -197,6 +227,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	m.Broker.Policy = eng
 	m.Broker.GrantTTL, m.Broker.SessionIdle, m.Broker.SessionMaxAge = l.GrantTTL, l.SessionIdle, l.SessionMaxAge
 	m.Broker.MaxSessionsPerKey = l.MaxSessionsPerKey
+	m.Broker.OnClose(func(*broker.Session) { m.daemonMetrics.sessions.Dec() })
 	integrations, err := m.Config.Policy.Integrations()
 	if err != nil {
 		return err
@@ -208,12 +239,12 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		MinorUnitFields: m.Config.Policy.WireAmount.MinorUnitFields,
 		Engine:          eng,
 	}
-	m.Metrics = intercept.NewMetrics()
-	var resolver intercept.Resolver
+	var resolver intercept.Resolver = net.DefaultResolver
 	if len(m.Config.UnsafeTestHosts) > 0 {
 		resolver = testHostsResolver(m.Config.UnsafeTestHosts)
 		m.Logger.Warn("unsafe_test_hosts is set: named hosts resolve to fixed local addresses (tests only)")
 	}
+	resolver = namingResolver{next: resolver, log: m.Logger}
 	m.Server, err = intercept.NewServer(intercept.Config{
 		CA: m.CA, Broker: m.Broker, Logger: m.Logger, Metrics: m.Metrics, WireAmount: wireAmount,
 		UnsafeAllowPrivateRanges: m.Config.UnsafeAllowPrivateRanges,
@@ -227,33 +258,27 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if m.proxyL, err = net.Listen("tcp", m.Config.Listen.Proxy); err != nil {
-		return agentvault.Wrap(agentvault.CodeInternal, err, "cannot listen on %s", m.Config.Listen.Proxy)
-	}
-	if m.controlL, err = net.Listen("tcp", m.Config.Listen.Control); err != nil {
-		return agentvault.Wrap(agentvault.CodeInternal, err, "cannot listen on %s", m.Config.Listen.Control)
-	}
-	if m.adminL, err = net.Listen("tcp", m.Config.Listen.Admin); err != nil {
-		return agentvault.Wrap(agentvault.CodeInternal, err, "cannot listen on %s", m.Config.Listen.Admin)
-	}
 	if err := m.openCredentials(ctx, st, v); err != nil {
 		return err
 	}
 	if m.credL != nil {
 		m.Server.AddSelf(m.CredentialsAddr)
 	}
-	if m.Config.Listen.Dashboard != "" {
+	if m.dashL != nil {
 		liveCVV := func(ctx context.Context, a owner.Approval, cvv vault.Secret) error {
 			return m.Broker.SetLiveValue(a.Session, a.CardID, vault.FieldCVV, cvv)
 		}
-		if m.dashH, err = dashboard.New(dashboard.Config{Service: m.Owner, Vault: v, Logger: m.Logger, LiveCVV: liveCVV, Recipes: m.Recipes, Credentials: m.Credentials}); err != nil {
+		if m.dashH, err = dashboard.New(dashboard.Config{Service: m.Owner, Vault: v, Logger: m.Logger, LiveCVV: liveCVV,
+			Recipes: m.Recipes, Credentials: m.Credentials, OnSignInFailed: m.daemonMetrics.signInFailures.Inc}); err != nil {
 			return err
-		}
-		if m.dashL, err = net.Listen("tcp", m.Config.Listen.Dashboard); err != nil {
-			return agentvault.Wrap(agentvault.CodeInternal, err, "cannot listen on %s", m.Config.Listen.Dashboard)
 		}
 		m.DashboardAddr = m.dashL.Addr()
 		m.Server.AddSelf(m.DashboardAddr)
+		if m.Config.Dashboard.Domain == "" {
+			if m.dashCA, err = dashboard.LoadOrCreateLocalCA(ctx, v, m.dataDir, time.Now()); err != nil {
+				return err
+			}
+		}
 	}
 	m.ProxyAddr, m.ControlAddr, m.AdminAddr = m.proxyL.Addr(), m.controlL.Addr(), m.adminL.Addr()
 	// Every listener of this process is a loop destination (P16).
@@ -264,15 +289,21 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		proxyURL = "http://" + m.ProxyAddr.String()
 	}
 	m.controlSrv = &http.Server{
-		Handler: control.NewHandler(&controlService{broker: m.Broker, ca: m.CA, owner: m.Owner, recipes: m.Recipes, proxyURL: proxyURL, creds: m.credentialAPI()},
+		Handler: control.NewHandler(&controlService{broker: m.Broker, ca: m.CA, owner: m.Owner, recipes: m.Recipes, proxyURL: proxyURL,
+			creds: m.credentialAPI(), metrics: m.daemonMetrics},
 			m.ControlToken, m.Logger),
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelDebug),
 	}
 	admin := http.NewServeMux()
 	admin.Handle("GET /metrics", promhttp.HandlerFor(m.Metrics.Registry, promhttp.HandlerOpts{}))
-	admin.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
-	m.adminSrv = &http.Server{Handler: admin, ReadHeaderTimeout: 5 * time.Second}
+	// The PID lets a supervisor (scripts/run.sh) tell its own proxyd from
+	// another instance already answering on the same port.
+	admin.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = fmt.Fprintf(w, "ok pid=%d\n", os.Getpid())
+	})
+	m.adminSrv = &http.Server{Handler: admin, ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog: slog.NewLogLogger(m.Logger.Handler(), slog.LevelDebug)}
 	return nil
 }
 
@@ -382,7 +413,8 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.dashL != nil {
 		dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		m.dashCancel, m.dashDone = cancel, make(chan error, 1)
-		tc := dashboard.TLSConfig{Domain: m.Config.Dashboard.Domain, Email: m.Config.Dashboard.Email, DataDir: m.dataDir}
+		tc := dashboard.TLSConfig{Domain: m.Config.Dashboard.Domain, Email: m.Config.Dashboard.Email, DataDir: m.dataDir,
+			LocalCA: m.dashCA, Hosts: dashboardHosts(m.Config.Listen.Dashboard), Logger: m.Logger}
 		go func() { m.dashDone <- dashboard.Serve(dctx, m.dashL, m.dashH, tc) }()
 	}
 	go func() { m.serveErr <- m.Server.Serve(m.proxyL) }()
@@ -398,14 +430,32 @@ func (m *Main) Run(ctx context.Context) error {
 		slog.String("control", m.ControlAddr.String()), slog.String("admin", m.AdminAddr.String()),
 		slog.String("egress", egress), slog.Bool("unsafe_allow_private_ranges", m.Config.UnsafeAllowPrivateRanges))
 	var err error
+	reason := "signal"
 	select {
 	case <-ctx.Done():
 	case err = <-m.serveErr:
+		reason = "listener failed"
 	}
 	if cerr := m.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil {
+		m.Logger.Info("proxyd stopped", slog.String("reason", reason))
+	}
 	return err
+}
+
+// dashboardHosts are the names the local dashboard certificate covers:
+// localhost and the loopback addresses, plus the listen address's host
+// when it is another one (a LAN address the owner browses to).
+func dashboardHosts(listen string) []string {
+	hosts := []string{"localhost", "127.0.0.1", "::1"}
+	if h, _, err := net.SplitHostPort(listen); err == nil && h != "" && h != "localhost" && h != "127.0.0.1" && h != "::1" {
+		if ip, err := netip.ParseAddr(h); err != nil || !ip.IsUnspecified() {
+			hosts = append(hosts, h)
+		}
+	}
+	return hosts
 }
 
 func serveHTTP(s *http.Server, l net.Listener) error {
@@ -449,10 +499,16 @@ func (m *Main) Close() error {
 	if m.Recipes != nil {
 		m.Recipes.Close() // screenings in flight write to the store
 	}
+	var err error
 	if m.store != nil {
-		return m.store.Close()
+		err = m.store.Close()
 	}
-	return nil
+	// The lock goes last: nothing of this process touches the data
+	// directory after it.
+	if m.lock != nil {
+		_ = m.lock.Close()
+	}
+	return err
 }
 
 // Reload re-reads the config file and applies what can change at run time
@@ -645,3 +701,33 @@ func (h testHostsResolver) LookupNetIP(ctx context.Context, network, host string
 }
 
 var _ intercept.Resolver = testHostsResolver(nil)
+
+// namingResolver logs the name a lookup failed for: the proxy's refusal
+// says only "destination does not resolve", and the operator needs the
+// host (a typo, a name only unsafe_test_hosts knows) to fix it. A host
+// name is logged like the canonical request line does; it is never a
+// metric label.
+type namingResolver struct {
+	next intercept.Resolver
+	log  *slog.Logger
+}
+
+func (r namingResolver) LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error) {
+	ips, err := r.next.LookupNetIP(ctx, network, host)
+	if err != nil {
+		reason := err.Error()
+		var de *net.DNSError
+		if errors.As(err, &de) {
+			reason = de.Err
+			if de.IsNotFound {
+				reason = "no such host"
+			}
+		}
+		hint := ""
+		if strings.HasSuffix(strings.TrimSuffix(host, "."), ".test") || strings.HasSuffix(strings.TrimSuffix(host, "."), ".localhost") {
+			hint = "a local test name resolves only when unsafe_test_hosts names it (README: a local test site)"
+		}
+		r.log.Warn("destination does not resolve", slog.String("host", host), slog.String("reason", reason), slog.String("hint", hint))
+	}
+	return ips, err
+}

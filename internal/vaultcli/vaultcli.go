@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	agentvault "github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/internal/cardcheck"
 	"github.com/agentvault/agentvault/internal/termio"
 	"github.com/agentvault/agentvault/store/sqlite"
 	"github.com/agentvault/agentvault/vault"
@@ -92,10 +93,15 @@ func Open(ctx context.Context, dataDir string) (*vault.Vault, *sqlite.Store, err
 // refusing a database whose master key file is missing.
 func OpenSQLite(dataDir string) (*sqlite.Store, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "cannot create the data directory")
+		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "cannot create the data directory %s: %s", dataDir, Reason(err))
 	}
 	keyPath := filepath.Join(dataDir, KeyFileName)
 	dbPath := filepath.Join(dataDir, DBFileName)
+	// The vault's and the store's own errors do not name the file; say
+	// which one this process cannot use, and why, before they are tried.
+	if err := checkAccess(dataDir, keyPath, dbPath); err != nil {
+		return nil, err
+	}
 	if _, err := os.Stat(keyPath); errors.Is(err, fs.ErrNotExist) {
 		if st, err := os.Stat(dbPath); err == nil && st.Size() > 0 {
 			// Creating a fresh key would only hide the real problem.
@@ -156,10 +162,46 @@ func OpenStore(ctx context.Context, dataDir string, st vault.Store) (*vault.Vaul
 	return v, nil
 }
 
+// Reason is the operating system's reason for a failed file operation
+// ("permission denied", "no such file or directory"), without the path
+// (the caller names it) or Go's wrapping.
+func Reason(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Err.Error()
+	}
+	return err.Error()
+}
+
+// checkAccess opens the directory and each existing file for reading and
+// writing, so a permission problem is reported with its path and reason.
+func checkAccess(dir string, files ...string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return agentvault.Wrap(agentvault.CodeInternal, err, "cannot open the data directory %s: %s", dir, Reason(err))
+	}
+	d.Close()
+	for _, p := range files {
+		f, err := os.OpenFile(p, os.O_RDWR, 0)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return agentvault.Wrap(agentvault.CodeInternal, err, "cannot open %s: %s", p, Reason(err))
+		}
+		f.Close()
+	}
+	return nil
+}
+
 const usage = `usage: vault <command> [flags]
 
 commands:
-  add-card      --exp MM/YYYY [--holder NAME] (--sites a.com,b.com | --any-site) [--live-cvv]
+  add-card      --exp MM/YY or MM/YYYY [--holder NAME] (--sites a.com,b.com | --any-site) [--live-cvv]
                 reads the card number, then the CVV, from stdin (or prompts without echo)
   add-login     --site DOMAIN [--website URL] [--email E] [--username U]
                 reads the password, then an optional TOTP seed, from stdin (or prompts)
@@ -293,14 +335,19 @@ func (c *cli) withVault(fn func(v *vault.Vault) int) int {
 	return fn(v)
 }
 
+// parseExpiry reads MM/YYYY or MM/YY as printed on cards (the dashboard
+// takes a two-digit year too): YY is 20YY.
 func parseExpiry(s string) (month, year int, ok bool) {
-	m, y, found := strings.Cut(s, "/")
-	if !found || len(y) != 4 || len(m) < 1 || len(m) > 2 {
+	m, y, found := strings.Cut(strings.TrimSpace(s), "/")
+	if !found || (len(y) != 4 && len(y) != 2) || len(m) < 1 || len(m) > 2 {
 		return 0, 0, false
 	}
 	month, err1 := strconv.Atoi(m)
 	year, err2 := strconv.Atoi(y)
-	return month, year, err1 == nil && err2 == nil
+	if len(y) == 2 {
+		year += 2000
+	}
+	return month, year, err1 == nil && err2 == nil && month >= 1 && month <= 12
 }
 
 func splitList(s string) []string {
@@ -332,7 +379,7 @@ func wipe(b []byte) {
 func (c *cli) addCard(args []string) int {
 	fs, org := newFlags("add-card")
 	owner := fs.String("owner", "owner", "owner")
-	exp := fs.String("exp", "", "expiry MM/YYYY")
+	exp := fs.String("exp", "", "expiry MM/YY or MM/YYYY")
 	holder := fs.String("holder", "", "name on the card")
 	sites := fs.String("sites", "", "comma-separated sites the card may be used on")
 	anySite := fs.Bool("any-site", false, "usable on any authorized destination")
@@ -346,7 +393,7 @@ func (c *cli) addCard(args []string) int {
 	}
 	month, year, ok := parseExpiry(*exp)
 	if !ok {
-		return c.usageErr("--exp must be MM/YYYY, e.g. 12/2030")
+		return c.usageErr("--exp must be MM/YY or MM/YYYY, e.g. 12/30 or 12/2030")
 	}
 	if *anySite == (*sites != "") {
 		return c.usageErr("give exactly one of --sites and --any-site")
@@ -373,11 +420,21 @@ func (c *cli) addCard(args []string) int {
 	defer in.Number.Wipe()
 	defer in.CVV.Wipe()
 	return c.withVault(func(v *vault.Vault) int {
+		warning, err := cardcheck.Check(c.ctx, v, *org, in.Number, month, year)
+		if err != nil {
+			return c.fail(err)
+		}
 		it, err := v.AddCard(c.ctx, *org, *owner, in)
 		if err != nil {
 			return c.fail(err)
 		}
+		if err := cardcheck.Record(c.ctx, v, it, in.Number); err != nil {
+			return c.fail(err)
+		}
 		fmt.Fprintf(c.env.Stdout, "added card %s: %s (%s)\n", it.Label, mask(it), it.ID)
+		if warning != "" {
+			fmt.Fprintf(c.env.Stderr, "warning: %s\n", warning)
+		}
 		return exitOK
 	})
 }

@@ -190,7 +190,7 @@ func TestCLIBadInputExits2AndWritesNothing(t *testing.T) {
 		{"missing cvv", "4242424242424242\n", []string{"add-card", "--exp", "12/2030", "--any-site"}},
 		{"empty stdin", "", []string{"add-card", "--exp", "12/2030", "--any-site"}},
 		{"no exp", "4242424242424242\n123\n", []string{"add-card", "--any-site"}},
-		{"two-digit year", "4242424242424242\n123\n", []string{"add-card", "--exp", "12/30", "--any-site"}},
+		{"three-digit year", "4242424242424242\n123\n", []string{"add-card", "--exp", "12/030", "--any-site"}},
 		{"month 13", "4242424242424242\n123\n", []string{"add-card", "--exp", "13/2030", "--any-site"}},
 		{"expired", "4242424242424242\n123\n", []string{"add-card", "--exp", "01/2020", "--any-site"}},
 		{"no sites", "4242424242424242\n123\n", []string{"add-card", "--exp", "12/2030"}},

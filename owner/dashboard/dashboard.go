@@ -36,6 +36,11 @@ type Vault interface {
 	AddLogin(ctx context.Context, org, owner string, in vault.LoginInput) (vault.Item, error)
 	UpdateCard(ctx context.Context, org, id string, u vault.CardUpdate) (vault.Item, error)
 	Remove(ctx context.Context, org, id string) error
+	// AuditHMAC, SealBlob and OpenBlob let internal/cardcheck find a card
+	// already in the vault by its number's keyed HMAC.
+	AuditHMAC(value vault.Secret) []byte
+	SealBlob(ctx context.Context, name string, data []byte) error
+	OpenBlob(ctx context.Context, name string) ([]byte, error)
 }
 
 // Config configures the dashboard handler.
@@ -60,6 +65,9 @@ type Config struct {
 	// Credentials, when set, serves the portal credential pages
 	// (credentials.go): entry forms, the list, members and key bindings.
 	Credentials *credentials.Service
+	// OnSignInFailed, when set, is called for each refused sign-in (wrong
+	// email or password, or rate limited): proxyd counts them for alerts.
+	OnSignInFailed func()
 }
 
 // Handler serves the dashboard.
@@ -73,6 +81,8 @@ type Handler struct {
 	recipes Recipes
 	creds   *credentials.Service
 	mux     *http.ServeMux
+	// signInFailed is Config.OnSignInFailed or a no-op.
+	signInFailed func()
 }
 
 const (
@@ -87,7 +97,11 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Service == nil || cfg.Vault == nil {
 		return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "dashboard needs the owner service and the vault")
 	}
-	h := &Handler{svc: cfg.Service, vault: cfg.Vault, log: cfg.Logger, now: cfg.Now, liveCVV: cfg.LiveCVV, recipes: cfg.Recipes, creds: cfg.Credentials}
+	h := &Handler{svc: cfg.Service, vault: cfg.Vault, log: cfg.Logger, now: cfg.Now, liveCVV: cfg.LiveCVV, recipes: cfg.Recipes, creds: cfg.Credentials,
+		signInFailed: cfg.OnSignInFailed}
+	if h.signInFailed == nil {
+		h.signInFailed = func() {}
+	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -254,6 +268,7 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 	for _, key := range []string{"ip:" + clientIP(r), "email:" + email} {
 		if ok, retry := h.limiter.Take(key); !ok {
 			w.Header().Set("Retry-After", strconv.Itoa(int(retry.Seconds())+1))
+			h.signInFailed()
 			h.fail(w, r, http.StatusTooManyRequests, "too many sign-in attempts; wait a minute and try again")
 			return
 		}
@@ -264,6 +279,7 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		h.log.Info("dashboard sign-in refused", "client", clientIP(r))
+		h.signInFailed()
 		h.render(w, r, http.StatusUnauthorized, "signin", &page{Title: "Sign in", CSRF: csrfFor(c.Value), Error: "Wrong email or password.",
 			Data: map[string]any{"HasOwner": true, "Email": email}})
 		return
@@ -650,12 +666,22 @@ type activityRow struct {
 	KeyName string
 }
 
+// Audit purposes as broker writes them (broker.PurposeSubstitute and
+// PurposeAuthorize; the dashboard does not import broker): only a
+// substitution put a value on the wire to a site. An authorization checks
+// the value and hands the agent a stand-in: the value stays here.
+const (
+	purposeSubstitute = "substitute"
+	purposeAuthorize  = "authorize"
+)
+
 type activityData struct {
 	Rows         []activityRow
 	Approvals    []owner.Approval
-	Kinds        map[string]int // released values by kind
-	Releases     int
-	Unanswered   int // denied and expired approvals shown
+	Kinds        map[string]int // values sent to sites, by kind
+	Releases     int            // values sent to sites (purpose substitute)
+	Authorized   int            // authorizations: the value never left the machine
+	Unanswered   int            // denied and expired approvals shown
 	Refusals     []refusalRow
 	RefusalCodes map[string]int
 	Totals       []cardTotal
@@ -702,9 +728,15 @@ func (h *Handler) activityPage(w http.ResponseWriter, r *http.Request) {
 		d.Rows = append(d.Rows, activityRow{Rec: rec, Item: items[rec.ItemID], KeyName: names[rec.Actor]})
 	}
 	for _, rec := range recs {
-		if rec.Action == vault.AuditRelease {
+		if rec.Action != vault.AuditRelease {
+			continue
+		}
+		switch rec.Purpose {
+		case purposeSubstitute:
 			d.Releases++
 			d.Kinds[string(rec.Kind)]++
+		case purposeAuthorize:
+			d.Authorized++
 		}
 	}
 	if d.Approvals, err = h.svc.Approvals(ctx, owner.ApprovalFilter{Limit: 100}); err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/internal/cardcheck"
 	"github.com/agentvault/agentvault/vault"
 )
 
@@ -123,7 +124,20 @@ func (h *Handler) addCard(w http.ResponseWriter, r *http.Request) {
 		h.pageStatus(w, r, http.StatusUnprocessableEntity, "cardnew", "Add a card", f)
 		return
 	}
+	warning, err := cardcheck.Check(ctx, h.vault, h.svc.Org(), in.Number, month, year)
+	if agentvault.ErrorCode(err) == agentvault.CodeConflict {
+		f.Errs = fieldErrors{"number": agentvault.ErrorMessage(err)}
+		h.pageStatus(w, r, http.StatusConflict, "cardnew", "Add a card", f)
+		return
+	}
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
 	it, err := h.vault.AddCard(ctx, h.svc.Org(), itemOwner, in)
+	if err == nil {
+		err = cardcheck.Record(ctx, h.vault, it, in.Number)
+	}
 	if err != nil {
 		if agentvault.ErrorCode(err) == agentvault.CodeInvalidInput {
 			f.Errs = fieldErrors{"": agentvault.ErrorMessage(err)}
@@ -148,7 +162,7 @@ func (h *Handler) addCard(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	h.redirect(w, r, "/cards", "Card added: "+itemName(it)+", token label "+it.Label+".", "")
+	h.redirect(w, r, "/cards", "Card added: "+itemName(it)+", token label "+it.Label+".", warning)
 }
 
 // billingFromForm reads the optional billing address inputs; ok is false

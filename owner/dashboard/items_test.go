@@ -351,7 +351,7 @@ func TestRemoveCardAndLogin(t *testing.T) {
 		t.Fatal("rules not saved")
 	}
 	code, page := e.get("/cards/" + e.card.ID + "/remove")
-	if code != 200 || !strings.Contains(page, "Remove Visa •••• 4242?") || !strings.Contains(page, `name="confirm" value="yes"`) ||
+	if code != 200 || !strings.Contains(page, "Remove Visa •••• 4242 (card ") || !strings.Contains(page, `name="confirm" value="yes"`) ||
 		!strings.Contains(page, `href="/cards" aria-current="page"`) {
 		t.Fatalf("confirmation page: %d", code)
 	}
@@ -365,7 +365,7 @@ func TestRemoveCardAndLogin(t *testing.T) {
 		t.Fatal("the card went before it was confirmed")
 	}
 	code, body := e.post("/cards/"+e.card.ID+"/remove", "/cards/"+e.card.ID+"/remove", url.Values{"confirm": {"yes"}})
-	if code != 200 || !strings.Contains(body, "Visa •••• 4242 removed") || !strings.Contains(body, "No cards in the vault yet") {
+	if code != 200 || !strings.Contains(body, "Visa •••• 4242 (card 1, exp ") || !strings.Contains(body, "No cards in the vault yet") {
 		t.Fatalf("remove: %d", code)
 	}
 	if _, err := e.vault.Get(ctx, org, e.card.ID); !errors.Is(err, vault.ErrNotFound) {

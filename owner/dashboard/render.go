@@ -90,7 +90,54 @@ var funcs = template.FuncMap{
 		}
 		return string(k)
 	},
-	"reasonText": reasonText,
+	"reasonText":   reasonText,
+	"approveMeans": approveMeans,
+	// auditWhat names an audit record's action in the owner's words.
+	"auditWhat": func(r vault.AuditRecord) string {
+		if r.Action != vault.AuditRelease {
+			return string(r.Action)
+		}
+		switch r.Purpose {
+		case purposeSubstitute:
+			return "sent to site"
+		case purposeAuthorize:
+			return "authorized (not sent)"
+		}
+		return "released (" + r.Purpose + ")"
+	},
+	// askingCode: the Approvals page shows a security code field, so it
+	// must not refresh itself under the owner's typing (a meta refresh:
+	// the dashboard runs no script).
+	"askingCode": func(p *page) bool {
+		if d, ok := p.Data.(map[string]any); !ok || d["LiveCVV"] != true {
+			return false
+		}
+		for _, a := range p.Pending {
+			if a.Kind == owner.KindCVVEntry {
+				return true
+			}
+		}
+		return false
+	},
+}
+
+// approveMeans says what a yes does, before the owner gives it: above all
+// that a new site stays authorized after this one fill.
+func approveMeans(a owner.Approval) string {
+	switch a.Kind {
+	case owner.KindNewDestination:
+		return "Approving authorizes " + a.Site + " (and its subdomains) for good: agents may fill forms there from now on, with any card or login their key may use, until you remove it on the Sites page."
+	case owner.KindPurchase:
+		if a.Amount != nil {
+			return "Approving lets this one purchase of " + a.Amount.String() + " on " + a.Site + " go through; the next one is checked again."
+		}
+		return "Approving lets this one purchase on " + a.Site + " go through; the next one is checked again."
+	case owner.KindCVVEntry:
+		return "Approving sends the security code you type to " + a.Site + " for this one purchase; it is not stored."
+	case owner.KindSignup:
+		return "Approving lets the agent create an account on " + a.Site + "."
+	}
+	return ""
 }
 
 // reasonText explains a reason in the owner's words.
@@ -122,7 +169,8 @@ func itemName(it vault.Item) string {
 		if brand == "" {
 			brand = "card"
 		}
-		return fmt.Sprintf("%s •••• %s", strings.ToUpper(brand[:1])+brand[1:], it.Card.Last4)
+		// Label, last 4 and expiry tell two cards of one brand apart.
+		return fmt.Sprintf("%s •••• %s (card %s, exp %02d/%02d)", strings.ToUpper(brand[:1])+brand[1:], it.Card.Last4, it.Label, it.Card.ExpiryMonth, it.Card.ExpiryYear%100)
 	case it.Kind == vault.KindLogin && it.Login != nil:
 		return it.Login.Site + " login"
 	}

@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"log/slog"
 	"math/big"
 	"net"
 	"net/http"
@@ -32,10 +33,19 @@ type TLSConfig struct {
 	// Certificate, when set and Domain is empty, is used as is (tests, or an
 	// owner's own certificate).
 	Certificate *tls.Certificate
+	// LocalCA, when set and neither Domain nor Certificate is, issues the
+	// certificate: a leaf from the deployment's own root, which the owner
+	// trusts once (the root does not change across restarts). Without it
+	// the certificate is self-signed and new at every start.
+	LocalCA *LocalCA
 	// Hosts are the names and addresses a locally issued certificate
 	// covers when neither Domain nor Certificate is set; empty is
 	// localhost and 127.0.0.1.
 	Hosts []string
+	// Logger receives the server's own errors (TLS handshakes a browser
+	// aborts because it does not trust the certificate yet, scanners) at
+	// debug level, as structured records, never raw lines between them.
+	Logger *slog.Logger
 }
 
 // Serve serves h over TLS on ln until ctx ends, then shuts down gracefully.
@@ -52,7 +62,9 @@ func Serve(ctx context.Context, ln net.Listener, h http.Handler, cfg TLSConfig) 
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    32 << 10,
-		ErrorLog:          nil,
+	}
+	if cfg.Logger != nil {
+		srv.ErrorLog = slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug)
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(tls.NewListener(ln, tc)) }()
@@ -86,7 +98,13 @@ func (cfg TLSConfig) tlsConfig(ctx context.Context) (*tls.Config, error) {
 	if len(hosts) == 0 {
 		hosts = []string{"localhost", "127.0.0.1", "::1"}
 	}
-	cert, err := SelfSigned(hosts, time.Now())
+	var cert tls.Certificate
+	var err error
+	if cfg.LocalCA != nil {
+		cert, err = cfg.LocalCA.Issue(hosts, time.Now())
+	} else {
+		cert, err = SelfSigned(hosts, time.Now())
+	}
 	if err != nil {
 		return nil, err
 	}

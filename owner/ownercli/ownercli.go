@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,9 +49,15 @@ func DefaultEnv(dataDir, org string) Env {
 		IsTerminal: isTerminal, ReadPassword: readPassword,
 		Open: func(context.Context) (*owner.Service, func() error, error) {
 			if err := os.MkdirAll(dataDir, 0o700); err != nil {
-				return nil, nil, agentvault.Wrap(agentvault.CodeInternal, err, "cannot create the data directory")
+				return nil, nil, agentvault.Wrap(agentvault.CodeInternal, err, "cannot create the data directory %s: %s", dataDir, pathReason(err))
 			}
-			st, err := sqlite.Open(filepath.Join(dataDir, DBFileName))
+			db := filepath.Join(dataDir, DBFileName)
+			if f, err := os.OpenFile(db, os.O_RDWR, 0); err == nil {
+				f.Close()
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				return nil, nil, agentvault.Wrap(agentvault.CodeInternal, err, "cannot open %s: %s", db, pathReason(err))
+			}
+			st, err := sqlite.Open(db)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -62,6 +69,16 @@ func DefaultEnv(dataDir, org string) Env {
 			return svc, st.Close, nil
 		},
 	}
+}
+
+// pathReason is the system's reason for a failed file operation without
+// Go's wrapping ("permission denied"); the caller names the path.
+func pathReason(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
 }
 
 const usage = `usage: owner <command> [flags]
@@ -311,14 +328,30 @@ func (c *cli) pending(args []string) int {
 		if err != nil {
 			return err
 		}
+		if len(ps) == 0 {
+			fmt.Fprintln(c.env.Stdout, "Nothing is waiting for you.")
+			return nil
+		}
+		tw := tabwriter.NewWriter(c.env.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tREQUEST\tSITE\tCARD\tAMOUNT\tEXPIRES")
 		for _, a := range ps {
-			amount := ""
+			// The kind says what is asked; the reason only when it adds
+			// something (a new site's reason is its kind).
+			what := string(a.Kind)
+			if a.Reason != "" && a.Reason != string(a.Kind) {
+				what += " (" + a.Reason + ")"
+			}
+			amount := "-"
 			if a.Amount != nil {
 				amount = a.Amount.String()
 			}
-			fmt.Fprintf(c.env.Stdout, "%s\t%s\t%s\t%s\t%s\texpires %s\n", a.ID, a.Kind, a.Reason, a.Site, amount, a.Expires.Format("15:04:05 MST"))
+			card := "-"
+			if a.CardID != "" {
+				card = a.CardID
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, what, a.Site, card, amount, a.Expires.Local().Format("15:04:05"))
 		}
-		return nil
+		return tw.Flush()
 	})
 }
 

@@ -140,3 +140,29 @@ func TestDefaultKeyListedAndRevocable(t *testing.T) {
 		t.Fatalf("wrong key: %v", err)
 	}
 }
+
+// TestPendingPrintsEachColumnOnceWithHeaders: a new site's reason is its
+// kind and is printed once; an empty amount or card is "-", under a header.
+func TestPendingPrintsEachColumnOnceWithHeaders(t *testing.T) {
+	e, out, errb, _ := env(t, "")
+	s, closeFn, _ := e.Open(context.Background())
+	a, err := s.RequestApproval(context.Background(), owner.ApprovalRequest{Kind: owner.KindNewDestination, Site: "shop.example"})
+	closeFn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := ownercli.Run(context.Background(), []string{"pending"}, e); code != 0 {
+		t.Fatalf("pending: %s", errb)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "ID REQUEST SITE CARD AMOUNT EXPIRES" {
+		t.Fatalf("pending output:\n%s", out)
+	}
+	row := strings.Fields(lines[1])
+	if len(row) != 6 || row[0] != a.ID || row[1] != "new_destination" || row[2] != "shop.example" || row[3] != "-" || row[4] != "-" {
+		t.Errorf("pending row %q", lines[1])
+	}
+	if strings.Count(lines[1], "new_destination") != 1 {
+		t.Errorf("the kind is printed twice: %q", lines[1])
+	}
+}
