@@ -145,6 +145,7 @@ func New(cfg Config) (*Server, error) {
 	})
 	s.register()
 	s.registerCredentials()
+	s.registerAccounts()
 	return s, nil
 }
 

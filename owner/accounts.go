@@ -108,6 +108,9 @@ type AccountsConfig struct {
 	// Owner is the vault item owner of the logins made ("owner" when
 	// empty).
 	Owner string
+	// Authenticate reads an agent's API key; nil is
+	// Service.AuthenticateKey (proxyd also accepts its api-key file's key).
+	Authenticate func(ctx context.Context, apiKey string) (APIKey, error)
 
 	MaxPendingSignups, PreApprovedPerSite, PreApprovedPerDay, MaxLogins int
 	WritesPerMinute, LoginChangesPerDay                                 int
@@ -154,6 +157,9 @@ func NewAccounts(cfg AccountsConfig) (*Accounts, error) {
 	if cfg.Owner == "" {
 		cfg.Owner = "owner"
 	}
+	if cfg.Authenticate == nil {
+		cfg.Authenticate = cfg.Service.AuthenticateKey
+	}
 	a := &Accounts{cfg: cfg, svc: cfg.Service}
 	a.limiter = policy.NewRateLimiter(cfg.WritesPerMinute, time.Minute/time.Duration(cfg.WritesPerMinute), cfg.Service.now)
 	return a, nil
@@ -181,7 +187,7 @@ type SignupAnswer struct {
 // writer authenticates a key for a credential write: it must be allowed
 // to create logins, and within the per-minute write budget.
 func (a *Accounts) writer(ctx context.Context, apiKey string) (APIKey, error) {
-	k, err := a.svc.AuthenticateKey(ctx, apiKey)
+	k, err := a.cfg.Authenticate(ctx, apiKey)
 	if err != nil {
 		return APIKey{}, err
 	}
@@ -413,7 +419,7 @@ var errRequestNotFound = agentvault.Errorf(agentvault.CodeRequestNotFound, "no s
 // SignupRequest reads a request of apiKey's once, making its login when
 // the owner has approved it.
 func (a *Accounts) SignupRequest(ctx context.Context, apiKey, id string) (SignupAnswer, error) {
-	k, err := a.svc.AuthenticateKey(ctx, apiKey)
+	k, err := a.cfg.Authenticate(ctx, apiKey)
 	if err != nil {
 		return SignupAnswer{}, err
 	}
@@ -479,7 +485,7 @@ func (a *Accounts) answer(ctx context.Context, k APIKey, id string) (SignupAnswe
 // WaitSignup waits up to maxWait for the owner's decision on a request of
 // apiKey's, then answers as SignupRequest does.
 func (a *Accounts) WaitSignup(ctx context.Context, apiKey, id string, maxWait time.Duration) (SignupAnswer, error) {
-	k, err := a.svc.AuthenticateKey(ctx, apiKey)
+	k, err := a.cfg.Authenticate(ctx, apiKey)
 	if err != nil {
 		return SignupAnswer{}, err
 	}

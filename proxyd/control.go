@@ -24,7 +24,8 @@ type controlService struct {
 	owner    *owner.Service
 	recipes  *recipes.Registry
 	proxyURL string
-	creds    *credentialAPI // portal credentials (credentials.go)
+	creds    *credentialAPI  // portal credentials (credentials.go)
+	accounts *owner.Accounts // signups and login writes (accounts.go)
 }
 
 func (c *controlService) CreateSession(ctx context.Context, apiKey string) (control.CreateSessionResponse, error) {
