@@ -146,6 +146,7 @@ func New(cfg Config) (*Server, error) {
 	s.register()
 	s.registerCredentials()
 	s.registerAccounts()
+	s.registerHints()
 	return s, nil
 }
 
