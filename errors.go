@@ -101,10 +101,29 @@ const (
 	// Checkout recipes (seed 004, submit_checkout_recipe): the submission
 	// breaks a registry rule; the agent fixes it rather than resending it.
 	CodeInvalidRecipe Code = "invalid_recipe"
+
 	// Portal credentials (seed 003, package credentials).
 	CodeForbidden   Code = "forbidden"    // the caller's role or ownership does not allow it
 	CodeLinkUsed    Code = "link_used"    // a one-time link was already opened or used
 	CodeLinkExpired Code = "link_expired" // a one-time link is past its lifetime
+
+	// Accounts (seed 004, Open an account): create_login and the login
+	// writes. write_outcome_unknown means a write may have landed: never
+	// retry it blind (P20).
+	CodeInvalidPolicy      Code = "invalid_policy"
+	CodePasswordTooShort   Code = "password_too_short"
+	CodeInvalidWebsite     Code = "invalid_website"
+	CodeInvalidEmail       Code = "invalid_email"
+	CodeInvalidUsername    Code = "invalid_username"
+	CodeLoginLimit         Code = "login_limit"
+	CodeRequestNotFound    Code = "request_not_found"
+	CodeUsernameAlreadySet Code = "username_already_set"
+	CodeNotRotatable       Code = "not_rotatable"
+	// (too_many_pending and write_outcome_unknown are the hosted server's
+	// codes above: the same refusals.)
+	// Page hints (seed 004, declare_page_hint).
+	CodeHintUnresolved Code = "hint_unresolved"
+	CodeHintUncertain  Code = "hint_uncertain"
 )
 
 // Error is the project's one error type. Message is safe to show to an agent

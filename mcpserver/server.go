@@ -154,6 +154,8 @@ func New(cfg Config) (*Server, error) {
 	})
 	s.register()
 	s.registerCredentials()
+	s.registerAccounts()
+	s.registerHints()
 	s.registerPending()
 	if cfg.Hosted != nil {
 		s.EnableHosted(*cfg.Hosted)

@@ -34,6 +34,8 @@ type Session struct {
 	// checkout token was filled since (detect_challenge's ambiguousOnly).
 	loginPassword bool
 	orderTotal    *control.OrderTotal
+	// hints are the page hints declared on the current page (tools_hints.go).
+	hints hintState
 
 	// waits ends with close_session: a fill waiting on the owner holds mu,
 	// so closing cancels this first, then takes mu.

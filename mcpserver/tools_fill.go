@@ -74,7 +74,9 @@ func (s *Server) authorize(ctx context.Context, ss *Session, token string, cls f
 			return "", err
 		}
 		if cls.isNumber() {
-			if t, ok := ss.page.ReadOrderTotal(); ok {
+			if t, ok := hintedTotal(ss); ok {
+				req.OrderTotal, ss.orderTotal = t, t
+			} else if t, ok := ss.page.ReadOrderTotal(); ok {
 				req.OrderTotal = &control.OrderTotal{Amount: t.Amount, Currency: t.Currency}
 				ss.orderTotal = req.OrderTotal
 			}

@@ -23,6 +23,10 @@ type ApprovalRequest struct {
 	Session  string
 	// TTL overrides the service's approval lifetime (bounded by it).
 	TTL time.Duration
+	// Subject names what a signup approval is about (its signup request):
+	// two requests for one site are two questions (seed 004: a second
+	// create_login opens a second, unrelated request).
+	Subject string
 }
 
 // dedupeKey names a request: an identical pending request returns the same
@@ -35,7 +39,9 @@ func (r ApprovalRequest) dedupeKey(org string) string {
 	}
 	parts := []string{org, string(r.Kind), r.Site}
 	switch r.Kind {
-	case KindNewDestination, KindSignup:
+	case KindNewDestination:
+	case KindSignup:
+		parts = append(parts, r.Subject)
 	default:
 		parts = append(parts, r.Reason, amount, r.CardID, r.APIKeyID, r.Session)
 	}

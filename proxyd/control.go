@@ -26,6 +26,7 @@ type controlService struct {
 	proxyURL string
 	creds    *credentialAPI // portal credentials (credentials.go)
 	metrics  *daemonMetrics
+	accounts *owner.Accounts // signups and login writes (accounts.go)
 }
 
 func (c *controlService) CreateSession(ctx context.Context, apiKey string) (control.CreateSessionResponse, error) {

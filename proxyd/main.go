@@ -75,6 +75,8 @@ type Main struct {
 	// CredentialsAddr its credential-use listener (nil when off).
 	Credentials     *credentials.Service
 	CredentialsAddr net.Addr
+	// Accounts is seed 004's signups and login writes (accounts.go).
+	Accounts *owner.Accounts
 	// Now, when set before Open, is the clock of one-time credential links
 	// (tests inject one; nil is time.Now).
 	Now          func() time.Time
@@ -261,6 +263,13 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	if err := m.openCredentials(ctx, st, v); err != nil {
 		return err
 	}
+	if as, ok := st.(owner.SignupRequestStore); ok {
+		if m.Accounts, err = owner.NewAccounts(owner.AccountsConfig{Service: m.Owner, Store: as, Vault: v, Authenticate: m.authenticateKey}); err != nil {
+			return err
+		}
+	} else {
+		m.Logger.Warn("account sign-ups are off: the configured store does not hold sign-up requests yet (SQLite does)")
+	}
 	if m.credL != nil {
 		m.Server.AddSelf(m.CredentialsAddr)
 	}
@@ -290,7 +299,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	}
 	m.controlSrv = &http.Server{
 		Handler: control.NewHandler(&controlService{broker: m.Broker, ca: m.CA, owner: m.Owner, recipes: m.Recipes, proxyURL: proxyURL,
-			creds: m.credentialAPI(), metrics: m.daemonMetrics},
+			creds: m.credentialAPI(), metrics: m.daemonMetrics, accounts: m.Accounts},
 			m.ControlToken, m.Logger),
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelDebug),
@@ -366,19 +375,22 @@ func paymentOrigins(list *policy.Integrations) func(frameURL string) []hostname.
 	}
 }
 
+// authenticateKey reads an agent's key: the api-key file's key, or one
+// the owner created.
+func (m *Main) authenticateKey(ctx context.Context, key string) (owner.APIKey, error) {
+	h := sha256.Sum256([]byte(key))
+	if subtle.ConstantTimeCompare(h[:], m.apiKeyHash[:]) == 1 {
+		return m.Owner.AuthenticateFileKey(ctx, DefaultKeyID, key)
+	}
+	return m.Owner.AuthenticateKey(ctx, key)
+}
+
 // lookupKey accepts the default API key (constant-time against the file,
 // then checked in the owner store like the keys the owner created with
 // `proxyd owner create-key`, so a revocation applies), each key with its own
 // token suffix.
 func (m *Main) lookupKey(ctx context.Context, key string) (broker.APIKey, error) {
-	h := sha256.Sum256([]byte(key))
-	var k owner.APIKey
-	var err error
-	if subtle.ConstantTimeCompare(h[:], m.apiKeyHash[:]) == 1 {
-		k, err = m.Owner.AuthenticateFileKey(ctx, DefaultKeyID, key)
-	} else {
-		k, err = m.Owner.AuthenticateKey(ctx, key)
-	}
+	k, err := m.authenticateKey(ctx, key)
 	if err != nil {
 		return broker.APIKey{}, err
 	}

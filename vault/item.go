@@ -108,6 +108,16 @@ type LoginMeta struct {
 	TOTPAlgorithm string `json:",omitempty"`
 	TOTPDigits    int    `json:",omitempty"`
 	TOTPPeriod    int    `json:",omitempty"`
+	// Generated is the policy the vault generated the password by (seed
+	// 004 create_login); nil when the owner typed the password.
+	Generated *PasswordPolicy `json:",omitempty"`
+	// CreatedBy is the API key id that opened this login through
+	// create_login; "" for a login the owner added. Only that key may
+	// rotate its password or set its username, within a window.
+	CreatedBy string `json:",omitempty"`
+	// OwnerManaged is true once the owner replaced a generated password:
+	// Generated then describes a password that no longer exists.
+	OwnerManaged bool `json:",omitempty"`
 }
 
 // IdentityMeta is the owner's identity for forms.

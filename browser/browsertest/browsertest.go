@@ -94,11 +94,21 @@ func Start(tb testing.TB) *Site {
 		s.mu.Unlock()
 		w.Write([]byte(`{"ok":true}`))
 	})
+	pay.HandleFunc("/summary", func(w http.ResponseWriter, r *http.Request) {
+		// An overlay checkout's summary: the only place the total is.
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, `<!doctype html><html><body><p class="line">Subtotal 40.00</p><p class="grand" aria-label="Total EUR 49.99">Pay €49.99</p><p class="dup">12.00 EUR</p><p class="dup">13.00 EUR</p><p class="bare" data-x="49.99">-</p></body></html>`)
+	})
 	s.Pay = httptest.NewTLSServer(pay)
 	shop := http.NewServeMux()
 	shop.HandleFunc("/checkout", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		fmt.Fprint(w, strings.ReplaceAll(checkoutPage, "{{PAY}}", s.Pay.URL))
+	})
+	shop.HandleFunc("/overlay", func(w http.ResponseWriter, r *http.Request) {
+		// A checkout whose total lives only in a cross-origin iframe.
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, `<!doctype html><html><body><h1>Checkout</h1><iframe id="summary" title="Order summary" src="`+s.Pay.URL+`/summary"></iframe></body></html>`)
 	})
 	shop.HandleFunc("/frames", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
