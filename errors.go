@@ -85,6 +85,12 @@ const (
 	CodeInvalidHint          Code = "invalid_hint"
 	CodeSessionEnded         Code = "session_ended"
 
+	// A hand-off refused before anyone was notified (seed 004): the only
+	// evidence was a field that might be a code input, or the page scan did
+	// not finish.
+	CodeHandoffNotApplicable    Code = "handoff_not_applicable"
+	CodeChallengeScanIncomplete Code = "challenge_scan_incomplete"
+
 	// Payment integrations (issue 17): the frame encrypts the card in its own
 	// script before it leaves the browser, so no value can be substituted on
 	// the wire; mcpd refuses the fill before anything is typed.

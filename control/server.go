@@ -32,6 +32,8 @@ type Service interface {
 	RecipeService
 	// CredentialService is seed 003's portal credentials (credentials.go).
 	CredentialService
+	// HandoffService is seed 004's challenge hand-off (handoff.go).
+	HandoffService
 }
 
 // RecipeService is the checkout recipe registry as the control API serves
@@ -143,6 +145,7 @@ func NewHandler(svc Service, token string, log *slog.Logger) http.Handler {
 		reply(w, r, a, err)
 	})
 	credentialRoutes(mux, svc, reply, decode)
+	handoffRoutes(mux, svc, reply, decode)
 	mux.HandleFunc("GET "+RecipesPath, func(w http.ResponseWriter, r *http.Request) {
 		l, err := svc.Recipes(r.Context(), r.URL.Query().Get("url"))
 		reply(w, r, l, err)

@@ -25,6 +25,7 @@ type controlService struct {
 	recipes  *recipes.Registry
 	proxyURL string
 	creds    *credentialAPI // portal credentials (credentials.go)
+	handoffs *handoffHub    // challenge hand-offs (handoff.go)
 }
 
 func (c *controlService) CreateSession(ctx context.Context, apiKey string) (control.CreateSessionResponse, error) {

@@ -89,6 +89,7 @@ type Main struct {
 	dashCancel context.CancelFunc
 	dashDone   chan error
 	credL      net.Listener
+	handoffs   *handoffHub // challenge hand-offs (handoff.go)
 	credSrv    *http.Server
 	secret     []byte
 	proxyL     net.Listener
@@ -236,7 +237,8 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		liveCVV := func(ctx context.Context, a owner.Approval, cvv vault.Secret) error {
 			return m.Broker.SetLiveValue(a.Session, a.CardID, vault.FieldCVV, cvv)
 		}
-		if m.dashH, err = dashboard.New(dashboard.Config{Service: m.Owner, Vault: v, Logger: m.Logger, LiveCVV: liveCVV, Recipes: m.Recipes, Credentials: m.Credentials}); err != nil {
+		if m.dashH, err = dashboard.New(dashboard.Config{Service: m.Owner, Vault: v, Logger: m.Logger, LiveCVV: liveCVV, Recipes: m.Recipes, Credentials: m.Credentials,
+			Handoffs: m.handoffHub()}); err != nil {
 			return err
 		}
 		if m.dashL, err = net.Listen("tcp", m.Config.Listen.Dashboard); err != nil {
@@ -254,7 +256,8 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		proxyURL = "http://" + m.ProxyAddr.String()
 	}
 	m.controlSrv = &http.Server{
-		Handler: control.NewHandler(&controlService{broker: m.Broker, ca: m.CA, owner: m.Owner, recipes: m.Recipes, proxyURL: proxyURL, creds: m.credentialAPI()},
+		Handler: control.NewHandler(&controlService{broker: m.Broker, ca: m.CA, owner: m.Owner, recipes: m.Recipes, proxyURL: proxyURL, creds: m.credentialAPI(),
+			handoffs: m.handoffHub()},
 			m.ControlToken, m.Logger),
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelDebug),

@@ -60,6 +60,9 @@ type Config struct {
 	// Credentials, when set, serves the portal credential pages
 	// (credentials.go): entry forms, the list, members and key bindings.
 	Credentials *credentials.Service
+	// Handoffs, when set, serves the live view of challenge hand-offs
+	// (handoff.go).
+	Handoffs Handoffs
 }
 
 // Handler serves the dashboard.
@@ -73,6 +76,8 @@ type Handler struct {
 	recipes Recipes
 	creds   *credentials.Service
 	mux     *http.ServeMux
+
+	handoffs Handoffs // challenge hand-offs' live view (handoff.go)
 }
 
 const (
@@ -87,7 +92,7 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Service == nil || cfg.Vault == nil {
 		return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "dashboard needs the owner service and the vault")
 	}
-	h := &Handler{svc: cfg.Service, vault: cfg.Vault, log: cfg.Logger, now: cfg.Now, liveCVV: cfg.LiveCVV, recipes: cfg.Recipes, creds: cfg.Credentials}
+	h := &Handler{svc: cfg.Service, vault: cfg.Vault, log: cfg.Logger, now: cfg.Now, liveCVV: cfg.LiveCVV, recipes: cfg.Recipes, creds: cfg.Credentials, handoffs: cfg.Handoffs}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
@@ -137,6 +142,7 @@ func New(cfg Config) (*Handler, error) {
 	m.HandleFunc("POST /recipes/{id}/reject", h.authed(h.rejectRecipe))
 	m.HandleFunc("POST /recipes/{id}/edit", h.authed(h.editRecipe))
 	h.credentialRoutes(m)
+	h.handoffRoutes(m)
 	h.mux = m
 	return h, nil
 }
