@@ -39,6 +39,9 @@ type Main struct {
 	// SkillsDir, when set, skill_find and file_write over that directory.
 	Credentials bool
 	SkillsDir   string
+	// HandoffTimeout is how long request_challenge_handoff waits for the
+	// owner (default 10 minutes; tests shorten it).
+	HandoffTimeout time.Duration
 
 	// Stderr receives the logs; stdout is the MCP stream and never sees a
 	// log line. Defaults to os.Stderr.
@@ -74,6 +77,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.Var(&httpFlag{&m.HTTPAddr}, "http", "serve MCP over streamable HTTP instead of stdio; --http alone listens on "+DefaultHTTPAddr+", --http=127.0.0.1:PORT elsewhere (loopback only)")
 	fs.BoolVar(&m.Credentials, "credentials", envOr("AGENTVAULT_CREDENTIALS", "") == "1", "serve the portal credential tools (credential_request, credential_list, credential_use, credential_delete, grant_set)")
 	fs.StringVar(&m.SkillsDir, "skills-dir", envOr("AGENTVAULT_SKILLS_DIR", ""), "skill directory (one folder per skill with its SKILL.md): serve skill_find and file_write over it")
+	fs.DurationVar(&m.HandoffTimeout, "handoff-timeout", envDuration("AGENTVAULT_HANDOFF_TIMEOUT", 0), "how long a challenge hand-off waits for the owner (default 10m)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -181,6 +185,7 @@ func (m *Main) Open() error {
 		ChromiumPath: m.ChromiumPath,
 		Logger:       log,
 	}
+	cfg.HandoffWait = m.HandoffTimeout
 	if m.Credentials {
 		cfg.Credentials = ctl
 	}
@@ -271,4 +276,14 @@ func (m *Main) Close() error {
 		return nil
 	}
 	return m.server.Close()
+}
+
+// envDuration reads a duration from the environment, def when unset or
+// unreadable.
+func envDuration(name string, def time.Duration) time.Duration {
+	d, err := time.ParseDuration(os.Getenv(name))
+	if err != nil {
+		return def
+	}
+	return d
 }

@@ -70,6 +70,11 @@ type Config struct {
 	// over that skill directory.
 	Credentials CredentialControl
 	Skills      *skills.Dir
+	// Handoffs is the hand-off part of the control API; nil uses Control
+	// when it implements HandoffControl. HandoffWait is the owner's time
+	// (default 10 minutes).
+	Handoffs    HandoffControl
+	HandoffWait time.Duration
 }
 
 // Server holds the MCP server, the shared browser and the sessions.
@@ -325,6 +330,9 @@ func (s *Server) pageSession(tool, handle string) (*Session, error) {
 	}
 	if ss == nil || ss.page == nil {
 		return nil, agentvault.Errorf(agentvault.CodeNoPage, "%s needs an open page: call open_page first.", tool)
+	}
+	if ss.handoff().parked {
+		return nil, challengeRequired(tool)
 	}
 	return ss, nil
 }

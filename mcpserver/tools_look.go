@@ -145,6 +145,11 @@ func (s *Server) observeFrom(ss *Session, sig browser.PageSignals) observeAnswer
 			a.Matched = append(a.Matched, m.name)
 		}
 	}
+	if ss.handoff().ownerDrove {
+		// The owner typed on this page in a hand-off: its messages may
+		// quote what they typed, so no page text for the rest of the run.
+		return a
+	}
 	for _, t := range s.red.ScrubErrorTexts(sig.ErrorText, ss.filled) {
 		if len(a.ErrorText) == maxErrorTexts {
 			break

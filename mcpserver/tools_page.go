@@ -94,6 +94,7 @@ func (s *Server) register() {
 	addTool(s, "get_run_report", "What this session actually did, from the proxy's own record: filled token kinds, refused fills, confirmation, order total, credential writes. Read it before saying whether a card was charged. Answers JSON.", true, s.getRunReport)
 	addTool(s, "close_session", "Close the browser and end the proxy session; returns the final run report. Answers JSON.", false, s.closeSessionTool)
 	s.registerRecipeTools()
+	s.registerHandoffTools()
 }
 
 func (s *Server) getTokenCatalog(ctx context.Context, in catalogIn) (*mcp.CallToolResult, error) {
