@@ -137,6 +137,9 @@ func (s *Server) openPage(ctx context.Context, in openPageIn) (*mcp.CallToolResu
 	if err != nil {
 		return nil, err
 	}
+	if ss.handoff().parked {
+		return nil, challengeRequired("open_page")
+	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if ss.page == nil {

@@ -216,7 +216,6 @@ var captchaTmpl = template.Must(template.New("captcha").Parse(`<!doctype html>
 .box.checked { background: #d9f2dc; border-color: #3a9b48; }
 #robot { position: absolute; left: 40px; top: 200px; width: 26px; height: 26px; margin: 0; }
 .box label { position: absolute; left: 80px; top: 204px; }
-.box { position: absolute; left: 30px; top: 190px; width: 260px; height: 46px; padding: 0; }
 #continue { position: absolute; left: 40px; top: 260px; width: 120px; height: 36px; }
 </style></head>
 <body>

@@ -44,6 +44,7 @@
       seq = parseInt(r.headers.get('X-Handoff-Seq'), 10) || seq;
       vw = parseInt(r.headers.get('X-Viewport-Width'), 10) || vw;
       vh = parseInt(r.headers.get('X-Viewport-Height'), 10) || vh;
+      stats.vw = vw; stats.vh = vh;
       return r.blob();
     }).then(function (b) {
       if (b) show(b);
