@@ -42,6 +42,8 @@ type Main struct {
 	// HandoffTimeout is how long request_challenge_handoff waits for the
 	// owner (default 10 minutes; tests shorten it).
 	HandoffTimeout time.Duration
+	// NetworkLog turns on get_network_log (--network-log).
+	NetworkLog bool
 
 	// Stderr receives the logs; stdout is the MCP stream and never sees a
 	// log line. Defaults to os.Stderr.
@@ -77,6 +79,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.Var(&httpFlag{&m.HTTPAddr}, "http", "serve MCP over streamable HTTP instead of stdio; --http alone listens on "+DefaultHTTPAddr+", --http=127.0.0.1:PORT elsewhere (loopback only)")
 	fs.BoolVar(&m.Credentials, "credentials", envOr("AGENTVAULT_CREDENTIALS", "") == "1", "serve the portal credential tools (credential_request, credential_list, credential_use, credential_delete, grant_set)")
 	fs.StringVar(&m.SkillsDir, "skills-dir", envOr("AGENTVAULT_SKILLS_DIR", ""), "skill directory (one folder per skill with its SKILL.md): serve skill_find and file_write over it")
+	fs.BoolVar(&m.NetworkLog, "network-log", envOr("AGENTVAULT_NETWORK_LOG", "") == "1", "serve get_network_log, a diagnostic of the page's requests (staging)")
 	fs.DurationVar(&m.HandoffTimeout, "handoff-timeout", envDuration("AGENTVAULT_HANDOFF_TIMEOUT", 0), "how long a challenge hand-off waits for the owner (default 10m)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -186,6 +189,7 @@ func (m *Main) Open() error {
 		Logger:       log,
 	}
 	cfg.HandoffWait = m.HandoffTimeout
+	cfg.NetworkLog = m.NetworkLog
 	if m.Credentials {
 		cfg.Credentials = ctl
 	}

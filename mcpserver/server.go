@@ -75,6 +75,8 @@ type Config struct {
 	// (default 10 minutes).
 	Handoffs    HandoffControl
 	HandoffWait time.Duration
+	// NetworkLog turns on get_network_log (a staging diagnostic).
+	NetworkLog bool
 }
 
 // Server holds the MCP server, the shared browser and the sessions.

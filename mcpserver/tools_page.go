@@ -95,6 +95,7 @@ func (s *Server) register() {
 	addTool(s, "close_session", "Close the browser and end the proxy session; returns the final run report. Answers JSON.", false, s.closeSessionTool)
 	s.registerRecipeTools()
 	s.registerHandoffTools()
+	s.registerNetworkLogTool()
 }
 
 func (s *Server) getTokenCatalog(ctx context.Context, in catalogIn) (*mcp.CallToolResult, error) {
@@ -159,6 +160,9 @@ func (s *Server) openPage(ctx context.Context, in openPageIn) (*mcp.CallToolResu
 		p, err := b.NewSession(opts)
 		if err != nil {
 			return nil, err
+		}
+		if s.cfg.NetworkLog {
+			p.StartNetworkLog()
 		}
 		ss.page = p
 	}
