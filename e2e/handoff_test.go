@@ -109,6 +109,18 @@ func TestHandoff_ChallengeE2E(t *testing.T) {
 		agent.must("open_page", map[string]any{"url": shop + "/sca/checkout"})
 		agent.refused("request_challenge_handoff", map[string]any{}, "unknown_target")
 		agent.must("click", map[string]any{"selector": "#pay"})
+		// Before the agent takes the bank's window, detect_challenge on the
+		// shop's page points at it.
+		var pd map[string]any
+		for range 30 {
+			if pd = agent.must("detect_challenge", map[string]any{}).json(t); pd["detected"] == true {
+				break
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+		if pd["type"] != "three_ds" || !strings.Contains(fmt.Sprint(pd["reason"]), "wait_for_popup") {
+			t.Errorf("detect_challenge on the opener of a 3-D Secure window: %v", pd)
+		}
 		agent.must("wait_for_popup", map[string]any{"timeout": 15000})
 		agent.must("wait_for_selector", map[string]any{"selector": "#otp", "timeout": 10000})
 		d := agent.must("detect_challenge", map[string]any{}).json(t)

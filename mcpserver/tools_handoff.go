@@ -332,3 +332,20 @@ func (s *Server) recheck(ss *Session) string {
 	}
 	return last
 }
+
+// popupChallenge answers for a challenge in a window this page opened that
+// no tool took yet (a 3-D Secure window arriving after a server round trip
+// comes with no notice): the agent must take it with wait_for_popup before
+// handing it off. Otherwise the page's own answer stands.
+func popupChallenge(ss *Session, own challengeAnswer) challengeAnswer {
+	c, ok := ss.page.DetectChallengeInPopups()
+	if !ok {
+		return own
+	}
+	a := challengeFrom(c, false)
+	if !a.Detected {
+		return own
+	}
+	a.Reason += ", in a window this page opened: call wait_for_popup, then request_challenge_handoff"
+	return a
+}

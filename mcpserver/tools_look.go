@@ -209,7 +209,11 @@ func (s *Server) detectChallenge(ctx context.Context, in noIn) (*mcp.CallToolRes
 	if err != nil {
 		return nil, err
 	}
-	return jsonAnswer(okStatus(), challengeFrom(c, ss.loginPassword))
+	a := challengeFrom(c, ss.loginPassword)
+	if !a.Detected {
+		a = popupChallenge(ss, a)
+	}
+	return jsonAnswer(okStatus(), a)
 }
 
 // challengeFrom turns the page's evidence into the answer. A field that
