@@ -92,6 +92,11 @@ const (
 	CodeTooManyPending      Code = "too_many_pending"
 	CodeWriteOutcomeUnknown Code = "write_outcome_unknown"
 	CodeUnavailable         Code = "unavailable"
+	// A hand-off refused before anyone was notified (seed 004): the only
+	// evidence was a field that might be a code input, or the page scan did
+	// not finish.
+	CodeHandoffNotApplicable    Code = "handoff_not_applicable"
+	CodeChallengeScanIncomplete Code = "challenge_scan_incomplete"
 
 	// Payment integrations (issue 17): the frame encrypts the card in its own
 	// script before it leaves the browser, so no value can be substituted on

@@ -42,6 +42,7 @@ type Session struct {
 	opened, announced int
 	refusals          []Refusal
 	closed            bool
+	netlog            *netLog // get_network_log, when started (netlog.go)
 }
 
 // Refusal is a request of the session that proxyd refused inside the tunnel.

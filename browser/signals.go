@@ -150,6 +150,11 @@ func (s *Session) DetectChallenge() (Challenge, error) {
 	if err != nil {
 		return Challenge{}, err
 	}
+	return challengeOf(res), nil
+}
+
+// challengeOf merges the challenge scans of a page's frames.
+func challengeOf(res []any) Challenge {
 	var threeDS, captcha, otpStrong, otpWeak, blocked bool
 	var c Challenge
 	for _, r := range res {
@@ -196,7 +201,7 @@ func (s *Session) DetectChallenge() (Challenge, error) {
 	case blocked:
 		c.Reason = "the site appears to be blocking this browser"
 	}
-	return c, nil
+	return c
 }
 
 // evaluateFrames runs script in every frame of the current page, in

@@ -35,6 +35,8 @@ type Service interface {
 	// AccountService is seed 004's create_login and login writes
 	// (accounts.go).
 	AccountService
+	// HandoffService is seed 004's challenge hand-off (handoff.go).
+	HandoffService
 }
 
 // RecipeService is the checkout recipe registry as the control API serves
@@ -153,6 +155,7 @@ func NewHandler(svc Service, token string, log *slog.Logger) http.Handler {
 	})
 	credentialRoutes(mux, svc, reply, decode)
 	accountRoutes(mux, svc, reply, decode)
+	handoffRoutes(mux, svc, reply, decode)
 	mux.HandleFunc("GET "+RecipesPath, func(w http.ResponseWriter, r *http.Request) {
 		l, err := svc.Recipes(r.Context(), r.URL.Query().Get("url"))
 		reply(w, r, l, err)

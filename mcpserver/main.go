@@ -40,6 +40,11 @@ type Main struct {
 	// SkillsDir, when set, skill_find and file_write over that directory.
 	Credentials bool
 	SkillsDir   string
+	// HandoffTimeout is how long request_challenge_handoff waits for the
+	// owner (default 10 minutes; tests shorten it).
+	HandoffTimeout time.Duration
+	// NetworkLog turns on get_network_log (--network-log).
+	NetworkLog bool
 
 	// RequireKeys makes every HTTP request carry an API key as its bearer
 	// token (--keys); each key is a connection of its own.
@@ -106,6 +111,8 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.BoolVar(&m.Credentials, "credentials", envOr("AGENTVAULT_CREDENTIALS", "") == "1", "serve the portal credential tools (credential_request, credential_list, credential_use, credential_delete, grant_set)")
 	fs.StringVar(&m.SkillsDir, "skills-dir", envOr("AGENTVAULT_SKILLS_DIR", ""), "skill directory (one folder per skill with its SKILL.md): serve skill_find and file_write over it")
 	fs.StringVar(&m.MetricsAddr, "metrics-addr", envOr("AGENTVAULT_MCPD_METRICS_ADDR", ""), "serve Prometheus /metrics here (loopback; default "+DefaultMetricsAddr+" with --http, off on stdio; \"off\" disables)")
+	fs.BoolVar(&m.NetworkLog, "network-log", envOr("AGENTVAULT_NETWORK_LOG", "") == "1", "serve get_network_log, a diagnostic of the page's requests (staging)")
+	fs.DurationVar(&m.HandoffTimeout, "handoff-timeout", envDuration("AGENTVAULT_HANDOFF_TIMEOUT", 0), "how long a challenge hand-off waits for the owner (default 10m)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -241,6 +248,8 @@ func (m *Main) Open() error {
 		ChromiumPath: m.ChromiumPath,
 		Logger:       log,
 	}
+	cfg.HandoffWait = m.HandoffTimeout
+	cfg.NetworkLog = m.NetworkLog
 	if m.Credentials {
 		cfg.Credentials = ctl
 	}
@@ -368,4 +377,14 @@ func (m *Main) Close() error {
 		return nil
 	}
 	return m.server.Close()
+}
+
+// envDuration reads a duration from the environment, def when unset or
+// unreadable.
+func envDuration(name string, def time.Duration) time.Duration {
+	d, err := time.ParseDuration(os.Getenv(name))
+	if err != nil {
+		return def
+	}
+	return d
 }

@@ -72,6 +72,13 @@ type Config struct {
 	Skills      *skills.Dir
 	// Hosted, when set, applies the hosted server's rules (hosted.go).
 	Hosted *HostedConfig
+	// Handoffs is the hand-off part of the control API; nil uses Control
+	// when it implements HandoffControl. HandoffWait is the owner's time
+	// (default 10 minutes).
+	Handoffs    HandoffControl
+	HandoffWait time.Duration
+	// NetworkLog turns on get_network_log (a staging diagnostic).
+	NetworkLog bool
 }
 
 // Server holds the MCP server, the shared browser and the sessions.
@@ -345,6 +352,9 @@ func (s *Server) pageSession(tool, handle string) (*Session, error) {
 	}
 	if ss == nil || ss.page == nil {
 		return nil, agentvault.Errorf(agentvault.CodeNoPage, "%s needs an open page: call open_page first.", tool)
+	}
+	if ss.handoff().parked {
+		return nil, challengeRequired(tool)
 	}
 	return ss, nil
 }

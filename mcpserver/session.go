@@ -42,6 +42,9 @@ type Session struct {
 	waits     context.Context
 	stopWaits context.CancelFunc
 
+	// ho is the challenge hand-off's state (tools_handoff.go).
+	ho handoffFlags
+
 	closed      bool
 	closeAnswer control.CloseResponse
 	closeErr    error

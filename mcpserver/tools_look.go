@@ -145,6 +145,11 @@ func (s *Server) observeFrom(ss *Session, sig browser.PageSignals) observeAnswer
 			a.Matched = append(a.Matched, m.name)
 		}
 	}
+	if ss.handoff().ownerDrove {
+		// The owner typed on this page in a hand-off: its messages may
+		// quote what they typed, so no page text for the rest of the run.
+		return a
+	}
 	for _, t := range s.red.ScrubErrorTexts(sig.ErrorText, ss.filled) {
 		if len(a.ErrorText) == maxErrorTexts {
 			break
@@ -204,7 +209,11 @@ func (s *Server) detectChallenge(ctx context.Context, in noIn) (*mcp.CallToolRes
 	if err != nil {
 		return nil, err
 	}
-	return jsonAnswer(okStatus(), challengeFrom(c, ss.loginPassword))
+	a := challengeFrom(c, ss.loginPassword)
+	if !a.Detected {
+		a = popupChallenge(ss, a)
+	}
+	return jsonAnswer(okStatus(), a)
 }
 
 // challengeFrom turns the page's evidence into the answer. A field that

@@ -94,6 +94,8 @@ func (s *Server) register() {
 	addTool(s, "get_run_report", "What this session actually did, from the proxy's own record: filled token kinds, refused fills, confirmation, order total, credential writes. Read it before saying whether a card was charged. Answers JSON.", true, s.getRunReport)
 	addTool(s, "close_session", "Close the browser and end the proxy session; returns the final run report. Answers JSON.", false, s.closeSessionTool)
 	s.registerRecipeTools()
+	s.registerHandoffTools()
+	s.registerNetworkLogTool()
 }
 
 func (s *Server) getTokenCatalog(ctx context.Context, in catalogIn) (*mcp.CallToolResult, error) {
@@ -136,6 +138,9 @@ func (s *Server) openPage(ctx context.Context, in openPageIn) (*mcp.CallToolResu
 	if err != nil {
 		return nil, err
 	}
+	if ss.handoff().parked {
+		return nil, challengeRequired("open_page")
+	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if ss.page == nil {
@@ -155,6 +160,9 @@ func (s *Server) openPage(ctx context.Context, in openPageIn) (*mcp.CallToolResu
 		p, err := b.NewSession(opts)
 		if err != nil {
 			return nil, err
+		}
+		if s.cfg.NetworkLog {
+			p.StartNetworkLog()
 		}
 		ss.page = p
 	}

@@ -27,6 +27,7 @@ type controlService struct {
 	creds    *credentialAPI // portal credentials (credentials.go)
 	metrics  *daemonMetrics
 	accounts *owner.Accounts // signups and login writes (accounts.go)
+	handoffs *handoffHub     // challenge hand-offs (handoff.go)
 }
 
 func (c *controlService) CreateSession(ctx context.Context, apiKey string) (control.CreateSessionResponse, error) {

@@ -94,6 +94,7 @@ type Main struct {
 	dashCancel context.CancelFunc
 	dashDone   chan error
 	credL      net.Listener
+	handoffs   *handoffHub // challenge hand-offs (handoff.go)
 	credSrv    *http.Server
 	secret     []byte
 	proxyL     net.Listener
@@ -278,7 +279,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 			return m.Broker.SetLiveValue(a.Session, a.CardID, vault.FieldCVV, cvv)
 		}
 		if m.dashH, err = dashboard.New(dashboard.Config{Service: m.Owner, Vault: v, Logger: m.Logger, LiveCVV: liveCVV,
-			Recipes: m.Recipes, Credentials: m.Credentials, OnSignInFailed: m.daemonMetrics.signInFailures.Inc}); err != nil {
+			Recipes: m.Recipes, Credentials: m.Credentials, OnSignInFailed: m.daemonMetrics.signInFailures.Inc, Handoffs: m.handoffHub()}); err != nil {
 			return err
 		}
 		m.DashboardAddr = m.dashL.Addr()
@@ -299,7 +300,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	}
 	m.controlSrv = &http.Server{
 		Handler: control.NewHandler(&controlService{broker: m.Broker, ca: m.CA, owner: m.Owner, recipes: m.Recipes, proxyURL: proxyURL,
-			creds: m.credentialAPI(), metrics: m.daemonMetrics, accounts: m.Accounts},
+			creds: m.credentialAPI(), metrics: m.daemonMetrics, accounts: m.Accounts, handoffs: m.handoffHub()},
 			m.ControlToken, m.Logger),
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelDebug),

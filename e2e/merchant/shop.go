@@ -60,6 +60,7 @@ type shop struct {
 	origin, payOrigin string
 	pay               *issuer
 	integ             *integrationOrigins
+	sca               *sca // 3-D Secure popup and CAPTCHA (sca.go)
 
 	mu     sync.Mutex
 	carts  map[string]map[string]int // cart id -> sku -> quantity
@@ -68,7 +69,7 @@ type shop struct {
 }
 
 func newShop(origin, payOrigin string, pay *issuer) *shop {
-	return &shop{origin: origin, payOrigin: payOrigin, pay: pay, carts: map[string]map[string]int{}, byID: map[string]Order{}}
+	return &shop{origin: origin, payOrigin: payOrigin, pay: pay, carts: map[string]map[string]int{}, byID: map[string]Order{}, sca: newSCA()}
 }
 
 func (s *shop) routes() http.Handler {
@@ -82,6 +83,7 @@ func (s *shop) routes() http.Handler {
 	mux.HandleFunc("GET /orders/{id}", s.order)
 	mux.HandleFunc("/echo", echo)
 	s.integrationRoutes(mux)
+	s.sca.routes(mux)
 	return securityHeaders(mux)
 }
 

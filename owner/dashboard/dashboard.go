@@ -68,6 +68,9 @@ type Config struct {
 	// OnSignInFailed, when set, is called for each refused sign-in (wrong
 	// email or password, or rate limited): proxyd counts them for alerts.
 	OnSignInFailed func()
+	// Handoffs, when set, serves the live view of challenge hand-offs
+	// (handoff.go).
+	Handoffs Handoffs
 }
 
 // Handler serves the dashboard.
@@ -83,6 +86,8 @@ type Handler struct {
 	mux     *http.ServeMux
 	// signInFailed is Config.OnSignInFailed or a no-op.
 	signInFailed func()
+
+	handoffs Handoffs // challenge hand-offs' live view (handoff.go)
 }
 
 const (
@@ -97,7 +102,7 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Service == nil || cfg.Vault == nil {
 		return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "dashboard needs the owner service and the vault")
 	}
-	h := &Handler{svc: cfg.Service, vault: cfg.Vault, log: cfg.Logger, now: cfg.Now, liveCVV: cfg.LiveCVV, recipes: cfg.Recipes, creds: cfg.Credentials,
+	h := &Handler{svc: cfg.Service, vault: cfg.Vault, log: cfg.Logger, now: cfg.Now, liveCVV: cfg.LiveCVV, recipes: cfg.Recipes, creds: cfg.Credentials, handoffs: cfg.Handoffs,
 		signInFailed: cfg.OnSignInFailed}
 	if h.signInFailed == nil {
 		h.signInFailed = func() {}
@@ -151,6 +156,7 @@ func New(cfg Config) (*Handler, error) {
 	m.HandleFunc("POST /recipes/{id}/reject", h.authed(h.rejectRecipe))
 	m.HandleFunc("POST /recipes/{id}/edit", h.authed(h.editRecipe))
 	h.credentialRoutes(m)
+	h.handoffRoutes(m)
 	h.mux = m
 	return h, nil
 }

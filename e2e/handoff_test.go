@@ -1,0 +1,271 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentvault/agentvault/e2e/merchant"
+	"github.com/mxschmitt/playwright-go"
+)
+
+// The challenge hand-off (issue 11, seed 004 request_challenge_handoff) in
+// real Chromium. proxyd's Main runs with the dashboard on TLS; the built
+// mcpd is the agent's MCP server; the test merchant's checkout opens a bank's
+// 3-D Secure window in a popup, and a CAPTCHA page stands in front of it.
+// The owner, in a second Chromium, signs in to the dashboard, sees the live
+// page, clicks and types on it and gives it back; the agent gets only the
+// outcome.
+
+// ownerView is the owner on a hand-off's live view.
+type ownerView struct {
+	ob *ownerBrowser
+	p  playwright.Page
+}
+
+// openHandoff waits for a hand-off on the dashboard and opens its live view.
+func (ob *ownerBrowser) openHandoff(t *testing.T) *ownerView {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, err := ob.page.Goto(ob.oa.dashURL+"/handoffs", playwright.PageGotoOptions{Timeout: playwright.Float(15000)}); err != nil {
+			t.Fatalf("dashboard: %v", err)
+		}
+		if n, _ := ob.page.Locator("article.handoff").Count(); n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no hand-off appeared on the dashboard within 60 s")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	must(t, "open the live page", ob.page.Locator("article.handoff a").First().Click())
+	must(t, "live view", ob.page.Locator("#live-frame").WaitFor(playwright.LocatorWaitForOptions{State: playwright.WaitForSelectorStateAttached}))
+	ov := &ownerView{ob: ob, p: ob.page}
+	ov.waitFrames(t, 1)
+	return ov
+}
+
+func (ov *ownerView) stat(t *testing.T, expr string) float64 {
+	t.Helper()
+	v, err := ov.p.Evaluate("() => { const s = window.handoffStats; return " + expr + "; }")
+	if err != nil {
+		t.Fatalf("read the live view's figures: %v", err)
+	}
+	switch x := v.(type) {
+	case float64:
+		return x
+	case int:
+		return float64(x)
+	}
+	return 0
+}
+
+// waitFrames waits until the view has shown at least n frames.
+func (ov *ownerView) waitFrames(t *testing.T, n int) {
+	t.Helper()
+	if _, err := ov.p.WaitForFunction(fmt.Sprintf("() => window.handoffStats && window.handoffStats.frames >= %d", n), nil,
+		playwright.PageWaitForFunctionOptions{Timeout: playwright.Float(30000)}); err != nil {
+		t.Fatalf("the live view showed fewer than %d frames: %v", n, err)
+	}
+}
+
+// clickAt clicks the live view where the agent's page has (x, y), scaled
+// as the owner sees it.
+func (ov *ownerView) clickAt(t *testing.T, name string) {
+	t.Helper()
+	at := merchant.SCALayout[name]
+	vw := ov.stat(t, "s.vw")
+	cw := ov.stat(t, "document.getElementById('live-frame').clientWidth")
+	if vw == 0 || cw == 0 {
+		t.Fatal("the live view does not know the page's size")
+	}
+	k := cw / vw
+	must(t, "click "+name, ov.p.Locator("#live-frame").Click(playwright.LocatorClickOptions{Position: &playwright.Position{X: at[0] * k, Y: at[1] * k}}))
+}
+
+// decide presses one of the view's buttons and returns the flash.
+func (ov *ownerView) decide(t *testing.T, button string) string {
+	t.Helper()
+	must(t, button, ov.p.Locator(button).Click())
+	must(t, "after the decision", ov.p.WaitForLoadState())
+	ov.ob.keep(t)
+	txt, _ := ov.p.Locator("main").InnerText()
+	return txt
+}
+
+func TestHandoff_ChallengeE2E(t *testing.T) {
+	requireE2E(t, true)
+	oa := startOwnerAppliance(t, "50.00")
+	bin := buildCmd(t, "mcpd")
+	args, env := oa.mcpdArgs()
+	agent, _ := startAgentWithProgress(t, bin, args, env)
+	owner := oa.signInOwner(t)
+	shop := oa.m.Shop.URL
+	var typed []string
+
+	t.Run("3-D Secure popup solved by the owner", func(t *testing.T) {
+		agent.must("open_page", map[string]any{"url": shop + "/sca/checkout"})
+		agent.refused("request_challenge_handoff", map[string]any{}, "unknown_target")
+		agent.must("click", map[string]any{"selector": "#pay"})
+		// Before the agent takes the bank's window, detect_challenge on the
+		// shop's page points at it.
+		var pd map[string]any
+		for range 30 {
+			if pd = agent.must("detect_challenge", map[string]any{}).json(t); pd["detected"] == true {
+				break
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+		if pd["type"] != "three_ds" || !strings.Contains(fmt.Sprint(pd["reason"]), "wait_for_popup") {
+			t.Errorf("detect_challenge on the opener of a 3-D Secure window: %v", pd)
+		}
+		agent.must("wait_for_popup", map[string]any{"timeout": 15000})
+		agent.must("wait_for_selector", map[string]any{"selector": "#otp", "timeout": 10000})
+		d := agent.must("detect_challenge", map[string]any{}).json(t)
+		if d["detected"] != true || d["type"] != "three_ds" {
+			t.Fatalf("detect_challenge on the bank's window: %v", d)
+		}
+		call := agent.callAsync("request_challenge_handoff", map[string]any{}, "ho-3ds")
+		view := owner.openHandoff(t)
+		// While the owner has the page, page tools are refused; the report
+		// and close_session are not.
+		agent.refused("click", map[string]any{"selector": "#verify"}, "challenge_required")
+		agent.refused("observe_page", map[string]any{}, "challenge_required")
+		agent.must("get_run_report", map[string]any{})
+
+		// Frame rate on the bank's animated page.
+		f0, t0 := view.stat(t, "s.frames"), view.stat(t, "performance.now()")
+		time.Sleep(3 * time.Second)
+		f1, t1 := view.stat(t, "s.frames"), view.stat(t, "performance.now()")
+		t.Logf("live view: %.1f frames/s on an animated page (%d frames in %.0f ms)", (f1-f0)/(t1-t0)*1000, int(f1-f0), t1-t0)
+
+		code := oa.m.SCACode()
+		typed = append(typed, code)
+		view.clickAt(t, "otp")
+		must(t, "type the code", view.p.Keyboard().Type(code))
+		must(t, "Enter", view.p.Keyboard().Press("Enter"))
+		deadline := time.Now().Add(30 * time.Second)
+		for paid, _ := oa.m.SCAPaid(); !paid; paid, _ = oa.m.SCAPaid() {
+			if time.Now().After(deadline) {
+				_, tries := oa.m.SCAPaid()
+				t.Fatalf("the bank did not take the owner's code (%d tries)", tries)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		// The window closes itself and the shop moves on: the view follows.
+		n := int(view.stat(t, "s.frames"))
+		view.waitFrames(t, n+1)
+		time.Sleep(time.Second)
+		flash := view.decide(t, "#handoff-done")
+		r := call.wait(t)
+		a := r.json(t)
+		if r.isErr || a["outcome"] != "solved" || a["challengeType"] != "three_ds" {
+			t.Fatalf("hand-off answer: %v", a)
+		}
+		if ms, _ := a["durationMs"].(float64); ms <= 0 {
+			t.Errorf("durationMs %v", a["durationMs"])
+		}
+		if !strings.Contains(flash, "the challenge is gone") {
+			t.Errorf("the owner's page after giving it back says %q", redacted(flash))
+		}
+		o := agent.must("get_session_outcome", map[string]any{"successSelector": "#order-success", "confirmsCheckout": true, "submitSelector": "#pay", "timeout": 15000}).json(t)
+		if o["outcome"] != "success" || o["corroborated"] != true {
+			t.Fatalf("order after the hand-off: outcome %v corroborated %v because %v", o["outcome"], o["corroborated"], o["notCorroboratedBecause"])
+		}
+		obs := agent.must("observe_page", map[string]any{}).json(t)
+		if et := asStrings(obs["errorText"]); len(et) != 0 {
+			t.Errorf("observe_page errorText after a hand-off: %d strings, want none", len(et))
+		}
+		rep := agent.must("get_run_report", map[string]any{}).json(t)
+		if rep["confirmationDetected"] != true {
+			t.Errorf("run report: confirmation not recorded")
+		}
+		agent.must("close_session", map[string]any{})
+	})
+
+	t.Run("CAPTCHA clicked through by the owner", func(t *testing.T) {
+		agent.must("open_page", map[string]any{"url": shop + "/sca/captcha"})
+		d := agent.must("detect_challenge", map[string]any{}).json(t)
+		if d["type"] != "captcha" {
+			t.Fatalf("detect_challenge on the CAPTCHA: %v", d)
+		}
+		call := agent.callAsync("request_challenge_handoff", map[string]any{}, "ho-captcha")
+		view := owner.openHandoff(t)
+		time.Sleep(500 * time.Millisecond) // let the first frames settle
+		n := int(view.stat(t, "s.frames"))
+		view.clickAt(t, "robot")
+		view.waitFrames(t, n+1)
+		lat := view.stat(t, "s.latencies.length ? s.latencies[s.latencies.length-1] : -1")
+		t.Logf("live view: %.0f ms from the owner's click to the frame showing its effect", lat)
+		view.clickAt(t, "continue")
+		if _, err := view.p.WaitForFunction("() => window.handoffStats.frames > "+fmt.Sprint(n+1), nil, playwright.PageWaitForFunctionOptions{Timeout: playwright.Float(15000)}); err != nil {
+			t.Fatalf("no frame after Continue: %v", err)
+		}
+		time.Sleep(time.Second)
+		view.decide(t, "#handoff-done")
+		a := call.wait(t).json(t)
+		if a["outcome"] != "solved" || a["challengeType"] != "captcha" {
+			t.Fatalf("hand-off answer: %v", a)
+		}
+		c := agent.must("count", map[string]any{"selector": "#pay"}).json(t)
+		if c["count"] != float64(1) {
+			t.Errorf("after the CAPTCHA the agent is not on the checkout: %v", c)
+		}
+		agent.must("close_session", map[string]any{})
+	})
+
+	t.Run("owner gives up", func(t *testing.T) {
+		agent.must("open_page", map[string]any{"url": shop + "/sca/captcha"})
+		call := agent.callAsync("request_challenge_handoff", map[string]any{}, "ho-abandon")
+		view := owner.openHandoff(t)
+		view.decide(t, "#handoff-abandon")
+		a := call.wait(t).json(t)
+		if a["outcome"] != "abandoned" || a["challengeType"] != "captcha" {
+			t.Fatalf("hand-off answer: %v", a)
+		}
+		agent.must("count", map[string]any{"selector": "#robot"}) // the page is the agent's again
+		agent.must("close_session", map[string]any{})
+	})
+
+	t.Run("nobody comes", func(t *testing.T) {
+		_, env2 := oa.mcpdArgs()
+		lazy, _ := startAgentWithProgress(t, bin, args, append(env2, "AGENTVAULT_HANDOFF_TIMEOUT=3s"))
+		lazy.must("open_page", map[string]any{"url": shop + "/sca/captcha"})
+		r := lazy.callAsync("request_challenge_handoff", map[string]any{}, "ho-timeout").wait(t)
+		a := r.json(t)
+		if a["outcome"] != "abandoned" {
+			t.Fatalf("hand-off nobody took: %v", a)
+		}
+		lazy.must("close_session", map[string]any{})
+		lazy.close()
+		checkTranscript(t, "the second agent", lazy.transcript.Bytes(), typed)
+	})
+
+	agent.close()
+	checkTranscript(t, "the agent", agent.transcript.Bytes(), typed)
+	checkTranscript(t, "mcpd's log", agent.stderr.Bytes(), typed)
+	for _, v := range typed {
+		if strings.Contains(string(oa.logs.Bytes()), v) {
+			t.Error("proxyd's log holds what the owner typed")
+		}
+	}
+}
+
+// checkTranscript fails when what the owner typed, a frame of the live
+// view, or the hand-off's dashboard address is in data.
+func checkTranscript(t *testing.T, what string, data []byte, typed []string) {
+	t.Helper()
+	s := string(data)
+	for _, v := range typed {
+		if v != "" && strings.Contains(s, v) {
+			t.Errorf("%s holds what the owner typed", what)
+		}
+	}
+	for _, frame := range []string{"/9j/", "\xff\xd8\xff", "image/jpeg", "/handoffs/ho_"} {
+		if strings.Contains(s, frame) {
+			t.Errorf("%s holds a frame or the live view's address (%q)", what, frame)
+		}
+	}
+}
