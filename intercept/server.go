@@ -266,7 +266,16 @@ func (s *Server) hostAllowed(host string) bool {
 func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.ConnectAction, string) {
 	req := ctx.Req
 	reject := func(err error, sess *broker.Session) (*goproxy.ConnectAction, string) {
-		s.refuse(sess, err, http.MethodConnect, "")
+		// The log names the destination the operator must look at (a name
+		// that does not resolve, a private address); an unparsable one is
+		// logged as it came, cut short.
+		logHost := host
+		if d, derr := NormalizeDestination(host, 443); derr == nil {
+			logHost = d.String()
+		} else if len(logHost) > 80 {
+			logHost = logHost[:80]
+		}
+		s.refuse(sess, err, http.MethodConnect, logHost)
 		resp := errorResponse(req, err)
 		if agentvault.ErrorCode(err) == agentvault.CodeProxyAuth {
 			resp.Header.Set("Proxy-Authenticate", `Basic realm="agentvault"`)

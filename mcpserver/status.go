@@ -149,7 +149,9 @@ func withStatusKeys(s status, raw []byte) ([]byte, error) {
 func statusError(err error, filled *[2]int) *mcp.CallToolResult {
 	code := agentvault.ErrorCode(err)
 	msg := agentvault.ErrorMessage(err)
-	if hint := codeHint(code); hint != "" {
+	// A message that already says what to do next (mcpd's own refusals
+	// often do) does not get the same hint a second time.
+	if hint := codeHint(code); hint != "" && !strings.Contains(strings.ToLower(msg), strings.ToLower(strings.TrimSuffix(hint, "."))) {
 		msg += " " + hint
 	}
 	return prose(status{State: "error", Code: code, Filled: filled}, msg)
