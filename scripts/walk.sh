@@ -136,16 +136,20 @@ r=$(tool get_token_catalog "{\"url\":\"https://shop.test:$SITE_PORT/checkout\"}"
 num=$(grep -o 'av_card_1_number_[a-z0-9]*' <<<"$r" | head -n1)
 cvc=$(grep -o 'av_card_1_cvv_[a-z0-9]*' <<<"$r" | head -n1)
 [ -n "$num" ] && [ -n "$cvc" ] || die "get_token_catalog: $r"
-r=$(tool open_page "{\"url\":\"https://shop.test:$SITE_PORT/checkout\"}")
+# Over HTTP a browser belongs to the session handle a result names; every
+# later call passes it (the hosted rules apply on loopback too).
+h=$(grep -o 'session: s_[a-z2-7]*' <<<"$r" | head -n1 | cut -d' ' -f2)
+[ -n "$h" ] || die "get_token_catalog named no session handle: $r"
+r=$(tool open_page "{\"session\":\"$h\",\"url\":\"https://shop.test:$SITE_PORT/checkout\"}")
 grep -q '"isError":true' <<<"$r" && die "open_page: $r"
-r=$(tool fill_checkout "{\"fields\":[{\"selector\":\"#exp-month\",\"value\":\"12\"},{\"selector\":\"#exp-year\",\"value\":\"2031\"},{\"selector\":\"#card\",\"value\":\"$num\"},{\"selector\":\"#cvc\",\"value\":\"$cvc\"}]}")
+r=$(tool fill_checkout "{\"session\":\"$h\",\"fields\":[{\"selector\":\"#exp-month\",\"value\":\"12\"},{\"selector\":\"#exp-year\",\"value\":\"2031\"},{\"selector\":\"#card\",\"value\":\"$num\"},{\"selector\":\"#cvc\",\"value\":\"$cvc\"}]}")
 grep -q '"isError":true' <<<"$r" && die "fill_checkout: $r"
-r=$(tool click '{"selector":"#pay"}')
+r=$(tool click "{\"session\":\"$h\",\"selector\":\"#pay\"}")
 grep -q '"isError":true' <<<"$r" && die "click: $r"
-r=$(tool get_session_outcome '{"successSelector":"#ok","confirmsCheckout":true,"submitSelector":"#pay"}')
+r=$(tool get_session_outcome "{\"session\":\"$h\",\"successSelector\":\"#ok\",\"confirmsCheckout\":true,\"submitSelector\":\"#pay\"}")
 grep -q '"isError":true' <<<"$r" && die "get_session_outcome: $r"
 [ "$(grep -cx 4242424242424242 "$work/site/received.log")" -ge 2 ] || die "the checkout did not deliver the real number"
-tool close_session '{}' >/dev/null
+tool close_session "{\"session\":\"$h\"}" >/dev/null
 echo "the agent bought from the test shop without seeing the card"
 
 step "Ctrl-C stops both cleanly"
