@@ -75,9 +75,8 @@ func (s *Service) RequestApproval(ctx context.Context, r ApprovalRequest) (Appro
 	if r.Reason == "" {
 		r.Reason = string(r.Kind)
 	}
-	if len(r.Page) > policy.MaxPageLen {
-		return Approval{}, agentvault.Errorf(agentvault.CodeInvalidInput, "page too long")
-	}
+	// Whoever asks, a query or fragment never reaches the store.
+	r.Page = policy.ShownPage(r.Page)
 	if len(r.Reason) > 64 {
 		return Approval{}, agentvault.Errorf(agentvault.CodeInvalidInput, "reason too long")
 	}
