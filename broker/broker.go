@@ -182,7 +182,10 @@ type DecideArgs struct {
 	Item        vault.Item
 	Field       vault.Field
 	Destination string // normalised host, no port
-	Total       *control.OrderTotal
+	// Page is the filled frame's URL (or the page's) as an approval may
+	// show it: policy.ShownPage, no query or fragment.
+	Page  string
+	Total *control.OrderTotal
 	// Purchase numbers this session's card grants for the item: a spent
 	// grant is followed by a new purchase the caps count again.
 	Purchase int
@@ -720,7 +723,7 @@ func (ss *Broker) authorize(ctx context.Context, s *Session, req control.Authori
 	s.mu.Unlock()
 	if ss.Decide != nil {
 		if err := ss.Decide(ctx, DecideArgs{Session: s.ID, Token: req.Token, Key: s.Key, Item: item, Field: field,
-			Destination: dest.Host, Total: req.OrderTotal, Purchase: purchase}); err != nil {
+			Destination: dest.Host, Page: policy.ShownPage(target), Total: req.OrderTotal, Purchase: purchase}); err != nil {
 			return control.AuthorizeResponse{}, err
 		}
 	}

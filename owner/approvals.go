@@ -12,13 +12,18 @@ import (
 )
 
 // ApprovalRequest asks the owner a question. Kind and Site are required;
-// CardID for purchase and CVV entry; Amount when a total is known.
+// CardID for purchase and CVV entry; Amount when a total is known; ItemID
+// and Page when a fill raised it.
 type ApprovalRequest struct {
-	Kind     ApprovalKind
-	Reason   string // policy.Reason for fills ("new_destination", "over_threshold", ...)
-	Site     string
-	Amount   *policy.Amount
-	CardID   string
+	Kind   ApprovalKind
+	Reason string // policy.Reason for fills ("new_destination", "over_threshold", ...)
+	Site   string
+	Amount *policy.Amount
+	CardID string
+	// ItemID and Page say what the fill was about (Approval.ItemID,
+	// Approval.Page). They are shown, never part of the dedupe key.
+	ItemID   string
+	Page     string
 	APIKeyID string
 	Session  string
 	// TTL overrides the service's approval lifetime (bounded by it).
@@ -31,7 +36,11 @@ type ApprovalRequest struct {
 
 // dedupeKey names a request: an identical pending request returns the same
 // approval instead of asking the owner twice. A new site is one question
-// whoever asks; a purchase or a CVV entry belongs to its session.
+// whoever asks, with whatever item, from whatever page: approving it
+// authorizes the site for every item, so a second fill of the site by
+// another card or login waits on the same approval, which shows the item
+// and page of the fill that raised it. A purchase or a CVV entry belongs to
+// its session and card. ItemID and Page are never part of the key.
 func (r ApprovalRequest) dedupeKey(org string) string {
 	amount := ""
 	if r.Amount != nil {
@@ -66,6 +75,8 @@ func (s *Service) RequestApproval(ctx context.Context, r ApprovalRequest) (Appro
 	if r.Reason == "" {
 		r.Reason = string(r.Kind)
 	}
+	// Whoever asks, a query or fragment never reaches the store.
+	r.Page = policy.ShownPage(r.Page)
 	if len(r.Reason) > 64 {
 		return Approval{}, agentvault.Errorf(agentvault.CodeInvalidInput, "reason too long")
 	}
@@ -76,7 +87,7 @@ func (s *Service) RequestApproval(ctx context.Context, r ApprovalRequest) (Appro
 	now := s.now().UTC()
 	a := Approval{
 		ID: "apr_" + randomHex(8), Org: s.org, Kind: r.Kind, Reason: r.Reason, Site: r.Site, Amount: r.Amount,
-		CardID: r.CardID, APIKeyID: r.APIKeyID, Session: r.Session, Created: now, Expires: now.Add(ttl), Status: StatusPending,
+		CardID: r.CardID, ItemID: r.ItemID, Page: r.Page, APIKeyID: r.APIKeyID, Session: r.Session, Created: now, Expires: now.Add(ttl), Status: StatusPending,
 	}
 	got, created, err := s.st.CreateApproval(ctx, a, r.dedupeKey(s.org), now)
 	if err != nil {

@@ -20,6 +20,9 @@ type FillRequest struct {
 	Field       vault.Field
 	Destination string         // normalised host, no port
 	Total       *policy.Amount // the checkout total read at the fill, if any
+	// Page is the page the agent was filling as the owner may see it
+	// (policy.ShownPage): shown with an approval the fill raises.
+	Page string
 	// Key, when set, is the key's scope as the caller knows it, used
 	// instead of reading KeyID from the store (proxyd's file-based default
 	// key, which the store does not hold).
@@ -76,7 +79,8 @@ func (s *Service) Authorize(ctx context.Context, r FillRequest) error {
 		s.refused(ctx, r, d.Site, err)
 		return err
 	}
-	req := ApprovalRequest{Reason: string(d.Reason), Site: d.Site, APIKeyID: r.KeyID, Session: r.Session}
+	req := ApprovalRequest{Reason: string(d.Reason), Site: d.Site, APIKeyID: r.KeyID, Session: r.Session,
+		ItemID: r.Item.ID, Page: r.Page}
 	switch d.Reason {
 	case policy.ReasonNewDestination:
 		req.Kind = KindNewDestination

@@ -108,3 +108,66 @@ func TestP18_AuthorizeAsksThenReservesOnce(t *testing.T) {
 		t.Fatalf("revoked key: %v", err)
 	}
 }
+
+// TestP11_ApprovalNamesItemAndPageNotQuery: an approval a fill raises names
+// the item and the page (scheme, host and path: a query or fragment never
+// reaches the store). The page and the item are not part of what makes two
+// requests one: a new site asked by a card and then by an identity (another
+// item, another page) is one question, showing the first fill; a purchase
+// is per card.
+func TestP11_ApprovalNamesItemAndPageNotQuery(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "vault.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s, err := owner.New(owner.Config{Store: st, Org: "o", Now: newClock().Now, Password: fastPW,
+		Engine: policy.NewEngine(policy.Rates{}, lastTwoLabels)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := &policy.KeyInfo{ID: "avk_1", AllCards: true, AllLogins: true}
+	card := vault.Item{ID: "itm_c", Kind: vault.KindCard, Fields: []vault.Field{vault.FieldNumber, vault.FieldCVV}, Card: &vault.CardMeta{AnySite: true}}
+	ident := vault.Item{ID: "itm_i", Kind: vault.KindIdentity, Fields: []vault.Field{vault.FieldName}}
+	pending := func(r owner.FillRequest) owner.Approval {
+		t.Helper()
+		a, ok := owner.PendingOf(s.Authorize(ctx, r))
+		if !ok {
+			t.Fatalf("fill of %s did not wait on the owner", r.Item.ID)
+		}
+		return a
+	}
+	byCard := owner.FillRequest{Key: key, KeyID: "avk_1", Session: "s_1", Item: card, Field: vault.FieldNumber, Destination: "pay.shop.example",
+		Page: "https://pay.shop.example/checkout?email=ada%40example.com#card"}
+	nd := pending(byCard)
+	if nd.Kind != owner.KindNewDestination || nd.ItemID != card.ID || nd.CardID != "" || nd.Page != "https://pay.shop.example/checkout" {
+		t.Fatalf("new site approval: kind %s item %q card %q page %q", nd.Kind, nd.ItemID, nd.CardID, nd.Page)
+	}
+	byIdent := owner.FillRequest{Key: key, KeyID: "avk_1", Session: "s_2", Item: ident, Field: vault.FieldName, Destination: "shop.example",
+		Page: "https://shop.example/address"}
+	if again := pending(byIdent); again.ID != nd.ID || again.ItemID != card.ID || again.Page != nd.Page {
+		t.Fatalf("another item's fill of the same new site asked again or changed it: %+v", again)
+	}
+	if _, err := s.Decide(ctx, nd.ID, true, "owner"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetCardPolicy(ctx, owner.CardPolicy{CardID: card.ID, Rules: policy.CardPolicy{EveryPurchase: true}}, "owner"); err != nil {
+		t.Fatal(err)
+	}
+	total := policy.MustAmount("10.00 EUR")
+	byCard.Total = &total
+	pu := pending(byCard)
+	if pu.Kind != owner.KindPurchase || pu.ItemID != card.ID || pu.CardID != card.ID || pu.Page != "https://pay.shop.example/checkout" {
+		t.Fatalf("purchase approval: %+v", pu)
+	}
+	read, err := s.Approval(ctx, pu.ID)
+	if err != nil || read.ItemID != card.ID || read.Page != pu.Page {
+		t.Fatalf("stored purchase approval: %+v %v", read, err)
+	}
+	// Another page of the same purchase is the same question.
+	byCard.Page = "https://pay.shop.example/checkout/step2"
+	if again := pending(byCard); again.ID != pu.ID {
+		t.Fatal("the page became part of the purchase's dedupe key")
+	}
+}

@@ -109,13 +109,20 @@ const (
 
 // Approval is one question to the owner in the durable queue.
 type Approval struct {
-	ID        string // "apr_" + 16 hex
-	Org       string
-	Kind      ApprovalKind
-	Reason    string // policy.Reason for fills; free text from a closed set otherwise
-	Site      string // host or registrable domain asked about
-	Amount    *policy.Amount
-	CardID    string
+	ID     string // "apr_" + 16 hex
+	Org    string
+	Kind   ApprovalKind
+	Reason string // policy.Reason for fills; free text from a closed set otherwise
+	Site   string // host or registrable domain asked about
+	Amount *policy.Amount
+	CardID string // the card a purchase or CVV approval binds (its grant's item)
+	// ItemID is the vault item (card or login) the fill that raised the
+	// approval named, and Page the page it was filling (PageOf: scheme,
+	// host and path). Both are for the owner's eyes only: they bind
+	// nothing, and a new_destination approval shared by several fills
+	// shows the first one's. Empty for signups and older approvals.
+	ItemID    string
+	Page      string
 	APIKeyID  string
 	Session   string
 	Created   time.Time

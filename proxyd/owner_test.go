@@ -233,12 +233,16 @@ func TestP18_WireAmountAfterOwnerApproval(t *testing.T) {
 		t.Fatal(err)
 	}
 	cat, _ := c.Catalog(ctx, m.APIKey, "")
-	req := control.AuthorizeRequest{Token: tokenOf(t, cat, "av_card_1_number_"), PageURL: up.URL + "/checkout",
+	req := control.AuthorizeRequest{Token: tokenOf(t, cat, "av_card_1_number_"), PageURL: up.URL + "/checkout?email=ada%40example.com#step2",
 		OrderTotal: &control.OrderTotal{Amount: "60.00", Currency: "EUR"}}
 	_, err = c.Authorize(ctx, s.ID, req)
 	p, ok := control.PendingOf(err)
 	if !ok || p.Reason != string(policy.ReasonOverThreshold) {
 		t.Fatalf("over the threshold: %v", err)
+	}
+	// The approval names the card and the page, without its query.
+	if ap, err := m.Owner.Approval(ctx, p.WaitID); err != nil || ap.ItemID != card.ID || ap.Page != up.URL+"/checkout" {
+		t.Fatalf("approval item %q page %q (%v); want %s and %s", ap.ItemID, ap.Page, err, card.ID, up.URL+"/checkout")
 	}
 	if _, err := m.Owner.Decide(ctx, p.WaitID, true, "owner@example.org"); err != nil {
 		t.Fatal(err)

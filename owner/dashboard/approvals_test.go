@@ -68,6 +68,58 @@ func TestApprovalsSayWhatTheyApprove(t *testing.T) {
 	}
 }
 
+// TestP11_ApprovalsNameTheItemAndThePage: approvals raised by fills name
+// the card (label, last 4, expiry) or other item and the page the agent was
+// filling, scheme, host and path only: the page's query and fragment (an
+// email here) are nowhere on the dashboard.
+func TestP11_ApprovalsNameTheItemAndThePage(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	key := &policy.KeyInfo{ID: "avk_1", AllCards: true, AllLogins: true}
+	fill := owner.FillRequest{Key: key, KeyID: key.ID, Session: "s_1", Item: e.card, Field: vault.FieldNumber, Destination: "pay.shop.example",
+		Page: "https://pay.shop.example/checkout/pay?email=ada%40example.com&order=77#card-step"}
+	nd, ok := owner.PendingOf(e.svc.Authorize(ctx, fill))
+	if !ok || nd.Kind != owner.KindNewDestination {
+		t.Fatalf("a card fill on a new site: %+v", nd)
+	}
+	e.signIn(ownerPW)
+	c := e.card.Card
+	card := fmt.Sprintf("•••• %s (card %s, exp %02d/%02d)", c.Last4, e.card.Label, c.ExpiryMonth, c.ExpiryYear%100)
+	check := func(what string, wants ...string) {
+		t.Helper()
+		code, body := e.get("/")
+		if code != 200 {
+			t.Fatalf("approvals: %d", code)
+		}
+		for _, want := range wants {
+			if !strings.Contains(body, want) {
+				t.Errorf("%s: the Approvals page lacks %q", what, want)
+			}
+		}
+		for _, leak := range []string{"ada%40example.com", "ada@example.com", "order=77", "card-step", "?email"} {
+			if strings.Contains(body, leak) {
+				t.Errorf("%s: the Approvals page shows the page's query or fragment (%q)", what, leak)
+			}
+		}
+	}
+	check("new site", "<dt>Card</dt><dd>Visa "+card, `<dt>Page</dt><dd><code class="page">https://pay.shop.example/checkout/pay</code>`,
+		"Approving authorizes shop.example (and its subdomains) for good")
+	if _, err := e.svc.Decide(ctx, nd.ID, true, "owner:"+ownerEmail); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.svc.SetCardPolicy(ctx, owner.CardPolicy{CardID: e.card.ID, Rules: policy.CardPolicy{EveryPurchase: true}}, "owner"); err != nil {
+		t.Fatal(err)
+	}
+	total := policy.MustAmount("19.99 EUR")
+	fill.Total = &total
+	if pu, ok := owner.PendingOf(e.svc.Authorize(ctx, fill)); !ok || pu.Kind != owner.KindPurchase {
+		t.Fatalf("a purchase: %+v", pu)
+	}
+	check("purchase", "Purchase on", "<dt>Card</dt><dd>Visa "+card, `<code class="page">https://pay.shop.example/checkout/pay</code>`, "19.99",
+		// the decided new-site approval names its card too
+		"<td>New site</td><td>shop.example</td><td>Visa "+card)
+}
+
 // TestActivityCountsOnlyValuesSentToSites: an authorization (the agent got
 // a stand-in; the value stayed here) is not counted as a value released;
 // a substitution (the value went to a site) is.

@@ -324,12 +324,18 @@ func (h *Handler) approvalsPage(w http.ResponseWriter, r *http.Request) {
 			decided = append(decided, a)
 		}
 	}
-	cards, err := h.itemsByID(r.Context())
+	// The item each approval names (card: label, last 4, expiry; login:
+	// its site), by id; an item since deleted shows its id.
+	list, err := h.vault.List(r.Context(), h.svc.Org())
 	if err != nil {
 		h.internal(w, r, err)
 		return
 	}
-	h.page(w, r, "approvals", "Approvals", map[string]any{"Decided": decided, "Cards": cards, "LiveCVV": h.liveCVV != nil})
+	items := make(map[string]approvalItem, len(list))
+	for _, it := range list {
+		items[it.ID] = approvalItem{Kind: it.Kind, Name: itemName(it)}
+	}
+	h.page(w, r, "approvals", "Approvals", map[string]any{"Decided": decided, "Items": items, "LiveCVV": h.liveCVV != nil})
 }
 
 func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {

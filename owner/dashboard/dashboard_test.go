@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/owner/dashboard"
 	"github.com/agentvault/agentvault/policy"
@@ -100,7 +101,8 @@ func newEnv(t testing.TB, opts ...func(*dashboard.Config)) *env {
 	}
 	logs := &syncBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	svc, err := owner.New(owner.Config{Store: st, Org: org, Now: c.Now, Logger: logger, Password: owner.PasswordParams{Memory: 1024, Time: 1, Threads: 1}})
+	svc, err := owner.New(owner.Config{Store: st, Org: org, Now: c.Now, Logger: logger, Password: owner.PasswordParams{Memory: 1024, Time: 1, Threads: 1},
+		Engine: policy.NewEngine(policy.Rates{}, hostname.Registrable)})
 	if err != nil {
 		t.Fatal(err)
 	}

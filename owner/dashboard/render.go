@@ -90,6 +90,7 @@ var funcs = template.FuncMap{
 		}
 		return string(k)
 	},
+	"itemKind":     func(it approvalItem) string { return it.kindLabel() },
 	"reasonText":   reasonText,
 	"approveMeans": approveMeans,
 	// auditWhat names an audit record's action in the owner's words.
@@ -162,6 +163,26 @@ func reasonText(reason string) string {
 }
 
 // itemName is how an item is shown: never a value, only metadata.
+// approvalItem is a vault item as an approval names it.
+type approvalItem struct {
+	Kind vault.Kind
+	Name string // itemName
+}
+
+// kindLabel heads the item's line: "Card", "Login", or "Item" for one the
+// vault no longer holds.
+func (it approvalItem) kindLabel() string {
+	switch it.Kind {
+	case vault.KindCard:
+		return "Card"
+	case vault.KindLogin:
+		return "Login"
+	case "":
+		return "Item"
+	}
+	return strings.ToUpper(string(it.Kind[:1])) + string(it.Kind[1:])
+}
+
 func itemName(it vault.Item) string {
 	switch {
 	case it.Kind == vault.KindCard && it.Card != nil:

@@ -10,6 +10,7 @@ package ownercli
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -22,9 +23,12 @@ import (
 	"text/tabwriter"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/internal/cardcheck"
 	"github.com/agentvault/agentvault/internal/termio"
+	"github.com/agentvault/agentvault/internal/vaultcli"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/store/sqlite"
+	"github.com/agentvault/agentvault/vault"
 )
 
 // Env is everything the CLI touches, so tests drive it without a terminal.
@@ -35,6 +39,10 @@ type Env struct {
 	ReadPassword   func(prompt string) ([]byte, error)
 	// Open opens the owner service; the returned func closes it.
 	Open func(ctx context.Context) (*owner.Service, func() error, error)
+	// Items, when set, lists the vault's items so that `pending` names the
+	// card or login an approval is about; without it (or when it fails)
+	// the item's id is shown.
+	Items func(ctx context.Context) ([]vault.Item, error)
 }
 
 // DBFileName is the database under the data directory (shared with the
@@ -67,6 +75,23 @@ func DefaultEnv(dataDir, org string) Env {
 				return nil, nil, err
 			}
 			return svc, st.Close, nil
+		},
+		Items: func(ctx context.Context) ([]vault.Item, error) {
+			// Only an existing vault is read: naming items never creates a
+			// master key.
+			if _, err := os.Stat(filepath.Join(dataDir, vaultcli.KeyFileName)); err != nil {
+				return nil, err
+			}
+			st, err := sqlite.Open(filepath.Join(dataDir, DBFileName))
+			if err != nil {
+				return nil, err
+			}
+			defer st.Close()
+			v, err := vaultcli.OpenStore(ctx, dataDir, st)
+			if err != nil {
+				return nil, err
+			}
+			return v.List(ctx, org)
 		},
 	}
 }
@@ -332,8 +357,9 @@ func (c *cli) pending(args []string) int {
 			fmt.Fprintln(c.env.Stdout, "Nothing is waiting for you.")
 			return nil
 		}
+		names := c.itemNames()
 		tw := tabwriter.NewWriter(c.env.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tREQUEST\tSITE\tCARD\tAMOUNT\tEXPIRES")
+		fmt.Fprintln(tw, "ID\tREQUEST\tSITE\tITEM\tAMOUNT\tEXPIRES\tPAGE")
 		for _, a := range ps {
 			// The kind says what is asked; the reason only when it adds
 			// something (a new site's reason is its kind).
@@ -345,14 +371,39 @@ func (c *cli) pending(args []string) int {
 			if a.Amount != nil {
 				amount = a.Amount.String()
 			}
-			card := "-"
-			if a.CardID != "" {
-				card = a.CardID
+			item := "-"
+			if id := cmp.Or(a.ItemID, a.CardID); id != "" {
+				item = cmp.Or(names[id], id)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, what, a.Site, card, amount, a.Expires.Local().Format("15:04:05"))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, what, a.Site, item, amount, a.Expires.Local().Format("15:04:05"), cmp.Or(a.Page, "-"))
 		}
 		return tw.Flush()
 	})
+}
+
+// itemNames names the vault's items by id without a secret (a card: its
+// label, brand, last 4 and expiry; a login: its label and site). Without
+// the vault it is empty, and ids are shown.
+func (c *cli) itemNames() map[string]string {
+	if c.env.Items == nil {
+		return nil
+	}
+	items, err := c.env.Items(c.ctx)
+	if err != nil {
+		return nil
+	}
+	names := make(map[string]string, len(items))
+	for _, it := range items {
+		switch {
+		case it.Card != nil:
+			names[it.ID] = cardcheck.Describe(it)
+		case it.Login != nil:
+			names[it.ID] = "login " + it.Label + ": " + it.Login.Site
+		default:
+			names[it.ID] = string(it.Kind) + " " + it.Label
+		}
+	}
+	return names
 }
 
 func (c *cli) decide(approve bool) func([]string) int {

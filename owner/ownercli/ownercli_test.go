@@ -9,9 +9,12 @@ import (
 	"testing"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/internal/vaultcli"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/owner/ownercli"
+	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/store/sqlite"
+	"github.com/agentvault/agentvault/vault"
 )
 
 func env(t *testing.T, stdin string) (ownercli.Env, *bytes.Buffer, *bytes.Buffer, string) {
@@ -155,14 +158,62 @@ func TestPendingPrintsEachColumnOnceWithHeaders(t *testing.T) {
 		t.Fatalf("pending: %s", errb)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "ID REQUEST SITE CARD AMOUNT EXPIRES" {
+	if len(lines) != 2 || strings.Join(strings.Fields(lines[0]), " ") != "ID REQUEST SITE ITEM AMOUNT EXPIRES PAGE" {
 		t.Fatalf("pending output:\n%s", out)
 	}
 	row := strings.Fields(lines[1])
-	if len(row) != 6 || row[0] != a.ID || row[1] != "new_destination" || row[2] != "shop.example" || row[3] != "-" || row[4] != "-" {
+	if len(row) != 7 || row[0] != a.ID || row[1] != "new_destination" || row[2] != "shop.example" || row[3] != "-" || row[4] != "-" || row[6] != "-" {
 		t.Errorf("pending row %q", lines[1])
 	}
 	if strings.Count(lines[1], "new_destination") != 1 {
 		t.Errorf("the kind is printed twice: %q", lines[1])
+	}
+}
+
+// TestP11_PendingNamesTheCardAndThePage: over the real data directory
+// (DefaultEnv), `pending` names the card an approval is about (label, last
+// 4, expiry) and the page, without the page's query or fragment.
+func TestP11_PendingNamesTheCardAndThePage(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := sqlite.Open(filepath.Join(dir, ownercli.DBFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := vaultcli.OpenStore(ctx, dir, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	card, err := v.AddCard(ctx, "default", "owner", vault.CardInput{Number: vault.NewSecret([]byte("4242424242424242")),
+		CVV: vault.NewSecret([]byte("737")), ExpiryMonth: 4, ExpiryYear: 2030, AnySite: true})
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := ownercli.DefaultEnv(dir, "default")
+	var out, errb bytes.Buffer
+	e.Stdout, e.Stderr = &out, &errb
+	s, closeFn, err := e.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	amt := policy.MustAmount("19.99 EUR")
+	_, err = s.RequestApproval(ctx, owner.ApprovalRequest{Kind: owner.KindPurchase, Reason: string(policy.ReasonEveryPurchase), Site: "shop.example",
+		CardID: card.ID, ItemID: card.ID, Amount: &amt, Page: "https://pay.shop.example/checkout?email=ada%40example.com#step"})
+	closeFn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := ownercli.Run(ctx, []string{"pending"}, e); code != 0 {
+		t.Fatalf("pending: %s", errb.String())
+	}
+	got := out.String()
+	for _, want := range []string{"ITEM", "PAGE", "card " + card.Label + ": visa •••• 4242, exp 04/30", "https://pay.shop.example/checkout\n"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("pending lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "ada") || strings.Contains(got, "step") || strings.Contains(got, card.ID) {
+		t.Errorf("pending shows the query, the fragment or a bare id:\n%s", got)
 	}
 }

@@ -26,6 +26,7 @@ func Run(t *testing.T, open func(t *testing.T) owner.Store) {
 	t.Run("CardPolicies", func(t *testing.T) { cardPolicies(t, open(t)) })
 	t.Run("Destinations", func(t *testing.T) { destinations(t, open(t)) })
 	t.Run("ApprovalsLifecycle", func(t *testing.T) { approvals(t, open(t)) })
+	t.Run("ApprovalItemAndPage", func(t *testing.T) { approvalItemPage(t, open(t)) })
 	t.Run("ApprovalsDedupeUnderConcurrency", func(t *testing.T) { dedupeConcurrent(t, open(t)) })
 	t.Run("DecideOnlyOnce", func(t *testing.T) { decideOnce(t, open(t)) })
 	t.Run("AccountsAndSessions", func(t *testing.T) { accounts(t, open(t)) })
@@ -173,6 +174,64 @@ func destinations(t *testing.T, st owner.Store) {
 func newApproval(id string, kind owner.ApprovalKind) owner.Approval {
 	return owner.Approval{ID: id, Org: "o", Kind: kind, Reason: "over_threshold", Site: "shop.example", Amount: amt("12.34 EUR"),
 		CardID: "itm_c", APIKeyID: "avk_1", Session: "s_1", Created: t0, Expires: t0.Add(15 * time.Minute), Status: owner.StatusPending}
+}
+
+// approvalItemPage: the item and page an approval shows come back from
+// every read (get, list, the deduped create, decide, expire); an approval
+// without them reads back empty.
+func approvalItemPage(t *testing.T, st owner.Store) {
+	ctx := context.Background()
+	a := newApproval("apr_ip", owner.KindCVVEntry)
+	a.ItemID, a.Page = "itm_c", "https://shop.example/checkout/pay"
+	same := func(what string, got owner.Approval) {
+		t.Helper()
+		if got.ItemID != "itm_c" || got.Page != "https://shop.example/checkout/pay" || got.CardID != "itm_c" {
+			t.Fatalf("%s: item %q page %q card %q", what, got.ItemID, got.Page, got.CardID)
+		}
+	}
+	got, created, err := st.CreateApproval(ctx, a, "kip", t0)
+	if err != nil || !created {
+		t.Fatalf("create: %v %v", created, err)
+	}
+	same("create", got)
+	twin := newApproval("apr_ip2", owner.KindCVVEntry)
+	twin.ItemID, twin.Page = "itm_other", "https://shop.example/other"
+	if got, created, err = st.CreateApproval(ctx, twin, "kip", t0.Add(time.Second)); err != nil || created {
+		t.Fatalf("dedupe: %v %v", created, err)
+	}
+	same("deduped create", got)
+	got, err = st.GetApproval(ctx, "apr_ip")
+	if err != nil {
+		t.Fatal(err)
+	}
+	same("get", got)
+	list, err := st.ListApprovals(ctx, owner.ApprovalFilter{Org: "o", Status: owner.StatusPending})
+	if err != nil || len(list) != 1 {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	same("list", list[0])
+	if got, err = st.DecideApproval(ctx, "apr_ip", owner.StatusApproved, "owner", t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	same("decide", got)
+	plain := newApproval("apr_plain", owner.KindNewDestination)
+	plain.CardID = ""
+	if _, _, err := st.CreateApproval(ctx, plain, "kplain", t0); err != nil {
+		t.Fatal(err)
+	}
+	exp, err := st.ExpireApprovals(ctx, t0.Add(time.Hour))
+	if err != nil || len(exp) != 1 || exp[0].ItemID != "" || exp[0].Page != "" {
+		t.Fatalf("expire an approval without item or page: %+v %v", exp, err)
+	}
+	withItem := newApproval("apr_exp", owner.KindNewDestination)
+	withItem.ItemID, withItem.Page, withItem.Created, withItem.Expires = "itm_l", "https://shop.example/login", t0.Add(2*time.Hour), t0.Add(3*time.Hour)
+	if _, _, err := st.CreateApproval(ctx, withItem, "kexp", t0.Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	exp, err = st.ExpireApprovals(ctx, t0.Add(4*time.Hour))
+	if err != nil || len(exp) != 1 || exp[0].ItemID != "itm_l" || exp[0].Page != "https://shop.example/login" {
+		t.Fatalf("expire: %+v %v", exp, err)
+	}
 }
 
 func approvals(t *testing.T, st owner.Store) {

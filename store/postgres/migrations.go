@@ -3,7 +3,7 @@ package postgres
 // migrations are applied in order, each in its own transaction under an
 // advisory lock (replicas starting together migrate once), and recorded in
 // schema_migrations. Never edit a shipped migration: append a new one. They
-// mirror store/sqlite's migrations 1 to 3 (same tables, same meaning), with
+// mirror store/sqlite's migrations 1 to 3 and 62 (same tables, same meaning), with
 // Postgres types: bytea, boolean, bigint nanoseconds for times (exact round
 // trips, as SQLite), identity columns for sequence numbers.
 var migrations = []string{
@@ -178,6 +178,13 @@ CREATE TABLE refusals (
 	code       text NOT NULL
 );
 CREATE INDEX refusals_org_time ON refusals (org, time);
+`,
+	// What an approval raised by a fill is about: the vault item the fill
+	// named and the page the agent was filling (scheme, host and path
+	// only). Mirrors store/sqlite's migration 62.
+	4: `
+ALTER TABLE approvals ADD COLUMN item_id text NOT NULL DEFAULT '';
+ALTER TABLE approvals ADD COLUMN page text NOT NULL DEFAULT '';
 `,
 }
 

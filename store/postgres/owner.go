@@ -246,7 +246,7 @@ func (s *Store) ListDestinations(ctx context.Context, org string) ([]owner.Desti
 
 // ---- approvals ----
 
-const approvalCols = `id, org, kind, reason, site, amount_minor, amount_currency, card_id, api_key_id, session, created, expires, status, decided_by, decided_at`
+const approvalCols = `id, org, kind, reason, site, amount_minor, amount_currency, card_id, api_key_id, session, created, expires, status, decided_by, decided_at, item_id, page`
 
 func scanApproval(row pgx.Row) (owner.Approval, error) {
 	var a owner.Approval
@@ -254,7 +254,7 @@ func scanApproval(row pgx.Row) (owner.Approval, error) {
 	var amount, decided *int64
 	var created, expires int64
 	if err := row.Scan(&a.ID, &a.Org, &kind, &a.Reason, &a.Site, &amount, &cur, &a.CardID, &a.APIKeyID, &a.Session,
-		&created, &expires, &status, &a.DecidedBy, &decided); err != nil {
+		&created, &expires, &status, &a.DecidedBy, &decided, &a.ItemID, &a.Page); err != nil {
 		return owner.Approval{}, err
 	}
 	a.Kind, a.Status = owner.ApprovalKind(kind), owner.ApprovalStatus(status)
@@ -290,9 +290,9 @@ func (s *Store) CreateApproval(ctx context.Context, a owner.Approval, dedupeKey 
 		if a.Amount != nil {
 			cur = a.Amount.Currency
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO approvals (`+approvalCols+`, dedupe) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)`,
+		_, err = tx.Exec(ctx, `INSERT INTO approvals (`+approvalCols+`, dedupe) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
 			a.ID, a.Org, string(a.Kind), a.Reason, a.Site, minorOf(a.Amount), cur, a.CardID, a.APIKeyID, a.Session,
-			nanos(a.Created), nanos(a.Expires), string(owner.StatusPending), "", nil, dedupeKey)
+			nanos(a.Created), nanos(a.Expires), string(owner.StatusPending), "", nil, a.ItemID, a.Page, dedupeKey)
 		if err != nil {
 			return err
 		}

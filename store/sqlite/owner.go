@@ -262,7 +262,7 @@ func (s *Store) ListDestinations(ctx context.Context, org string) ([]owner.Desti
 
 // ---- approvals ----
 
-const approvalCols = `id, org, kind, reason, site, amount_minor, amount_currency, card_id, api_key_id, session, created, expires, status, decided_by, decided_at`
+const approvalCols = `id, org, kind, reason, site, amount_minor, amount_currency, card_id, api_key_id, session, created, expires, status, decided_by, decided_at, item_id, page`
 
 func scanApproval(row interface{ Scan(...any) error }) (owner.Approval, error) {
 	var a owner.Approval
@@ -270,7 +270,7 @@ func scanApproval(row interface{ Scan(...any) error }) (owner.Approval, error) {
 	var amount, decided sql.NullInt64
 	var created, expires int64
 	if err := row.Scan(&a.ID, &a.Org, &kind, &a.Reason, &a.Site, &amount, &cur, &a.CardID, &a.APIKeyID, &a.Session,
-		&created, &expires, &status, &a.DecidedBy, &decided); err != nil {
+		&created, &expires, &status, &a.DecidedBy, &decided, &a.ItemID, &a.Page); err != nil {
 		return owner.Approval{}, err
 	}
 	a.Kind, a.Status = owner.ApprovalKind(kind), owner.ApprovalStatus(status)
@@ -300,9 +300,9 @@ func (s *Store) CreateApproval(ctx context.Context, a owner.Approval, dedupeKey 
 		if a.Amount != nil {
 			cur = a.Amount.Currency
 		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO approvals (`+approvalCols+`, dedupe) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		_, err = tx.ExecContext(ctx, `INSERT INTO approvals (`+approvalCols+`, dedupe) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			a.ID, a.Org, string(a.Kind), a.Reason, a.Site, minorOf(a.Amount), cur, a.CardID, a.APIKeyID, a.Session,
-			nanos(a.Created), nanos(a.Expires), string(owner.StatusPending), "", nil, dedupeKey)
+			nanos(a.Created), nanos(a.Expires), string(owner.StatusPending), "", nil, a.ItemID, a.Page, dedupeKey)
 		if err != nil {
 			return err
 		}
