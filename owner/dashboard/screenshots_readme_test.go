@@ -38,8 +38,8 @@ func TestScreenshotsForREADME(t *testing.T) {
 	}
 	amt := policy.MustAmount("84.90 EUR")
 	for _, r := range []owner.ApprovalRequest{
-		{Kind: owner.KindPurchase, Reason: string(policy.ReasonOverThreshold), Site: "checkout.shop.example", CardID: e.card.ID, Amount: &amt, APIKeyID: "avk_5f1c9e2a7b3d4e60", Session: "s_8c21f0a9"},
-		{Kind: owner.KindNewDestination, Reason: string(policy.ReasonNewDestination), Site: "tickets.example.org", APIKeyID: "avk_5f1c9e2a7b3d4e60", Session: "s_8c21f0a9"},
+		{Kind: owner.KindPurchase, Reason: string(policy.ReasonOverThreshold), Site: "checkout.shop.example", CardID: e.card.ID, ItemID: e.card.ID, Page: "https://checkout.shop.example/cart/pay", Amount: &amt, APIKeyID: "avk_5f1c9e2a7b3d4e60", Session: "s_8c21f0a9"},
+		{Kind: owner.KindNewDestination, Reason: string(policy.ReasonNewDestination), Site: "tickets.example.org", ItemID: e.card.ID, Page: "https://tickets.example.org/order/summary", APIKeyID: "avk_5f1c9e2a7b3d4e60", Session: "s_8c21f0a9"},
 	} {
 		if _, err := e.svc.RequestApproval(ctx, r); err != nil {
 			t.Fatal(err)
