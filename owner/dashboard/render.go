@@ -193,7 +193,7 @@ var pages = map[string]*template.Template{}
 
 func init() {
 	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(files, "templates/layout.html"))
-	for _, name := range []string{"signin", "error", "approvals", "cards", "logins", "keys", "sites", "signups", "activity", "cardnew", "loginnew", "confirm", "recipes", "credentials", "credentialentry"} {
+	for _, name := range []string{"signin", "error", "approvals", "cards", "logins", "keys", "sites", "signups", "activity", "cardnew", "loginnew", "confirm", "recipes", "credentials", "credentialentry", "notifications"} {
 		t := template.Must(layout.Clone())
 		pages[name] = template.Must(t.ParseFS(files, "templates/"+name+".html"))
 	}
