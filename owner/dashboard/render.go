@@ -157,6 +157,8 @@ func reasonText(reason string) string {
 		return "The total is in a currency the rate table cannot convert."
 	case policy.ReasonCVVEntry:
 		return "This card's security code is not stored; it must be typed for this purchase."
+	case policy.ReasonCVVAgain:
+		return "The security code was already used for this purchase; the agent asks to enter it again."
 	}
 	return reason
 }
