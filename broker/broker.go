@@ -172,6 +172,13 @@ type Session struct {
 	// lastRateLimited is when a rate_limited refusal was last counted in
 	// the report: a burst counts once a minute.
 	lastRateLimited time.Time
+	// cvvOwed names the cards whose number was authorized and whose
+	// security code has not been granted since: the number authorizes the
+	// code that follows it once (seed 004, "Card order").
+	cvvOwed map[string]bool
+	// cvvAgain counts, per card, the security codes granted after their
+	// authorization was spent (each needed the owner's yes).
+	cvvAgain map[string]int
 }
 
 // DecideArgs is what an authorization decision sees.
@@ -189,6 +196,10 @@ type DecideArgs struct {
 	// Purchase numbers this session's card grants for the item: a spent
 	// grant is followed by a new purchase the caps count again.
 	Purchase int
+	// CVVAgain: for a card's security code asked for after its
+	// authorization was spent, how many times in this session that has
+	// happened, counting this one (policy.Args.CVVAgain); 0 otherwise.
+	CVVAgain int
 }
 
 // Decider is the policy hook authorize consults after the item's own scope
@@ -714,16 +725,27 @@ func (ss *Broker) authorize(ctx context.Context, s *Session, req control.Authori
 	// new purchase, which the ledger counts again (P18, P21).
 	s.mu.Lock()
 	purchase := 0
-	if b := s.bindings[req.Token]; b != nil {
-		purchase = b.purchase
-		if b.spent || now.After(b.expires) {
+	prev := s.bindings[req.Token]
+	if prev != nil {
+		purchase = prev.purchase
+		if prev.spent || now.After(prev.expires) {
 			purchase++
+		}
+	}
+	// The security code's authorization is spent when mcpd saw an action
+	// between the number and the code, or when its grant was spent on a
+	// purchase (or lapsed) with no new number authorized since. The owner
+	// then approves the same purchase again (policy.ReasonCVVAgain).
+	cvvAgain := 0
+	if item.Kind == vault.KindCard && field == vault.FieldCVV {
+		if req.CVVSpent || (!s.cvvOwed[item.ID] && prev != nil && (prev.spent || now.After(prev.expires))) {
+			cvvAgain = s.cvvAgain[item.ID] + 1
 		}
 	}
 	s.mu.Unlock()
 	if ss.Decide != nil {
 		if err := ss.Decide(ctx, DecideArgs{Session: s.ID, Token: req.Token, Key: s.Key, Item: item, Field: field,
-			Destination: dest.Host, Page: policy.ShownPage(target), Total: req.OrderTotal, Purchase: purchase}); err != nil {
+			Destination: dest.Host, Page: policy.ShownPage(target), Total: req.OrderTotal, Purchase: purchase, CVVAgain: cvvAgain}); err != nil {
 			return control.AuthorizeResponse{}, err
 		}
 	}
@@ -743,6 +765,23 @@ func (ss *Broker) authorize(ctx context.Context, s *Session, req control.Authori
 	site := ""
 	if item.Kind != vault.KindCard {
 		site, _ = pol.RegistrableDomain(dest.Host)
+	}
+	// settleCVV records a granted number (its code is owed) or code (the
+	// number's authorization of it is used); s.mu must be held.
+	settleCVV := func() {
+		if item.Kind != vault.KindCard {
+			return
+		}
+		if s.cvvOwed == nil {
+			s.cvvOwed, s.cvvAgain = map[string]bool{}, map[string]int{}
+		}
+		switch field {
+		case vault.FieldNumber:
+			s.cvvOwed[item.ID] = true
+		case vault.FieldCVV:
+			delete(s.cvvOwed, item.ID)
+			s.cvvAgain[item.ID] = max(s.cvvAgain[item.ID], cvvAgain)
+		}
 	}
 	renew := func(b *Grant) {
 		if b.purchase != purchase {
@@ -769,6 +808,7 @@ func (ss *Broker) authorize(ctx context.Context, s *Session, req control.Authori
 	if existing := s.bindings[req.Token]; existing != nil && !closed {
 		renew(existing)
 		if existing.standIn != "" {
+			settleCVV()
 			standIn := existing.standIn
 			s.mu.Unlock()
 			return control.AuthorizeResponse{Value: standIn, Kind: string(t.Kind), Field: string(field), StandIn: true}, nil
@@ -827,6 +867,7 @@ func (ss *Broker) authorize(ctx context.Context, s *Session, req control.Authori
 		out.Value = string(real.InsecureRawBytes())
 	}
 	s.addKinds(string(item.Kind))
+	settleCVV()
 	if item.Kind == vault.KindCard && field == vault.FieldCVV {
 		// The report names a released security code on its own (seed 004:
 		// ["identity","address","card","cvv"]).

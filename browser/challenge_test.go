@@ -54,3 +54,57 @@ func TestDetectChallengeShapes(t *testing.T) {
 		t.Fatalf("observe on the otp page: %+v %v", sig, err)
 	}
 }
+
+// TestDetectChallengeSearchSignatures (seed 004): a search that came back
+// to its own page with a generic error is blocked/search_bounce; a search
+// whose results still spin well after the page loaded is
+// blocked/stalled_search (not before); the plain search page is neither.
+func TestDetectChallengeSearchSignatures(t *testing.T) {
+	site := browsertest.Start(t)
+	b := browsertest.Launch(t, site)
+	s, err := b.NewSession(browser.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	detect := func() browser.Challenge {
+		t.Helper()
+		c, err := s.DetectChallenge()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	if err := s.Goto(site.Shop.URL+"/c/search", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if c := detect(); len(c.Types) != 0 || c.Signature != "" {
+		t.Fatalf("the plain search page: %+v", c)
+	}
+	if _, err := s.Click(browser.Target{Selector: "#go"}, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitFor(browser.Target{Selector: "[role=alert]"}, "", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if c := detect(); !reflect.DeepEqual(c.Types, []string{"blocked"}) || c.Signature != "search_bounce" {
+		t.Fatalf("a search bounced back with an error: %+v", c)
+	}
+
+	if err := s.Goto(site.Shop.URL+"/c/stalled?q=opera", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if c := detect(); len(c.Types) != 0 {
+		t.Fatalf("a search spinning just after load is not stalled yet: %+v", c)
+	}
+	var c browser.Challenge
+	for range 40 {
+		if c = detect(); len(c.Types) > 0 {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if !reflect.DeepEqual(c.Types, []string{"blocked"}) || c.Signature != "stalled_search" {
+		t.Fatalf("a search that never loads: %+v", c)
+	}
+}

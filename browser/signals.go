@@ -1,6 +1,8 @@
 package browser
 
 import (
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -140,13 +142,32 @@ const challengeScript = `() => {
 	if (/\b(code|passcode|one-time|otp)\b[^.\n]{0,40}\b(sent|texted|emailed)\b/i.test(text) || /\b(sent|texted|emailed)\b[^.\n]{0,40}\b(code|passcode|one-time|otp)\b/i.test(text) || /\b(text message|sms)\b/i.test(text)) out.delivered = true;
 	if (/\b(error reference|reference (number|#|id)|incident id)\b/i.test(text) && /\b(error|denied|blocked)\b/i.test(text)) { out.blocked = true; out.signature = 'error_reference'; }
 	else if (/\b(access denied|request (was )?blocked|you have been blocked|unusual traffic|forbidden)\b/i.test(text)) out.blocked = true;
+	// Silent blocks on a search (seed 004 signatures). stalled_search: a
+	// search whose results still show a busy indicator long after the
+	// document loaded. search_bounce: a search or click that came back to
+	// the page it left (same path, or through a redirect) with a generic
+	// failure message.
+	const searchCtx = q('input[type=search],[role=search],form[action*="search" i]').length > 0 || /[?&](q|query|search|keyword|k)=|\/search\b/i.test(location.href);
+	if (!out.blocked && searchCtx && document.readyState === 'complete') {
+		const genericFail = /\b(something went wrong|please try again|try again later|unable to (complete|process|load)|we couldn'?t (complete|process|load)|an error (has )?occurred)\b/i.test(text);
+		const path = (u) => { try { const x = new URL(u); return x.origin + x.pathname; } catch (e) { return ''; } };
+		const nav = (performance.getEntriesByType ? performance.getEntriesByType('navigation')[0] : null) || null;
+		const bounced = (document.referrer !== '' && path(document.referrer) === path(location.href)) || (nav !== null && nav.redirectCount > 0);
+		const busy = q('[aria-busy="true"],[role=progressbar],.spinner,.loader,.loading,[class*="spinner"]').some(vis);
+		if (genericFail && bounced) { out.blocked = true; out.signature = 'search_bounce'; }
+		else if (busy && !genericFail && performance.now() > STALL_MS) { out.blocked = true; out.signature = 'stalled_search'; }
+	}
 	return out;
 }`
+
+// stalledSearchAfter is how long after a document loaded a search may still
+// show its busy indicator before detect_challenge calls it stalled_search.
+const stalledSearchAfter = 4 * time.Second
 
 // DetectChallenge looks for 3-D Secure, captcha, one-time code and block
 // pages in every frame of the current page.
 func (s *Session) DetectChallenge() (Challenge, error) {
-	res, err := s.evaluateFrames(challengeScript, nil, frameTimeout)
+	res, err := s.evaluateFrames(strings.Replace(challengeScript, "STALL_MS", strconv.Itoa(int(stalledSearchAfter.Milliseconds())), 1), nil, frameTimeout)
 	if err != nil {
 		return Challenge{}, err
 	}

@@ -56,6 +56,10 @@ type AuthorizeRequest struct {
 	PageURL    string      `json:"pageURL"`
 	FrameURL   string      `json:"frameURL,omitempty"`
 	OrderTotal *OrderTotal `json:"orderTotal,omitempty"`
+	// CVVSpent, on a card's security code, says the authorization its
+	// number gave was spent by an action in between (a click, another
+	// field, a wait that returned): the owner approves the purchase again.
+	CVVSpent bool `json:"cvvSpent,omitempty"`
 }
 
 // AuthorizeResponse says what to type. For secret fields (card number, CVV,

@@ -218,7 +218,14 @@ func TestHandoff_ChallengeE2E(t *testing.T) {
 
 	t.Run("owner gives up", func(t *testing.T) {
 		agent.must("open_page", map[string]any{"url": shop + "/sca/captcha"})
+		// A get_session_outcome check in progress gives the page up to a
+		// hand-off that asks for it: it answers cancelled (seed 004).
+		check := agent.callAsync("get_session_outcome", map[string]any{"successSelector": "#never-there", "timeout": 30000}, "outcome-mid-check")
+		time.Sleep(time.Second) // let the check start watching
 		call := agent.callAsync("request_challenge_handoff", map[string]any{}, "ho-abandon")
+		if o := check.wait(t).json(t); o["outcome"] != "cancelled" {
+			t.Fatalf("get_session_outcome under a hand-off: %v", o)
+		}
 		view := owner.openHandoff(t)
 		view.decide(t, "#handoff-abandon")
 		a := call.wait(t).json(t)

@@ -18,6 +18,9 @@ type fieldClass struct {
 	kind    string // card, login, identity, address
 	field   string // number, cvv, ...
 	card    string // label+suffix of a card token: which card
+	// cvvSpent: a security code whose number's authorization an action
+	// already spent (markSpentCVV); proxyd then asks the owner again.
+	cvvSpent bool
 }
 
 func (c fieldClass) isNumber() bool { return c.isToken && c.kind == "card" && c.field == "number" }
@@ -73,6 +76,22 @@ func checkCardOrder(st *cardState, batch []fieldClass) error {
 		}
 	}
 	return nil
+}
+
+// markSpentCVV marks, before anything is typed, each security code in the
+// batch that neither follows its number in the batch nor is the code the
+// last batch ended owing: the number's authorization of it was spent, and
+// proxyd asks the owner to approve the purchase a second time (seed 004).
+func markSpentCVV(st *cardState, batch []fieldClass) {
+	for i := range batch {
+		f := &batch[i]
+		if !f.isCVV() {
+			continue
+		}
+		afterNumber := i > 0 && batch[i-1].isNumber() && batch[i-1].card == f.card
+		pendingFirst := i == 0 && st.pendingCVV == f.card
+		f.cvvSpent = !afterNumber && !pendingFirst
+	}
 }
 
 // afterBatch records what a batch that typed its first n fields leaves

@@ -123,3 +123,41 @@ func TestClassifyRefusesMalformedTokens(t *testing.T) {
 		t.Fatalf("literal: %+v %v", c, err)
 	}
 }
+
+// TestP18_SpentCVVMarkedForTheOwner (seed 004): a security code that
+// follows its number in the batch, or starts the batch the number ended,
+// is authorized by that number; after an action, or filled again later,
+// it is marked spent, so proxyd asks the owner to approve the purchase a
+// second time.
+func TestP18_SpentCVVMarkedForTheOwner(t *testing.T) {
+	spent := func(st *cardState, b []fieldClass) []bool {
+		markSpentCVV(st, b)
+		var out []bool
+		for _, f := range b {
+			if f.isCVV() {
+				out = append(out, f.cvvSpent)
+			}
+		}
+		return out
+	}
+	var st cardState
+	b := classes(t, "12", num1, cvv1)
+	if got := spent(&st, b); len(got) != 1 || got[0] {
+		t.Fatalf("code right after its number: spent=%v", got)
+	}
+	st.afterBatch(b, len(b))
+	// Filled again later (the number typed earlier): spent.
+	if got := spent(&st, classes(t, cvv1)); len(got) != 1 || !got[0] {
+		t.Fatalf("code filled again: spent=%v", got)
+	}
+	// A batch ending on the number, the next starting with its code: not spent.
+	st.afterBatch(classes(t, num1), 1)
+	if got := spent(&st, classes(t, cvv1, "x")); got[0] {
+		t.Fatal("the owed code was marked spent")
+	}
+	// The same, with an action in between: spent.
+	st.action()
+	if got := spent(&st, classes(t, cvv1)); !got[0] {
+		t.Fatal("the code after an action was not marked spent")
+	}
+}

@@ -62,7 +62,7 @@ func isRef(sel string) bool { return redact.IsRefSelector(sel) }
 // the page afresh: the total may have changed while the owner looked.
 func (s *Server) authorize(ctx context.Context, ss *Session, token string, cls fieldClass, frame string) (string, error) {
 	for round := 0; ; round++ {
-		req := control.AuthorizeRequest{Token: token, PageURL: ss.page.URL()}
+		req := control.AuthorizeRequest{Token: token, PageURL: ss.page.URL(), CVVSpent: cls.cvvSpent}
 		if frame != "" {
 			fu, err := ss.page.FrameURL(frame)
 			if err != nil {
@@ -149,6 +149,7 @@ func (s *Server) fillCheckout(ctx context.Context, in fillCheckoutIn) (*mcp.Call
 	if err := checkCardOrder(&ss.cards, classes); err != nil {
 		return nil, withFilled(err, 0, m)
 	}
+	markSpentCVV(&ss.cards, classes)
 	timeout := ms(in.Timeout, fieldDefault, fieldMax)
 	kinds := map[string]bool{}
 	n := 0

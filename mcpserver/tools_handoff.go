@@ -76,6 +76,31 @@ type handoffState struct {
 type handoffFlags struct {
 	mu sync.Mutex
 	st handoffState
+	// wanted counts hand-offs waiting for the session's lock: a running
+	// get_session_outcome check gives the page up to them (cancelled).
+	wanted int
+}
+
+// handoffWanted reports whether a hand-off is waiting to take the page.
+func (ss *Session) handoffWanted() bool {
+	f := flagsOf(ss)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.wanted > 0
+}
+
+// wantPage takes ss.mu for a hand-off, first saying so, so that an outcome
+// check holding the lock stops and answers cancelled rather than keeping
+// the owner from the page for up to 30 s.
+func (ss *Session) wantPage() {
+	f := flagsOf(ss)
+	f.mu.Lock()
+	f.wanted++
+	f.mu.Unlock()
+	ss.mu.Lock()
+	f.mu.Lock()
+	f.wanted--
+	f.mu.Unlock()
 }
 
 func flagsOf(ss *Session) *handoffFlags { return &ss.ho }
@@ -129,7 +154,7 @@ func (s *Server) requestChallengeHandoff(ctx context.Context, in noIn) (*mcp.Cal
 	if err != nil {
 		return nil, err
 	}
-	ss.mu.Lock()
+	ss.wantPage()
 	unlock := true
 	defer func() {
 		if unlock {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/browser"
@@ -241,6 +242,10 @@ func challengeFrom(c browser.Challenge, afterLoginPassword bool) challengeAnswer
 	return a
 }
 
+// outcomeSlice is how long get_session_outcome watches before it looks
+// whether a hand-off wants the page.
+const outcomeSlice = 500 * time.Millisecond
+
 type outcomeAnswer struct {
 	Outcome                string   `json:"outcome"`
 	Matched                string   `json:"matched,omitempty"`
@@ -271,7 +276,26 @@ func (s *Server) getSessionOutcome(ctx context.Context, in outcomeIn) (*mcp.Call
 		return nil, err
 	}
 	timeout := ms(in.Timeout, outcomeDefault, outcomeMax)
-	matched, err := ss.page.Race(browser.Target{Selector: in.SuccessSelector}, browser.Target{Selector: in.FailureSelector}, timeout)
+	// The check watches in short slices: a hand-off that wants the page
+	// (request_challenge_handoff waiting for this session) takes it over,
+	// and the check answers cancelled (seed 004).
+	var matched string
+	deadline := time.Now().Add(timeout)
+	for {
+		if ss.handoffWanted() {
+			return jsonAnswer(okStatus(), outcomeAnswer{Outcome: "cancelled",
+				Note: "A challenge hand-off took the page over mid-check. Ask again once request_challenge_handoff has answered."})
+		}
+		slice := min(time.Until(deadline), outcomeSlice)
+		if slice <= 0 {
+			err = agentvault.Errorf(agentvault.CodeTimeout, "neither selector appeared within %d ms", timeout.Milliseconds())
+			break
+		}
+		matched, err = ss.page.Race(browser.Target{Selector: in.SuccessSelector}, browser.Target{Selector: in.FailureSelector}, slice)
+		if agentvault.ErrorCode(err) != agentvault.CodeTimeout {
+			break
+		}
+	}
 	if agentvault.ErrorCode(err) == agentvault.CodeTimeout {
 		return jsonAnswer(okStatus(), outcomeAnswer{Outcome: "timeout", Note: "Neither selector appeared yet. This is not a failure: read get_run_report before saying whether a card was charged."})
 	}

@@ -90,7 +90,7 @@ func (s *Server) register() {
 	addTool(s, "observe_page", "Fixed, value-free signals about the current page (password field, identifier field, email/phone input, code sent, error, refusing attempts) and scrubbed errorText from validation messages. Answers JSON.", true, s.observePage)
 	addTool(s, "list_frames", "The current page's frames as {name, url}, to find the payment iframe. Refused once any token was filled. Answers JSON.", true, s.listFrames)
 	addTool(s, "detect_challenge", "Whether the page shows a 3-D Secure step, a one-time code, a CAPTCHA or a block page. Call it when a click or fill seems to do nothing. Answers JSON.", true, s.detectChallenge)
-	addTool(s, "get_session_outcome", "After submitting, race a success selector against a failure selector. With confirmsCheckout and submitSelector, the confirmation is recorded only when corroborated. Answers JSON.", false, s.getSessionOutcome)
+	addTool(s, "get_session_outcome", "After submitting, race a success selector against a failure selector. With confirmsCheckout and submitSelector, the confirmation is recorded only when corroborated. Answers JSON {outcome: success, failure, timeout or cancelled (a challenge hand-off took the page over mid-check: ask again once it returns)}.", false, s.getSessionOutcome)
 	addTool(s, "get_run_report", "What this session actually did, from the proxy's own record: filled token kinds, refused fills, confirmation, order total, credential writes. Read it before saying whether a card was charged. Answers JSON.", true, s.getRunReport)
 	addTool(s, "close_session", "Close the browser and end the proxy session; returns the final run report. Answers JSON.", false, s.closeSessionTool)
 	s.registerRecipeTools()

@@ -31,6 +31,9 @@ type FillRequest struct {
 	// grant spent on a purchase is followed by a new one, whose charge the
 	// ledger counts again (P18, P21). 0 is the first.
 	Purchase int
+	// CVVAgain: for a card's security code, the how-many-th time in this
+	// session its spent authorization is asked for again (policy.Args).
+	CVVAgain int
 }
 
 // Authorize decides a fill end to end, and is what proxyd's authorize hook
@@ -109,7 +112,7 @@ func (s *Service) fillRequestArgs(ctx context.Context, r FillRequest) (policy.Ar
 		}
 		key = k
 	}
-	return s.FillArgs(ctx, policy.Args{APIKey: key, Item: r.Item, Field: r.Field, Destination: r.Destination, Total: r.Total}, r.Session)
+	return s.FillArgs(ctx, policy.Args{APIKey: key, Item: r.Item, Field: r.Field, Destination: r.Destination, Total: r.Total, CVVAgain: r.CVVAgain}, r.Session)
 }
 
 // Recheck is asked before every release of a granted value on the wire

@@ -9,8 +9,10 @@ import (
 // Event is what a Notifier is told. It carries the approval's public facts
 // only: kind, reason, site, amount, ids and times, never a value.
 type Event struct {
-	Type     string // EventApprovalRequested or EventApprovalDecided
+	Type     string // EventApprovalRequested, EventApprovalDecided or EventHandoffRequested
 	Approval Approval
+	// Handoff is set on EventHandoffRequested (Approval is then zero).
+	Handoff *Handoff
 	// DashboardURL is where the owner decides ("" when not configured).
 	DashboardURL string
 }
@@ -19,6 +21,9 @@ type Event struct {
 const (
 	EventApprovalRequested = "approval.requested"
 	EventApprovalDecided   = "approval.decided"
+	// EventHandoffRequested: an agent handed a challenge (3-D Secure, a
+	// code, a CAPTCHA) to the owner; the live view waits on the dashboard.
+	EventHandoffRequested = "handoff.requested"
 )
 
 // Notifier tells the owner something happened. Implementations (webhook,

@@ -152,7 +152,7 @@ func (a Approval) Grant() (policy.Approval, bool) {
 	default:
 		return policy.Approval{}, false
 	}
-	g := policy.Approval{Kind: kind, Site: a.Site, ItemID: a.CardID}
+	g := policy.Approval{Kind: kind, Site: a.Site, ItemID: a.CardID, Reason: policy.Reason(a.Reason)}
 	if a.Amount != nil {
 		amt := *a.Amount
 		g.Amount = &amt

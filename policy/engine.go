@@ -86,6 +86,9 @@ type Approval struct {
 	Site   string  // host or registrable domain it covers (with subdomains)
 	ItemID string  // the card, for purchase and CVV approvals
 	Amount *Amount // the total approved; nil when the owner approved an unknown total
+	// Reason is what the owner was asked about (ReasonCVVAgain marks the
+	// second approval of a purchase whose security code was spent).
+	Reason Reason
 }
 
 // Args is everything one decision needs. The caller (proxyd's authorize)
@@ -112,6 +115,13 @@ type Args struct {
 	SpentToday Amount
 	SpentMonth Amount
 	Approvals  []Approval
+	// CVVAgain is, for a card's security code, how many times in this
+	// session its authorization has been asked for again after it was
+	// spent, counting this one (0: the code follows its number's
+	// authorization, unspent). Seed 004: filling the number authorizes the
+	// code that follows exactly once; once an action or a purchase spent
+	// it, the owner approves the same purchase a second time.
+	CVVAgain int
 }
 
 // Reason says why a decision needs the owner. The values are the seed's.
@@ -126,6 +136,10 @@ const (
 	ReasonAmountUnconvertible Reason = "amount_unconvertible"
 	ReasonAmountUnknownStrict Reason = "amount_unknown_strict"
 	ReasonCVVEntry            Reason = "cvv_entry"
+	// ReasonCVVAgain: the security code's authorization was spent (by an
+	// action after the number, or by a purchase the site accepted) and the
+	// agent fills the code again; a purchase approval.
+	ReasonCVVAgain Reason = "cvv_again"
 )
 
 // Decision is the engine's answer.
@@ -302,6 +316,20 @@ func (e *Engine) decideCard(a Args, dest, site string) Decision {
 	if a.Field == vault.FieldNumber {
 		return spend
 	}
+	if a.Field == vault.FieldCVV && a.CVVAgain > 0 {
+		// One owner's yes per spent authorization: the n-th time the code
+		// is asked for again needs n such approvals in this session.
+		n := 0
+		for _, ap := range a.Approvals {
+			if ap.Kind == ApprovalPurchase && ap.Reason == ReasonCVVAgain && ap.ItemID == a.Item.ID && approvalCovers(ap, dest, site) {
+				n++
+			}
+		}
+		if n < a.CVVAgain {
+			return ask(agentvault.CodeApprovalExpired, ReasonCVVAgain,
+				"this card's security code was already used for this purchase: the owner approves the purchase again")
+		}
+	}
 	if a.Field == vault.FieldCVV && c.LiveCVV {
 		for _, ap := range a.Approvals {
 			if ap.Kind == ApprovalCVV && ap.ItemID == a.Item.ID && approvalCovers(ap, dest, site) {
@@ -341,7 +369,9 @@ func (e *Engine) spending(a Args, dest, site string) Decision {
 	purchase := func() []Approval {
 		var out []Approval
 		for _, ap := range a.Approvals {
-			if ap.Kind == ApprovalPurchase && ap.ItemID == a.Item.ID && approvalCovers(ap, dest, site) {
+			// A yes to re-use a spent security code approves no card
+			// number: that is a purchase of its own.
+			if ap.Kind == ApprovalPurchase && ap.Reason != ReasonCVVAgain && ap.ItemID == a.Item.ID && approvalCovers(ap, dest, site) {
 				out = append(out, ap)
 			}
 		}

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/mail"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,6 +45,39 @@ type Config struct {
 	Policy          PolicyConfig      `yaml:"policy"`
 	Dashboard       DashConfig        `yaml:"dashboard"`
 	Store           StoreConfig       `yaml:"store"`
+	Notify          NotifyConfig      `yaml:"notify"`
+}
+
+// NotifyConfig sets up the channels that tell the owner something waits for
+// them outside the dashboard (owner/notify). Each is off until configured;
+// the owner then turns configured channels on and off, and the hand-off
+// switch, on the dashboard's Notifications page (notify.json in data_dir).
+type NotifyConfig struct {
+	Webhook WebhookConfig `yaml:"webhook"`
+	SMTP    SMTPConfig    `yaml:"smtp"`
+}
+
+// WebhookConfig posts each event as signed JSON (X-Agentvault-Signature:
+// sha256=HMAC of the body).
+type WebhookConfig struct {
+	// URL is https://, or http:// to a loopback address only; empty: off.
+	URL string `yaml:"url"`
+	// SecretFile holds the HMAC secret (at least 16 bytes); empty:
+	// data_dir/webhook.secret, created on first start.
+	SecretFile string `yaml:"secret_file"`
+}
+
+// SMTPConfig mails each event through a relay.
+type SMTPConfig struct {
+	Host string   `yaml:"host"` // empty: off
+	Port int      `yaml:"port"`
+	From string   `yaml:"from"`
+	To   []string `yaml:"to"`
+	// Username and PasswordFile are for relays that need PLAIN auth (only
+	// over TLS: net/smtp refuses it in the clear). The password is read
+	// from a file, never written in this config.
+	Username     string `yaml:"username"`
+	PasswordFile string `yaml:"password_file"`
 }
 
 // StoreConfig selects where proxyd keeps the vault, the owner's records,
@@ -254,6 +289,9 @@ func (c *Config) Validate() error {
 	if c.ProxyURL != "" && !strings.HasPrefix(c.ProxyURL, "http://") {
 		return bad("proxy_url must be an http:// URL (the proxy speaks CONNECT)")
 	}
+	if err := c.Notify.validate(); err != nil {
+		return err
+	}
 	switch c.Store.Driver {
 	case "sqlite":
 		if c.Store.DSN != "" {
@@ -324,4 +362,81 @@ type DashConfig struct {
 	// this name; otherwise a local certificate for localhost and 127.0.0.1.
 	Domain string `yaml:"domain"`
 	Email  string `yaml:"email"`
+}
+
+func (n NotifyConfig) validate() error {
+	bad := func(f string, a ...any) error {
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "config: notify."+f, a...)
+	}
+	w := n.Webhook
+	if w.URL == "" && w.SecretFile != "" {
+		return bad("webhook.secret_file is set but webhook.url is empty")
+	}
+	if w.URL != "" {
+		// The reason names what is wrong, never the URL: its query may
+		// hold a receiver's token.
+		u, err := url.Parse(w.URL)
+		if err != nil || u.Host == "" || u.User != nil || u.Fragment != "" || u.Opaque != "" {
+			return bad("webhook.url must be an absolute https:// URL without user info or fragment")
+		}
+		switch u.Scheme {
+		case "https":
+		case "http":
+			ip, err := netip.ParseAddr(u.Hostname())
+			if u.Hostname() != "localhost" && (err != nil || !ip.IsLoopback()) {
+				return bad("webhook.url must be https:// (http:// only to a loopback receiver)")
+			}
+		default:
+			return bad("webhook.url must be https:// (http:// only to a loopback receiver)")
+		}
+		if w.SecretFile != "" {
+			b, err := os.ReadFile(expandHome(w.SecretFile))
+			if err != nil {
+				return bad("webhook.secret_file is not readable")
+			}
+			if len(bytes.TrimSpace(b)) < 16 {
+				return bad("webhook.secret_file must hold at least 16 bytes")
+			}
+		}
+	}
+	m := n.SMTP
+	if m.Host == "" {
+		if m.From != "" || len(m.To) > 0 || m.Username != "" || m.PasswordFile != "" {
+			return bad("smtp.host is empty but other smtp keys are set")
+		}
+		return nil
+	}
+	if strings.ContainsAny(m.Host, " /:@\r\n") {
+		return bad("smtp.host must be a host name or an IP address, without a port (use smtp.port)")
+	}
+	if m.Port < 1 || m.Port > 65535 {
+		return bad("smtp.port must be 1 to 65535")
+	}
+	addr := func(key, a string) error {
+		p, err := mail.ParseAddress(a)
+		if err != nil || p.Address != a || p.Name != "" {
+			return bad("smtp.%s: %q is not a bare email address", key, a)
+		}
+		return nil
+	}
+	if err := addr("from", m.From); err != nil {
+		return err
+	}
+	if len(m.To) == 0 {
+		return bad("smtp.to names no recipient")
+	}
+	for _, a := range m.To {
+		if err := addr("to", a); err != nil {
+			return err
+		}
+	}
+	if (m.Username == "") != (m.PasswordFile == "") {
+		return bad("smtp.username and smtp.password_file go together")
+	}
+	if m.PasswordFile != "" {
+		if _, err := os.Stat(expandHome(m.PasswordFile)); err != nil {
+			return bad("smtp.password_file is not readable")
+		}
+	}
+	return nil
 }

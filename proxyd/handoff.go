@@ -413,6 +413,9 @@ func (m *Main) handoffHub() *handoffHub {
 			}
 			return ""
 		}
+		if m.notify != nil {
+			hub.announce = m.announceHandoff(m.notify, hub.viewURL)
+		}
 		m.handoffs = hub
 	}
 	return m.handoffs

@@ -94,7 +94,8 @@ type Main struct {
 	dashCancel context.CancelFunc
 	dashDone   chan error
 	credL      net.Listener
-	handoffs   *handoffHub // challenge hand-offs (handoff.go)
+	handoffs   *handoffHub    // challenge hand-offs (handoff.go)
+	notify     *notifications // the owner's notification channels (notify.go)
 	credSrv    *http.Server
 	secret     []byte
 	proxyL     net.Listener
@@ -181,9 +182,20 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	}
 	m.secret = secret
 	m.suffix = tokens.Suffix(secret, DefaultKeyID)
+	var roots []*x509.Certificate
+	for _, p := range m.Config.TLS.ExtraRoots {
+		certs, err := readPEMCerts(expandHome(p))
+		if err != nil {
+			return err
+		}
+		roots = append(roots, certs...)
+	}
+	if m.notify, err = m.openNotifications(roots); err != nil {
+		return err
+	}
 	eng := policy.NewEngine(policy.Rates{}, hostname.Registrable)
 	if m.Owner, err = owner.New(owner.Config{Store: st, Org: DefaultOrg, Logger: m.Logger,
-		Engine:       eng,
+		Engine: eng, Notifier: m.notify.router,
 		DashboardURL: "https://" + m.Config.Listen.Dashboard + "/"}); err != nil {
 		return err
 	}
@@ -196,14 +208,6 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	}
 	if m.ControlToken, err = loadOrCreateSecretFile(filepath.Join(m.dataDir, ControlTokenFile), "avc_"); err != nil {
 		return err
-	}
-	var roots []*x509.Certificate
-	for _, p := range m.Config.TLS.ExtraRoots {
-		certs, err := readPEMCerts(expandHome(p))
-		if err != nil {
-			return err
-		}
-		roots = append(roots, certs...)
 	}
 	// Deny by default (P1): every fill is decided by the owner's rules; a
 	// site the owner has not authorized asks them first. The config's
@@ -279,7 +283,8 @@ func (m *Main) Open(ctx context.Context) (err error) {
 			return m.Broker.SetLiveValue(a.Session, a.CardID, vault.FieldCVV, cvv)
 		}
 		if m.dashH, err = dashboard.New(dashboard.Config{Service: m.Owner, Vault: v, Logger: m.Logger, LiveCVV: liveCVV,
-			Recipes: m.Recipes, Credentials: m.Credentials, OnSignInFailed: m.daemonMetrics.signInFailures.Inc, Handoffs: m.handoffHub()}); err != nil {
+			Recipes: m.Recipes, Credentials: m.Credentials, OnSignInFailed: m.daemonMetrics.signInFailures.Inc, Handoffs: m.handoffHub(),
+			Notifications: m.notify}); err != nil {
 			return err
 		}
 		m.DashboardAddr = m.dashL.Addr()

@@ -42,5 +42,5 @@ func ownerRechecker(svc *owner.Service) broker.Decider {
 
 func fillRequest(a broker.DecideArgs) owner.FillRequest {
 	return owner.FillRequest{KeyID: a.Key.ID, Session: a.Session, Item: a.Item,
-		Field: a.Field, Destination: a.Destination, Page: a.Page, Purchase: a.Purchase}
+		Field: a.Field, Destination: a.Destination, Page: a.Page, Purchase: a.Purchase, CVVAgain: a.CVVAgain}
 }

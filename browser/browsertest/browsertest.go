@@ -121,6 +121,23 @@ func Start(tb testing.TB) *Site {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		fmt.Fprint(w, loginPage)
 	})
+	// A search that bounces back to its page with an error, and one whose
+	// results never load (detect_challenge signatures).
+	shop.HandleFunc("/c/search", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		msg := ""
+		if r.URL.Query().Get("err") != "" {
+			msg = `<p role="alert">Something went wrong. Please try again.</p>`
+		}
+		fmt.Fprint(w, `<!doctype html><html><body><h1>Find tickets</h1>`+msg+`<form role="search" action="/c/search-go"><input type="search" name="q" id="q" value="opera"><button id="go">Search</button></form></body></html>`)
+	})
+	shop.HandleFunc("/c/search-go", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/c/search?err=1", http.StatusFound)
+	})
+	shop.HandleFunc("/c/stalled", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, `<!doctype html><html><body><h1>Results for opera</h1><form role="search"><input type="search" name="q" value="opera"></form><div id="results" aria-busy="true"><div class="spinner" style="width:24px;height:24px;background:#888"></div></div></body></html>`)
+	})
 	for path, body := range challengePages {
 		shop.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/html; charset=utf-8")

@@ -71,6 +71,9 @@ type Config struct {
 	// Handoffs, when set, serves the live view of challenge hand-offs
 	// (handoff.go).
 	Handoffs Handoffs
+	// Notifications, when set, serves the owner's notification switches
+	// (notify.go).
+	Notifications Notifications
 }
 
 // Handler serves the dashboard.
@@ -87,7 +90,8 @@ type Handler struct {
 	// signInFailed is Config.OnSignInFailed or a no-op.
 	signInFailed func()
 
-	handoffs Handoffs // challenge hand-offs' live view (handoff.go)
+	handoffs Handoffs      // challenge hand-offs' live view (handoff.go)
+	notifs   Notifications // the owner's notification switches (notify.go)
 }
 
 const (
@@ -102,7 +106,7 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Service == nil || cfg.Vault == nil {
 		return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "dashboard needs the owner service and the vault")
 	}
-	h := &Handler{svc: cfg.Service, vault: cfg.Vault, log: cfg.Logger, now: cfg.Now, liveCVV: cfg.LiveCVV, recipes: cfg.Recipes, creds: cfg.Credentials, handoffs: cfg.Handoffs,
+	h := &Handler{svc: cfg.Service, vault: cfg.Vault, log: cfg.Logger, now: cfg.Now, liveCVV: cfg.LiveCVV, recipes: cfg.Recipes, creds: cfg.Credentials, handoffs: cfg.Handoffs, notifs: cfg.Notifications,
 		signInFailed: cfg.OnSignInFailed}
 	if h.signInFailed == nil {
 		h.signInFailed = func() {}
@@ -157,6 +161,7 @@ func New(cfg Config) (*Handler, error) {
 	m.HandleFunc("POST /recipes/{id}/edit", h.authed(h.editRecipe))
 	h.credentialRoutes(m)
 	h.handoffRoutes(m)
+	h.notifyRoutes(m)
 	h.mux = m
 	return h, nil
 }
@@ -335,7 +340,13 @@ func (h *Handler) approvalsPage(w http.ResponseWriter, r *http.Request) {
 	for _, it := range list {
 		items[it.ID] = approvalItem{Kind: it.Kind, Name: itemName(it)}
 	}
-	h.page(w, r, "approvals", "Approvals", map[string]any{"Decided": decided, "Items": items, "LiveCVV": h.liveCVV != nil})
+	var handoffs []HandoffView
+	if h.handoffs != nil {
+		handoffs = h.handoffs.OpenHandoffs()
+	}
+	w.Header().Set("Content-Security-Policy", approvalsCSP)
+	h.page(w, r, "approvals", "Approvals", map[string]any{"Decided": decided, "Items": items, "LiveCVV": h.liveCVV != nil,
+		"Handoffs": handoffs, "Notify": h.notifyPrefs()})
 }
 
 func (h *Handler) decide(w http.ResponseWriter, r *http.Request) {

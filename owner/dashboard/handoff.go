@@ -56,7 +56,7 @@ type Handoffs interface {
 	WaitHandoff(ctx context.Context, id string) (HandoffView, error)
 }
 
-//go:embed handoff/handoff.js handoff/handoff.css handoff/handoff.html
+//go:embed handoff/handoff.js handoff/handoff.css handoff/handoff.html live/approvals.js
 var handoffFiles embed.FS
 
 func init() {

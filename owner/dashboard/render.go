@@ -158,6 +158,8 @@ func reasonText(reason string) string {
 		return "The total is in a currency the rate table cannot convert."
 	case policy.ReasonCVVEntry:
 		return "This card's security code is not stored; it must be typed for this purchase."
+	case policy.ReasonCVVAgain:
+		return "The security code was already used for this purchase; the agent asks to enter it again."
 	}
 	return reason
 }
@@ -214,7 +216,7 @@ var pages = map[string]*template.Template{}
 
 func init() {
 	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(files, "templates/layout.html"))
-	for _, name := range []string{"signin", "error", "approvals", "cards", "logins", "keys", "sites", "signups", "activity", "cardnew", "loginnew", "confirm", "recipes", "credentials", "credentialentry"} {
+	for _, name := range []string{"signin", "error", "approvals", "cards", "logins", "keys", "sites", "signups", "activity", "cardnew", "loginnew", "confirm", "recipes", "credentials", "credentialentry", "notifications"} {
 		t := template.Must(layout.Clone())
 		pages[name] = template.Must(t.ParseFS(files, "templates/"+name+".html"))
 	}

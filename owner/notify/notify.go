@@ -32,24 +32,35 @@ import (
 
 // Payload is the webhook body.
 type Payload struct {
-	Event      string         `json:"event"`
-	ApprovalID string         `json:"approvalId"`
-	Kind       string         `json:"kind"`
-	Reason     string         `json:"reason"`
-	Site       string         `json:"site"`
-	Amount     *policy.Amount `json:"amount,omitempty"`
-	Status     string         `json:"status"`
-	Created    time.Time      `json:"created"`
-	Expires    time.Time      `json:"expires"`
-	Dashboard  string         `json:"dashboard,omitempty"`
+	Event      string `json:"event"`
+	ApprovalID string `json:"approvalId,omitempty"`
+	// HandoffID is set on a handoff.requested event: kind
+	// challenge_handoff, reason the challenge type.
+	HandoffID string         `json:"handoffId,omitempty"`
+	Kind      string         `json:"kind"`
+	Reason    string         `json:"reason"`
+	Site      string         `json:"site"`
+	Amount    *policy.Amount `json:"amount,omitempty"`
+	Status    string         `json:"status"`
+	Created   time.Time      `json:"created"`
+	Expires   time.Time      `json:"expires"`
+	Dashboard string         `json:"dashboard,omitempty"`
 }
 
 // PayloadOf builds the public body of an event.
 func PayloadOf(e owner.Event) Payload {
+	if h := e.Handoff; h != nil {
+		return Payload{Event: e.Type, HandoffID: h.ID, Kind: KindChallengeHandoff, Reason: h.ChallengeType, Site: h.Site,
+			Status: "pending", Created: h.Created, Expires: h.Expires, Dashboard: e.DashboardURL}
+	}
 	a := e.Approval
 	return Payload{Event: e.Type, ApprovalID: a.ID, Kind: string(a.Kind), Reason: a.Reason, Site: a.Site, Amount: a.Amount,
 		Status: string(a.Status), Created: a.Created, Expires: a.Expires, Dashboard: e.DashboardURL}
 }
+
+// KindChallengeHandoff is a hand-off's kind in a Payload (the seed's
+// pending reason challenge_handoff).
+const KindChallengeHandoff = "challenge_handoff"
 
 // SignatureHeader carries "sha256=<hex HMAC-SHA256 of the body>" under the
 // webhook secret (the shape GitHub's X-Hub-Signature-256 uses).
@@ -166,13 +177,21 @@ func Message(from string, to []string, e owner.Event) []byte {
 	p := PayloadOf(e)
 	clean := func(s string) string { return strings.NewReplacer("\r", " ", "\n", " ").Replace(s) }
 	subject := "agentvault: the owner's decision is needed"
-	if e.Type == owner.EventApprovalDecided {
+	switch e.Type {
+	case owner.EventApprovalDecided:
 		subject = "agentvault: approval " + p.Status
+	case owner.EventHandoffRequested:
+		subject = "agentvault: a checkout needs you to clear a bank or verification step"
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "From: %s\r\nTo: %s\r\nSubject: %s (%s, %s)\r\n", clean(from), clean(strings.Join(to, ", ")), subject, clean(p.Kind), clean(p.Site))
 	b.WriteString("MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n")
-	fmt.Fprintf(&b, "Request %s: %s on %s (reason: %s)\r\n", clean(p.ApprovalID), clean(p.Kind), clean(p.Site), clean(p.Reason))
+	if p.HandoffID != "" {
+		fmt.Fprintf(&b, "An agent's checkout on %s stopped at a step only you should complete (%s).\r\n", clean(p.Site), clean(p.Reason))
+		b.WriteString("Open the live view on the dashboard, complete the step, then press \"I'm done\".\r\n")
+	} else {
+		fmt.Fprintf(&b, "Request %s: %s on %s (reason: %s)\r\n", clean(p.ApprovalID), clean(p.Kind), clean(p.Site), clean(p.Reason))
+	}
 	if p.Amount != nil {
 		fmt.Fprintf(&b, "Amount: %s\r\n", p.Amount.String())
 	}
@@ -183,7 +202,37 @@ func Message(from string, to []string, e owner.Event) []byte {
 	return []byte(b.String())
 }
 
+// Router sends an event to the channels the owner turned on (owner.NotifyPrefs):
+// the webhook, the email, and for a hand-off only while the owner's
+// challenge switch is on. A channel the deployment did not configure is nil.
+type Router struct {
+	// Prefs reads the owner's current switches; nil: owner.DefaultNotifyPrefs.
+	Prefs   func() owner.NotifyPrefs
+	Webhook owner.Notifier
+	Email   owner.Notifier
+}
+
+// Notify implements owner.Notifier.
+func (r *Router) Notify(ctx context.Context, e owner.Event) error {
+	p := owner.DefaultNotifyPrefs
+	if r.Prefs != nil {
+		p = r.Prefs()
+	}
+	if e.Type == owner.EventHandoffRequested && !p.Challenges {
+		return nil
+	}
+	var ns owner.Notifiers
+	if p.Webhook && r.Webhook != nil {
+		ns = append(ns, r.Webhook)
+	}
+	if p.Email && r.Email != nil {
+		ns = append(ns, r.Email)
+	}
+	return ns.Notify(ctx, e)
+}
+
 var (
+	_ owner.Notifier = (*Router)(nil)
 	_ owner.Notifier = (*Webhook)(nil)
 	_ owner.Notifier = (*SMTP)(nil)
 )

@@ -73,3 +73,51 @@ func TestMessageHasNoHeaderInjection(t *testing.T) {
 		t.Fatalf("message lacks the facts:\n%s", msg)
 	}
 }
+
+type countNotifier struct{ got []string }
+
+func (c *countNotifier) Notify(_ context.Context, e owner.Event) error {
+	c.got = append(c.got, e.Type)
+	return nil
+}
+
+// TestNotif_RouterFollowsTheOwnersSwitches: each channel goes only while
+// it is on; a hand-off only while the seed's challenge switch is on; and a
+// hand-off's payload and mail name the step, the site and the live view.
+func TestNotif_RouterFollowsTheOwnersSwitches(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	ho := owner.Event{Type: owner.EventHandoffRequested, DashboardURL: "https://127.0.0.1:7703/handoffs/ho_1",
+		Handoff: &owner.Handoff{ID: "ho_1", ChallengeType: "otp", Site: "bank.example", Created: t0, Expires: t0.Add(10 * time.Minute)}}
+	for _, tc := range []struct {
+		name          string
+		prefs         owner.NotifyPrefs
+		e             owner.Event
+		hooks, emails int
+	}{
+		{"all on, approval", owner.DefaultNotifyPrefs, event(), 1, 1},
+		{"all on, hand-off", owner.DefaultNotifyPrefs, ho, 1, 1},
+		{"challenges off, hand-off", owner.NotifyPrefs{Webhook: true, Email: true}, ho, 0, 0},
+		{"challenges off, approval", owner.NotifyPrefs{Webhook: true, Email: true}, event(), 1, 1},
+		{"email only", owner.NotifyPrefs{Email: true, Challenges: true}, ho, 0, 1},
+		{"all off", owner.NotifyPrefs{}, event(), 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, m := &countNotifier{}, &countNotifier{}
+			r := &notify.Router{Prefs: func() owner.NotifyPrefs { return tc.prefs }, Webhook: w, Email: m}
+			if err := r.Notify(context.Background(), tc.e); err != nil {
+				t.Fatal(err)
+			}
+			if len(w.got) != tc.hooks || len(m.got) != tc.emails {
+				t.Fatalf("webhook %d, email %d; want %d, %d", len(w.got), len(m.got), tc.hooks, tc.emails)
+			}
+		})
+	}
+	p := notify.PayloadOf(ho)
+	if p.HandoffID != "ho_1" || p.Kind != notify.KindChallengeHandoff || p.Reason != "otp" || p.ApprovalID != "" {
+		t.Errorf("hand-off payload: %+v", p)
+	}
+	msg := string(notify.Message("av@example.com", []string{"me@example.com"}, ho))
+	if !strings.Contains(msg, "a checkout needs you to clear a bank or verification step") || !strings.Contains(msg, "/handoffs/ho_1") {
+		t.Errorf("hand-off mail:\n%s", msg)
+	}
+}
