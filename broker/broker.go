@@ -172,6 +172,10 @@ type Session struct {
 	// lastRateLimited is when a rate_limited refusal was last counted in
 	// the report: a burst counts once a minute.
 	lastRateLimited time.Time
+	// signedIn lists the logins whose password this session released;
+	// capture is an armed TOTP enrolment capture (totp_capture.go).
+	signedIn map[string]bool
+	capture  *totpCapture
 }
 
 // DecideArgs is what an authorization decision sees.
@@ -407,6 +411,10 @@ func (ss *Broker) Close(id string) (control.Report, error) {
 		v.Wipe()
 	}
 	s.live = nil
+	if c := s.capture; c != nil {
+		c.seed.Wipe()
+		s.capture = nil
+	}
 	s.bindings = map[string]*Grant{}
 	s.scrubStandIns = nil
 	s.version++
