@@ -230,6 +230,10 @@ func HTTPStatus(code agentvault.Code) int {
 		return http.StatusNotFound
 	case agentvault.CodeConflict:
 		return http.StatusConflict
+	case agentvault.CodeBrowserCaptchaPending, agentvault.CodeBrowserLoginTimeout:
+		// Unprocessable, not unavailable: nothing may retry a sign-in on
+		// its own (seed 000).
+		return http.StatusUnprocessableEntity
 	case agentvault.CodeBodyTooLarge:
 		return http.StatusRequestEntityTooLarge
 	case agentvault.CodeTooManyTunnels, agentvault.CodeRateLimited, agentvault.CodeTooManySessions:
