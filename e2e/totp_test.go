@@ -97,3 +97,40 @@ func TestSeed004_TOTPEnrolledThroughTheHint(t *testing.T) {
 	l.check(t, "proxyd logs", ap.logs.Bytes())
 	l.check(t, "proxyd metrics", ap.metrics(t))
 }
+
+// TestBrowserLogin_MerchantEmailFirst: browser_login with only the
+// credential id on the merchant's email-first sign-in, over proxyd: the
+// heuristics find the identifier, continue, the password and the submit;
+// the site gets the real password, the agent only signed_in; a wrong
+// credential id is refused before anything is typed.
+func TestBrowserLogin_MerchantEmailFirst(t *testing.T) {
+	requireE2E(t, true)
+	ap := startWiredAppliance(t)
+	bin := buildCmd(t, "mcpd")
+	args, env := ap.mcpdArgs()
+	agent := startAgent(t, bin, args, env)
+
+	loginURL := ap.m.Login.URL + "/login"
+	cat := agent.must("get_token_catalog", map[string]any{"url": loginURL})
+	emailTok := findToken(cat.text, "login", "email")
+	label := strings.TrimSuffix(strings.TrimPrefix(emailTok, "av_login_"), emailTok[strings.LastIndex(emailTok, "_email_"):])
+	agent.must("open_page", map[string]any{"url": loginURL})
+	kinds := agent.must("list_page_hint_kinds", map[string]any{})
+	if !strings.Contains(kinds.text, "login.totp_secret") {
+		t.Errorf("list_page_hint_kinds from proxyd lacks login.totp_secret")
+	}
+	agent.refused("browser_login", map[string]any{"credentialId": "no-such-login"}, "not_found")
+	got := agent.must("browser_login", map[string]any{"credentialId": label}).json(t)
+	if got["outcome"] != "signed_in" {
+		t.Fatalf("browser_login: %v (failed sign-ins at the site: %d)", got, ap.m.FailedSignIns())
+	}
+	if !ap.m.Login.Saw(ap.login.password) {
+		t.Error("the site did not receive the real password")
+	}
+	agent.must("close_session", map[string]any{})
+	agent.close()
+	l := newLeaks(newCanary("password", ap.login.password))
+	l.check(t, "MCP results", agent.transcript.Bytes())
+	l.check(t, "mcpd stderr", agent.stderr.Bytes())
+	l.check(t, "proxyd logs", ap.logs.Bytes())
+}
