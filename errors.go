@@ -129,6 +129,11 @@ const (
 	// Page hints (seed 004, declare_page_hint).
 	CodeHintUnresolved Code = "hint_unresolved"
 	CodeHintUncertain  Code = "hint_uncertain"
+	// browser_login (seed 000): the login did not conclude. Category
+	// unprocessable: a client must not retry them on its own (a retry
+	// submits the password again); the model decides.
+	CodeBrowserCaptchaPending Code = "browser.captcha_pending"
+	CodeBrowserLoginTimeout   Code = "browser.login_timeout"
 )
 
 // Error is the project's one error type. Message is safe to show to an agent

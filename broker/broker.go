@@ -179,6 +179,10 @@ type Session struct {
 	// cvvAgain counts, per card, the security codes granted after their
 	// authorization was spent (each needed the owner's yes).
 	cvvAgain map[string]int
+	// signedIn lists the logins whose password this session released;
+	// capture is an armed TOTP enrolment capture (totp_capture.go).
+	signedIn map[string]bool
+	capture  *totpCapture
 }
 
 // DecideArgs is what an authorization decision sees.
@@ -421,6 +425,10 @@ func (ss *Broker) Close(id string) (control.Report, error) {
 		v.Wipe()
 	}
 	s.live = nil
+	if c := s.capture; c != nil {
+		c.seed.Wipe()
+		s.capture = nil
+	}
 	s.bindings = map[string]*Grant{}
 	s.scrubStandIns = nil
 	s.version++

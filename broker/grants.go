@@ -125,6 +125,9 @@ func (ss *Broker) Release(ctx context.Context, u *Use, b *Grant, dest hostname.O
 		sec.Wipe()
 	}
 	ss.recipients.add(b.item, b.field, dest.Host, raw, b.live)
+	if b.field == vault.FieldPassword {
+		s.markSignedIn(b.item.ID)
+	}
 	return raw, nil
 }
 

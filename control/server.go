@@ -37,6 +37,9 @@ type Service interface {
 	AccountService
 	// HandoffService is seed 004's challenge hand-off (handoff.go).
 	HandoffService
+	// HintService is seed 004's page hint kinds and TOTP enrolment
+	// (hints.go).
+	HintService
 }
 
 // RecipeService is the checkout recipe registry as the control API serves
@@ -156,6 +159,7 @@ func NewHandler(svc Service, token string, log *slog.Logger) http.Handler {
 	credentialRoutes(mux, svc, reply, decode)
 	accountRoutes(mux, svc, reply, decode)
 	handoffRoutes(mux, svc, reply, decode)
+	hintRoutes(mux, svc, reply, decode)
 	mux.HandleFunc("GET "+RecipesPath, func(w http.ResponseWriter, r *http.Request) {
 		l, err := svc.Recipes(r.Context(), r.URL.Query().Get("url"))
 		reply(w, r, l, err)
@@ -226,6 +230,10 @@ func HTTPStatus(code agentvault.Code) int {
 		return http.StatusNotFound
 	case agentvault.CodeConflict:
 		return http.StatusConflict
+	case agentvault.CodeBrowserCaptchaPending, agentvault.CodeBrowserLoginTimeout:
+		// Unprocessable, not unavailable: nothing may retry a sign-in on
+		// its own (seed 000).
+		return http.StatusUnprocessableEntity
 	case agentvault.CodeBodyTooLarge:
 		return http.StatusRequestEntityTooLarge
 	case agentvault.CodeTooManyTunnels, agentvault.CodeRateLimited, agentvault.CodeTooManySessions:

@@ -879,6 +879,13 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, prot
 		}
 		return resp, nil
 	}
+	if req.Method == http.MethodGet && s.broker.TOTPCaptureWanted(t.sess, t.dest.Host) {
+		if err := s.captureTOTP(t.sess, t.dest.Host, resp); err != nil {
+			resp.Body.Close()
+			cancel()
+			return nil, err
+		}
+	}
 	scrubbed, err := s.scrubResponse(s.scrubberFor(ctx, t.sess, t.dest.Host), req.Method, resp)
 	if err != nil {
 		resp.Body.Close()

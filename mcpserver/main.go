@@ -36,6 +36,9 @@ type Main struct {
 	// HTTPAddr, when set, serves MCP over streamable HTTP on this loopback
 	// address instead of stdio (--http; `make run` uses it).
 	HTTPAddr string
+	// ArtifactDir keeps browser_login's masked diagnostic captures for the
+	// owner (--artifact-dir); empty keeps none.
+	ArtifactDir string
 	// Credentials turns on the portal credential tools (seed 003);
 	// SkillsDir, when set, skill_find and file_write over that directory.
 	Credentials bool
@@ -95,6 +98,7 @@ func NewMain() *Main {
 func (m *Main) ParseFlags(args []string) error {
 	fs := flag.NewFlagSet("mcpd", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
+	fs.StringVar(&m.ArtifactDir, "artifact-dir", envOr("AGENTVAULT_ARTIFACT_DIR", ""), "keep browser_login's masked diagnostic captures here for the owner (empty: none kept)")
 	fs.StringVar(&m.ControlURL, "control-url", envOr("AGENTVAULT_CONTROL_URL", m.ControlURL), "proxyd control API base URL (loopback)")
 	fs.StringVar(&m.ControlTokenFile, "control-token-file", envOr("AGENTVAULT_CONTROL_TOKEN_FILE", m.ControlTokenFile), "file holding the control API bearer token")
 	fs.StringVar(&m.APIKeyFile, "api-key-file", envOr("AGENTVAULT_API_KEY_FILE", m.APIKeyFile), "file holding the agent API key (AGENTVAULT_API_KEY takes precedence)")
@@ -249,6 +253,7 @@ func (m *Main) Open() error {
 		Logger:       log,
 	}
 	cfg.HandoffWait = m.HandoffTimeout
+	cfg.ArtifactDir = m.ArtifactDir
 	cfg.NetworkLog = m.NetworkLog
 	if m.Credentials {
 		cfg.Credentials = ctl

@@ -65,6 +65,13 @@ type Config struct {
 	// (default 45 s).
 	RegistryTimeout, RecipeScreenWait time.Duration
 	Logger                            *slog.Logger
+	// browser_login (tools_browser_login.go): LoginBudget is its end-to-end
+	// budget (default 120 s); Captcha the managed browser's solver (nil:
+	// no captcha waits); ArtifactDir where its masked diagnostic captures
+	// are kept for the owner ("" : none kept, the answer degrades).
+	LoginBudget time.Duration
+	Captcha     CaptchaProvider
+	ArtifactDir string
 	// Credentials, when set, registers the portal credential tools
 	// (tools_credentials.go); Skills, when set, skill_find and file_write
 	// over that skill directory.
@@ -109,6 +116,8 @@ type Server struct {
 	stop         context.CancelFunc
 	ownerWaitMax time.Duration
 	waitPoll     time.Duration
+	loginBudget  time.Duration
+	captcha      CaptchaProvider
 
 	// integrationOf recognises a payment integration's card frame
 	// (policy.PaymentIntegration; tests swap it to mark a test frame).
@@ -133,7 +142,8 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, red: cfg.Redactor, sessions: map[string]*Session{}, driverDone: make(chan struct{}),
-		ownerWaitMax: cfg.OwnerWaitMax, waitPoll: cfg.WaitPoll, integrationOf: policy.PaymentIntegration}
+		ownerWaitMax: cfg.OwnerWaitMax, waitPoll: cfg.WaitPoll, integrationOf: policy.PaymentIntegration,
+		loginBudget: cfg.LoginBudget, captcha: cfg.Captcha}
 	s.stopCtx, s.stop = context.WithCancel(context.Background())
 	s.local = newConn("local", "", cfg.APIKey)
 	if s.ownerWaitMax <= 0 {
@@ -163,6 +173,7 @@ func New(cfg Config) (*Server, error) {
 	s.registerCredentials()
 	s.registerAccounts()
 	s.registerHints()
+	s.registerBrowserLogin()
 	s.registerPending()
 	if cfg.Hosted != nil {
 		s.EnableHosted(*cfg.Hosted)

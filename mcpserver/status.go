@@ -38,6 +38,9 @@ func (s status) pairs() [][2]string {
 	p := [][2]string{{"status", st}}
 	if s.Code != "" {
 		p = append(p, [2]string{"code", string(s.Code)})
+		if c := codeCategory(s.Code); c != "" {
+			p = append(p, [2]string{"category", c})
+		}
 	}
 	if s.Filled != nil {
 		p = append(p, [2]string{"filled", fmt.Sprintf("%d/%d", s.Filled[0], s.Filled[1])})
@@ -173,6 +176,17 @@ func codeHint(c agentvault.Code) string {
 		return "Fix what the message names before submitting again: the same recipe is refused again."
 	case agentvault.CodeClientSideEncryption:
 		return "Choose another payment method the page offers, or tell the owner this purchase must be completed by hand."
+	}
+	return ""
+}
+
+// codeCategory is the category a client reads to decide on retries:
+// browser_login's not-concluded codes are unprocessable on purpose, so
+// nothing resubmits a password on its own (seed 000).
+func codeCategory(c agentvault.Code) string {
+	switch c {
+	case agentvault.CodeBrowserCaptchaPending, agentvault.CodeBrowserLoginTimeout:
+		return "unprocessable"
 	}
 	return ""
 }

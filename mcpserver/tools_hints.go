@@ -57,14 +57,25 @@ type declareHintIn struct {
 
 func (s *Server) registerHints() {
 	addTool(s, "list_page_hint_kinds", "The page hint kinds this deployment accepts, what each is for and which attributes it may read. Answers a JSON array after a status line.", true, s.listPageHintKinds)
-	addTool(s, "declare_page_hint", "Tell the vault where the order total is on the current page when it cannot find it by convention (a total inside an overlay checkout's iframe: pass frame). A location, never a value. Declare order.total before filling the card, and again after a navigation. Answers JSON {kind, accepted, checked, resolved, amount, currency}; accepted false means the hint was dropped. Errors: invalid_hint, hint_unresolved (nothing matches), hint_uncertain (no clear figure).", false, s.declarePageHint)
+	addTool(s, "declare_page_hint", "Tell the vault where the order total is on the current page when it cannot find it by convention (a total inside an overlay checkout's iframe: pass frame). A location, never a value. Declare order.total before filling the card, and again after a navigation. Answers JSON {kind, accepted, checked, resolved, amount, currency}; accepted false means the hint was dropped. Kind login.totp_secret (with label, after signing in as that login on an https page) points at an authenticator enrolment secret: the vault reads it from the page's response, reloads the page with it masked and stores it, answering {stored, digits, period}; then fill tokens.totp to confirm. Errors: invalid_hint, hint_unresolved (nothing matches), hint_uncertain (no clear figure), sensitive_data_blocked, insecure_page.", false, s.declarePageHint)
 }
 
 func (s *Server) listPageHintKinds(ctx context.Context, in noIn) (*mcp.CallToolResult, error) {
-	if _, err := s.pageSession("list_page_hint_kinds", in.Session); err != nil {
+	ss, err := s.pageSession("list_page_hint_kinds", in.Session)
+	if err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(hintKinds)
+	// The kinds are proxyd's (the vault accepts them); a control API
+	// without the hint part answers the ones this server knows.
+	var kinds any = hintKinds
+	if hc, ok := s.cfg.Control.(HintControl); ok {
+		got, err := hc.HintKinds(ctx, control.HintKindsIn{Session: ss.ctl.ID})
+		if err != nil {
+			return nil, err
+		}
+		kinds = got
+	}
+	b, err := json.Marshal(kinds)
 	if err != nil {
 		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "encode answer")
 	}
@@ -81,7 +92,7 @@ func (s *Server) declarePageHint(ctx context.Context, in declareHintIn) (*mcp.Ca
 	switch in.Kind {
 	case "order.total":
 	case "login.totp_secret":
-		return nil, agentvault.Errorf(agentvault.CodeInvalidHint, "login.totp_secret is not accepted on this deployment yet: ask list_page_hint_kinds")
+		return s.declareTOTPHint(ctx, ss, in)
 	default:
 		return nil, agentvault.Errorf(agentvault.CodeInvalidHint, "unknown hint kind: ask list_page_hint_kinds")
 	}

@@ -101,6 +101,7 @@ func Start(tb testing.TB) *Site {
 	})
 	s.Pay = httptest.NewTLSServer(pay)
 	shop := http.NewServeMux()
+	portalRoutes(shop) // portal.go
 	shop.HandleFunc("/checkout", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		fmt.Fprint(w, strings.ReplaceAll(checkoutPage, "{{PAY}}", s.Pay.URL))

@@ -16,6 +16,7 @@ type accounts struct {
 	users    map[string]account // by lowercased email
 	sessions map[string]string  // session cookie -> email
 	failed   int
+	t        *totpState // the authenticator (totp.go)
 }
 
 type account struct {
@@ -54,6 +55,10 @@ func (a *accounts) routes() http.Handler {
 	mux.HandleFunc("POST /session", a.signIn)
 	mux.HandleFunc("GET /account", a.account)
 	mux.HandleFunc("POST /logout", a.logout)
+	mux.HandleFunc("GET /account/2fa", a.totpSetup)
+	mux.HandleFunc("POST /account/2fa", a.totpConfirm)
+	mux.HandleFunc("GET /login/otp", a.otpPage)
+	mux.HandleFunc("POST /login/otp", a.otpCheck)
 	mux.HandleFunc("/echo", echo)
 	return securityHeaders(mux)
 }
@@ -95,6 +100,9 @@ func (a *accounts) signIn(w http.ResponseWriter, r *http.Request) {
 	if !good {
 		w.WriteHeader(http.StatusUnauthorized)
 		render(w, loginTmpl, map[string]any{"Email": r.PostForm.Get("email"), "Error": "Incorrect email or password."})
+		return
+	}
+	if a.mfaNeeded(w, r, email) {
 		return
 	}
 	sid := randomHex(16)

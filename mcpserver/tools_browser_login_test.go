@@ -1,0 +1,165 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/browser"
+	"github.com/agentvault/agentvault/browser/browsertest"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// portalControl is standInControl with a stored portal login in the
+// catalog.
+type portalControl struct{ *standInControl }
+
+func (c portalControl) Catalog(ctx context.Context, apiKey, pageURL string) (json.RawMessage, error) {
+	return json.RawMessage(`{"identity":{"tokens":{}},"addresses":[],"cards":[],"logins":[{"label":"portal","site":"127.0.0.1","tokens":{"email":"av_login_portal_email_u7x2k","password":"av_login_portal_password_u7x2k"}}]}`), nil
+}
+
+// testSolver plays a managed browser's captcha solver: a challenge is
+// pending while #captcha shows; a solving one clears it on its first poll.
+type testSolver struct {
+	solve bool
+	polls atomic.Int32
+}
+
+func (p *testSolver) Pending(ctx context.Context, page *browser.Session) (bool, error) {
+	if !page.Visible(browser.Target{Selector: "#captcha"}) {
+		return false, nil
+	}
+	p.polls.Add(1)
+	if p.solve {
+		_, _ = page.Click(browser.Target{Selector: "#captcha-solve"}, 2*time.Second)
+	}
+	return true, nil
+}
+
+func loginHarness(t *testing.T, budget time.Duration, solver CaptchaProvider, artifacts string) *harness {
+	t.Helper()
+	browsertest.SkipIfNoBrowser(t)
+	site := browsertest.Start(t)
+	ctl := &standInControl{}
+	logs := &syncBuffer{}
+	srv, err := New(Config{
+		Control: portalControl{ctl}, APIKey: "avk_test", DriverDir: browsertest.DriverDir(),
+		ExtraTrustSPKI: []string{site.SPKI}, UnsafeDirectBrowser: true, WaitPoll: 50 * time.Millisecond,
+		LoginBudget: budget, Captcha: solver, ArtifactDir: artifacts,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	st, ct := mcp.NewInMemoryTransports()
+	go srv.Run(ctx, st)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "0"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close(); cancel(); srv.Close() })
+	return &harness{t: t, site: site, ctl: ctl, cs: cs, srv: srv, logs: logs}
+}
+
+func loginAnswer(t *testing.T, txt string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(txt), &m); err != nil {
+		t.Fatalf("browser_login answer is not JSON: %.200q", txt)
+	}
+	return m
+}
+
+// Seed 000: with no selectors the heuristics find the fields, on a
+// one-form sign-in and on an email-first one; the answer is signed_in with
+// the user masked, and never a typed value.
+func TestSeed000_BrowserLoginSignsInWithHeuristics(t *testing.T) {
+	h := loginHarness(t, 0, nil, "")
+	for _, path := range []string{"/portal/login", "/portal/email-first"} {
+		h.ok("open_page", map[string]any{"url": h.site.Shop.URL + path})
+		got := loginAnswer(t, h.ok("browser_login", map[string]any{"credentialId": "portal"}))
+		if got["outcome"] != "signed_in" || got["user"] != "***" {
+			t.Fatalf("%s: %v", path, got)
+		}
+	}
+	h.refused("browser_login", map[string]any{"credentialId": "nope"}, agentvault.CodeNotFound)
+	for _, txt := range h.all {
+		if strings.Contains(txt, browsertest.PortalPassword) || strings.Contains(txt, browsertest.PortalUser) {
+			t.Fatal("a typed value came back to the agent")
+		}
+	}
+}
+
+// Seed 000: a portal refusal is a normal answer, refused, with a masked
+// diagnostic capture kept as an artifact the owner can open; without an
+// artifact directory the answer degrades cleanly, with none.
+func TestSeed000_BrowserLoginRefusedKeepsMaskedDiagnostic(t *testing.T) {
+	dir := t.TempDir()
+	h := loginHarness(t, 0, nil, dir)
+	h.ok("open_page", map[string]any{"url": h.site.Shop.URL + "/portal/login?mode=reject"})
+	got := loginAnswer(t, h.ok("browser_login", map[string]any{"credentialId": "portal",
+		"usernameSelector": "#u", "passwordSelector": "#p", "submitSelector": "#go"}))
+	ref, _ := got["diagnosticArtifact"].(string)
+	if got["outcome"] != "refused" || ref == "" || strings.ContainsAny(ref, "/\\") {
+		t.Fatalf("refusal answer: %v", got)
+	}
+	st, err := os.Stat(filepath.Join(dir, ref))
+	if err != nil || st.Size() == 0 || st.Mode().Perm() != 0o600 {
+		t.Fatalf("artifact %s: %v %v", ref, st, err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, ref))
+	if !strings.HasPrefix(string(b), "\x89PNG") {
+		t.Fatal("the artifact is not a PNG capture")
+	}
+
+	bare := loginHarness(t, 0, nil, "")
+	bare.ok("open_page", map[string]any{"url": bare.site.Shop.URL + "/portal/login?mode=reject"})
+	got = loginAnswer(t, bare.ok("browser_login", map[string]any{"credentialId": "portal"}))
+	if got["outcome"] != "refused" || got["diagnosticArtifact"] != nil {
+		t.Fatalf("without an artifact store: %v", got)
+	}
+}
+
+// Seed 000: a portal that never answers ends in browser.login_timeout
+// within the budget, of category unprocessable (no automatic retry).
+func TestSeed000_BrowserLoginTimeoutIsUnprocessable(t *testing.T) {
+	h := loginHarness(t, 9*time.Second, nil, "")
+	h.ok("open_page", map[string]any{"url": h.site.Shop.URL + "/portal/login?mode=hang"})
+	txt := h.refused("browser_login", map[string]any{"credentialId": "portal"}, agentvault.CodeBrowserLoginTimeout)
+	if !strings.Contains(strings.SplitN(txt, "\n", 2)[0], "category=unprocessable") || !strings.Contains(txt, "do not retry automatically") {
+		t.Fatalf("status: %q", txt)
+	}
+}
+
+// Seed 000: the login waits on the captcha provider before the submit and
+// after it; a challenge the solver does not clear in time is
+// browser.captcha_pending and nothing is submitted.
+func TestSeed000_BrowserLoginWaitsForCaptcha(t *testing.T) {
+	solver := &testSolver{solve: true}
+	h := loginHarness(t, 0, solver, "")
+	h.ok("open_page", map[string]any{"url": h.site.Shop.URL + "/portal/captcha"})
+	if got := loginAnswer(t, h.ok("browser_login", map[string]any{"credentialId": "portal"})); got["outcome"] != "signed_in" || solver.polls.Load() == 0 {
+		t.Fatalf("before submit: %v, solver polled %d times", got, solver.polls.Load())
+	}
+	before := solver.polls.Load()
+	h.ok("open_page", map[string]any{"url": h.site.Shop.URL + "/portal/login?mode=captcha-after"})
+	if got := loginAnswer(t, h.ok("browser_login", map[string]any{"credentialId": "portal"})); got["outcome"] != "signed_in" || solver.polls.Load() == before {
+		t.Fatalf("after submit: %v", got)
+	}
+
+	stuck := loginHarness(t, 8*time.Second, &testSolver{}, "")
+	stuck.ok("open_page", map[string]any{"url": stuck.site.Shop.URL + "/portal/captcha"})
+	posts := browsertest.PortalPosts()
+	txt := stuck.refused("browser_login", map[string]any{"credentialId": "portal"}, agentvault.CodeBrowserCaptchaPending)
+	if !strings.Contains(txt, "category=unprocessable") || browsertest.PortalPosts() != posts {
+		t.Fatalf("captcha pending: %q; submits %d -> %d", txt, posts, browsertest.PortalPosts())
+	}
+}

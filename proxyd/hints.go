@@ -1,0 +1,102 @@
+package proxyd
+
+import (
+	"context"
+	"time"
+
+	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/broker"
+	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/hostname"
+	"github.com/agentvault/agentvault/owner"
+	"github.com/agentvault/agentvault/vault"
+)
+
+// Page hints on the control API (seed 004): the kinds this appliance
+// accepts, and TOTP enrolment (declare_page_hint login.totp_secret). The
+// seed is read by the broker from the enrolment document's bytes; here it
+// becomes the login's TOTP through owner.Accounts.EnrollTOTP (audited by
+// the vault, counted against the daily changes) and the write is listed in
+// the session's report as "label:totp_enrolled".
+
+// hintKinds are the kinds declare_page_hint accepts on this appliance.
+var hintKinds = []control.HintKind{{
+	Kind:         "order.total",
+	Purpose:      "Where the checkout's order total is, when the vault cannot find it by convention; read again at the card fill and checked against the card's limits.",
+	Reads:        []string{"text", "attribute"},
+	Attributes:   []string{"aria-label", "content", "data-total", "data-amount", "value", "title"},
+	FrameAllowed: true,
+}, {
+	Kind:          "login.totp_secret",
+	Purpose:       "Where an authenticator enrolment page shows its secret (text or an otpauth:// URI); the vault reads it from the page's response and stores it on the login named by label, so tokens.totp fills become current codes. The page is loaded again and shows the secret masked.",
+	Reads:         []string{"text"},
+	FrameAllowed:  false,
+	Preconditions: "this session signed in as the login (fill_login); the page is https:// (or loopback http://)",
+}}
+
+// maxTOTPTake bounds how long a take waits for the enrolment document.
+const maxTOTPTake = 30 * time.Second
+
+func (c *controlService) HintKinds(ctx context.Context, in control.HintKindsIn) ([]control.HintKind, error) {
+	if _, err := c.broker.Get(in.Session); err != nil {
+		return nil, err
+	}
+	return hintKinds, nil
+}
+
+func (c *controlService) ArmTOTPCapture(ctx context.Context, in control.TOTPArmIn) (control.TOTPArmOut, error) {
+	s, err := c.broker.Get(in.Session)
+	if err != nil {
+		return control.TOTPArmOut{}, err
+	}
+	if _, err := c.accountsOn(); err != nil {
+		return control.TOTPArmOut{}, err
+	}
+	host, err := hostname.Host(in.Host)
+	if err != nil {
+		return control.TOTPArmOut{}, agentvault.Errorf(agentvault.CodeInvalidHint, "the page's host is not a host name")
+	}
+	id, err := c.broker.ArmTOTPCapture(ctx, s, in.Label, host,
+		broker.TOTPLocator{ID: in.Locator.ID, Tag: in.Locator.Tag, Index: in.Locator.Index})
+	if err != nil {
+		return control.TOTPArmOut{}, err
+	}
+	return control.TOTPArmOut{CaptureID: id}, nil
+}
+
+func (c *controlService) TakeTOTPCapture(ctx context.Context, in control.TOTPTakeIn) (control.TOTPTakeOut, error) {
+	s, err := c.broker.Get(in.Session)
+	if err != nil {
+		return control.TOTPTakeOut{}, err
+	}
+	acc, err := c.accountsOn()
+	if err != nil {
+		return control.TOTPTakeOut{}, err
+	}
+	wait := time.Duration(in.TimeoutMs) * time.Millisecond
+	if wait <= 0 || wait > maxTOTPTake {
+		wait = maxTOTPTake
+	}
+	got, err := c.broker.TakeTOTPCapture(ctx, s, in.CaptureID, wait)
+	if err != nil {
+		return control.TOTPTakeOut{}, err
+	}
+	defer got.Seed.Wipe()
+	it, err := acc.EnrollTOTP(ctx, s.Key.ID, got.Item.ID, got.Seed)
+	if err != nil {
+		return control.TOTPTakeOut{}, err
+	}
+	_ = s.Event(control.EventRequest{Type: control.EventCredential, Site: it.Label + ":" + owner.ChangeTOTPEnrolled})
+	out := control.TOTPTakeOut{Stored: true, Digits: vault.TOTPDefaultDigits, Period: vault.TOTPDefaultPeriod}
+	if m := it.Login; m != nil {
+		if m.TOTPDigits != 0 {
+			out.Digits = m.TOTPDigits
+		}
+		if m.TOTPPeriod != 0 {
+			out.Period = m.TOTPPeriod
+		}
+	}
+	return out, nil
+}
+
+var _ control.HintService = (*controlService)(nil)
