@@ -71,6 +71,8 @@ type Config struct {
 	// Handoffs, when set, serves the live view of challenge hand-offs
 	// (handoff.go).
 	Handoffs Handoffs
+	// Apps, when set, serves the connected apps page (apps.go).
+	Apps Apps
 }
 
 // Handler serves the dashboard.
@@ -88,6 +90,7 @@ type Handler struct {
 	signInFailed func()
 
 	handoffs Handoffs // challenge hand-offs' live view (handoff.go)
+	apps     Apps     // connected apps and their hosted sessions (apps.go)
 }
 
 const (
@@ -102,7 +105,7 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Service == nil || cfg.Vault == nil {
 		return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "dashboard needs the owner service and the vault")
 	}
-	h := &Handler{svc: cfg.Service, vault: cfg.Vault, log: cfg.Logger, now: cfg.Now, liveCVV: cfg.LiveCVV, recipes: cfg.Recipes, creds: cfg.Credentials, handoffs: cfg.Handoffs,
+	h := &Handler{svc: cfg.Service, vault: cfg.Vault, log: cfg.Logger, now: cfg.Now, liveCVV: cfg.LiveCVV, recipes: cfg.Recipes, creds: cfg.Credentials, handoffs: cfg.Handoffs, apps: cfg.Apps,
 		signInFailed: cfg.OnSignInFailed}
 	if h.signInFailed == nil {
 		h.signInFailed = func() {}
@@ -157,6 +160,7 @@ func New(cfg Config) (*Handler, error) {
 	m.HandleFunc("POST /recipes/{id}/edit", h.authed(h.editRecipe))
 	h.credentialRoutes(m)
 	h.handoffRoutes(m)
+	h.appRoutes(m)
 	h.mux = m
 	return h, nil
 }
