@@ -28,8 +28,9 @@ type AppSession struct {
 	PageHost string `json:"pageHost,omitempty"`
 }
 
-// AppSessionsRequest is one connection's open sessions, all of them: the
-// list replaces what the connection reported before.
+// AppSessionsRequest is open sessions of one connection. A session stays
+// listed until its proxy session ends; a report updates the ones it names
+// (several connections, or mcpd instances, may share a key).
 type AppSessionsRequest struct {
 	APIKey   string       `json:"apiKey"`
 	Sessions []AppSession `json:"sessions"`

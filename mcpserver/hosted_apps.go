@@ -70,6 +70,9 @@ func (s *Server) syncApps(ctx context.Context, c *conn) {
 		byID[hs.ss.ctl.ID] = hs
 	}
 	c.mu.Unlock()
+	if len(byID) == 0 {
+		return
+	}
 	if key == "" {
 		key = s.cfg.APIKey
 	}
@@ -92,6 +95,7 @@ func (s *Server) syncApps(ctx context.Context, c *conn) {
 		s.log.Debug("connected apps report failed", "code", string(agentvault.ErrorCode(err)))
 		return
 	}
+	s.log.Debug("connected apps reported", "sessions", len(req.Sessions), "ended", len(resp.Ended))
 	for _, id := range resp.Ended {
 		if hs := byID[id]; hs != nil {
 			s.endSession(hs, reasonOwner)

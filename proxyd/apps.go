@@ -19,25 +19,39 @@ type appRegistry struct {
 	broker *broker.Broker
 	now    func() time.Time
 
-	mu    sync.Mutex
-	byKey map[string][]control.AppSession // key id → open sessions
+	mu   sync.Mutex
+	byID map[string]appEntry // proxy session id → its latest report
 	// ended are the proxy sessions the owner ended, until mcpd is told.
 	ended map[string]time.Time
 }
 
-// endedKeep bounds how long an owner's End waits for mcpd to ask.
+type appEntry struct {
+	keyID string
+	s     control.AppSession
+}
+
+// appEndedKeep bounds how long an owner's End waits for mcpd to ask.
 const appEndedKeep = time.Hour
 
 func newAppRegistry(b *broker.Broker, now func() time.Time) *appRegistry {
 	if now == nil {
 		now = time.Now
 	}
-	return &appRegistry{broker: b, now: now, byKey: map[string][]control.AppSession{}, ended: map[string]time.Time{}}
+	return &appRegistry{broker: b, now: now, byID: map[string]appEntry{}, ended: map[string]time.Time{}}
 }
 
-// report replaces a key's sessions with req's, keeping only the proxy
-// sessions that are open and belong to that key, and answers which of
-// them the owner ended.
+// open reports whether the proxy session id is open (and its key).
+func (a *appRegistry) open(id string) (string, bool) {
+	bs, err := a.broker.Get(id)
+	if err != nil || bs.Closed() {
+		return "", false
+	}
+	return bs.Key.ID, true
+}
+
+// report keeps the reported sessions that are open and belong to the
+// reporting key (a session reported by no one stays until its proxy
+// session ends), and answers which of them the owner ended.
 func (a *appRegistry) report(ctx context.Context, req control.AppSessionsRequest) (control.AppSessionsResponse, error) {
 	key, err := a.broker.LookupKey(ctx, req.APIKey)
 	if err != nil {
@@ -47,7 +61,6 @@ func (a *appRegistry) report(ctx context.Context, req control.AppSessionsRequest
 		return control.AppSessionsResponse{}, agentvault.Errorf(agentvault.CodeInvalidInput, "too many sessions in one report")
 	}
 	resp := control.AppSessionsResponse{Ended: []string{}}
-	var open []control.AppSession
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := a.now()
@@ -56,25 +69,27 @@ func (a *appRegistry) report(ctx context.Context, req control.AppSessionsRequest
 			delete(a.ended, id)
 		}
 	}
+	for id := range a.byID {
+		if _, ok := a.open(id); !ok {
+			delete(a.byID, id)
+		}
+	}
 	for _, s := range req.Sessions {
 		if _, ok := a.ended[s.ID]; ok {
 			resp.Ended = append(resp.Ended, s.ID)
 			delete(a.ended, s.ID)
 			continue
 		}
-		bs, err := a.broker.Get(s.ID)
-		if err != nil || bs.Key.ID != key.ID || bs.Closed() {
+		if k, ok := a.open(s.ID); !ok || k != key.ID {
 			continue
 		}
 		if len(s.HandlePrefix) > 12 {
 			s.HandlePrefix = s.HandlePrefix[:12]
 		}
-		open = append(open, s)
-	}
-	if len(open) == 0 {
-		delete(a.byKey, key.ID)
-	} else {
-		a.byKey[key.ID] = open
+		if len(s.PageHost) > 253 {
+			s.PageHost = s.PageHost[:253]
+		}
+		a.byID[s.ID] = appEntry{keyID: key.ID, s: s}
 	}
 	return resp, nil
 }
@@ -83,19 +98,25 @@ func (a *appRegistry) report(ctx context.Context, req control.AppSessionsRequest
 func (a *appRegistry) ConnectedApps() []dashboard.AppView {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	var out []dashboard.AppView
-	for k, ss := range a.byKey {
-		v := dashboard.AppView{KeyID: k}
-		for _, s := range ss {
-			if bs, err := a.broker.Get(s.ID); err != nil || bs.Closed() {
-				continue
-			}
-			v.Sessions = append(v.Sessions, dashboard.AppSessionView{ID: s.ID, HandlePrefix: s.HandlePrefix,
-				Started: s.Started, LastUsed: s.LastUsed, PageHost: s.PageHost})
+	byKey := map[string]*dashboard.AppView{}
+	var keys []string
+	for id, e := range a.byID {
+		if _, ok := a.open(id); !ok {
+			delete(a.byID, id)
+			continue
 		}
-		if len(v.Sessions) > 0 {
-			out = append(out, v)
+		v := byKey[e.keyID]
+		if v == nil {
+			v = &dashboard.AppView{KeyID: e.keyID}
+			byKey[e.keyID] = v
+			keys = append(keys, e.keyID)
 		}
+		v.Sessions = append(v.Sessions, dashboard.AppSessionView{ID: id, HandlePrefix: e.s.HandlePrefix,
+			Started: e.s.Started, LastUsed: e.s.LastUsed, PageHost: e.s.PageHost})
+	}
+	out := make([]dashboard.AppView, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, *byKey[k])
 	}
 	return out
 }
@@ -104,17 +125,9 @@ func (a *appRegistry) ConnectedApps() []dashboard.AppView {
 // that the owner ended it, for mcpd's next report.
 func (a *appRegistry) EndAppSession(id string) error {
 	a.mu.Lock()
-	listed := false
-	for k, ss := range a.byKey {
-		for i, s := range ss {
-			if s.ID == id {
-				listed = true
-				a.byKey[k] = append(ss[:i:i], ss[i+1:]...)
-				break
-			}
-		}
-	}
+	_, listed := a.byID[id]
 	if listed {
+		delete(a.byID, id)
 		a.ended[id] = a.now()
 	}
 	a.mu.Unlock()

@@ -50,6 +50,10 @@ func TestConnectedApps_ReportListEnd(t *testing.T) {
 	if _, err := ctl.ReportAppSessions(ctx, control.AppSessionsRequest{APIKey: "avk_nope"}); agentvault.ErrorCode(err) != agentvault.CodeInvalidAPIKey {
 		t.Fatalf("unknown key: %v", err)
 	}
+	// Another connection on the same key reports nothing: the list stays.
+	if _, err := ctl.ReportAppSessions(ctx, control.AppSessionsRequest{APIKey: "avk_a", Sessions: []control.AppSession{}}); err != nil {
+		t.Fatal(err)
+	}
 	list := apps.ConnectedApps()
 	if len(list) != 1 || list[0].KeyID != "key_a" || len(list[0].Sessions) != 2 {
 		t.Fatalf("listed: %+v", list)
