@@ -14,7 +14,7 @@ export CHROMIUM_PATH ?= /usr/bin/chromium
 # Packages whose code runs concurrently: they also run under the race detector.
 RACE_PKGS := ./store/... ./vault/... ./tokens/... ./broker/... ./intercept/... ./policy/... ./proxyd/... ./mcpserver/... ./control/...
 
-.PHONY: all deps system-deps driver build run test vet fmt-check unit race pgtest e2e bench bench-mcp fuzz clean rules-check walk screenshots
+.PHONY: all deps system-deps driver build run test vet fmt-check unit race pgtest e2e bench bench-mcp fuzz clean rules-check walk screenshots load-hosted
 
 all: build
 
@@ -109,6 +109,14 @@ bench-mcp: deps
 		mkdir -p $(BENCH_MCP) && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --silent --no-audit --no-fund --prefix $(BENCH_MCP) @playwright/mcp@$(PW_MCP_VERSION); \
 	fi
 	PLAYWRIGHT_MCP=$(BENCH_MCP)/node_modules/@playwright/mcp/cli.js $(GO) run ./e2e/benchmcp $(BENCH_MCP_ARGS)
+
+# The hosted MCP server under load (e2e/hosted_load_test.go): one mcpd and
+# one proxyd on loopback, scripted checkouts at 1, 5 and AV_LOAD_N (default
+# 10, at most 20) concurrent MCP sessions, wall time per checkout printed.
+# Not part of test.
+AV_LOAD_N ?= 10
+load-hosted: deps
+	AV_LOAD_HOSTED=1 AV_LOAD_N=$(AV_LOAD_N) $(GO) test -count=1 -v -timeout 30m -run TestHostedLoad ./e2e/
 
 fuzz:
 	@for t in $$($(GO) test -list 'Fuzz.*' ./... | grep ^Fuzz); do :; done; \

@@ -160,6 +160,7 @@ func NewHandler(svc Service, token string, log *slog.Logger) http.Handler {
 	accountRoutes(mux, svc, reply, decode)
 	handoffRoutes(mux, svc, reply, decode)
 	hintRoutes(mux, svc, reply, decode)
+	appRoutes(mux, svc, reply, decode)
 	mux.HandleFunc("GET "+RecipesPath, func(w http.ResponseWriter, r *http.Request) {
 		l, err := svc.Recipes(r.Context(), r.URL.Query().Get("url"))
 		reply(w, r, l, err)

@@ -92,6 +92,9 @@ type Report struct {
 	ConfirmationDetected bool        `json:"confirmationDetected"`
 	OrderTotal           *OrderTotal `json:"orderTotal"`
 	CredentialWrites     []string    `json:"credentialWrites"`
+	// Ended says the proxy session has ended (closed or expired) and this
+	// is its final report: its proxy credential no longer works.
+	Ended bool `json:"ended,omitempty"`
 }
 
 // CloseResponse is the answer to DELETE /v1/sessions/{id}.

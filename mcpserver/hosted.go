@@ -165,6 +165,7 @@ type hsession struct {
 	inFlight    int
 	credExpires time.Time
 	ending      *endedRec // ended while a call was in flight
+	pageHost    string    // the page's host, as last reported (hosted_apps.go)
 }
 
 // endedRec is what is left of an ended session: why, and what its close
@@ -200,11 +201,17 @@ func foundOf(ss *Session) *closeFound {
 		return &closeFound{Note: "The close had not finished: a call was still running on the session. Do NOT read this as nothing having been filled."}
 	}
 	if ss.closeErr != nil {
-		return &closeFound{Note: noReportNote, TeardownError: ss.teardownErr}
+		f := &closeFound{Note: noReportNote, TeardownError: ss.teardownErr}
+		if len(ss.earlier) > 0 {
+			no := false
+			f.Reports, f.CoversWholeRun, f.VaultWrites = append([]control.Report(nil), ss.earlier...), &no, writesOf(ss.earlier)
+		}
+		return f
 	}
 	r := normReport(ss.closeAnswer.Report)
-	whole := true
-	return &closeFound{Reports: []control.Report{r}, CoversWholeRun: &whole, VaultWrites: r.CredentialWrites, TeardownError: ss.teardownErr}
+	whole := ss.replaced == 0
+	reports := append(append([]control.Report(nil), ss.earlier...), r)
+	return &closeFound{Reports: reports, CoversWholeRun: &whole, VaultWrites: append(writesOf(ss.earlier), r.CredentialWrites...), TeardownError: ss.teardownErr}
 }
 
 func (r *endedRec) message() string {
@@ -367,6 +374,10 @@ func (s *Server) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c
 		}
 		c.mu.Unlock()
 	}
+	if handle != "" {
+		// The owner may have ended it on the dashboard.
+		s.syncApps(ctx, c)
+	}
 	res, hs, started, earlier := s.hostedSession(ctx, c, tool, handle, fromHeader)
 	if res != nil {
 		done(res, false, 0)
@@ -397,9 +408,13 @@ func (s *Server) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c
 	f.mu.Unlock()
 	closing := tool == "close_session"
 	var rec *endedRec
+	running := 0
 	if closing {
 		// It takes the session out of use at once: no new call enters.
 		rec = s.detach(hs, reasonClosed)
+		c.mu.Lock()
+		running = hs.inFlight - 1 // the calls besides this one
+		c.mu.Unlock()
 	}
 	limit := s.hardLimit(tool)
 	callCtx, cancel := context.WithTimeout(withFlight(context.WithoutCancel(ctx), f), limit)
@@ -415,6 +430,9 @@ func (s *Server) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c
 		failedFirst := started && res.IsError && !loginWrites[tool] && (tool != "open_page" || !s.hasPage(hs))
 		switch {
 		case closing:
+			if running > 0 && s.awaitOthers(callCtx, hs) {
+				res.Content = append(res.Content, &mcp.TextContent{Text: finishedAfterwards(foundOf(hs.ss))})
+			}
 			res = withSession(res, hs.handle, true)
 			rec.mu.Lock()
 			rec.answer = cloneResult(res)
@@ -438,6 +456,7 @@ func (s *Server) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c
 		}
 		if closing {
 			s.leave(hs, false)
+			s.syncAppsLater(c)
 		}
 		weight := 1
 		if started {
@@ -446,6 +465,35 @@ func (s *Server) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c
 		done(res, true, weight)
 	}()
 	return s.awaitFlight(ctx, c, f, s.callDeadline(), true)
+}
+
+// awaitOthers waits until close_session is the only call left on hs (the
+// calls that were running when it closed have finished), or until ctx
+// ends. It reports whether they finished.
+func (s *Server) awaitOthers(ctx context.Context, hs *hsession) bool {
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		hs.conn.mu.Lock()
+		others := hs.inFlight - 1
+		hs.conn.mu.Unlock()
+		if others <= 0 {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+// finishedAfterwards is close_session's line for calls that were still
+// running when the session closed and finished after it, with what the
+// final close found.
+func finishedAfterwards(f *closeFound) string {
+	b, _ := json.Marshal(f)
+	return "Calls still running when the session closed finished afterwards. What the final close found: " + string(b)
 }
 
 type connKey struct{}
@@ -563,6 +611,7 @@ func (s *Server) startHosted(ctx context.Context, c *conn) (*hsession, error) {
 	c.live[ss.Handle] = hs
 	c.mu.Unlock()
 	s.log.Info("hosted session opened", "conn", c.id)
+	s.syncAppsLater(c)
 	return hs, nil
 }
 
@@ -696,6 +745,7 @@ func (s *Server) finishEnd(hs *hsession, rec *endedRec) {
 	defer cancel()
 	_, _ = s.closeSession(ctx, hs.ss)
 	rec.setFound(foundOf(hs.ss))
+	s.syncAppsLater(hs.conn)
 }
 
 // sweep ends the sessions past a limit and forgets what is too old to
@@ -755,6 +805,9 @@ func (s *Server) sweep() {
 	}
 	for _, e := range ends {
 		s.endSession(e.hs, e.reason)
+	}
+	for _, c := range conns {
+		s.syncApps(s.stopCtx, c)
 	}
 }
 

@@ -106,6 +106,12 @@ const keyA, keyB = "avk_aaaa_secretA", "avk_bbbb_secretB"
 
 func newHostedHarness(t *testing.T, hc HostedConfig, tune func(*hostedControl)) *hostedHarness {
 	t.Helper()
+	return newHostedHarnessWrap(t, hc, tune, nil)
+}
+
+// newHostedHarnessWrap is newHostedHarness whose mcpd sees wrap(ctl).
+func newHostedHarnessWrap(t *testing.T, hc HostedConfig, tune func(*hostedControl), wrap func(*hostedControl) Control) *hostedHarness {
+	t.Helper()
 	browsertest.SkipIfNoBrowser(t)
 	site := browsertest.Start(t)
 	clock := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
@@ -115,8 +121,12 @@ func newHostedHarness(t *testing.T, hc HostedConfig, tune func(*hostedControl)) 
 	}
 	hc.Now = clock.now
 	hc.SweepEvery = -1
+	var mctl Control = ctl
+	if wrap != nil {
+		mctl = wrap(ctl)
+	}
 	srv, err := New(Config{
-		Control: ctl, APIKey: "avk_local", DriverDir: browsertest.DriverDir(),
+		Control: mctl, APIKey: "avk_local", DriverDir: browsertest.DriverDir(),
 		ExtraTrustSPKI: []string{site.SPKI}, UnsafeDirectBrowser: true, WaitPoll: 50 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Hosted: &hc,
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 	"sync"
+	"time"
 
 	"github.com/agentvault/agentvault/browser"
 	"github.com/agentvault/agentvault/control"
@@ -45,6 +46,15 @@ type Session struct {
 	// ho is the challenge hand-off's state (tools_handoff.go).
 	ho handoffFlags
 
+	// replaced counts the proxy sessions open_page replaced in this run;
+	// earlier holds the final reports of those that could be read, oldest
+	// first (replace.go).
+	// They and ctl change under both mu and seg; get_run_report reads
+	// them under seg alone, so it answers while a fill holds mu.
+	seg      sync.Mutex
+	replaced int
+	earlier  []control.Report
+
 	closed      bool
 	closeAnswer control.CloseResponse
 	closeErr    error
@@ -56,6 +66,20 @@ func newSession(cs control.CreateSessionResponse) *Session {
 	ss := &Session{Handle: cs.ID, ctl: cs}
 	ss.waits, ss.stopWaits = context.WithCancel(context.Background())
 	return ss
+}
+
+// ctlID is the current proxy session (open_page may replace it).
+func (ss *Session) ctlID() string {
+	ss.seg.Lock()
+	defer ss.seg.Unlock()
+	return ss.ctl.ID
+}
+
+// ctlExpires is when the current proxy session's credential lapses.
+func (ss *Session) ctlExpires() time.Time {
+	ss.seg.Lock()
+	defer ss.seg.Unlock()
+	return ss.ctl.ExpiresAt
 }
 
 // action records an action between a card number and its code: it spends

@@ -379,9 +379,15 @@ func (s *Server) corroborate(ss *Session, in outcomeIn) []string {
 type reportAnswer struct {
 	control.Report
 	CoversWholeRun bool `json:"coversWholeRun"`
+	// Note, EarlierReports and EarlierReportsNote: only when open_page
+	// replaced the run's proxy session (replace.go).
+	Note               string           `json:"note,omitempty"`
+	EarlierReports     []control.Report `json:"earlierReports,omitempty"`
+	EarlierReportsNote string           `json:"earlierReportsNote,omitempty"`
 }
 
 func normReport(r control.Report) control.Report {
+	r.Ended = false
 	if r.FilledFieldKinds == nil {
 		r.FilledFieldKinds = []string{}
 	}
@@ -401,12 +407,17 @@ func (s *Server) getRunReport(ctx context.Context, in noIn) (*mcp.CallToolResult
 	}
 	rctx, cancel := context.WithTimeout(ctx, reportTimeout)
 	defer cancel()
-	r, err := s.cfg.Control.Report(rctx, ss.ctl.ID)
+	replaced, earlier := ss.segments()
+	r, err := s.cfg.Control.Report(rctx, ss.ctlID())
 	if err != nil {
+		if len(earlier) > 0 {
+			return jsonAnswer(okStatus(), splitReport{EarlierReports: earlier, EarlierReportsNote: earlierReportsNote,
+				CurrentReportNote: currentReportNote + " (" + agentvault.ErrorMessage(err) + ")", CredentialWrites: writesOf(earlier)})
+		}
 		return nil, agentvault.Wrap(agentvault.ErrorCode(err), err,
 			"The run report could not be read from the proxy (%s). Do NOT read this as nothing having been filled.", agentvault.ErrorMessage(err))
 	}
-	return jsonAnswer(okStatus(), reportAnswer{Report: normReport(r), CoversWholeRun: true})
+	return jsonAnswer(okStatus(), withSegments(reportAnswer{Report: normReport(r), CoversWholeRun: true}, replaced, earlier))
 }
 
 type closeAnswer struct {
@@ -414,6 +425,25 @@ type closeAnswer struct {
 	Report        *control.Report `json:"report"`
 	TeardownError string          `json:"teardownError,omitempty"`
 	Note          string          `json:"note,omitempty"`
+	// EarlierReports, EarlierReportsNote and CoversWholeRun: only when
+	// open_page replaced the run's proxy session (replace.go).
+	EarlierReports     []control.Report `json:"earlierReports,omitempty"`
+	EarlierReportsNote string           `json:"earlierReportsNote,omitempty"`
+	CoversWholeRun     *bool            `json:"coversWholeRun,omitempty"`
+	CredentialWrites   []string         `json:"credentialWrites,omitempty"`
+}
+
+// withSegments marks a report of a run whose proxy session was replaced.
+func withSegments(a reportAnswer, replaced int, earlier []control.Report) reportAnswer {
+	if replaced == 0 {
+		return a
+	}
+	a.CoversWholeRun = false
+	a.Note = replacedNoteOf(replaced, len(earlier))
+	if len(earlier) > 0 {
+		a.EarlierReports, a.EarlierReportsNote = earlier, earlierReportsNote
+	}
+	return a
 }
 
 func (s *Server) closeSessionTool(ctx context.Context, in noIn) (*mcp.CallToolResult, error) {
@@ -425,6 +455,15 @@ func (s *Server) closeSessionTool(ctx context.Context, in noIn) (*mcp.CallToolRe
 		return jsonAnswer(okStatus(), closeAnswer{Status: "No session was open", Note: "There is no report because no session was opened. Do NOT read this as nothing having been filled."})
 	}
 	ans, err := s.closeSession(ctx, ss)
+	replaced, earlier := ss.segments()
+	if err != nil && len(earlier) > 0 {
+		no := false
+		a := closeAnswer{Status: "Session closed; the proxy did not return the current proxy session's report",
+			Note:           "There is no report for the current proxy session: " + agentvault.ErrorMessage(err) + ". Do NOT read this as nothing having been filled.",
+			EarlierReports: earlier, EarlierReportsNote: earlierReportsNote, CoversWholeRun: &no, CredentialWrites: writesOf(earlier),
+			TeardownError: ss.teardownErr}
+		return jsonAnswer(okStatus(), a)
+	}
 	if err != nil {
 		return nil, agentvault.Wrap(agentvault.ErrorCode(err), err,
 			"The browser was closed but the proxy did not return the session's report (%s). Do NOT read this as nothing having been filled.", agentvault.ErrorMessage(err))
@@ -438,6 +477,15 @@ func (s *Server) closeSessionTool(ctx context.Context, in noIn) (*mcp.CallToolRe
 	if ss.teardownErr != "" {
 		a.Status = "Session closed; the browser did not close cleanly"
 		a.TeardownError = ss.teardownErr
+	}
+	if replaced > 0 {
+		no := false
+		a.CoversWholeRun = &no
+		if len(earlier) > 0 {
+			a.EarlierReports, a.EarlierReportsNote = earlier, earlierReportsNote
+		} else {
+			a.Note = replacedNoteOf(replaced, 0)
+		}
 	}
 	return jsonAnswer(okStatus(), a)
 }

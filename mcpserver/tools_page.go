@@ -141,8 +141,20 @@ func (s *Server) openPage(ctx context.Context, in openPageIn) (*mcp.CallToolResu
 	if ss.handoff().parked {
 		return nil, challengeRequired("open_page")
 	}
+	replaced := false
+	defer func() {
+		// After ss.mu is released: the connection's lock comes first.
+		if replaced {
+			s.hostedReplaced(ctx, ss.Handle, ss.ctlExpires())
+		}
+	}()
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
+	// A proxy session whose connection died is replaced; the run's report
+	// keeps the old one's as an earlier segment (replace.go).
+	if replaced, err = s.replaceDead(ctx, ss); err != nil {
+		return nil, err
+	}
 	if ss.page == nil {
 		var opts browser.SessionOptions
 		spki := ss.ctl.CASPKI

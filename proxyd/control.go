@@ -28,6 +28,8 @@ type controlService struct {
 	metrics  *daemonMetrics
 	accounts *owner.Accounts // signups and login writes (accounts.go)
 	handoffs *handoffHub     // challenge hand-offs (handoff.go)
+	apps     *appRegistry    // hosted sessions for the dashboard (apps.go)
+	ended    *endedReports   // final reports of ended sessions (apps.go)
 }
 
 func (c *controlService) CreateSession(ctx context.Context, apiKey string) (control.CreateSessionResponse, error) {
@@ -105,6 +107,12 @@ func (c *controlService) Event(ctx context.Context, id string, ev control.EventR
 func (c *controlService) Report(ctx context.Context, id string) (control.Report, error) {
 	s, err := c.broker.Get(id)
 	if err != nil {
+		if rep, ok := c.ended.get(id); ok {
+			// An ended session's final report, marked so mcpd knows its
+			// connection is gone (open_page replaces it).
+			rep.Ended = true
+			return rep, nil
+		}
 		return control.Report{}, err
 	}
 	return s.Report(), nil
@@ -113,6 +121,10 @@ func (c *controlService) Report(ctx context.Context, id string) (control.Report,
 func (c *controlService) CloseSession(ctx context.Context, id string) (control.CloseResponse, error) {
 	rep, err := c.broker.Close(id)
 	if err != nil {
+		// Already ended (expired, or the owner ended it): its final report.
+		if kept, ok := c.ended.get(id); ok {
+			return control.CloseResponse{Status: "Session closed", Report: kept}, nil
+		}
 		return control.CloseResponse{}, err
 	}
 	return control.CloseResponse{Status: "Session closed", Report: rep}, nil

@@ -87,29 +87,31 @@ type Main struct {
 	// store is the process's one store handle (vault.db, or a Postgres
 	// pool), shared by the vault, the owner service and the ledger, and
 	// closed once, last (P22).
-	store      appStore
-	dashH      *dashboard.Handler
-	dashCA     *dashboard.LocalCA
-	dashL      net.Listener
-	dashCancel context.CancelFunc
-	dashDone   chan error
-	credL      net.Listener
-	handoffs   *handoffHub    // challenge hand-offs (handoff.go)
-	notify     *notifications // the owner's notification channels (notify.go)
-	credSrv    *http.Server
-	secret     []byte
-	proxyL     net.Listener
-	controlSrv *http.Server
-	adminSrv   *http.Server
-	controlL   net.Listener
-	adminL     net.Listener
-	serveErr   chan error
-	closed     bool
-	dataDir    string
-	apiKeyHash [32]byte
-	suffix     string
-	configMu   sync.Mutex
-	lock       *os.File // flock on <data>/proxyd.lock, held until Close
+	store        appStore
+	dashH        *dashboard.Handler
+	dashCA       *dashboard.LocalCA
+	dashL        net.Listener
+	dashCancel   context.CancelFunc
+	dashDone     chan error
+	credL        net.Listener
+	handoffs     *handoffHub    // challenge hand-offs (handoff.go)
+	notify       *notifications // the owner's notification channels (notify.go)
+	apps         *appRegistry   // hosted sessions for the dashboard (apps.go)
+	endedReports *endedReports  // final reports of ended proxy sessions (apps.go)
+	credSrv      *http.Server
+	secret       []byte
+	proxyL       net.Listener
+	controlSrv   *http.Server
+	adminSrv     *http.Server
+	controlL     net.Listener
+	adminL       net.Listener
+	serveErr     chan error
+	closed       bool
+	dataDir      string
+	apiKeyHash   [32]byte
+	suffix       string
+	configMu     sync.Mutex
+	lock         *os.File // flock on <data>/proxyd.lock, held until Close
 	// daemonMetrics are proxyd's own series on Metrics.Registry.
 	daemonMetrics *daemonMetrics
 }
@@ -235,6 +237,8 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	m.Broker.GrantTTL, m.Broker.SessionIdle, m.Broker.SessionMaxAge = l.GrantTTL, l.SessionIdle, l.SessionMaxAge
 	m.Broker.MaxSessionsPerKey = l.MaxSessionsPerKey
 	m.Broker.OnClose(func(*broker.Session) { m.daemonMetrics.sessions.Dec() })
+	m.endedReports = newEndedReports(m.Now)
+	m.Broker.OnClose(func(s *broker.Session) { m.endedReports.add(s.ID, s.Report()) })
 	integrations, err := m.Config.Policy.Integrations()
 	if err != nil {
 		return err
@@ -284,7 +288,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		}
 		if m.dashH, err = dashboard.New(dashboard.Config{Service: m.Owner, Vault: v, Logger: m.Logger, LiveCVV: liveCVV,
 			Recipes: m.Recipes, Credentials: m.Credentials, OnSignInFailed: m.daemonMetrics.signInFailures.Inc, Handoffs: m.handoffHub(),
-			Notifications: m.notify}); err != nil {
+			Notifications: m.notify, Apps: m.appRegistry()}); err != nil {
 			return err
 		}
 		m.DashboardAddr = m.dashL.Addr()
@@ -305,7 +309,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	}
 	m.controlSrv = &http.Server{
 		Handler: control.NewHandler(&controlService{broker: m.Broker, ca: m.CA, owner: m.Owner, recipes: m.Recipes, proxyURL: proxyURL,
-			creds: m.credentialAPI(), metrics: m.daemonMetrics, accounts: m.Accounts, handoffs: m.handoffHub()},
+			creds: m.credentialAPI(), metrics: m.daemonMetrics, accounts: m.Accounts, handoffs: m.handoffHub(), apps: m.appRegistry(), ended: m.endedReports},
 			m.ControlToken, m.Logger),
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelDebug),

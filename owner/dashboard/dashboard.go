@@ -74,6 +74,8 @@ type Config struct {
 	// Notifications, when set, serves the owner's notification switches
 	// (notify.go).
 	Notifications Notifications
+	// Apps, when set, serves the connected apps page (apps.go).
+	Apps Apps
 }
 
 // Handler serves the dashboard.
@@ -92,6 +94,7 @@ type Handler struct {
 
 	handoffs Handoffs      // challenge hand-offs' live view (handoff.go)
 	notifs   Notifications // the owner's notification switches (notify.go)
+	apps     Apps          // connected apps and their hosted sessions (apps.go)
 }
 
 const (
@@ -106,7 +109,7 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Service == nil || cfg.Vault == nil {
 		return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "dashboard needs the owner service and the vault")
 	}
-	h := &Handler{svc: cfg.Service, vault: cfg.Vault, log: cfg.Logger, now: cfg.Now, liveCVV: cfg.LiveCVV, recipes: cfg.Recipes, creds: cfg.Credentials, handoffs: cfg.Handoffs, notifs: cfg.Notifications,
+	h := &Handler{svc: cfg.Service, vault: cfg.Vault, log: cfg.Logger, now: cfg.Now, liveCVV: cfg.LiveCVV, recipes: cfg.Recipes, creds: cfg.Credentials, handoffs: cfg.Handoffs, notifs: cfg.Notifications, apps: cfg.Apps,
 		signInFailed: cfg.OnSignInFailed}
 	if h.signInFailed == nil {
 		h.signInFailed = func() {}
@@ -162,6 +165,7 @@ func New(cfg Config) (*Handler, error) {
 	h.credentialRoutes(m)
 	h.handoffRoutes(m)
 	h.notifyRoutes(m)
+	h.appRoutes(m)
 	h.mux = m
 	return h, nil
 }

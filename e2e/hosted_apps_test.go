@@ -1,0 +1,63 @@
+package e2e
+
+import (
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/mxschmitt/playwright-go"
+)
+
+// TestHostedOwnerEndsSessionOnDashboard: through mcpd's and proxyd's own
+// Mains, the owner's connected apps page lists the agent's hosted session
+// (handle prefix, page host); End closes it, and the agent's next call is
+// refused with the ended-session message naming the owner, with what the
+// close found. A new open_page starts again.
+func TestHostedOwnerEndsSessionOnDashboard(t *testing.T) {
+	requireE2E(t, true)
+	oa := startOwnerAppliance(t, "50.00")
+	hm := startHostedMCP(t, oa)
+	a := hm.agent(t, oa.apiKey)
+	a.must("open_page", map[string]any{"url": oa.m.Shop.URL + "/products/trail-shoes"})
+	a.must("count", map[string]any{"selector": "#add-to-cart"}) // reports the page's host
+	shop, _ := url.Parse(oa.m.Shop.URL)
+
+	owner := oa.signInOwner(t)
+	if _, err := owner.page.Goto(oa.dashURL+"/apps", playwright.PageGotoOptions{Timeout: playwright.Float(15000)}); err != nil {
+		t.Fatal(err)
+	}
+	owner.keep(t)
+	html, _ := owner.page.Content()
+	if !strings.Contains(html, a.session[:8]+"…") || !strings.Contains(html, shop.Hostname()) || strings.Contains(html, a.session) {
+		for _, l := range strings.Split(string(hm.logs.Bytes()), "\n") {
+			if strings.Contains(l, "connected apps") || strings.Contains(l, "apps/sessions") {
+				t.Log(l)
+			}
+		}
+		for _, l := range strings.Split(string(oa.logs.Bytes()), "\n") {
+			if strings.Contains(l, "apps/sessions") {
+				t.Log(l)
+			}
+		}
+		main, _ := owner.page.Locator("main").InnerText()
+		t.Fatalf("the connected apps page does not list the session by its prefix (%s) and host (%s): %q", a.session[:8], shop.Hostname(), main)
+	}
+	must(t, "End", owner.page.Locator("form[action^='/apps/sessions/'] button").First().Click())
+	must(t, "after End", owner.page.WaitForLoadState())
+	owner.keep(t)
+
+	r := a.call("count", map[string]any{"selector": "#add-to-cart"})
+	if !r.isErr || !strings.Contains(r.status(), "code=session_ended") ||
+		!strings.Contains(r.text, "This session has ended: the gateway closed it because the account holder ended it on the dashboard. What its close found: {\"reports\":[") {
+		t.Fatalf("the call after the owner's End: %q", redacted(r.text))
+	}
+	a.session = ""
+	a.must("open_page", map[string]any{"url": oa.m.Shop.URL + "/products/headlamp"})
+	if a.session == "" {
+		t.Fatal("open_page after the End named no session")
+	}
+	a.must("close_session", nil)
+	l := newLeaks(newCanary("card number", oa.card.number), shortCanary("cvv", oa.card.cvv))
+	l.check(t, "the owner's pages", owner.seen.Bytes())
+	l.check(t, "mcpd logs", hm.logs.Bytes())
+}
