@@ -177,6 +177,9 @@ type endedRec struct {
 
 	mu    sync.Mutex
 	found *closeFound
+	// closed is closed once found is set: a call refused while the close
+	// runs (on another goroutine) waits for what it found, briefly.
+	closed chan struct{}
 	// answer is close_session's first answer, returned again when it is
 	// sent again for the same handle.
 	answer *mcp.CallToolResult
@@ -214,10 +217,23 @@ func foundOf(ss *Session) *closeFound {
 	return &closeFound{Reports: reports, CoversWholeRun: &whole, VaultWrites: append(writesOf(ss.earlier), r.CredentialWrites...), TeardownError: ss.teardownErr}
 }
 
+// closeWait bounds how long a refused call waits for a close running on
+// another goroutine (the seed gives the proxy 5 seconds for this read).
+const closeWait = 5 * time.Second
+
 func (r *endedRec) message() string {
 	r.mu.Lock()
-	f := r.found
+	f, closed := r.found, r.closed
 	r.mu.Unlock()
+	if f == nil && closed != nil {
+		select {
+		case <-closed:
+		case <-time.After(closeWait):
+		}
+		r.mu.Lock()
+		f = r.found
+		r.mu.Unlock()
+	}
 	if f == nil {
 		f = &closeFound{Note: "The close had not finished yet. Do NOT read this as nothing having been filled."}
 	}
@@ -509,8 +525,12 @@ func connFrom(ctx context.Context) *conn {
 
 func (r *endedRec) setFound(f *closeFound) {
 	r.mu.Lock()
+	first := r.found == nil
 	r.found = f
 	r.mu.Unlock()
+	if first && r.closed != nil {
+		close(r.closed)
+	}
 }
 
 // withEarlier adds what the close of the session an old Mcp-Session-Id
@@ -713,7 +733,7 @@ func (s *Server) detach(hs *hsession, reason string) *endedRec {
 		return nil
 	}
 	delete(c.live, hs.handle)
-	rec := &endedRec{handle: hs.handle, reason: reason, at: s.hosted.now()}
+	rec := &endedRec{handle: hs.handle, reason: reason, at: s.hosted.now(), closed: make(chan struct{})}
 	c.ended = append(c.ended, rec)
 	if len(c.ended) > endedMax {
 		c.ended = append([]*endedRec(nil), c.ended[len(c.ended)-endedMax:]...)
