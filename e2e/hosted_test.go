@@ -315,6 +315,13 @@ func TestP20_HostedCheckoutTwoAgents(t *testing.T) {
 		t.Fatalf("outcome is not JSON: %v", err)
 	}
 	if o["outcome"] != "success" || o["corroborated"] != true {
+		// What the proxy decided, codes only (no values), to tell a
+		// refusal on the wire from a slow page.
+		for _, l := range strings.Split(string(oa.logs.Bytes()), "\n") {
+			if strings.Contains(l, `"decision":"refused"`) || strings.Contains(l, `"decision":"substituted"`) {
+				t.Log(redacted(l))
+			}
+		}
 		t.Fatalf("outcome %v, corroborated %v, because %v", o["outcome"], o["corroborated"], o["notCorroboratedBecause"])
 	}
 	if orders, charges := oa.m.Orders(), oa.m.Charges(); len(orders) != 1 || len(charges) != 1 {
