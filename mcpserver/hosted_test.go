@@ -348,8 +348,14 @@ func TestHostedSessionEnds(t *testing.T) {
 
 	// The key's session limit is 2: a third open_page closes the least
 	// recently used session of this connection.
-	first, second := open(), open()
+	// The fake clock moves between steps, so "least recently used" has one
+	// answer (equal times would leave the choice to map order).
+	first := open()
+	h.clock.add(time.Second)
+	second := open()
+	h.clock.add(time.Second)
 	call(t, a, "count", map[string]any{"selector": "#email", "session": second})
+	h.clock.add(time.Second)
 	third := open()
 	ended(first, reasonLimitOwn)
 	if txt, r := call(t, a, "count", map[string]any{"selector": "#email", "session": third}); r.IsError {
