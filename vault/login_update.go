@@ -110,24 +110,8 @@ func (v *Vault) UpdateLogin(ctx context.Context, org, id string, u LoginUpdate) 
 	}
 	now := v.now().UTC()
 	rec.Updated = now
-	for tries := 0; ; tries++ {
-		err = v.store.PutItem(ctx, rec)
-		if err == nil {
-			break
-		}
-		if agentvault.ErrorCode(err) != agentvault.CodeConflict || tries >= 3 {
-			return Item{}, err
-		}
-		changed, rerr := v.refreshActive(ctx)
-		if rerr != nil {
-			return Item{}, rerr
-		}
-		if !changed {
-			return Item{}, err
-		}
-		if err := v.rewrap(&rec); err != nil {
-			return Item{}, err
-		}
+	if err := v.putRewrapping(ctx, &rec); err != nil {
+		return Item{}, err
 	}
 	it.Login, it.Updated, it.Fields = &m, now, append([]Field(nil), rec.Fields...)
 	if _, err := v.store.AppendAudit(ctx, AuditRecord{Time: now, Action: AuditUpdate, Org: org, ItemID: id, Kind: KindLogin, Actor: u.Actor}); err != nil {

@@ -121,29 +121,37 @@ func (v *Vault) UpdateCard(ctx context.Context, org, id string, u CardUpdate) (I
 	}
 	now := v.now().UTC()
 	rec.Updated = now
-	for tries := 0; ; tries++ {
-		err = v.store.PutItem(ctx, rec)
-		if err == nil {
-			break
-		}
-		if agentvault.ErrorCode(err) != agentvault.CodeConflict || tries >= 3 {
-			return Item{}, err
-		}
-		// The master key was rotated by another process: adopt it.
-		changed, rerr := v.refreshActive(ctx)
-		if rerr != nil {
-			return Item{}, rerr
-		}
-		if !changed {
-			return Item{}, err
-		}
-		if err := v.rewrap(&rec); err != nil {
-			return Item{}, err
-		}
+	if err := v.putRewrapping(ctx, &rec); err != nil {
+		return Item{}, err
 	}
 	it.Card, it.Updated, it.Fields = &m, now, append([]Field(nil), rec.Fields...)
 	if _, err := v.store.AppendAudit(ctx, AuditRecord{Time: now, Action: AuditUpdate, Org: org, ItemID: id, Kind: KindCard, Actor: u.Actor}); err != nil {
 		return it, agentvault.Wrap(agentvault.CodeAuditUnavailable, err, "card updated, but the audit log could not be written")
 	}
 	return it, nil
+}
+
+// putRewrapping stores rec; when the write conflicts because another
+// process rotated the master key, it adopts the new key, re-wraps rec's
+// data key and tries again (a few times at most).
+func (v *Vault) putRewrapping(ctx context.Context, rec *ItemRecord) error {
+	for tries := 0; ; tries++ {
+		err := v.store.PutItem(ctx, *rec)
+		if err == nil {
+			return nil
+		}
+		if agentvault.ErrorCode(err) != agentvault.CodeConflict || tries >= 3 {
+			return err
+		}
+		changed, rerr := v.refreshActive(ctx)
+		if rerr != nil {
+			return rerr
+		}
+		if !changed {
+			return err
+		}
+		if err := v.rewrap(rec); err != nil {
+			return err
+		}
+	}
 }
