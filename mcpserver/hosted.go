@@ -285,7 +285,7 @@ func (s *Server) apiKeyOf(ctx context.Context) string {
 }
 
 // rpcIDOf is the JSON-RPC id of a call, as the HTTP layer found it in the
-// request body (rpcIDHeader); empty over stdio.
+// request body or idTransport in the message (rpcIDHeader).
 func rpcIDOf(req *mcp.CallToolRequest) string {
 	if req == nil || req.Extra == nil || req.Extra.Header == nil {
 		return ""
@@ -315,19 +315,60 @@ func (a *SessionArg) setHandle(h string) { a.Session = h }
 func (s *Server) dispatch(ctx context.Context, req *mcp.CallToolRequest, tool string, in handleSetter, run func(context.Context) *mcp.CallToolResult) *mcp.CallToolResult {
 	c := s.connOf(req)
 	if s.hosted == nil {
-		if req != nil && req.Params != nil && req.Params.GetProgressToken() != nil {
-			// A host that waits with progress notifications: the call
-			// blocks, as before.
-			return run(ctx)
-		}
-		f := newFlight(tool, time.Now(), req)
-		go func() {
-			res := run(withFlight(context.WithoutCancel(ctx), f))
-			f.complete(res, time.Now())
-		}()
-		return s.awaitFlight(ctx, c, f, 0, true)
+		return s.dispatchLocal(ctx, req, c, tool, run)
 	}
 	return s.dispatchHosted(ctx, req, c, tool, in, run)
+}
+
+// dispatchLocal runs a call on the local server (stdio, or any transport
+// but the hosted HTTP one). A retransmission of a call that changes
+// something (same tool, arguments and JSON-RPC id, which idTransport hands
+// over) joins the running call or gets its first answer for 2 minutes,
+// as on the hosted server (P20).
+func (s *Server) dispatchLocal(ctx context.Context, req *mcp.CallToolRequest, c *conn, tool string, run func(context.Context) *mcp.CallToolResult) *mcp.CallToolResult {
+	now := time.Now()
+	rpcID := rpcIDOf(req)
+	kept := rpcID != "" && isKept(tool, argsOf(req))
+	key := flightKeyOf(tool, canonicalArgs(argsOf(req)), "", rpcID)
+	var f *flight
+	if kept {
+		if res := c.replay.get(key, now); res != nil {
+			s.log.Info("tool", "tool", tool, "status", "replayed")
+			return res
+		}
+		c.mu.Lock()
+		if running := c.flights[key]; running != nil {
+			c.mu.Unlock()
+			s.log.Info("tool", "tool", tool, "status", "joined")
+			return s.awaitFlight(ctx, c, running, 0, req.Params.GetProgressToken() == nil)
+		}
+		f = newFlight(tool, now, req)
+		c.flights[key] = f
+		c.mu.Unlock()
+	} else {
+		f = newFlight(tool, now, req)
+	}
+	finish := func(res *mcp.CallToolResult) {
+		if f.complete(res, time.Now()) && kept {
+			c.replay.put(key, res, 1, time.Now())
+		}
+		if kept {
+			c.mu.Lock()
+			if c.flights[key] == f {
+				delete(c.flights, key)
+			}
+			c.mu.Unlock()
+		}
+	}
+	if req != nil && req.Params != nil && req.Params.GetProgressToken() != nil {
+		// A host that waits with progress notifications: the call
+		// blocks, as before.
+		res := run(withFlight(ctx, f))
+		finish(res)
+		return cloneResult(res)
+	}
+	go func() { finish(run(withFlight(context.WithoutCancel(ctx), f))) }()
+	return s.awaitFlight(ctx, c, f, 0, true)
 }
 
 func refusal(code agentvault.Code, ended bool, format string, args ...any) *mcp.CallToolResult {

@@ -2,11 +2,14 @@ package mcpserver
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -138,4 +141,30 @@ func (r *replayCache) len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.weight
+}
+
+// idTransport hands each tools/call's JSON-RPC id to the tool layer on a
+// transport without HTTP (stdio), the way the HTTP layer does with
+// rpcIDHeader, so a retransmitted call is recognised there too (P20). The
+// id is put in the request's Extra, which never comes from the wire.
+type idTransport struct{ mcp.Transport }
+
+func (t idTransport) Connect(ctx context.Context) (mcp.Connection, error) {
+	c, err := t.Transport.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return idConn{c}, nil
+}
+
+type idConn struct{ mcp.Connection }
+
+func (c idConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.Connection.Read(ctx)
+	if req, ok := msg.(*jsonrpc.Request); ok && err == nil && req.Method == "tools/call" && req.ID.IsValid() && req.Extra == nil {
+		if id, jerr := json.Marshal(req.ID.Raw()); jerr == nil && len(id) <= 256 {
+			req.Extra = &mcp.RequestExtra{Header: http.Header{rpcIDHeader: {string(id)}}}
+		}
+	}
+	return msg, err
 }

@@ -188,7 +188,7 @@ func (s *Server) MCP() *mcp.Server { return s.mcp }
 
 // Run serves one MCP connection until it ends or ctx is done.
 func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
-	return s.mcp.Run(ctx, t)
+	return s.mcp.Run(ctx, idTransport{t})
 }
 
 // Close ends every session (closing them on proxyd too) and the browser.
