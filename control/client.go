@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentvault/agentvault"
@@ -19,7 +22,8 @@ const maxAnswer = 4 << 20
 
 // Client speaks the control API. It is safe for concurrent use.
 type Client struct {
-	base  string
+	bases []string
+	cur   atomic.Int32 // index of the base that answered last
 	token string
 	hc    *http.Client
 }
@@ -27,11 +31,68 @@ type Client struct {
 // NewClient returns a client for the control listener at baseURL (for
 // example "http://127.0.0.1:7701") authenticating with the bearer token. A
 // nil hc uses a client that ignores proxy environment variables.
+//
+// baseURL may list several proxyd replicas separated by commas (they share
+// one store, so any of them serves any session): the client keeps to the
+// one that answered last and moves to the next when a replica cannot be
+// reached. A request that may have reached a replica is never sent to
+// another, unless it only reads (GET).
 func NewClient(baseURL, token string, hc *http.Client) *Client {
 	if hc == nil {
 		hc = &http.Client{Transport: &http.Transport{Proxy: nil}}
 	}
-	return &Client{base: strings.TrimRight(baseURL, "/"), token: token, hc: hc}
+	var bases []string
+	for _, b := range strings.Split(baseURL, ",") {
+		if b = strings.TrimRight(strings.TrimSpace(b), "/"); b != "" {
+			bases = append(bases, b)
+		}
+	}
+	if len(bases) == 0 {
+		bases = []string{""}
+	}
+	return &Client{bases: bases, token: token, hc: hc}
+}
+
+// base is the replica requests go to now.
+func (c *Client) base() string { return c.bases[int(c.cur.Load())%len(c.bases)] }
+
+// notSent reports whether err says the request never reached a server:
+// the connection could not be made.
+func notSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// send does one request, trying the next replica while the current one
+// cannot be reached (or, for a read, fails in transit).
+func (c *Client) send(ctx context.Context, method, path string, body []byte, header http.Header) (*http.Response, error) {
+	start := int(c.cur.Load())
+	var lastErr error
+	for i := range len(c.bases) {
+		idx := (start + i) % len(c.bases)
+		var rd io.Reader
+		if body != nil {
+			rd = bytes.NewReader(body)
+		}
+		req, err := http.NewRequestWithContext(ctx, method, c.bases[idx]+path, rd)
+		if err != nil {
+			return nil, agentvault.Wrap(agentvault.CodeInternal, err, "build control request")
+		}
+		maps.Copy(req.Header, header)
+		req.Header.Set("Authorization", "Bearer "+c.token)
+		resp, err := c.hc.Do(req)
+		if err == nil {
+			if idx != start {
+				c.cur.Store(int32(idx))
+			}
+			return resp, nil
+		}
+		lastErr = err
+		if ctx.Err() != nil || !(notSent(err) || method == http.MethodGet) {
+			break
+		}
+	}
+	return nil, agentvault.Wrap(agentvault.CodeUpstream, lastErr, "control API unreachable")
 }
 
 // CreateSession opens a browser session under apiKey.
@@ -154,26 +215,19 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 // doStatus sends a request and decodes a 2xx answer into out, or a 202 into
 // accepted when it is not nil.
 func (c *Client) doStatus(ctx context.Context, method, path string, in, out, accepted any) (int, error) {
-	var body io.Reader
+	var body []byte
+	header := http.Header{"Accept": {"application/json"}}
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return 0, agentvault.Wrap(agentvault.CodeInternal, err, "encode control request")
 		}
-		body = bytes.NewReader(b)
+		body = b
+		header.Set("Content-Type", "application/json")
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	resp, err := c.send(ctx, method, path, body, header)
 	if err != nil {
-		return 0, agentvault.Wrap(agentvault.CodeInternal, err, "build control request")
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	req.Header.Set("Accept", "application/json")
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return 0, agentvault.Wrap(agentvault.CodeUpstream, err, "control API unreachable")
+		return 0, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))

@@ -1,7 +1,6 @@
 package control
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
@@ -139,15 +138,9 @@ func (c *Client) StartHandoff(ctx context.Context, sessionID string, req Handoff
 // HandoffFrame sends one frame.
 func (c *Client) HandoffFrame(ctx context.Context, id string, jpeg []byte, width, height int) error {
 	q := url.Values{"w": {strconv.Itoa(width)}, "h": {strconv.Itoa(height)}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+HandoffsPath+"/"+url.PathEscape(id)+"/frame?"+q.Encode(), bytes.NewReader(jpeg))
+	resp, err := c.send(ctx, http.MethodPost, HandoffsPath+"/"+url.PathEscape(id)+"/frame?"+q.Encode(), jpeg, http.Header{"Content-Type": {"image/jpeg"}})
 	if err != nil {
-		return agentvault.Wrap(agentvault.CodeInternal, err, "build frame request")
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	req.Header.Set("Content-Type", "image/jpeg")
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return agentvault.Wrap(agentvault.CodeUpstream, err, "control API unreachable")
+		return err
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))

@@ -140,6 +140,13 @@ func TestHostedLoad(t *testing.T) {
 		buf := make([]byte, 1<<20)
 		t.Fatalf("%d goroutines left, baseline %d:\n%s", now, base, buf[:runtime.Stack(buf, true)])
 	}
+	// The heap comes back too: what stays are the records the seed keeps
+	// (ended sessions' reports for an hour, kept answers for 2 minutes, the
+	// merchant's orders), a few KiB per session, never a session's browser
+	// state or buffers.
+	if grown := int64(mem.HeapAlloc) - int64(baseHeap); grown > int64(agentNo)<<19 {
+		t.Fatalf("heap grew by %d KiB over %d sessions after they closed (baseline %d KiB)", grown>>10, agentNo, baseHeap>>10)
+	}
 }
 
 var loadSKUs = []string{"trail-shoes", "wool-socks", "headlamp"}

@@ -99,7 +99,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs := flag.NewFlagSet("mcpd", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
 	fs.StringVar(&m.ArtifactDir, "artifact-dir", envOr("AGENTVAULT_ARTIFACT_DIR", ""), "keep browser_login's masked diagnostic captures here for the owner (empty: none kept)")
-	fs.StringVar(&m.ControlURL, "control-url", envOr("AGENTVAULT_CONTROL_URL", m.ControlURL), "proxyd control API base URL (loopback)")
+	fs.StringVar(&m.ControlURL, "control-url", envOr("AGENTVAULT_CONTROL_URL", m.ControlURL), "proxyd control API base URL (loopback); several replicas of one deployment separated by commas")
 	fs.StringVar(&m.ControlTokenFile, "control-token-file", envOr("AGENTVAULT_CONTROL_TOKEN_FILE", m.ControlTokenFile), "file holding the control API bearer token")
 	fs.StringVar(&m.APIKeyFile, "api-key-file", envOr("AGENTVAULT_API_KEY_FILE", m.APIKeyFile), "file holding the agent API key (AGENTVAULT_API_KEY takes precedence)")
 	fs.StringVar(&m.ProxyURL, "proxy", envOr("AGENTVAULT_PROXY_URL", m.ProxyURL), "proxy address override (default: what proxyd announces, http://127.0.0.1:7700)")
