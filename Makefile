@@ -14,7 +14,7 @@ export CHROMIUM_PATH ?= /usr/bin/chromium
 # Packages whose code runs concurrently: they also run under the race detector.
 RACE_PKGS := ./store/... ./vault/... ./tokens/... ./broker/... ./intercept/... ./policy/... ./proxyd/... ./mcpserver/... ./control/...
 
-.PHONY: all deps system-deps driver build run test vet fmt-check unit race pgtest e2e bench bench-mcp fuzz clean rules-check walk screenshots load-hosted
+.PHONY: all deps system-deps driver build run test vet fmt-check unit race pgtest e2e bench bench-mcp fuzz clean rules-check walk screenshots load-hosted soak
 
 all: build
 
@@ -124,3 +124,9 @@ fuzz:
 
 clean:
 	rm -rf bin $(CACHE)
+
+# The bounded soak of two proxyd replicas on one throwaway Postgres behind a
+# TCP balancer (proxyd/soak_test.go): AV_SOAK_SESSIONS (200) sessions for
+# AV_SOAK_FOR (2m). Not part of make test.
+soak: system-deps
+	AV_SOAK=1 ./scripts/test-postgres.sh -count=1 -timeout 10m -run TestSoakTwoReplicas -v ./proxyd/
