@@ -93,7 +93,7 @@ func TestP23_TOTPEnrolmentSecretMaskedInChromium(t *testing.T) {
 	uri, err := page.Locator("#qr").GetAttribute("data-otpauth")
 	must(t, "the QR code's URI", err)
 	if strings.TrimSpace(key) != totpMask || !strings.Contains(uri, totpMask) || !strings.Contains(text, totpMask) {
-		t.Errorf("the page does not show the mask where the seed was (key %q, URI masked %v)", redacted(key), strings.Contains(uri, totpMask))
+		t.Errorf("the page does not show the mask where the seed was (key masked %v, URI masked %v)", strings.TrimSpace(key) == totpMask, strings.Contains(uri, totpMask))
 	}
 	// The seed's forms: as issued, grouped in fours as the page shows it,
 	// lower case, and its first half (a partial leak is a leak).
