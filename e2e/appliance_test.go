@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/e2e/merchant"
+	"github.com/agentvault/agentvault/proxyd"
 	"github.com/agentvault/agentvault/vault"
 )
 
@@ -24,6 +25,8 @@ type appliance struct {
 	m       *merchant.Merchant
 	dataDir string
 	vault   *vault.Vault
+	// pm is proxyd's Main when the appliance runs it (startProxydMain).
+	pm *proxyd.Main
 
 	proxyAddr        string
 	controlURL       string

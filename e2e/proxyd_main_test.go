@@ -68,7 +68,7 @@ func startProxydMain(t *testing.T, trustMerchant bool, mods ...func(*proxyd.Conf
 		cancel()
 		t.Fatalf("proxyd Open: %v", err)
 	}
-	ap.vault = pm.Vault
+	ap.vault, ap.pm = pm.Vault, pm
 	ap.seed(t, pm.Vault)
 	done := make(chan error, 1)
 	go func() { done <- pm.Run(ctx) }()

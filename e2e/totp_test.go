@@ -51,6 +51,11 @@ func TestSeed004_TOTPEnrolledThroughTheHint(t *testing.T) {
 	if got["stored"] != true || got["digits"] != float64(6) || got["period"] != float64(30) {
 		t.Fatalf("declare_page_hint login.totp_secret answered %v", got)
 	}
+	// What the agent may look at on the enrolment page: snapshot_page stays
+	// closed after the sign-in's fill (P19) and observe_page is value-free;
+	// the transcript sweep below holds both answers.
+	agent.refused("snapshot_page", map[string]any{}, "sensitive_data_blocked")
+	agent.must("observe_page", map[string]any{})
 	cat = agent.must("get_token_catalog", map[string]any{"url": loginURL})
 	totpTok := findToken(cat.text, "login", "totp")
 	if totpTok == "" {

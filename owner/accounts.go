@@ -98,6 +98,7 @@ type LoginVault interface {
 	GetByLabel(ctx context.Context, org string, kind vault.Kind, label string) (vault.Item, error)
 	List(ctx context.Context, org string) ([]vault.Item, error)
 	Remove(ctx context.Context, org, id string) error
+	FreeLoginLabel(ctx context.Context, org, domain string) (string, error)
 }
 
 // AccountsConfig wires Accounts. Zero limits take the defaults above.
@@ -332,6 +333,24 @@ func (a *Accounts) CreateLogin(ctx context.Context, apiKey string, in CreateLogi
 			"the signup request could not be confirmed: tell the owner and do not call create_login again blind")
 	}
 	return r, nil
+}
+
+// SignupLabel names a request's login in the run report
+// (credentialWrites, "label:signup_requested"): the login's own label once
+// it exists (a pre-approved signup), else the label the vault would give
+// it now. The login is made only at approval, and the site's bare name
+// may already belong to another login, which the report must not seem to
+// name.
+func (a *Accounts) SignupLabel(ctx context.Context, r SignupRequest) string {
+	if r.LoginID != "" {
+		if it, err := a.cfg.Vault.Get(ctx, r.Org, r.LoginID); err == nil {
+			return it.Label
+		}
+	}
+	if l, err := a.cfg.Vault.FreeLoginLabel(ctx, r.Org, r.Site); err == nil {
+		return l
+	}
+	return vault.LoginLabel(r.Site)
 }
 
 // preApproved reports whether the owner listed this site and exact email,

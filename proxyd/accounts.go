@@ -57,7 +57,7 @@ func (c *controlService) CreateLogin(ctx context.Context, in control.CreateLogin
 	if err != nil && r.ID == "" {
 		return control.SignupRequestOut{}, err
 	}
-	c.credentialWrite(ctx, in.APIKey, in.Session, vault.LoginLabel(r.Site), "signup_requested")
+	c.credentialWrite(ctx, in.APIKey, in.Session, acc.SignupLabel(ctx, r), "signup_requested")
 	if err != nil {
 		return control.SignupRequestOut{}, err
 	}

@@ -51,6 +51,12 @@ func TestAccountSignupThroughControlAPI(t *testing.T) {
 	if err := m.Owner.SetScope(ctx, proxyd.DefaultKeyID, owner.Scope{AllCards: true, AllLogins: true, CanCreateLogins: true}); err != nil {
 		t.Fatal(err)
 	}
+	// The owner already holds a login for the site: the new one is
+	// "shop-2", and the report must name it, not the owner's "shop".
+	if _, err := m.Vault.AddLogin(ctx, proxyd.DefaultOrg, "owner", vault.LoginInput{Site: "shop.test", Email: "owner@example.com",
+		Password: vault.NewSecret([]byte("Owner-pw-" + strings.Repeat("x", 4)))}); err != nil {
+		t.Fatal(err)
+	}
 	r, err := c.CreateLogin(ctx, control.CreateLoginIn{APIKey: m.APIKey, Session: s.ID, Website: "shop.test", Email: "inbox@example.com",
 		PasswordRules: control.PasswordRules{MaxLength: 20, AllowedSymbols: "!_"}})
 	if err != nil || r.Status != "pending" {
@@ -77,6 +83,9 @@ func TestAccountSignupThroughControlAPI(t *testing.T) {
 	}
 	if err := json.Unmarshal(got.Login, &login); err != nil || login.Tokens["password"] == "" || login.Tokens["email"] == "" || login.Site != "shop.test" {
 		t.Fatalf("login: %s %v", got.Login, err)
+	}
+	if login.Label != "shop-2" {
+		t.Fatalf("the new login's label is %q, want shop-2 beside the owner's shop", login.Label)
 	}
 	// The catalog lists the same entry.
 	cat, _ := c.Catalog(ctx, m.APIKey, "")

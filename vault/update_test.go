@@ -145,3 +145,23 @@ func TestCheckCardReportsEveryInput(t *testing.T) {
 		t.Fatalf("login inputs %v", inputs)
 	}
 }
+
+// FreeLoginLabel forecasts the label AddLogin gives the next login for a
+// site: the site's name while it is free, then "-2", "-3"...
+func TestFreeLoginLabelForecastsAddLogin(t *testing.T) {
+	ctx := context.Background()
+	e, _ := mustEnv(t)
+	for _, want := range []string{"github", "github-2", "github-3"} {
+		got, err := e.v.FreeLoginLabel(ctx, "o", "github.com")
+		if err != nil || got != want {
+			t.Fatalf("forecast %q, %v; want %q", got, err, want)
+		}
+		it, err := e.v.AddLogin(ctx, "o", "owner", login("github.com", "a@example.com", "pw"))
+		if err != nil || it.Label != want {
+			t.Fatalf("AddLogin gave %q, %v; forecast was %q", it.Label, err, want)
+		}
+	}
+	if got, err := e.v.FreeLoginLabel(ctx, "other-org", "github.com"); err != nil || got != "github" {
+		t.Fatalf("another org's forecast: %q, %v", got, err)
+	}
+}

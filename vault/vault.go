@@ -610,6 +610,29 @@ func (v *Vault) GetByLabel(ctx context.Context, org string, kind Kind, label str
 	return v.openItem(rec)
 }
 
+// FreeLoginLabel is the label AddLogin would give a new login for domain
+// now: LoginLabel(domain), or the first of "-2", "-3"... not taken. It is a
+// forecast, never a reservation (another write may take it first): a
+// signup request names its login in the run report before the login
+// exists, and the site's bare name may already belong to another login.
+func (v *Vault) FreeLoginLabel(ctx context.Context, org, domain string) (string, error) {
+	base := LoginLabel(domain)
+	for n := 1; n <= 50; n++ {
+		l := base
+		if n > 1 {
+			l = labelWithSuffix(base, n)
+		}
+		_, err := v.store.GetItemByLabel(ctx, org, KindLogin, l)
+		if errors.Is(err, ErrNotFound) {
+			return l, nil
+		}
+		if err != nil {
+			return "", err
+		}
+	}
+	return "", agentvault.Errorf(agentvault.CodeConflict, "no free label for a login on this site")
+}
+
 // Remove deletes an item and records it in the audit log.
 func (v *Vault) Remove(ctx context.Context, org, id string) error {
 	rec, err := v.store.GetItem(ctx, org, id)

@@ -17,6 +17,9 @@ type accounts struct {
 	sessions map[string]string  // session cookie -> email
 	failed   int
 	t        *totpState // the authenticator (totp.go)
+	// signedUp and refusedSignups are /signup's record (signup.go).
+	signedUp       []string
+	refusedSignups int
 }
 
 type account struct {
@@ -53,6 +56,8 @@ func (a *accounts) routes() http.Handler {
 	})
 	mux.HandleFunc("POST /api/identify", a.identify)
 	mux.HandleFunc("POST /session", a.signIn)
+	mux.HandleFunc("GET /signup", a.signupPage)
+	mux.HandleFunc("POST /signup", a.signup)
 	mux.HandleFunc("GET /account", a.account)
 	mux.HandleFunc("POST /logout", a.logout)
 	mux.HandleFunc("GET /account/2fa", a.totpSetup)

@@ -146,6 +146,7 @@ func (is *issuer) routes(origin string) http.Handler {
 	mux.HandleFunc("GET /legacy/checkout", is.legacyForm)
 	mux.HandleFunc("POST /legacy/checkout", is.legacyPay)
 	mux.HandleFunc("/echo", echo)
+	is.overlayRoutes(mux)
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_, _ = w.Write([]byte("Payments test processor\n"))

@@ -83,6 +83,7 @@ func (s *shop) routes() http.Handler {
 	mux.HandleFunc("GET /orders/{id}", s.order)
 	mux.HandleFunc("/echo", echo)
 	s.integrationRoutes(mux)
+	s.overlayRoutes(mux)
 	s.sca.routes(mux)
 	return securityHeaders(mux)
 }
