@@ -188,6 +188,9 @@ type Session struct {
 	// storedUse is the last use written to the store (unix nanoseconds).
 	broker    *Broker
 	storedUse atomic.Int64
+	// stale: another replica changed the session's grants since it was
+	// read (EventGrant); its next request reads them again.
+	stale atomic.Bool
 }
 
 // DecideArgs is what an authorization decision sees.
@@ -546,6 +549,7 @@ func (ss *Broker) SetLiveValue(sessionID, itemID string, f vault.Field, v vault.
 // Grants lists the session's grants with a version that changes whenever
 // they do, so the proxy can cache what it builds from them.
 func (s *Session) Grants() (int, []*Grant) {
+	s.syncStale()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]*Grant, 0, len(s.bindings)/2+1)

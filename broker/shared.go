@@ -171,15 +171,26 @@ func (ss *Broker) refresh(ctx context.Context, s *Session) error {
 	if ss.Store == nil {
 		return nil
 	}
+	s.stale.Store(false)
 	rec, grants, err := ss.Store.GetSession(ctx, s.ID)
 	if errors.Is(err, vault.ErrNotFound) || err == nil && !rec.Ended.IsZero() {
 		ss.drop(s)
 		return agentvault.Errorf(agentvault.CodeSessionEnded, "the session has ended")
 	}
 	if err != nil {
+		s.stale.Store(true)
 		return agentvault.Wrap(agentvault.CodeInternal, err, "the session could not be read from the store")
 	}
 	return ss.mergeGrants(ctx, s, grants)
+}
+
+// syncStale reads s again when another replica changed its grants.
+func (s *Session) syncStale() {
+	if ss := s.broker; ss != nil && s.stale.Load() {
+		ctx, cancel := storeCtx()
+		defer cancel()
+		_ = ss.refresh(ctx, s) // a failure leaves it stale: tried again on the next request
+	}
 }
 
 // mergeGrants adopts the Store's view of s's grants. The item of a grant
@@ -388,10 +399,11 @@ func (ss *Broker) HandleEvent(ev Event) {
 			ss.drop(s)
 		}
 	case EventGrant:
+		// Marked at once, read on the session's next request or authorize:
+		// the window in which a request here misses a grant made on another
+		// replica is the notification's delivery, not a store read.
 		if s := held(ev.Session); s != nil {
-			if err := ss.refresh(ctx, s); err != nil && agentvault.ErrorCode(err) != agentvault.CodeSessionEnded {
-				ss.drop(s) // cannot tell what changed: load it again on next use
-			}
+			s.stale.Store(true)
 		}
 	case EventRecipient:
 		it, err := ss.Vault.GetByLabel(ctx, ev.Org, vault.Kind(ev.Kind), ev.Label)

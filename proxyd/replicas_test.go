@@ -387,8 +387,15 @@ func TestP18_TwoReplicasRaceForCap(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if accepted != 10 || len(rec.all()) != 10 {
-		t.Fatalf("%d purchases accepted, the site got %d; the cap allows exactly 10", accepted, len(rec.all()))
+	paid := 0
+	for _, b := range rec.all() {
+		if b == "cc="+r.number {
+			paid++
+		}
+	}
+	t.Logf("%d purchases went upstream with the card, %d requests forwarded", paid, accepted)
+	if paid != 10 {
+		t.Fatalf("the site got the card %d times (%d requests forwarded); the cap allows exactly 10", paid, accepted)
 	}
 	st, err := postgres.Open(ctx, r.dsn)
 	if err != nil {
