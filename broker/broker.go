@@ -274,6 +274,9 @@ type Broker struct {
 	idOnce     sync.Once
 	id         string      // this broker's name in Events
 	listenDown atomic.Bool // the Notifier lost its listener (shared.go)
+	listening  atomic.Bool // the Notifier listens (it sent EventResync)
+	echoMu     sync.Mutex
+	echoes     map[string]chan struct{} // EventGrant echoes awaited
 }
 
 // OnClose registers fn to run after a session ends (the proxy drops what it

@@ -106,9 +106,11 @@ type SettleArgs struct {
 // Event tells the other replicas that shared session state changed. It
 // carries names only, never a value.
 type Event struct {
-	Type    EventType `json:"t"`
-	From    string    `json:"f,omitempty"` // the sending broker
-	Session string    `json:"s,omitempty"`
+	Type EventType `json:"t"`
+	From string    `json:"f,omitempty"` // the sending broker
+	// Echo names an event its sender waits to hear back (EventGrant).
+	Echo    string `json:"e,omitempty"`
+	Session string `json:"s,omitempty"`
 	// A new recipient (EventRecipient): the item, field and host.
 	Org    string `json:"o,omitempty"`
 	ItemID string `json:"i,omitempty"`

@@ -296,8 +296,50 @@ func (ss *Broker) writeGrant(ctx context.Context, s *Session, token string, resp
 	if resp.StandIn {
 		resp.Value = stored.StandIn
 	}
-	ss.notify(ctx, Event{Type: EventGrant, Session: s.ID})
+	s.mu.Unlock()
+	ss.notifyAndHear(ctx, Event{Type: EventGrant, Session: s.ID})
+	s.mu.Lock()
 	return resp, nil
+}
+
+// echoWait bounds how long an authorize waits to hear its own EventGrant.
+const echoWait = time.Second
+
+// notifyAndHear sends ev and waits (at most echoWait) until this broker's
+// own listener heard it back: the Notifier delivers it to every replica at
+// once (Postgres sends a NOTIFY to every listener at commit), so when the
+// authorize answers, the other replicas have it too, and the browser's
+// request carrying the stand-in finds the grant on whichever replica it
+// reaches. Without a listener it does not wait.
+func (ss *Broker) notifyAndHear(ctx context.Context, ev Event) {
+	if ss.Notifier == nil {
+		return
+	}
+	if !ss.listening.Load() {
+		ss.notify(ctx, ev)
+		return
+	}
+	ev.Echo = randomID("e_", 8)
+	heard := make(chan struct{})
+	ss.echoMu.Lock()
+	if ss.echoes == nil {
+		ss.echoes = map[string]chan struct{}{}
+	}
+	ss.echoes[ev.Echo] = heard
+	ss.echoMu.Unlock()
+	defer func() {
+		ss.echoMu.Lock()
+		delete(ss.echoes, ev.Echo)
+		ss.echoMu.Unlock()
+	}()
+	ss.notify(ctx, ev)
+	t := time.NewTimer(echoWait)
+	defer t.Stop()
+	select {
+	case <-heard:
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // claim takes one-purchase grant b for u in the Store; s.mu is held on
@@ -384,6 +426,14 @@ func (ss *Broker) Listen(ctx context.Context, ready chan<- struct{}) {
 // own EventResync and EventDisconnected).
 func (ss *Broker) HandleEvent(ev Event) {
 	if ev.From != "" && ev.From == ss.replicaID() {
+		if ev.Echo != "" {
+			ss.echoMu.Lock()
+			if ch := ss.echoes[ev.Echo]; ch != nil {
+				close(ch)
+				delete(ss.echoes, ev.Echo)
+			}
+			ss.echoMu.Unlock()
+		}
 		return
 	}
 	held := func(id string) *Session {
@@ -414,6 +464,7 @@ func (ss *Broker) HandleEvent(ev Event) {
 		ss.recipients.add(it, f, ev.Host, nil, isLiveCVV(it, f))
 	case EventDisconnected:
 		ss.listenDown.Store(true)
+		ss.listening.Store(false)
 	case EventResync:
 		ss.mu.RLock()
 		all := make([]*Session, 0, len(ss.byID))
@@ -432,5 +483,6 @@ func (ss *Broker) HandleEvent(ev Event) {
 		r.loaded = false
 		r.mu.Unlock()
 		ss.listenDown.Store(false)
+		ss.listening.Store(true)
 	}
 }
