@@ -529,3 +529,56 @@ func TestP21_OnePurchaseGrantAcrossReplicas(t *testing.T) {
 		t.Fatalf("the site got %d requests, want 2 (one per purchase)", n)
 	}
 }
+
+// TestReplicas_SQLiteRestartKeepsSessions: on the embedded store a
+// restarted proxyd keeps its sessions and grants: the browser's proxy
+// credentials and the stand-in typed before the restart still work, once.
+func TestReplicas_SQLiteRestartKeepsSessions(t *testing.T) {
+	rec := &recorder{}
+	up, roots := tlsUpstream(t, rec.handle)
+	number := strings.Repeat("4242", 4)
+	dir := t.TempDir()
+	mod := func(c *proxyd.Config) {
+		c.DataDir = dir
+		c.UnsafeTestHosts = map[string]string{"shop.test": "127.0.0.1"}
+		c.Policy.AuthorizedDestinations = []string{"shop.test"}
+	}
+	page := "https://shop.test" + up.URL[strings.LastIndexByte(up.URL, ':'):] + "/pay"
+	ctx := context.Background()
+	m, _ := startMain(t, roots, mod)
+	if _, err := m.Vault.AddCard(ctx, proxyd.DefaultOrg, "owner", vault.CardInput{Number: vault.NewSecret([]byte(number)),
+		CVV: vault.NewSecret([]byte("737")), ExpiryMonth: 12, ExpiryYear: 2031, Sites: []string{"shop.test"}}); err != nil {
+		t.Fatal(err)
+	}
+	c := control.NewClient("http://"+m.ControlAddr.String(), m.ControlToken, nil)
+	s, err := c.CreateSession(ctx, m.APIKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, _ := c.Catalog(ctx, m.APIKey, "")
+	a, err := c.Authorize(ctx, s.ID, control.AuthorizeRequest{Token: tokenOf(t, cat, "av_card_1_number_"), PageURL: page})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m2, _ := startMain(t, roots, mod)
+	if code := post(t, via(m2, s), page, "cc="+a.Value); code != "" {
+		t.Fatalf("the stand-in typed before the restart was refused: %s", code)
+	}
+	if code := post(t, via(m2, s), page, "cc="+a.Value); code != string(agentvault.CodeGrantUsed) {
+		t.Fatalf("second use after the restart: code %q, want grant_used", code)
+	}
+	if got := rec.all(); len(got) != 1 || got[0] != "cc="+number {
+		t.Fatalf("the site got %d requests, want the card once", len(got))
+	}
+	// Closed after the restart: the credentials stop working.
+	c2 := control.NewClient("http://"+m2.ControlAddr.String(), m2.ControlToken, nil)
+	if _, err := c2.CloseSession(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := via(m2, s).Get(page); err == nil {
+		t.Fatal("a closed session's credentials still open tunnels")
+	}
+}
