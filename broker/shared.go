@@ -69,7 +69,9 @@ func (ss *Broker) lookup(id string) *Session {
 	s = &Session{ID: rec.ID, Key: rec.Key, pwdHash: rec.PwdHash, created: rec.Created, broker: ss,
 		bindings: map[string]*Grant{},
 		report:   control.Report{FilledFieldKinds: []string{}, CredentialWrites: []string{}}}
-	s.lastUsed.Store(max(rec.LastUsed.UnixNano(), ss.now().UnixNano()))
+	// Its last use as the replicas recorded it: a session idle everywhere
+	// ends at its first use here (Alive), it is not revived by loading.
+	s.lastUsed.Store(rec.LastUsed.UnixNano())
 	s.storedUse.Store(rec.LastUsed.UnixNano())
 	if err := ss.mergeGrants(ctx, s, grants); err != nil {
 		return nil

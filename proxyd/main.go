@@ -237,6 +237,9 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	m.Broker.GrantTTL, m.Broker.SessionIdle, m.Broker.SessionMaxAge = l.GrantTTL, l.SessionIdle, l.SessionMaxAge
 	m.Broker.MaxSessionsPerKey = l.MaxSessionsPerKey
 	m.Broker.Store, m.Broker.Notifier = sessionStore(st)
+	// A card request settles its claim when the site's answer arrives:
+	// the lease outlasts the longest wait for one.
+	m.Broker.ClaimLease = max(2*time.Minute, l.UpstreamTimeout+time.Minute)
 	m.Broker.OnOpen(func(*broker.Session) { m.daemonMetrics.sessions.Inc() })
 	m.Broker.OnClose(func(*broker.Session) { m.daemonMetrics.sessions.Dec() })
 	m.endedReports = newEndedReports(m.Now)
