@@ -160,6 +160,11 @@ func TestPackageDocs(t *testing.T) {
 // internal/cardcheck: the duplicate-card rule of the CLI and the dashboard.
 func init() { domainImports["internal/cardcheck"] = []string{".", "vault"} }
 
+// broker/sessionstoretest: the conformance suite of broker.SessionStore.
+func init() {
+	domainImports["broker/sessionstoretest"] = []string{".", "broker", "hostname", "policy", "tokens", "vault"}
+}
+
 var domainImports = map[string][]string{
 	".":                    {},
 	"hostname":             {"."},

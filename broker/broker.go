@@ -183,6 +183,14 @@ type Session struct {
 	// capture is an armed TOTP enrolment capture (totp_capture.go).
 	signedIn map[string]bool
 	capture  *totpCapture
+
+	// broker is the session's broker (a Use settles through its store);
+	// storedUse is the last use written to the store (unix nanoseconds).
+	broker    *Broker
+	storedUse atomic.Int64
+	// stale: another replica changed the session's grants since it was
+	// read (EventGrant); its next request reads them again.
+	stale atomic.Bool
 }
 
 // DecideArgs is what an authorization decision sees.
@@ -246,16 +254,38 @@ type Broker struct {
 	SessionMaxAge     time.Duration
 	MaxSessionsPerKey int
 
+	// Store, when set, shares sessions and grants between replicas and
+	// across restarts (sessionstore.go, shared.go); Notifier then tells the
+	// other replicas what changed. nil: sessions live in this process only.
+	Store    SessionStore
+	Notifier Notifier
+	// ClaimLease bounds how long a request may hold a one-purchase grant
+	// claimed in the Store without settling it (default 2 minutes); after
+	// it the grant counts as used (shared.go).
+	ClaimLease time.Duration
+
 	mu      sync.RWMutex
 	byID    map[string]*Session
 	onClose []func(*Session)
+	onOpen  []func(*Session)
 
 	recipients recipients
+
+	idOnce     sync.Once
+	id         string      // this broker's name in Events
+	listenDown atomic.Bool // the Notifier lost its listener (shared.go)
+	listening  atomic.Bool // the Notifier listens (it sent EventResync)
+	echoMu     sync.Mutex
+	echoes     map[string]chan struct{} // EventGrant echoes awaited
 }
 
 // OnClose registers fn to run after a session ends (the proxy drops what it
 // cached for it). Register before serving.
 func (ss *Broker) OnClose(fn func(*Session)) { ss.onClose = append(ss.onClose, fn) }
+
+// OnOpen registers fn to run when a session starts being served by this
+// broker: created here, or loaded from the Store. Register before serving.
+func (ss *Broker) OnOpen(fn func(*Session)) { ss.onOpen = append(ss.onOpen, fn) }
 
 func (ss *Broker) now() time.Time {
 	if ss.Now != nil {
@@ -298,9 +328,8 @@ func (ss *Broker) Alive(s *Session) bool {
 	if s.Closed() {
 		return false
 	}
-	if ss.expired(s, ss.now()) {
-		_, _ = ss.Close(s.ID)
-		return false
+	if now := ss.now(); ss.expired(s, now) {
+		return !ss.expire(s, now)
 	}
 	return true
 }
@@ -310,16 +339,18 @@ func (ss *Broker) Alive(s *Session) bool {
 func (ss *Broker) Sweep() {
 	now := ss.now()
 	ss.mu.RLock()
-	var ids []string
-	for id, s := range ss.byID {
+	var old, all []*Session
+	for _, s := range ss.byID {
 		if ss.expired(s, now) {
-			ids = append(ids, id)
+			old = append(old, s)
 		}
+		all = append(all, s)
 	}
 	ss.mu.RUnlock()
-	for _, id := range ids {
-		_, _ = ss.Close(id)
+	for _, s := range old {
+		ss.expire(s, now)
 	}
+	ss.storeUses(all)
 }
 
 // New returns a broker with no sessions.
@@ -351,14 +382,17 @@ func (ss *Broker) Create(ctx context.Context, apiKey string) (*Session, string, 
 		created:  ss.now(),
 		bindings: map[string]*Grant{},
 		report:   control.Report{FilledFieldKinds: []string{}, CredentialWrites: []string{}},
+		broker:   ss,
 	}
 	ss.Touch(s)
 	limit := ss.MaxSessionsPerKey
 	if limit <= 0 {
 		limit = 64
 	}
+	if err := ss.storeCreate(ctx, s); err != nil {
+		return nil, "", err
+	}
 	ss.mu.Lock()
-	defer ss.mu.Unlock()
 	n := 0
 	for _, o := range ss.byID {
 		if o.Key.ID == key.ID {
@@ -366,17 +400,21 @@ func (ss *Broker) Create(ctx context.Context, apiKey string) (*Session, string, 
 		}
 	}
 	if n >= limit {
+		ss.mu.Unlock()
+		ss.storeEnd(s.ID, "refused: too many sessions")
 		return nil, "", agentvault.Errorf(agentvault.CodeTooManySessions, "this API key has too many open sessions: close one first")
 	}
 	ss.byID[s.ID] = s
+	ss.mu.Unlock()
+	for _, fn := range ss.onOpen {
+		fn(s)
+	}
 	return s, password, nil
 }
 
-// Get returns a live session.
+// Get returns a live session: held here, or loaded from the Store.
 func (ss *Broker) Get(id string) (*Session, error) {
-	ss.mu.RLock()
-	s := ss.byID[id]
-	ss.mu.RUnlock()
+	s := ss.lookup(id)
 	if s == nil {
 		return nil, agentvault.Errorf(agentvault.CodeNotFound, "no such session")
 	}
@@ -385,9 +423,7 @@ func (ss *Broker) Get(id string) (*Session, error) {
 
 // Authenticate checks a proxy credential (user = session id).
 func (ss *Broker) Authenticate(user, password string) (*Session, bool) {
-	ss.mu.RLock()
-	s := ss.byID[user]
-	ss.mu.RUnlock()
+	s := ss.lookup(user)
 	if s == nil {
 		// Same work either way, so timing does not reveal live session ids.
 		h := sha256.Sum256([]byte(password))
@@ -405,15 +441,39 @@ func (ss *Broker) Authenticate(user, password string) (*Session, bool) {
 	return s, true
 }
 
-// Close ends a session: its credential stops working, its released values
-// are wiped, and its final report is returned.
+// Close ends a session: its credential stops working (on every replica
+// sharing the Store), its released values are wiped, and its final report
+// (what this replica saw) is returned.
 func (ss *Broker) Close(id string) (control.Report, error) {
-	ss.mu.Lock()
-	s := ss.byID[id]
-	delete(ss.byID, id)
-	ss.mu.Unlock()
+	return ss.end(id, "closed")
+}
+
+// end ends session id everywhere: in the Store (the other replicas are
+// told), then here.
+func (ss *Broker) end(id, reason string) (control.Report, error) {
+	s := ss.lookup(id)
 	if s == nil {
 		return control.Report{}, agentvault.Errorf(agentvault.CodeNotFound, "no such session")
+	}
+	err := ss.storeEnd(id, reason)
+	rep, ok := ss.drop(s)
+	if !ok {
+		return control.Report{}, agentvault.Errorf(agentvault.CodeNotFound, "no such session")
+	}
+	return rep, err
+}
+
+// drop ends s in this process only: it leaves the cache, its values are
+// wiped, the OnClose hooks run. False when it was dropped already.
+func (ss *Broker) drop(s *Session) (control.Report, bool) {
+	ss.mu.Lock()
+	held := ss.byID[s.ID] == s
+	if held {
+		delete(ss.byID, s.ID)
+	}
+	ss.mu.Unlock()
+	if !held {
+		return control.Report{}, false
 	}
 	for _, fn := range ss.onClose {
 		defer fn(s)
@@ -432,19 +492,25 @@ func (ss *Broker) Close(id string) (control.Report, error) {
 	s.bindings = map[string]*Grant{}
 	s.scrubStandIns = nil
 	s.version++
-	return s.reportLocked(), nil
+	return s.reportLocked(), true
 }
 
-// CloseAll ends every session (shutdown).
+// CloseAll ends every session this process holds (shutdown), wiping its
+// values. With a Store the sessions stay open there: another replica, or
+// this one restarted, serves them on.
 func (ss *Broker) CloseAll() {
 	ss.mu.RLock()
-	ids := make([]string, 0, len(ss.byID))
-	for id := range ss.byID {
-		ids = append(ids, id)
+	all := make([]*Session, 0, len(ss.byID))
+	for _, s := range ss.byID {
+		all = append(all, s)
 	}
 	ss.mu.RUnlock()
-	for _, id := range ids {
-		_, _ = ss.Close(id)
+	for _, s := range all {
+		if ss.Store != nil {
+			ss.drop(s)
+		} else {
+			_, _ = ss.Close(s.ID)
+		}
 	}
 }
 
@@ -486,6 +552,7 @@ func (ss *Broker) SetLiveValue(sessionID, itemID string, f vault.Field, v vault.
 // Grants lists the session's grants with a version that changes whenever
 // they do, so the proxy can cache what it builds from them.
 func (s *Session) Grants() (int, []*Grant) {
+	s.syncStale()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]*Grant, 0, len(s.bindings)/2+1)
@@ -630,7 +697,15 @@ func (ss *Broker) Authorize(ctx context.Context, s *Session, req control.Authori
 	var resp control.AuthorizeResponse
 	err := ss.allow(s)
 	if err == nil {
+		// The grant's shared state first (spent or renewed on another
+		// replica), and the grant written through before the answer.
+		err = ss.refresh(ctx, s)
+	}
+	if err == nil {
 		resp, err = ss.authorize(ctx, s, req)
+	}
+	if err == nil {
+		resp, err = ss.writeGrant(ctx, s, req.Token, resp)
 	}
 	if err != nil {
 		ss.deniedAuthorize(s, err)

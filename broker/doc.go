@@ -7,6 +7,12 @@
 // returned (P12), its recipient recorded for scrubbing (P10); ScrubSet lists
 // exactly the values a host was sent, so scrubbing is no oracle.
 //
+// With a SessionStore the sessions and grants live in the store and the
+// in-memory Session is a cache, so several proxyd replicas serve any session
+// and a one-purchase grant is claimed in the store (shared.go); a Notifier
+// tells the other replicas what changed. Without one, everything stays in
+// this process.
+//
 // The proxy mechanism (TLS, HTTP/1.1 and h2, WebSocket, rewriting, matching
 // and scrubbing bytes) is package intercept's, which asks the broker through
 // these few calls. The broker must never see HTTP, never log or return a

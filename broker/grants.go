@@ -15,10 +15,16 @@ import (
 // grants it holds in flight until Done settles them on the site's answer.
 type Use struct {
 	s    *Session
-	held []*Grant
+	held []heldGrant
 	// WS: the request became a WebSocket; a card grant used in one of its
 	// messages is spent at once (a message has no answer to settle on).
 	WS bool
+}
+
+// heldGrant is a grant a request holds, with its claim in the Store.
+type heldGrant struct {
+	b     *Grant
+	claim string
 }
 
 // NewUse starts a request's use of s's grants.
@@ -31,20 +37,24 @@ func (u *Use) Done(status int) {
 	if u == nil || len(u.held) == 0 {
 		return
 	}
+	accepted := status >= 200 && status < 400
 	u.s.mu.Lock()
-	for _, b := range u.held {
-		b.inFlight = false
-		if status >= 200 && status < 400 {
-			b.spent = true
+	for _, h := range u.held {
+		h.b.inFlight = false
+		if accepted {
+			h.b.spent = true
 		}
 	}
 	u.s.mu.Unlock()
+	if ss := u.s.broker; ss != nil && ss.Store != nil {
+		ss.settle(u.s, u.held, accepted)
+	}
 	u.held = nil
 }
 
 // useGrant checks that b may go to dest now, by its origins, expiry and
 // use rule (P21), and holds a one-purchase grant for u until Done.
-func (ss *Broker) useGrant(u *Use, b *Grant, dest hostname.Origin) error {
+func (ss *Broker) useGrant(ctx context.Context, u *Use, b *Grant, dest hostname.Origin) error {
 	s := u.s
 	now := ss.now()
 	s.mu.Lock()
@@ -67,12 +77,16 @@ func (ss *Broker) useGrant(u *Use, b *Grant, dest hostname.Origin) error {
 	if b.inFlight {
 		return agentvault.Errorf(agentvault.CodeGrantInUse, "another request is using this card authorization")
 	}
+	if ss.Store != nil {
+		// The claim is the Store's: two replicas never both hold it.
+		return ss.claim(ctx, u, b, now)
+	}
 	if u.WS {
 		b.spent = true
 		return nil
 	}
 	b.inFlight = true
-	u.held = append(u.held, b)
+	u.held = append(u.held, heldGrant{b: b})
 	return nil
 }
 
@@ -84,7 +98,13 @@ func (ss *Broker) useGrant(u *Use, b *Grant, dest hostname.Origin) error {
 // of its recipients (P10). The caller wipes the returned bytes.
 func (ss *Broker) Release(ctx context.Context, u *Use, b *Grant, dest hostname.Origin) ([]byte, error) {
 	s := u.s
-	if err := ss.useGrant(u, b, dest); err != nil {
+	if ss.listenDown.Load() {
+		// Ends on other replicas may have been missed: ask the Store.
+		if err := ss.refresh(ctx, s); err != nil {
+			return nil, err
+		}
+	}
+	if err := ss.useGrant(ctx, u, b, dest); err != nil {
 		return nil, err
 	}
 	item, err := ss.Vault.GetByLabel(ctx, s.Key.Org, b.item.Kind, b.item.Label)
@@ -124,7 +144,9 @@ func (ss *Broker) Release(ctx context.Context, u *Use, b *Grant, dest hostname.O
 		raw = append([]byte(nil), sec.InsecureRawBytes()...)
 		sec.Wipe()
 	}
-	ss.recipients.add(b.item, b.field, dest.Host, raw, b.live)
+	if ss.recipients.add(b.item, b.field, dest.Host, raw, b.live) {
+		ss.notifyRecipient(ctx, b.item, b.field, dest.Host)
+	}
 	if b.field == vault.FieldPassword {
 		s.markSignedIn(b.item.ID)
 	}
@@ -179,11 +201,13 @@ type RecipientLister interface {
 	Recipients(ctx context.Context, org string) ([]Recipient, error)
 }
 
-// add records that host was sent the value of (item, field). TOTP codes
-// change every step and are not kept (the seed never leaves the vault).
-func (r *recipients) add(item vault.Item, f vault.Field, host string, raw []byte, live bool) {
+// add records that host was sent the value of (item, field), and reports
+// whether host is a new recipient of it. TOTP codes change every step and
+// are not kept (the seed never leaves the vault). raw nil: the value is
+// not known here (another replica released it).
+func (r *recipients) add(item vault.Item, f vault.Field, host string, raw []byte, live bool) bool {
 	if f == vault.FieldTOTP {
-		return
+		return false
 	}
 	k := recipKey(item.ID, f)
 	r.mu.Lock()
@@ -196,18 +220,19 @@ func (r *recipients) add(item vault.Item, f vault.Field, host string, raw []byte
 		rc = &recipient{item: item, field: f, hosts: map[string]bool{}, live: live}
 		r.byKey[k] = rc
 	}
-	changed := false
+	changed, newHost := false, false
 	if !rc.hosts[host] {
 		rc.hosts[host] = true
-		changed = true
+		changed, newHost = true, true
 	}
-	if rc.real.IsZero() {
+	if rc.real.IsZero() && raw != nil {
 		rc.real = vault.NewSecret(raw)
 		changed = true
 	}
 	if changed {
 		r.ver.Add(1)
 	}
+	return newHost
 }
 
 // load reads the durable record once.

@@ -27,6 +27,11 @@ type BlobStore interface {
 	OpenBlob(ctx context.Context, name string) ([]byte, error)
 }
 
+// blobCreator seals a blob only when there is none (vault.Vault).
+type blobCreator interface {
+	OpenOrCreateBlob(ctx context.Context, name string, create func() ([]byte, error)) ([]byte, error)
+}
+
 // CABlobName is the vault blob holding the MITM CA (certificate and key).
 const CABlobName = "mitm-ca"
 
@@ -61,6 +66,18 @@ type leafEntry struct {
 func LoadOrCreateCA(ctx context.Context, bs BlobStore, now func() time.Time) (*CA, error) {
 	if now == nil {
 		now = time.Now
+	}
+	if oc, ok := bs.(blobCreator); ok {
+		// Replicas starting at once on one empty store: the first sealed
+		// CA is every replica's (create-if-absent, never overwritten).
+		data, err := oc.OpenOrCreateBlob(ctx, CABlobName, func() ([]byte, error) {
+			_, pemData, err := NewCA(now)
+			return pemData, err
+		})
+		if err != nil {
+			return nil, agentvault.Wrap(agentvault.ErrorCode(err), err, "open the MITM CA")
+		}
+		return parseCA(data, now)
 	}
 	data, err := bs.OpenBlob(ctx, CABlobName)
 	if err == nil {

@@ -37,9 +37,6 @@ func (c *controlService) CreateSession(ctx context.Context, apiKey string) (cont
 	if err != nil {
 		return control.CreateSessionResponse{}, err
 	}
-	if c.metrics != nil {
-		c.metrics.sessions.Inc()
-	}
 	resp := control.CreateSessionResponse{ID: s.ID, ProxyURL: c.proxyURL, ProxyUser: s.ID, ProxyPassword: pw,
 		CASPKI: c.ca.SPKIHash(), CAPEM: string(c.ca.CertPEM())}
 	if c.broker.SessionMaxAge > 0 {

@@ -236,6 +236,11 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	m.Broker.Policy = eng
 	m.Broker.GrantTTL, m.Broker.SessionIdle, m.Broker.SessionMaxAge = l.GrantTTL, l.SessionIdle, l.SessionMaxAge
 	m.Broker.MaxSessionsPerKey = l.MaxSessionsPerKey
+	m.Broker.Store, m.Broker.Notifier = sessionStore(st)
+	// A card request settles its claim when the site's answer arrives:
+	// the lease outlasts the longest wait for one.
+	m.Broker.ClaimLease = max(2*time.Minute, l.UpstreamTimeout+time.Minute)
+	m.Broker.OnOpen(func(*broker.Session) { m.daemonMetrics.sessions.Inc() })
 	m.Broker.OnClose(func(*broker.Session) { m.daemonMetrics.sessions.Dec() })
 	m.endedReports = newEndedReports(m.Now)
 	m.Broker.OnClose(func(s *broker.Session) { m.endedReports.add(s.ID, s.Report()) })
@@ -355,6 +360,21 @@ func (m *Main) openStore(ctx context.Context) (appStore, error) {
 	}
 }
 
+// sessionStore is where the broker keeps sessions and grants: the
+// store's tables, so every replica on one Postgres serves every session
+// (LISTEN/NOTIFY tells the others what changed) and a restarted proxyd on
+// SQLite keeps its sessions (one process: events stay in it).
+func sessionStore(st appStore) (broker.SessionStore, broker.Notifier) {
+	ss, ok := st.(broker.SessionStore)
+	if !ok {
+		return nil, nil
+	}
+	if pg, ok := st.(*postgres.Store); ok {
+		return ss, pg.Notifier()
+	}
+	return ss, &broker.LocalNotifier{}
+}
+
 // registerDefaultKey records the api-key file's key in the owner store as
 // DefaultKeyID (its hash only, every card and login), so the owner sees it in
 // `proxyd owner keys` and on the dashboard and can revoke it. A key already
@@ -419,6 +439,18 @@ func (m *Main) Run(ctx context.Context) error {
 	sweepCtx, stopSweep := context.WithCancel(ctx)
 	defer stopSweep()
 	go m.Owner.RunSweeper(sweepCtx, 30*time.Second)
+	// Other replicas' session ends, grant changes and recipients (P10,
+	// P21), listened to before anything is served.
+	listening := make(chan struct{})
+	go m.Broker.Listen(sweepCtx, listening)
+	select {
+	case <-listening:
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		// The broker checks the store before each release until it listens.
+		m.Broker.HandleEvent(broker.Event{Type: broker.EventDisconnected})
+		m.Logger.Warn("not listening to the other replicas yet; checking the store before each release")
+	}
 	go func() {
 		// Idle and aged-out proxy sessions end within a second (P21).
 		t := time.NewTicker(time.Second)

@@ -5,7 +5,7 @@
 # is stopped and the dir removed, whatever happens (trap). Each test makes
 # its own schema (store/postgres/pgtest), so tests never collide.
 #
-#   scripts/test-postgres.sh                    # the store suites and their users, then -race on ./store/...
+#   scripts/test-postgres.sh                    # the store suites and their users (incl. proxyd replicas), then -race on ./store/... and ./broker/...
 #   scripts/test-postgres.sh -run X ./store/... # any go test arguments instead
 #
 # Needs Debian's postgresql package (make system-deps installs it when
@@ -65,5 +65,5 @@ if [ $# -gt 0 ]; then
 	$GO test "$@"
 else
 	$GO test -count=1 "${PKGS[@]}"
-	$GO test -race -count=1 ./store/...
+	$GO test -race -count=1 ./store/... ./broker/...
 fi

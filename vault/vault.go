@@ -888,6 +888,17 @@ func (v *Vault) openBlob(ctx context.Context, name string) ([]byte, error) {
 	return open(dekLookup(dek), rec.Data, blobAAD(name))
 }
 
+// OpenOrCreateBlob returns blob name, sealing create()'s bytes as it when
+// there is none yet: exactly once across every process sharing the store
+// (replicas starting together on an empty Postgres all end with the first
+// writer's blob, e.g. one MITM CA).
+func (v *Vault) OpenOrCreateBlob(ctx context.Context, name string, create func() ([]byte, error)) ([]byte, error) {
+	if name == "" || strings.HasPrefix(name, reservedBlobPrefix) || !plainText(name, 200) {
+		return nil, invalid("blob name must be a single line not starting with %q", reservedBlobPrefix)
+	}
+	return v.openOrCreateBlob(ctx, name, create)
+}
+
 // DeploymentSecret is a random 32-byte secret created once per deployment
 // and kept sealed in the store. tokens derives token suffixes from it.
 func (v *Vault) DeploymentSecret(ctx context.Context) ([]byte, error) {

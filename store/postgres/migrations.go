@@ -186,6 +186,11 @@ CREATE INDEX refusals_org_time ON refusals (org, time);
 ALTER TABLE approvals ADD COLUMN item_id text NOT NULL DEFAULT '';
 ALTER TABLE approvals ADD COLUMN page text NOT NULL DEFAULT '';
 `,
+	// Proxy sessions and their grants, shared by every proxyd replica
+	// (broker.SessionStore, sessions.go). An ended session stays as a
+	// tombstone so no replica serves it again; its grants go. Mirrors
+	// store/sqlite's migration 70.
+	5: sessionsMigration,
 }
 
 // LatestSchemaVersion is the version Open migrates to.
