@@ -276,7 +276,8 @@ type Broker struct {
 	listenDown atomic.Bool // the Notifier lost its listener (shared.go)
 	listening  atomic.Bool // the Notifier listens (it sent EventResync)
 	echoMu     sync.Mutex
-	echoes     map[string]chan struct{} // EventGrant echoes awaited
+	echoes     map[string]*echoWaiter // EventGrant echoes awaited
+	peers      map[string]time.Time   // other replicas, by when last heard
 }
 
 // OnClose registers fn to run after a session ends (the proxy drops what it

@@ -90,6 +90,22 @@ func (ss *Broker) useGrant(ctx context.Context, u *Use, b *Grant, dest hostname.
 	return nil
 }
 
+// renewedElsewhere reports, for a grant refused by what this replica holds
+// (spent, expired, not for this origin), whether the Store says otherwise:
+// an authorize on another replica renews a grant in place, and this
+// replica may not have heard of it yet. It re-reads the session once.
+func (ss *Broker) renewedElsewhere(ctx context.Context, s *Session, err error) bool {
+	if ss.Store == nil {
+		return false
+	}
+	switch agentvault.ErrorCode(err) {
+	case agentvault.CodeGrantUsed, agentvault.CodeGrantExpired, agentvault.CodeDestinationUnauthorized:
+	default:
+		return false
+	}
+	return ss.refresh(ctx, s) == nil
+}
+
 // Release is the only way a real value goes on the wire. It checks the
 // grant (P21: origin, expiry, use rule), the item as it is now (removed, or
 // its sites edited), the one scope rule (P2) and the owner's current state
@@ -105,7 +121,14 @@ func (ss *Broker) Release(ctx context.Context, u *Use, b *Grant, dest hostname.O
 		}
 	}
 	if err := ss.useGrant(ctx, u, b, dest); err != nil {
-		return nil, err
+		if !ss.renewedElsewhere(ctx, s, err) {
+			return nil, err
+		}
+		// Another replica may have renewed the grant (a new authorize)
+		// since this one read it: the Store's view decides.
+		if err := ss.useGrant(ctx, u, b, dest); err != nil {
+			return nil, err
+		}
 	}
 	item, err := ss.Vault.GetByLabel(ctx, s.Key.Org, b.item.Kind, b.item.Label)
 	if err != nil || item.ID != b.item.ID {

@@ -137,6 +137,11 @@ const (
 	// until the next EventResync the broker checks the store before every
 	// release instead of trusting its cache.
 	EventDisconnected EventType = "disconnected"
+	// EventAck: a replica applied the EventGrant whose Echo it names.
+	EventAck EventType = "ack"
+	// EventHello: a replica is listening (sent every helloEvery), so an
+	// authorize knows whose acknowledgements to wait for.
+	EventHello EventType = "hello"
 )
 
 // Notifier carries Events between replicas (Postgres LISTEN/NOTIFY; in

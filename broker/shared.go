@@ -304,15 +304,39 @@ func (ss *Broker) writeGrant(ctx context.Context, s *Session, token string, resp
 	return resp, nil
 }
 
-// echoWait bounds how long an authorize waits to hear its own EventGrant.
+// echoWait bounds how long an authorize waits for its EventGrant to be
+// heard back and acknowledged.
 const echoWait = time.Second
 
+// helloEvery is how often a listening replica says so; a replica not heard
+// for peerGone is not waited for (it stopped, or lost its listener and
+// re-reads everything when it is back: EventResync).
+const (
+	helloEvery = 2 * time.Second
+	peerGone   = 3 * helloEvery
+)
+
+// echoWaiter is one authorize's wait: for its own event to come back and for
+// every other listening replica to acknowledge it.
+type echoWaiter struct {
+	self    bool
+	pending map[string]bool
+	done    chan struct{}
+}
+
+func (w *echoWaiter) check() {
+	if w.self && len(w.pending) == 0 && w.done != nil {
+		close(w.done)
+		w.done = nil
+	}
+}
+
 // notifyAndHear sends ev and waits (at most echoWait) until this broker's
-// own listener heard it back: the Notifier delivers it to every replica at
-// once (Postgres sends a NOTIFY to every listener at commit), so when the
-// authorize answers, the other replicas have it too, and the browser's
-// request carrying the stand-in finds the grant on whichever replica it
-// reaches. Without a listener it does not wait.
+// own listener heard it back and every other replica heard lately
+// acknowledged it (EventAck, sent after the replica marked the session to
+// be read again). So when the authorize answers, the browser's request
+// carrying the stand-in finds the grant on whichever replica it reaches.
+// Without a listener it does not wait.
 func (ss *Broker) notifyAndHear(ctx context.Context, ev Event) {
 	if ss.Notifier == nil {
 		return
@@ -322,12 +346,21 @@ func (ss *Broker) notifyAndHear(ctx context.Context, ev Event) {
 		return
 	}
 	ev.Echo = randomID("e_", 8)
-	heard := make(chan struct{})
+	done := make(chan struct{})
+	w := &echoWaiter{pending: map[string]bool{}, done: done}
+	now := time.Now()
 	ss.echoMu.Lock()
 	if ss.echoes == nil {
-		ss.echoes = map[string]chan struct{}{}
+		ss.echoes = map[string]*echoWaiter{}
 	}
-	ss.echoes[ev.Echo] = heard
+	for id, at := range ss.peers {
+		if now.Sub(at) < peerGone {
+			w.pending[id] = true
+		} else {
+			delete(ss.peers, id)
+		}
+	}
+	ss.echoes[ev.Echo] = w
 	ss.echoMu.Unlock()
 	defer func() {
 		ss.echoMu.Lock()
@@ -338,9 +371,38 @@ func (ss *Broker) notifyAndHear(ctx context.Context, ev Event) {
 	t := time.NewTimer(echoWait)
 	defer t.Stop()
 	select {
-	case <-heard:
+	case <-done:
 	case <-t.C:
 	case <-ctx.Done():
+	}
+}
+
+// heard records that replica from is listening.
+func (ss *Broker) heard(from string) {
+	if from == "" {
+		return
+	}
+	ss.echoMu.Lock()
+	if ss.peers == nil {
+		ss.peers = map[string]time.Time{}
+	}
+	ss.peers[from] = time.Now()
+	ss.echoMu.Unlock()
+}
+
+// hello says this replica listens, every helloEvery until ctx ends.
+func (ss *Broker) hello(ctx context.Context) {
+	t := time.NewTicker(helloEvery)
+	defer t.Stop()
+	for {
+		if ss.listening.Load() {
+			ss.notify(ctx, Event{Type: EventHello})
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
 }
 
@@ -421,6 +483,7 @@ func (ss *Broker) Listen(ctx context.Context, ready chan<- struct{}) {
 		}
 		return
 	}
+	go ss.hello(ctx)
 	ss.Notifier.Listen(ctx, ready, ss.HandleEvent)
 }
 
@@ -428,16 +491,17 @@ func (ss *Broker) Listen(ctx context.Context, ready chan<- struct{}) {
 // own EventResync and EventDisconnected).
 func (ss *Broker) HandleEvent(ev Event) {
 	if ev.From != "" && ev.From == ss.replicaID() {
-		if ev.Echo != "" {
+		if ev.Echo != "" && ev.Type != EventAck {
 			ss.echoMu.Lock()
-			if ch := ss.echoes[ev.Echo]; ch != nil {
-				close(ch)
-				delete(ss.echoes, ev.Echo)
+			if w := ss.echoes[ev.Echo]; w != nil {
+				w.self = true
+				w.check()
 			}
 			ss.echoMu.Unlock()
 		}
 		return
 	}
+	ss.heard(ev.From)
 	held := func(id string) *Session {
 		ss.mu.RLock()
 		defer ss.mu.RUnlock()
@@ -457,6 +521,19 @@ func (ss *Broker) HandleEvent(ev Event) {
 		if s := held(ev.Session); s != nil {
 			s.stale.Store(true)
 		}
+		if ev.Echo != "" {
+			// Marked: the sender's authorize may answer.
+			ss.notify(ctx, Event{Type: EventAck, Echo: ev.Echo})
+		}
+	case EventAck:
+		ss.echoMu.Lock()
+		if w := ss.echoes[ev.Echo]; w != nil {
+			delete(w.pending, ev.From)
+			w.check()
+		}
+		ss.echoMu.Unlock()
+	case EventHello:
+		// heard above
 	case EventRecipient:
 		it, err := ss.Vault.GetByLabel(ctx, ev.Org, vault.Kind(ev.Kind), ev.Label)
 		if err != nil || it.ID != ev.ItemID || ev.Host == "" {

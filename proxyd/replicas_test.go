@@ -582,3 +582,39 @@ func TestReplicas_SQLiteRestartKeepsSessions(t *testing.T) {
 		t.Fatal("a closed session's credentials still open tunnels")
 	}
 }
+
+// TestP21_NewGrantUsableAtOnceOnOtherReplica: an authorize answers only
+// once the other replica has marked the session to be read again, so the
+// request carrying the stand-in, sent the moment the answer arrives, is
+// released on the other replica: never a stand-in forwarded unrecognised,
+// never a grant_used from a stale copy. Each round is a new purchase
+// (authorize on A, pay through B), in a session B already holds.
+func TestP21_NewGrantUsableAtOnceOnOtherReplica(t *testing.T) {
+	rec := &recorder{}
+	r := newReplicas(t, rec.handle)
+	s := r.session(t, r.ca)
+	const rounds = 100
+	for i := range rounds {
+		// Authorize on A and pay through B, then the other way round.
+		ctl, other := r.ca, r.b
+		if i%2 == 1 {
+			ctl, other = r.cb, r.a
+		}
+		si, err := r.authorize(t, ctl, s, r.token, nil)
+		if err != nil {
+			t.Fatalf("round %d: authorize: %v", i, err)
+		}
+		if code := post(t, via(other, s), r.page("shop.test", "/pay"), "cc="+si); code != "" {
+			t.Fatalf("round %d: the purchase was refused on the other replica: %s", i, code)
+		}
+	}
+	got := rec.all()
+	if len(got) != rounds {
+		t.Fatalf("the site got %d requests for %d purchases", len(got), rounds)
+	}
+	for i, g := range got {
+		if g != "cc="+r.number {
+			t.Fatalf("request %d reached the site without the real number (a stand-in forwarded unrecognised)", i)
+		}
+	}
+}

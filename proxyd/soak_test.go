@@ -218,7 +218,11 @@ func TestSoakTwoReplicas(t *testing.T) {
 				body, _ := io.ReadAll(resp.Body)
 				resp.Body.Close()
 				if resp.StatusCode != 200 || strings.Contains(string(body), number) || !strings.Contains(string(body), a.Value) {
-					fail("session %d: purchase answered %d, scrubbed=%v", no, resp.StatusCode, !strings.Contains(string(body), number))
+					msg := "(holds the number)"
+					if !strings.Contains(string(body), number) {
+						msg = string(body[:min(len(body), 300)])
+					}
+					fail("session %d: purchase answered %d: %s", no, resp.StatusCode, msg)
 					return
 				}
 				purchases.Add(1)
