@@ -39,6 +39,15 @@ type Main struct {
 	// ArtifactDir keeps browser_login's masked diagnostic captures for the
 	// owner (--artifact-dir); empty keeps none.
 	ArtifactDir string
+	// LoginBudget shortens browser_login's end-to-end budget
+	// (--login-budget; 0: DefaultLoginBudget). It never lengthens it: the
+	// seed promises an answer within 120 s.
+	LoginBudget time.Duration
+	// Captcha is the managed browser's captcha solver browser_login waits
+	// on (CaptchaProviderFor maps the seed's provider names); nil, as in
+	// cmd/mcpd with its self-hosted Chromium, means no waits. In-process
+	// tests set a test solver here.
+	Captcha CaptchaProvider
 	// Credentials turns on the portal credential tools (seed 003);
 	// SkillsDir, when set, skill_find and file_write over that directory.
 	Credentials bool
@@ -99,6 +108,7 @@ func (m *Main) ParseFlags(args []string) error {
 	fs := flag.NewFlagSet("mcpd", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
 	fs.StringVar(&m.ArtifactDir, "artifact-dir", envOr("AGENTVAULT_ARTIFACT_DIR", ""), "keep browser_login's masked diagnostic captures here for the owner (empty: none kept)")
+	fs.DurationVar(&m.LoginBudget, "login-budget", envDuration("AGENTVAULT_LOGIN_BUDGET", 0), "shorten browser_login's end-to-end budget (at most and by default 120s)")
 	fs.StringVar(&m.ControlURL, "control-url", envOr("AGENTVAULT_CONTROL_URL", m.ControlURL), "proxyd control API base URL (loopback); several replicas of one deployment separated by commas")
 	fs.StringVar(&m.ControlTokenFile, "control-token-file", envOr("AGENTVAULT_CONTROL_TOKEN_FILE", m.ControlTokenFile), "file holding the control API bearer token")
 	fs.StringVar(&m.APIKeyFile, "api-key-file", envOr("AGENTVAULT_API_KEY_FILE", m.APIKeyFile), "file holding the agent API key (AGENTVAULT_API_KEY takes precedence)")
@@ -125,6 +135,11 @@ func (m *Main) ParseFlags(args []string) error {
 			fmt.Fprintln(m.Stderr, "mcpd:", agentvault.ErrorMessage(err))
 			return err
 		}
+	}
+	if m.LoginBudget < 0 || m.LoginBudget > DefaultLoginBudget {
+		err := agentvault.Errorf(agentvault.CodeInvalidInput, "--login-budget must be between 0 (the default, %s) and %s", DefaultLoginBudget, DefaultLoginBudget)
+		fmt.Fprintln(m.Stderr, "mcpd:", agentvault.ErrorMessage(err))
+		return err
 	}
 	if m.MetricsAddr != "" && m.MetricsAddr != "off" {
 		if err := checkMetricsAddr(m.MetricsAddr); err != nil {
@@ -254,6 +269,7 @@ func (m *Main) Open() error {
 	}
 	cfg.HandoffWait = m.HandoffTimeout
 	cfg.ArtifactDir = m.ArtifactDir
+	cfg.LoginBudget, cfg.Captcha = m.LoginBudget, m.Captcha
 	cfg.NetworkLog = m.NetworkLog
 	if m.Credentials {
 		cfg.Credentials = ctl

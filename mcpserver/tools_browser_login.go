@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -108,7 +109,7 @@ func (s *Server) browserLogin(ctx context.Context, in browserLoginIn) (*mcp.Call
 		return nil, agentvault.Errorf(code, "%s Nothing was learned about the credential. Take a snapshot (observe_page) and call browser_login again if you decide to; do not retry automatically.", msg)
 	}
 	timedOut := func() (*mcp.CallToolResult, error) {
-		return notConcluded(agentvault.CodeBrowserLoginTimeout, "The sign-in did not finish within the 120 s budget (slow portal, or still loading).")
+		return notConcluded(agentvault.CodeBrowserLoginTimeout, fmt.Sprintf("The sign-in did not finish within the %s budget (slow portal, or still loading).", budget))
 	}
 
 	emailTok, userTok, pwTok, err := s.loginTokens(ctx, in.CredentialID, ss.page.URL())

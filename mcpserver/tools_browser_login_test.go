@@ -163,3 +163,31 @@ func TestSeed000_BrowserLoginWaitsForCaptcha(t *testing.T) {
 		t.Fatalf("captcha pending: %q; submits %d -> %d", txt, posts, browsertest.PortalPosts())
 	}
 }
+
+// Seed 000: the budget is at most 120 s. --login-budget (or
+// AGENTVAULT_LOGIN_BUDGET) shortens it for tests and impatient owners;
+// a longer or negative one is refused before anything starts.
+func TestSeed000_BrowserLoginBudgetFlagOnlyShortens(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want time.Duration
+		ok   bool
+	}{
+		{nil, "", 0, true},
+		{[]string{"--login-budget", "20s"}, "", 20 * time.Second, true},
+		{nil, "15s", 15 * time.Second, true},
+		{[]string{"--login-budget", "120s"}, "", DefaultLoginBudget, true},
+		{[]string{"--login-budget", "121s"}, "", 0, false},
+		{nil, "3m", 0, false},
+		{[]string{"--login-budget", "-1s"}, "", 0, false},
+	} {
+		t.Setenv("AGENTVAULT_LOGIN_BUDGET", tc.env)
+		m := NewMain()
+		m.Stderr = &syncBuffer{}
+		err := m.ParseFlags(tc.args)
+		if (err == nil) != tc.ok || tc.ok && m.LoginBudget != tc.want {
+			t.Errorf("%v env %q: budget %s, err %v", tc.args, tc.env, m.LoginBudget, err)
+		}
+	}
+}

@@ -20,6 +20,13 @@ type accounts struct {
 	// signedUp and refusedSignups are /signup's record (signup.go).
 	signedUp       []string
 	refusedSignups int
+	// c is the test captcha; hang the accounts whose sign-ins never get
+	// an answer; attempts counts sign-in submits by email (captcha.go).
+	c        *captchaState
+	hang     map[string]bool
+	attempts map[string]int
+	// quit ends hung sign-ins when the merchant closes.
+	quit chan struct{}
 }
 
 type account struct {
@@ -30,7 +37,7 @@ type account struct {
 }
 
 func newAccounts() *accounts {
-	return &accounts{users: map[string]account{}, sessions: map[string]string{}}
+	return &accounts{users: map[string]account{}, sessions: map[string]string{}, attempts: map[string]int{}, quit: make(chan struct{})}
 }
 
 func (a *accounts) add(email, password, name string) {
@@ -52,10 +59,12 @@ func (a *accounts) routes() http.Handler {
 		http.Redirect(w, r, "/login", http.StatusSeeOther)
 	})
 	mux.HandleFunc("GET /login", func(w http.ResponseWriter, r *http.Request) {
-		render(w, loginTmpl, map[string]any{})
+		render(w, loginTmpl, a.loginPage(r.URL.Query().Get("captcha"), "", ""))
 	})
 	mux.HandleFunc("POST /api/identify", a.identify)
 	mux.HandleFunc("POST /session", a.signIn)
+	mux.HandleFunc("POST /api/captcha", a.verifyCaptcha)
+	mux.HandleFunc("POST /session/captcha", a.afterChallenge)
 	mux.HandleFunc("GET /signup", a.signupPage)
 	mux.HandleFunc("POST /signup", a.signup)
 	mux.HandleFunc("GET /account", a.account)
@@ -88,13 +97,54 @@ func (a *accounts) identify(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"method": "password", "name": u.name})
 }
 
+// loginPage is the sign-in page's data; captcha "before" puts a fresh
+// challenge above the form, "after" marks the form for a challenge after
+// good credentials.
+func (a *accounts) loginPage(captcha, email, errMsg string) map[string]any {
+	d := map[string]any{"Email": email, "Error": errMsg}
+	switch captcha {
+	case "before":
+		a.mu.Lock()
+		d["Challenge"] = a.newChallenge("")
+		a.mu.Unlock()
+		d["Captcha"], d["Before"], d["After"] = captcha, true, false
+	case "after":
+		d["Captcha"] = captcha
+	}
+	return d
+}
+
 func (a *accounts) signIn(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil {
 		http.Error(w, "bad form", http.StatusBadRequest)
 		return
 	}
 	email := strings.ToLower(strings.TrimSpace(r.PostForm.Get("email")))
+	captcha := r.PostForm.Get("captcha")
 	got := sha256.Sum256([]byte(r.PostForm.Get("password")))
+	a.mu.Lock()
+	a.attempts[email]++
+	hang := a.hang[email]
+	a.mu.Unlock()
+	if hang {
+		select {
+		case <-r.Context().Done():
+		case <-a.quit:
+			// The connection drops with no answer at all.
+			panic(http.ErrAbortHandler)
+		}
+		return
+	}
+	if captcha == "before" {
+		a.mu.Lock()
+		_, passed := a.takePass(r.PostForm.Get("challenge"), r.PostForm.Get("captcha_pass"))
+		a.mu.Unlock()
+		if !passed {
+			w.WriteHeader(http.StatusBadRequest)
+			render(w, loginTmpl, a.loginPage(captcha, r.PostForm.Get("email"), "Complete the security check first."))
+			return
+		}
+	}
 	a.mu.Lock()
 	u, ok := a.users[email]
 	good := ok && subtle.ConstantTimeCompare(got[:], u.pwHash[:]) == 1
@@ -104,9 +154,21 @@ func (a *accounts) signIn(w http.ResponseWriter, r *http.Request) {
 	a.mu.Unlock()
 	if !good {
 		w.WriteHeader(http.StatusUnauthorized)
-		render(w, loginTmpl, map[string]any{"Email": r.PostForm.Get("email"), "Error": "Incorrect email or password."})
+		render(w, loginTmpl, a.loginPage(captcha, r.PostForm.Get("email"), "Incorrect email or password."))
 		return
 	}
+	if captcha == "after" {
+		a.mu.Lock()
+		id := a.newChallenge(email)
+		a.mu.Unlock()
+		render(w, captchaPageTmpl, map[string]any{"Challenge": id, "After": true})
+		return
+	}
+	a.startSession(w, r, email)
+}
+
+// startSession signs email in: the authenticator step first when it is on.
+func (a *accounts) startSession(w http.ResponseWriter, r *http.Request, email string) {
 	if a.mfaNeeded(w, r, email) {
 		return
 	}

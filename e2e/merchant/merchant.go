@@ -60,6 +60,8 @@ type Merchant struct {
 	issuer   *issuer
 	accounts *accounts
 	shop     *shop
+	// closeOnce ends hung sign-ins (HangSignIns) once.
+	closeOnce sync.Once
 }
 
 // Start generates the CA and a leaf, and starts the three origins. Close
@@ -151,6 +153,7 @@ func (m *Merchant) sites() []*Site {
 
 // Close stops every origin and waits for their handlers to return.
 func (m *Merchant) Close() {
+	m.closeOnce.Do(func() { close(m.accounts.quit) })
 	for _, s := range m.sites() {
 		if s != nil {
 			s.Close()

@@ -324,8 +324,10 @@ var loginTmpl = template.Must(template.New("login").Parse(`<!doctype html><html 
 <style>body{font-family:system-ui,sans-serif;display:flex;justify-content:center;margin-top:60px}
 form{width:340px;padding:24px;border:1px solid #ddd;border-radius:10px}input{width:100%;box-sizing:border-box;padding:9px;margin:4px 0 10px}
 button{width:100%;padding:10px}.error{color:#b00020;font-size:14px}</style></head>
-<body><form id="signin" method="post" action="/session" novalidate>
+<body>{{if .Before}}` + captchaWidget + `{{end}}<form id="signin" method="post" action="/session" novalidate>
 <h1>Sign in</h1>
+{{if .Captcha}}<input type="hidden" name="captcha" value="{{.Captcha}}">{{end}}
+{{if .Before}}<input type="hidden" name="challenge" value="{{.Challenge}}"><input type="hidden" name="captcha_pass" id="captcha-pass" value="">{{end}}
 <div id="signin-error" class="error" role="alert" aria-live="assertive">{{.Error}}</div>
 <div id="step-email">
 <label for="email">Email address</label>
