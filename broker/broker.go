@@ -278,6 +278,7 @@ type Broker struct {
 	echoMu     sync.Mutex
 	echoes     map[string]*echoWaiter // EventGrant echoes awaited
 	peers      map[string]time.Time   // other replicas, by when last heard
+	ackMisses  atomic.Int64
 }
 
 // OnClose registers fn to run after a session ends (the proxy drops what it

@@ -304,15 +304,18 @@ func (ss *Broker) writeGrant(ctx context.Context, s *Session, token string, resp
 	return resp, nil
 }
 
-// echoWait bounds how long an authorize waits for its EventGrant to be
-// heard back and acknowledged.
-const echoWait = time.Second
+// An authorize waits for its EventGrant to be heard back and acknowledged,
+// checking every echoWait for replicas that went silent, at most echoMax.
+const (
+	echoWait = 250 * time.Millisecond
+	echoMax  = 5 * time.Second
+)
 
 // helloEvery is how often a listening replica says so; a replica not heard
 // for peerGone is not waited for (it stopped, or lost its listener and
 // re-reads everything when it is back: EventResync).
 const (
-	helloEvery = 2 * time.Second
+	helloEvery = time.Second
 	peerGone   = 3 * helloEvery
 )
 
@@ -368,14 +371,40 @@ func (ss *Broker) notifyAndHear(ctx context.Context, ev Event) {
 		ss.echoMu.Unlock()
 	}()
 	ss.notify(ctx, ev)
-	t := time.NewTimer(echoWait)
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-	case <-ctx.Done():
+	// A replica that stays silent (no hello since peerGone) has stopped:
+	// it is not waited for. One that is alive but slow is, up to echoMax;
+	// past it the authorize answers anyway and the miss is counted.
+	deadline := time.NewTimer(echoMax)
+	defer deadline.Stop()
+	tick := time.NewTicker(echoWait)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			ss.ackMisses.Add(1)
+			return
+		case <-tick.C:
+			now := time.Now()
+			ss.echoMu.Lock()
+			for id := range w.pending {
+				if now.Sub(ss.peers[id]) >= peerGone {
+					delete(w.pending, id)
+				}
+			}
+			w.check()
+			ss.echoMu.Unlock()
+		}
 	}
 }
+
+// AckMisses counts the authorizes that answered before every listening
+// replica acknowledged their grant (echoMax passed): a request carrying
+// such a stand-in may reach a replica that does not know it yet.
+func (ss *Broker) AckMisses() int64 { return ss.ackMisses.Load() }
 
 // heard records that replica from is listening.
 func (ss *Broker) heard(from string) {
@@ -522,8 +551,9 @@ func (ss *Broker) HandleEvent(ev Event) {
 			s.stale.Store(true)
 		}
 		if ev.Echo != "" {
-			// Marked: the sender's authorize may answer.
-			ss.notify(ctx, Event{Type: EventAck, Echo: ev.Echo})
+			// Marked: the sender's authorize may answer. Sent from its own
+			// goroutine so the listener goes on with the next event.
+			go ss.notify(context.Background(), Event{Type: EventAck, Echo: ev.Echo})
 		}
 	case EventAck:
 		ss.echoMu.Lock()

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -298,6 +299,7 @@ func TestSoakTwoReplicas(t *testing.T) {
 	if failures.Load() > 0 {
 		t.Fatalf("%d failures; first: %v", failures.Load(), firstErr.Load())
 	}
+	t.Logf("authorizes answered before every replica acknowledged: %d on A, %d on B", m1.Broker.AckMisses(), m2.Broker.AckMisses())
 	if received.Load() != purchases.Load() {
 		t.Fatalf("the site received the real number %d times for %d purchases", received.Load(), purchases.Load())
 	}
@@ -311,6 +313,15 @@ func TestSoakTwoReplicas(t *testing.T) {
 	t.Logf("soak: %d sessions for %v on 2 replicas: %d purchases, %d plain requests (%.0f req/s); goroutines %d -> %d; RSS %d MiB baseline, %d MiB peak, %d MiB after",
 		sessions, wall.Round(time.Second), purchases.Load(), plain.Load(), float64(purchases.Load()+plain.Load())/wall.Seconds(),
 		baseG, g, baseRSS>>10, peakRSS.Load()>>10, rss>>10)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	t.Logf("heap: %d MiB in use, %d MiB allocated, %d MiB from the OS", ms.HeapInuse>>20, ms.HeapAlloc>>20, ms.HeapSys>>20)
+	if p := os.Getenv("AV_SOAK_HEAPPROFILE"); p != "" {
+		if f, err := os.Create(p); err == nil {
+			pprof.WriteHeapProfile(f)
+			f.Close()
+		}
+	}
 	if g > baseG+10 {
 		buf := make([]byte, 1<<20)
 		t.Fatalf("%d goroutines left after the soak, baseline %d:\n%s", g, baseG, buf[:runtime.Stack(buf, true)])
