@@ -40,6 +40,7 @@ type Balancer struct {
 	backends []string
 	next     int
 	conns    map[net.Conn]struct{}
+	served   map[string]int // connections handed to each backend
 	closed   bool
 	wg       sync.WaitGroup
 }
@@ -51,7 +52,7 @@ func Start(mode Mode, backends ...string) (*Balancer, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Balancer{ln: ln, mode: mode, backends: backends, conns: map[net.Conn]struct{}{}}
+	b := &Balancer{ln: ln, mode: mode, backends: backends, conns: map[net.Conn]struct{}{}, served: map[string]int{}}
 	b.wg.Add(1)
 	go b.serve()
 	return b, nil
@@ -65,6 +66,13 @@ func (b *Balancer) SetBackends(addrs ...string) {
 	b.mu.Lock()
 	b.backends = append([]string(nil), addrs...)
 	b.mu.Unlock()
+}
+
+// Served is the number of connections handed to backend addr so far.
+func (b *Balancer) Served(addr string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.served[addr]
 }
 
 // Close stops accepting, closes every open connection (both sides) and
@@ -142,6 +150,9 @@ func (b *Balancer) handle(c net.Conn) {
 		u, err := net.DialTimeout("tcp", addr, dialTimeout)
 		if err == nil {
 			up = u
+			b.mu.Lock()
+			b.served[addr]++
+			b.mu.Unlock()
 			break
 		}
 	}

@@ -84,6 +84,9 @@ func TestModes(t *testing.T) {
 		if got := ask(t, lb.Addr()); got != "b" {
 			t.Errorf("primary/backup with the primary down answered %q, want b", got)
 		}
+		if p, s := lb.Served(primary.Addr().String()), lb.Served(b.Addr().String()); p != 2 || s != 1 {
+			t.Errorf("served primary %d, backup %d; want 2 and 1", p, s)
+		}
 		lb.SetBackends(deadAddr)
 		if got := ask(t, lb.Addr()); got != "" {
 			t.Errorf("no backend accepting: answered %q, want the connection closed", got)
