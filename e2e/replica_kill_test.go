@@ -132,7 +132,7 @@ tls:
   extra_roots: [%s]
 unsafe_allow_private_ranges: true
 policy:
-  authorized_destinations: [127.0.0.1, localhost]
+  authorized_destinations: [127.0.0.1]
 log:
   level: debug
   format: json
@@ -162,7 +162,7 @@ log:
 	for i := 0; ; i++ {
 		select {
 		case err := <-r.exited:
-			t.Fatalf("%s exited early: %v (%d bytes of logs)", name, err, len(r.logs.Bytes()))
+			t.Fatalf("%s exited early: %v; logs: %.600s", name, err, redacted(string(r.logs.Bytes())))
 		default:
 		}
 		if res, err := hc.Get("http://" + r.adminAdr + "/healthz"); err == nil {
