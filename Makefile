@@ -65,9 +65,12 @@ race:
 	$(GO) test -race -count=1 $(RACE_PKGS)
 
 # The Postgres store's suites (and proxyd on Postgres) against a throwaway
-# cluster the script starts and stops; without it they skip.
-pgtest: system-deps
+# cluster the script starts and stops; without it they skip. Then the
+# kill -9 proof of issue 12: two proxyd binaries on one Postgres, the built
+# mcpd and real Chromium (e2e/replica_kill_test.go).
+pgtest: deps
 	./scripts/test-postgres.sh
+	./scripts/test-postgres.sh -count=1 -run 'TestP21_ReplicaKilled' ./e2e/
 
 # The example alerting rules must load in Prometheus (promtool comes with
 # Debian's prometheus package; system-deps installs it when missing).

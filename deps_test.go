@@ -160,6 +160,9 @@ func TestPackageDocs(t *testing.T) {
 // internal/cardcheck: the duplicate-card rule of the CLI and the dashboard.
 func init() { domainImports["internal/cardcheck"] = []string{".", "vault"} }
 
+// internal/tcplb: test support (a TCP balancer), the standard library only.
+func init() { domainImports["internal/tcplb"] = []string{} }
+
 // broker/sessionstoretest: the conformance suite of broker.SessionStore.
 func init() {
 	domainImports["broker/sessionstoretest"] = []string{".", "broker", "hostname", "policy", "tokens", "vault"}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -21,74 +20,22 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/internal/tcplb"
 	"github.com/agentvault/agentvault/proxyd"
 	"github.com/agentvault/agentvault/store/postgres/pgtest"
 	"github.com/agentvault/agentvault/vault"
 )
 
-// tcpBalancer is a plain TCP load balancer in front of proxyd replicas:
-// each accepted connection goes to the next replica in turn, bytes copied
-// both ways, as a deployment's layer-4 balancer does (docs/replicas.md).
-type tcpBalancer struct {
-	ln       net.Listener
-	mu       sync.Mutex
-	backends []string
-	next     int
-	conns    sync.WaitGroup
-}
-
-func startBalancer(t *testing.T) *tcpBalancer {
+// startBalancer is a round-robin TCP balancer in front of the replicas,
+// as a deployment's layer-4 balancer (internal/tcplb).
+func startBalancer(t *testing.T) *tcplb.Balancer {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	lb, err := tcplb.Start(tcplb.RoundRobin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &tcpBalancer{ln: ln}
-	go b.serve()
-	t.Cleanup(func() { ln.Close() })
-	return b
-}
-
-func (b *tcpBalancer) Addr() string { return b.ln.Addr().String() }
-
-func (b *tcpBalancer) setBackends(addrs ...string) {
-	b.mu.Lock()
-	b.backends = addrs
-	b.mu.Unlock()
-}
-
-func (b *tcpBalancer) serve() {
-	for {
-		c, err := b.ln.Accept()
-		if err != nil {
-			return
-		}
-		b.mu.Lock()
-		var addr string
-		if len(b.backends) > 0 {
-			addr = b.backends[b.next%len(b.backends)]
-			b.next++
-		}
-		b.mu.Unlock()
-		b.conns.Add(1)
-		go func() {
-			defer b.conns.Done()
-			defer c.Close()
-			if addr == "" {
-				return
-			}
-			up, err := net.Dial("tcp", addr)
-			if err != nil {
-				return
-			}
-			defer up.Close()
-			done := make(chan struct{}, 2)
-			go func() { io.Copy(up, c); up.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
-			go func() { io.Copy(c, up); c.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
-			<-done
-			<-done
-		}()
-	}
+	t.Cleanup(func() { lb.Close() })
+	return lb
 }
 
 // rssKiB is this process's resident set size.
@@ -174,7 +121,7 @@ func TestSoakTwoReplicas(t *testing.T) {
 		}
 	}
 	m2, logs2 := startMain(t, roots, onPG(dir2))
-	lb.setBackends(m1.ProxyAddr.String(), m2.ProxyAddr.String())
+	lb.SetBackends(m1.ProxyAddr.String(), m2.ProxyAddr.String())
 	ctls := []*control.Client{
 		control.NewClient("http://"+m1.ControlAddr.String(), m1.ControlToken, nil),
 		control.NewClient("http://"+m2.ControlAddr.String(), m1.ControlToken, nil),

@@ -210,6 +210,17 @@ func (m *Merchant) AcceptCard(number, cvc string, expMonth, expYear int) {
 	m.issuer.accept(number, cvc, expMonth, expYear)
 }
 
+// HoldPayments makes the processor call hold for each card confirmation
+// once it has authorized the card, before it records the payment and
+// answers: a test holds the answer there (say, while it kills the proxy
+// the request came through), and the payment is recorded when hold
+// returns, whether or not its client is still there. Nil stops holding.
+func (m *Merchant) HoldPayments(hold func()) {
+	m.issuer.mu.Lock()
+	m.issuer.hold = hold
+	m.issuer.mu.Unlock()
+}
+
 // AddAccount creates a sign-in account on the Login site.
 func (m *Merchant) AddAccount(email, password, name string) {
 	m.accounts.add(email, password, name)

@@ -25,6 +25,9 @@ type issuer struct {
 	intents map[string]*intent
 	pms     map[string]*paymentMethod // payment methods and card-vault sessions
 	charges []Charge
+	// hold, when set, runs after a confirmation's card was authorized and
+	// before the payment is recorded (HoldPayments).
+	hold func()
 }
 
 type issuedCard struct {
@@ -208,6 +211,12 @@ func (is *issuer) confirm(w http.ResponseWriter, r *http.Request) {
 	if d != nil {
 		writeJSON(w, http.StatusPaymentRequired, map[string]any{"error": d})
 		return
+	}
+	is.mu.Lock()
+	hold := is.hold
+	is.mu.Unlock()
+	if hold != nil {
+		hold()
 	}
 	is.mu.Lock()
 	defer is.mu.Unlock()
