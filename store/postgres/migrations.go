@@ -4,8 +4,9 @@ package postgres
 // advisory lock (replicas starting together migrate once), and recorded in
 // schema_migrations. Never edit a shipped migration: append a new one. They
 // mirror store/sqlite's migrations 1 to 4, 50, 61, 62 and 70 (same tables,
-// same meaning), with Postgres types: bytea, boolean, bigint nanoseconds for times (exact round
-// trips, as SQLite), identity columns for sequence numbers.
+// same meaning), with Postgres types: bytea, boolean, bigint nanoseconds
+// for times (exact round trips, as SQLite), identity columns for sequence
+// numbers.
 var migrations = []string{
 	1: `
 CREATE TABLE keys (
