@@ -74,7 +74,8 @@ type LoginChange struct {
 }
 
 // SignupRequestStore keeps signup requests and counted login changes
-// (store/sqlite implements it beside owner.Store).
+// (store/sqlite and store/postgres implement it beside owner.Store;
+// contract ownertest.RunSignupRequests).
 type SignupRequestStore interface {
 	CreateSignupRequest(ctx context.Context, r SignupRequest) error
 	GetSignupRequest(ctx context.Context, id string) (SignupRequest, error)

@@ -15,7 +15,6 @@ import (
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/credentials"
-	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/vault"
 )
 
@@ -32,12 +31,7 @@ type credentialAPI struct {
 	useURL    func() string // http://<credentials listener>/v1/credential-use, "" when off
 }
 
-func (m *Main) openCredentials(ctx context.Context, as appStore, v *vault.Vault) error {
-	st, ok := as.(credentialStore)
-	if !ok {
-		m.Logger.Warn("portal credentials are off: the configured store does not hold them yet (SQLite does)")
-		return nil
-	}
+func (m *Main) openCredentials(ctx context.Context, st appStore, v *vault.Vault) error {
 	now := m.Now
 	if now == nil {
 		now = time.Now
@@ -60,13 +54,6 @@ func (m *Main) openCredentials(ctx context.Context, as appStore, v *vault.Vault)
 			ErrorLog: slog.NewLogLogger(m.Logger.Handler(), slog.LevelDebug)}
 	}
 	return nil
-}
-
-// credentialStore is what portal credentials keep: their own records and
-// the owner's accounts.
-type credentialStore interface {
-	credentials.Store
-	owner.Store
 }
 
 func (m *Main) credentialAPI() *credentialAPI {

@@ -222,12 +222,8 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	// The recipe registry answers a submission within the control call's
 	// time (mcpd gives each registry call 20 s and keeps polling the
 	// screening up to 45 s in all).
-	if rs, ok := st.(recipes.Store); ok {
-		if m.Recipes, err = recipes.New(recipes.Config{Store: rs, ScreenWait: recipeScreenWait}); err != nil {
-			return err
-		}
-	} else {
-		m.Logger.Warn("the checkout recipe registry is off: the configured store does not hold it yet (SQLite does)")
+	if m.Recipes, err = recipes.New(recipes.Config{Store: st, ScreenWait: recipeScreenWait}); err != nil {
+		return err
 	}
 	l := m.Config.Limits
 	m.Broker = broker.New(vaultAdapter{v}, m.lookupKey)
@@ -277,12 +273,8 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	if err := m.openCredentials(ctx, st, v); err != nil {
 		return err
 	}
-	if as, ok := st.(owner.SignupRequestStore); ok {
-		if m.Accounts, err = owner.NewAccounts(owner.AccountsConfig{Service: m.Owner, Store: as, Vault: v, Authenticate: m.authenticateKey}); err != nil {
-			return err
-		}
-	} else {
-		m.Logger.Warn("account sign-ups are off: the configured store does not hold sign-up requests yet (SQLite does)")
+	if m.Accounts, err = owner.NewAccounts(owner.AccountsConfig{Service: m.Owner, Store: st, Vault: v, Authenticate: m.authenticateKey}); err != nil {
+		return err
 	}
 	if m.credL != nil {
 		m.Server.AddSelf(m.CredentialsAddr)
@@ -331,11 +323,16 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	return nil
 }
 
-// appStore is what proxyd keeps in its one store: the vault's records
-// and the owner's (incl. the ledger).
+// appStore is what proxyd keeps in its one store: the vault's records,
+// the owner's (incl. the ledger and agents' signup requests), the recipe
+// registry and portal credentials. SQLite and Postgres hold all of it, so
+// no feature depends on the driver.
 type appStore interface {
 	vault.Store
 	owner.Store
+	owner.SignupRequestStore
+	recipes.Store
+	credentials.Store
 }
 
 // openStore opens the configured store: SQLite in the data directory

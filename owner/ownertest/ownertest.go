@@ -1,5 +1,5 @@
 // Package ownertest is the conformance suite every owner.Store must pass
-// (store/sqlite today, a Postgres store later). It speaks only the
+// (store/sqlite and store/postgres). It speaks only the
 // owner.Store interface and policy/ledgertest; it must never reach into an
 // implementation or assume one process.
 package ownertest

@@ -1,5 +1,5 @@
 // Package recipestest is the conformance suite every recipes.Store must
-// pass (store/sqlite today). It speaks only the recipes.Store interface; it
+// pass (store/sqlite and store/postgres). It speaks only the recipes.Store interface; it
 // must never reach into an implementation or assume one process.
 package recipestest
 

@@ -2,15 +2,21 @@
 // the domain packages declare, for deployments that outgrow one SQLite file
 // (several proxyd replicas on one database): vault.Store (items, blobs, the
 // audit log), owner.Store (keys, card rules, sites, approvals, sign-ups,
-// refusals) and policy.Ledger (spending), over one pgx connection pool,
-// with numbered migrations. It passes the same conformance suites as
-// store/sqlite (vault/storetest, owner/ownertest, policy/ledgertest).
+// refusals), owner.SignupRequestStore (agents' signup requests),
+// policy.Ledger (spending), broker.SessionStore, recipes.Store (the recipe
+// registry) and credentials.Store (portal credentials), over one pgx
+// connection pool, with numbered migrations. It passes the same
+// conformance suites as store/sqlite (vault/storetest, owner/ownertest,
+// policy/ledgertest, broker/sessionstoretest, recipes/recipestest,
+// credentials/credtest).
 //
 // What SQLite gets from its single writer lock, this package takes with
 // explicit locks, so that several processes on one database keep every
 // promise: a per-card advisory transaction lock around the cap check and
-// the ledger insert (P18), a per-dedupe-key lock for approvals, row locks
-// for decisions, and a table lock on keys for AddKey and Rotate against
+// the ledger insert (P18), a per-dedupe-key lock for approvals, a
+// per-submitter lock around the recipe budget's count and insert, row
+// locks for decisions (approvals, recipe reviews, one-time links, a signup
+// request's login), and a table lock on keys for AddKey and Rotate against
 // concurrent writers (no item wrapped under a key being retired).
 //
 // Durability: every connection is checked to run with fsync on and

@@ -3,9 +3,10 @@ package postgres
 // migrations are applied in order, each in its own transaction under an
 // advisory lock (replicas starting together migrate once), and recorded in
 // schema_migrations. Never edit a shipped migration: append a new one. They
-// mirror store/sqlite's migrations 1 to 3 and 62 (same tables, same meaning), with
-// Postgres types: bytea, boolean, bigint nanoseconds for times (exact round
-// trips, as SQLite), identity columns for sequence numbers.
+// mirror store/sqlite's migrations 1 to 4, 50, 61, 62 and 70 (same tables,
+// same meaning), with Postgres types: bytea, boolean, bigint nanoseconds
+// for times (exact round trips, as SQLite), identity columns for sequence
+// numbers.
 var migrations = []string{
 	1: `
 CREATE TABLE keys (
@@ -191,6 +192,15 @@ ALTER TABLE approvals ADD COLUMN page text NOT NULL DEFAULT '';
 	// tombstone so no replica serves it again; its grants go. Mirrors
 	// store/sqlite's migration 70.
 	5: sessionsMigration,
+	// The checkout recipe registry (recipes.go). Mirrors store/sqlite's
+	// migration 4.
+	6: recipesMigration,
+	// Portal credentials (credentials.go). Mirrors store/sqlite's
+	// migration 50.
+	7: credentialsMigration,
+	// Agents' signup requests and counted login changes (signups.go).
+	// Mirrors store/sqlite's migration 61.
+	8: signupRequestsMigration,
 }
 
 // LatestSchemaVersion is the version Open migrates to.
