@@ -21,7 +21,7 @@ import (
 // DefaultMetricsAddr is where mcpd serves /metrics when it serves MCP over
 // HTTP (`make run`); over stdio (one mcpd per MCP client) metrics are off
 // unless --metrics-addr names an address.
-const DefaultMetricsAddr = "127.0.0.1:7705"
+const DefaultMetricsAddr = "127.0.0.1:7706"
 
 // Tool call statuses (a closed set).
 const (
