@@ -93,6 +93,8 @@ func TestHostedLoad(t *testing.T) {
 	}
 	settle := func() int {
 		http.DefaultTransport.(*http.Transport).CloseIdleConnections()
+		// proxyd's pooled connections to the sites are reuse, not a leak.
+		oa.pm.Server.UpstreamTransport().CloseIdleConnections()
 		runtime.GC()
 		return runtime.NumGoroutine()
 	}
