@@ -15,6 +15,7 @@ import (
 	"time"
 
 	agentvault "github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/store/internal/groupcommit"
 	"github.com/agentvault/agentvault/vault"
 	sqlite3 "modernc.org/sqlite"
@@ -41,6 +42,10 @@ type handle struct {
 	// audit is the file's one audit writer: concurrent AppendAudit calls
 	// share one transaction and one fsync (group commit, see AppendAudit).
 	audit *groupcommit.Writer[vault.AuditRecord, int64]
+	// ledger is the file's one reservation writer: concurrent Reserve
+	// calls share one transaction and one fsync the same way (owner.go).
+	ledger *groupcommit.Writer[policy.Reservation, error]
+	stmts  stmtCache
 }
 
 // handles are this process's open databases. POSIX advisory locks belong
@@ -129,6 +134,7 @@ func Open(path string) (*Store, error) {
 	}
 	s.h = &handle{file: fi, db: db, refs: 1}
 	s.h.audit = groupcommit.New(s.commitAudit, maxAuditBatch)
+	s.h.ledger = groupcommit.New(s.commitReservations, maxLedgerBatch)
 	handles.open = append(handles.open, s.h)
 	return s, nil
 }
@@ -190,6 +196,8 @@ func (s *Store) Close() error {
 		}
 		handles.open = slices.DeleteFunc(handles.open, func(h *handle) bool { return h == s.h })
 		s.h.audit.Close()
+		s.h.ledger.Close()
+		s.h.stmts.close()
 		s.err = s.db.Close()
 	})
 	return s.err
