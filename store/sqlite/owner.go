@@ -91,7 +91,7 @@ func (s *Store) CreateAPIKey(ctx context.Context, k owner.APIKey) error {
 
 // GetAPIKey implements owner.KeyStore.
 func (s *Store) GetAPIKey(ctx context.Context, id string) (owner.APIKey, error) {
-	k, err := scanAPIKey(s.db.QueryRowContext(ctx, `SELECT `+apiKeyCols+` FROM api_keys WHERE id = ?`, id))
+	k, err := scanAPIKey(s.queryRow(ctx, `SELECT `+apiKeyCols+` FROM api_keys WHERE id = ?`, id))
 	return k, dbErr(err, "read API key")
 }
 
@@ -198,7 +198,7 @@ func scanCardPolicy(row interface{ Scan(...any) error }) (owner.CardPolicy, erro
 
 // GetCardPolicy implements owner.PolicyStore.
 func (s *Store) GetCardPolicy(ctx context.Context, org, cardID string) (owner.CardPolicy, error) {
-	p, err := scanCardPolicy(s.db.QueryRowContext(ctx, `SELECT `+cardPolicyCols+` FROM card_policies WHERE org = ? AND card_id = ?`, org, cardID))
+	p, err := scanCardPolicy(s.queryRow(ctx, `SELECT `+cardPolicyCols+` FROM card_policies WHERE org = ? AND card_id = ?`, org, cardID))
 	return p, dbErr(err, "read card policy")
 }
 
@@ -243,7 +243,7 @@ func (s *Store) RemoveDestination(ctx context.Context, org, host string) error {
 
 // ListDestinations implements owner.DestinationStore.
 func (s *Store) ListDestinations(ctx context.Context, org string) ([]owner.Destination, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT org, host, added_by, added FROM destinations WHERE org = ? ORDER BY host`, org)
+	rows, err := s.query(ctx, `SELECT org, host, added_by, added FROM destinations WHERE org = ? ORDER BY host`, org)
 	if err != nil {
 		return nil, dbErr(err, "list destinations")
 	}
@@ -319,7 +319,7 @@ func (s *Store) CreateApproval(ctx context.Context, a owner.Approval, dedupeKey 
 
 // GetApproval implements owner.ApprovalStore.
 func (s *Store) GetApproval(ctx context.Context, id string) (owner.Approval, error) {
-	a, err := scanApproval(s.db.QueryRowContext(ctx, `SELECT `+approvalCols+` FROM approvals WHERE id = ?`, id))
+	a, err := scanApproval(s.queryRow(ctx, `SELECT `+approvalCols+` FROM approvals WHERE id = ?`, id))
 	return a, dbErr(err, "read approval")
 }
 
@@ -338,7 +338,7 @@ func (s *Store) ListApprovals(ctx context.Context, f owner.ApprovalFilter) ([]ow
 		q += ` LIMIT ?`
 		args = append(args, f.Limit)
 	}
-	rows, err := s.db.QueryContext(ctx, q, args...)
+	rows, err := s.query(ctx, q, args...) // one of a few fixed texts: cached
 	if err != nil {
 		return nil, dbErr(err, "list approvals")
 	}
@@ -554,7 +554,7 @@ func spent(ctx context.Context, q *sql.Stmt, cardID, day, month, cur string) (po
 // returned reservation has none.
 func (s *Store) GetReservation(ctx context.Context, id string) (policy.Reservation, error) {
 	var r policy.Reservation
-	err := s.db.QueryRowContext(ctx, `SELECT id, card_id, day, month, currency, minor FROM ledger WHERE id = ?`, id).
+	err := s.queryRow(ctx, `SELECT id, card_id, day, month, currency, minor FROM ledger WHERE id = ?`, id).
 		Scan(&r.ID, &r.CardID, &r.Day, &r.Month, &r.Amount.Currency, &r.Amount.Minor)
 	return r, dbErr(err, "read reservation")
 }
