@@ -58,17 +58,18 @@ type Config struct {
 
 // Server is the MITM proxy.
 type Server struct {
-	cfg      Config
-	log      *slog.Logger
-	metrics  *Metrics
-	ca       *CA
-	broker   *broker.Broker
-	caches   sync.Map // *broker.Session → *sessionCache
-	dialer   *Dialer
-	upstream *http.Transport
-	gp       *goproxy.ProxyHttpServer
-	h2       *http2.Server
-	http     *http.Server
+	cfg       Config
+	log       *slog.Logger
+	metrics   *Metrics
+	ca        *CA
+	broker    *broker.Broker
+	caches    sync.Map    // *broker.Session → *sessionCache
+	wireNames wireNameSet // from cfg.WireAmount, built once
+	dialer    *Dialer
+	upstream  *http.Transport
+	gp        *goproxy.ProxyHttpServer
+	h2        *http2.Server
+	http      *http.Server
 
 	egressMu sync.RWMutex
 	tunnels  atomic.Int64
@@ -124,6 +125,7 @@ func NewServer(cfg Config) (*Server, error) {
 		dialer: &Dialer{UnsafeAllowPrivateRanges: cfg.UnsafeAllowPrivateRanges, Resolver: cfg.Resolver},
 		live:   map[*tunnel]struct{}{},
 	}
+	s.wireNames = wireNames(cfg.WireAmount)
 	s.ca.metrics = cfg.Metrics
 	cfg.Broker.OnClose(func(sess *broker.Session) { s.caches.Delete(sess) })
 	// Our own transport (P5): verified TLS against system + extra roots, no

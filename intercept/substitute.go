@@ -26,6 +26,9 @@ type substitution struct {
 	grouped [][]byte
 	count   int
 	kinds   []vault.Kind
+	// fields are the URL and body fields the substitution's walk visited
+	// that the wire amount check can read (wire_amount.go).
+	fields wireFields
 }
 
 func (sb *substitution) wipe() {
@@ -84,12 +87,20 @@ func (sb *substitution) replacer(rm *requestMatch) rewrite.Replacer {
 		}
 		return real, nil
 	})
-	return checkedReplacer{tr}
+	return checkedReplacer{tr, &sb.fields}
 }
 
 // checkedReplacer refuses a field or text that still holds a mock token
-// after replacement: a token the session never authorized.
-type checkedReplacer struct{ r *tokens.Replacer }
+// after replacement: a token the session never authorized. It also hands
+// every visited field to the wire amount check's collector.
+type checkedReplacer struct {
+	r  *tokens.Replacer
+	wf *wireFields
+}
+
+func (c checkedReplacer) VisitField(f rewrite.Field) { c.wf.VisitField(f) }
+
+var _ rewrite.FieldVisitor = checkedReplacer{}
 
 func (c checkedReplacer) ReplaceField(dst, src []byte) ([]byte, int, error) {
 	n0 := len(dst)
@@ -125,7 +136,7 @@ func (c checkedReplacer) ReplaceText(dst, src []byte) ([]byte, int, error) {
 // forwarded when this fails.
 func (s *Server) substituteRequest(ctx context.Context, sess *broker.Session, dest Destination, req *http.Request, body []byte) ([]byte, *substitution, error) {
 	rm := s.matchers(sess)
-	sb := &substitution{ctx: ctx, srv: s, sess: sess, dest: dest, use: sess.NewUse()}
+	sb := &substitution{ctx: ctx, srv: s, sess: sess, dest: dest, use: sess.NewUse(), fields: wireFields{names: &s.wireNames}}
 	r := sb.replacer(rm)
 	if _, err := rewrite.URL(req.URL, r); err != nil {
 		return nil, sb, err
