@@ -96,3 +96,56 @@ func TestP9_TokenUnderBase64IsFound(t *testing.T) {
 		}
 	})
 }
+
+// TestP9_Base64ViewsMatchDecodingEachOffset: the views read off one
+// decoding of each run (shifted bits) are byte for byte the views of
+// decoding each run from each of its first four characters, the
+// definition, for runs of every length mod 4 in either alphabet, several
+// runs per body.
+func TestP9_Base64ViewsMatchDecodingEachOffset(t *testing.T) {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_"
+	seed := uint32(7)
+	next := func() uint32 { seed = seed*1664525 + 1013904223; return seed >> 8 }
+	for n := 0; n < 400; n++ {
+		var b []byte
+		for range 1 + int(next()%4) {
+			for range int(next() % 90) {
+				b = append(b, alphabet[next()%uint32(len(alphabet))])
+			}
+			b = append(b, " .=\"%"[next()%5])
+		}
+		var want [][]byte
+		runs := base64Runs(nil, b)
+		if len(runs) > 0 {
+			for k := range 4 {
+				var v []byte
+				for i, r := range runs {
+					if i > 0 {
+						v = append(v, '\n')
+					}
+					v = decodeBase64Run(v, b[r[0]+k:r[1]])
+				}
+				want = append(want, v)
+			}
+		}
+		got := appendBase64Views(nil, b, 4)
+		if len(got) != len(want) {
+			t.Fatalf("%q: %d views, want %d", b, len(got), len(want))
+		}
+		for k := range want {
+			if !bytes.Equal(got[k], want[k]) {
+				t.Fatalf("%q: view %d\n got %x\nwant %x", b, k, got[k], want[k])
+			}
+		}
+	}
+}
+
+// BenchmarkEncodedViews1MiB: the views of a 1 MiB JSON body whose padding
+// is one long base64-alphabet run (the bench harness's echo body).
+func BenchmarkEncodedViews1MiB(b *testing.B) {
+	body := []byte(`{"card":"av_card_1_number_x","amount":42.0,"pad":"` + strings.Repeat("x", 1<<20) + `"}`)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		EncodedViews(body)
+	}
+}
