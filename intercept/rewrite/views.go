@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"html"
 	"slices"
+	"sync"
 )
 
 // EncodedViews returns b decoded in the ways a value can hide in text that
@@ -20,6 +21,47 @@ import (
 // tokens only: decoding adds spaces and quotes, so a short whole-field value
 // could seem to stand alone where it did not.
 func EncodedViews(b []byte) [][]byte {
+	views := textViews(b)
+	// Base64 inside b itself at every character offset, and inside the
+	// decoded views from their runs' starts: a form value carries a blob
+	// percent-encoded, a JSON string may write "/" as "\/".
+	n := len(views)
+	views = appendBase64Views(views, b, 4)
+	for _, v := range views[:n] {
+		views = appendBase64Views(views, v, 1)
+	}
+	return views
+}
+
+// EachEncodedView calls fn with what EncodedViews returns, in the same
+// order, except that a base64 view comes in pieces, one per run, where
+// EncodedViews joins a view's runs with line breaks: a value holding no
+// line break (no token or stand-in does) is in that view exactly when it
+// is in one of its pieces. The pieces are built one at a time in reused
+// buffers (wiped after), so a large body costs no view-sized allocations;
+// a slice passed to fn is valid only during that call. fn returns false to
+// stop, and EachEncodedView then returns false.
+func EachEncodedView(b []byte, fn func([]byte) bool) bool {
+	views := textViews(b)
+	for _, v := range views {
+		if !fn(v) {
+			return false
+		}
+	}
+	if !eachBase64Piece(b, 4, fn) {
+		return false
+	}
+	for _, v := range views {
+		if !eachBase64Piece(v, 1, fn) {
+			return false
+		}
+	}
+	return true
+}
+
+// textViews are b percent-, JSON-, HTML- and percent-then-JSON-decoded,
+// each only when it differs from b.
+func textViews(b []byte) [][]byte {
 	var views [][]byte
 	add := func(v []byte) []byte {
 		if !bytes.Equal(v, b) {
@@ -40,15 +82,55 @@ func EncodedViews(b []byte) [][]byte {
 	if p != nil && bytes.IndexByte(p, '\\') >= 0 {
 		add(jsonUnescape(p))
 	}
-	// Base64 inside b itself at every character offset, and inside the
-	// decoded views from their runs' starts: a form value carries a blob
-	// percent-encoded, a JSON string may write "/" as "\/".
-	n := len(views)
-	views = appendBase64Views(views, b, 4)
-	for _, v := range views[:n] {
-		views = appendBase64Views(views, v, 1)
-	}
 	return views
+}
+
+// pieceBufs are eachBase64Piece's scratch buffers.
+type pieceBufs struct{ bits, piece []byte }
+
+var piecePool = sync.Pool{New: func() any { return new(pieceBufs) }}
+
+// eachBase64Piece calls fn with appendBase64Views's views of b in pieces:
+// for each offset k below shifts, each run's decoding from its k-th
+// character (see EachEncodedView).
+func eachBase64Piece(b []byte, shifts int, fn func([]byte) bool) bool {
+	var stack [16][2]int
+	runs := base64Runs(stack[:0], b)
+	if len(runs) == 0 {
+		return true
+	}
+	pb := piecePool.Get().(*pieceBufs)
+	defer func() {
+		// Wipe: a decoded piece of a rewritten body may hold a real value.
+		clear(pb.bits[:cap(pb.bits)])
+		clear(pb.piece[:cap(pb.piece)])
+		piecePool.Put(pb)
+	}()
+	// Every run's bits, once; each piece is then read off them.
+	var offs [16]int
+	bitOff := offs[:0]
+	bits := pb.bits[:0]
+	longest := 0
+	for _, r := range runs {
+		bitOff = append(bitOff, len(bits))
+		bits = decodeBase64Bits(bits, b[r[0]:r[1]])
+		longest = max(longest, r[1]-r[0])
+	}
+	pb.bits = bits
+	if cap(pb.piece) < longest*6/8 {
+		pb.piece = make([]byte, longest*6/8)
+	}
+	for k := 0; k < shifts; k++ {
+		for i, r := range runs {
+			n := (r[1] - r[0] - k) * 6 / 8
+			piece := pb.piece[:n]
+			shiftedBytes(piece, bits[bitOff[i]:], 6*k)
+			if !fn(piece) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // minBase64Run is the shortest run of base64 characters decoded: the

@@ -149,3 +149,28 @@ func BenchmarkEncodedViews1MiB(b *testing.B) {
 		EncodedViews(body)
 	}
 }
+
+// TestP9_EachEncodedViewMatchesEncodedViews: the pieces EachEncodedView
+// hands out, joined by line breaks, are EncodedViews's views joined the
+// same way: the same views, the base64 ones cut at the line breaks that
+// join their runs, in the same order.
+func TestP9_EachEncodedViewMatchesEncodedViews(t *testing.T) {
+	bodies := []string{
+		"plain text",
+		`{"a":"` + base64.StdEncoding.EncodeToString([]byte(tokNumber)) + `","b":"x\/y` + strings.Repeat("Q", 37) + `"}`,
+		"x=1&blob=" + url.QueryEscape(base64.StdEncoding.EncodeToString([]byte(`{"n":"`+tokNumber+`"}`))) + "&y=a%2Bb+c",
+		"<n>&#97;v_card&amp;" + strings.Repeat("abcdefghij", 9) + "</n> data=abc" + base64.RawURLEncoding.EncodeToString([]byte(standInPW)),
+		strings.Repeat("xyz0123456789-_", 400) + " " + strings.Repeat("QUJD", 10),
+	}
+	for i, body := range bodies {
+		want := bytes.Join(EncodedViews([]byte(body)), []byte("\n"))
+		var pieces [][]byte
+		EachEncodedView([]byte(body), func(v []byte) bool {
+			pieces = append(pieces, bytes.Clone(v))
+			return true
+		})
+		if got := bytes.Join(pieces, []byte("\n")); !bytes.Equal(got, want) {
+			t.Fatalf("body %d: pieces\n%q\nviews\n%q", i, got, want)
+		}
+	}
+}
