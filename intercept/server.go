@@ -87,6 +87,11 @@ type tunnel struct {
 
 	mu     sync.Mutex
 	active bool
+	// host is the last Host value seen to normalise to dest: a browser
+	// sends the same one on every request of a tunnel, and normalising
+	// (IDNA, IP forms) is a pure function of it, so an equal string needs
+	// no second pass.
+	host atomic.Pointer[string]
 }
 
 // NewServer builds the proxy from cfg.
@@ -632,9 +637,13 @@ func checkDestination(t *tunnel, req *http.Request) error {
 			return agentvault.Errorf(agentvault.CodeDestinationUnauthorized, "request URL does not match the tunnel's destination")
 		}
 	}
-	h, err := NormalizeDestination(req.Host, 443)
-	if err != nil || h != t.dest {
-		return agentvault.Errorf(agentvault.CodeDestinationUnauthorized, "Host does not match the tunnel's destination")
+	if last := t.host.Load(); last == nil || *last != req.Host {
+		h, err := NormalizeDestination(req.Host, 443)
+		if err != nil || h != t.dest {
+			return agentvault.Errorf(agentvault.CodeDestinationUnauthorized, "Host does not match the tunnel's destination")
+		}
+		host := req.Host
+		t.host.Store(&host)
 	}
 	if strings.Contains(strings.ToLower(strings.Join(req.Header.Values("Upgrade"), ",")), "h2c") || req.Header.Get("Http2-Settings") != "" {
 		return agentvault.Errorf(agentvault.CodeInsecureSite, "h2c upgrade is refused")
