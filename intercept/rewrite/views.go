@@ -100,10 +100,13 @@ func eachBase64Piece(b []byte, shifts int, fn func([]byte) bool) bool {
 		return true
 	}
 	pb := piecePool.Get().(*pieceBufs)
+	used := 0
 	defer func() {
-		// Wipe: a decoded piece of a rewritten body may hold a real value.
-		clear(pb.bits[:cap(pb.bits)])
-		clear(pb.piece[:cap(pb.piece)])
+		// Wipe what this call wrote (the rest was wiped by the call that
+		// wrote it): a decoded piece of a rewritten body may hold a real
+		// value.
+		clear(pb.bits)
+		clear(pb.piece[:used])
 		piecePool.Put(pb)
 	}()
 	// Every run's bits, once; each piece is then read off them.
@@ -117,9 +120,10 @@ func eachBase64Piece(b []byte, shifts int, fn func([]byte) bool) bool {
 		longest = max(longest, r[1]-r[0])
 	}
 	pb.bits = bits
-	if cap(pb.piece) < longest*6/8 {
+	if len(pb.piece) < longest*6/8 {
 		pb.piece = make([]byte, longest*6/8)
 	}
+	used = longest * 6 / 8
 	for k := 0; k < shifts; k++ {
 		for i, r := range runs {
 			n := (r[1] - r[0] - k) * 6 / 8
