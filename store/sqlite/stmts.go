@@ -22,10 +22,14 @@ type stmtCache struct {
 // file is opened, on the connection Open used: a statement prepared later
 // from inside a transaction would take (open) a second connection to do it.
 const (
-	qItemByID    = `SELECT ` + itemCols + ` FROM items WHERE org = ? AND id = ?`
-	qItemByLabel = `SELECT ` + itemCols + ` FROM items WHERE org = ? AND kind = ? AND label = ?`
-	qItemValues  = `SELECT field, value FROM item_values WHERE item_id = ?`
-	qAuditPut    = `
+	// An item with its values, a row per value (one row of NULLs for an
+	// item with none): see getItem.
+	qItemByID = `SELECT ` + itemCols + `, item_values.field, item_values.value FROM items
+LEFT JOIN item_values ON item_values.item_id = items.id WHERE items.org = ? AND items.id = ?`
+	qItemByLabel = `SELECT ` + itemCols + `, item_values.field, item_values.value FROM items
+LEFT JOIN item_values ON item_values.item_id = items.id WHERE items.org = ? AND items.kind = ? AND items.label = ?`
+	qItemValues = `SELECT field, value FROM item_values WHERE item_id = ?`
+	qAuditPut   = `
 INSERT INTO audit (time, action, org, item_id, kind, field, destination, session, actor, purpose, value_hmac)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 )

@@ -399,16 +399,49 @@ func (s *Store) loadValues(ctx context.Context, tx *sql.Tx, rec *vault.ItemRecor
 	return rows.Err()
 }
 
+// getItem reads one item and its values with one statement (the item's
+// columns on each of its value rows): one statement reads one snapshot,
+// so the item and its values agree without a transaction around two
+// queries (BEGIN, two statements, COMMIT cost a purchase twice over).
 func (s *Store) getItem(ctx context.Context, query string, args ...any) (vault.ItemRecord, error) {
-	var rec vault.ItemRecord
-	err := s.readTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		if rec, err = scanItem(s.txQueryRow(ctx, tx, query, args...)); err != nil {
-			return err
+	rows, err := s.query(ctx, query, args...)
+	if err != nil {
+		return vault.ItemRecord{}, dbErr(err, "get item")
+	}
+	defer rows.Close()
+	var (
+		rec              vault.ItemRecord
+		kind, fields     string
+		created, updated int64
+		field            sql.NullString
+		value            []byte
+	)
+	n := 0
+	for rows.Next() {
+		if err := rows.Scan(&rec.ID, &rec.Org, &rec.Owner, &kind, &rec.Label, &created, &updated, &fields, &rec.KeyID,
+			&rec.WrappedKey, &rec.Meta, &field, &value); err != nil {
+			return vault.ItemRecord{}, dbErr(err, "get item")
 		}
-		return s.loadValues(ctx, tx, &rec)
-	})
-	return rec, dbErr(err, "get item")
+		if n == 0 {
+			rec.Kind = vault.Kind(kind)
+			rec.Created, rec.Updated = fromNanos(created), fromNanos(updated)
+			if err := json.Unmarshal([]byte(fields), &rec.Fields); err != nil {
+				return vault.ItemRecord{}, dbErr(err, "get item")
+			}
+			rec.Values = map[vault.Field][]byte{}
+		}
+		n++
+		if field.Valid {
+			rec.Values[vault.Field(field.String)] = value
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return vault.ItemRecord{}, dbErr(err, "get item")
+	}
+	if n == 0 {
+		return vault.ItemRecord{}, vault.ErrNotFound
+	}
+	return rec, nil
 }
 
 // GetItem implements vault.ItemStore.
