@@ -58,17 +58,18 @@ type Config struct {
 
 // Server is the MITM proxy.
 type Server struct {
-	cfg      Config
-	log      *slog.Logger
-	metrics  *Metrics
-	ca       *CA
-	broker   *broker.Broker
-	caches   sync.Map // *broker.Session → *sessionCache
-	dialer   *Dialer
-	upstream *http.Transport
-	gp       *goproxy.ProxyHttpServer
-	h2       *http2.Server
-	http     *http.Server
+	cfg       Config
+	log       *slog.Logger
+	metrics   *Metrics
+	ca        *CA
+	broker    *broker.Broker
+	caches    sync.Map    // *broker.Session → *sessionCache
+	wireNames wireNameSet // from cfg.WireAmount, built once
+	dialer    *Dialer
+	upstream  *http.Transport
+	gp        *goproxy.ProxyHttpServer
+	h2        *http2.Server
+	http      *http.Server
 
 	egressMu sync.RWMutex
 	tunnels  atomic.Int64
@@ -86,6 +87,11 @@ type tunnel struct {
 
 	mu     sync.Mutex
 	active bool
+	// host is the last Host value seen to normalise to dest: a browser
+	// sends the same one on every request of a tunnel, and normalising
+	// (IDNA, IP forms) is a pure function of it, so an equal string needs
+	// no second pass.
+	host atomic.Pointer[string]
 }
 
 // NewServer builds the proxy from cfg.
@@ -124,6 +130,7 @@ func NewServer(cfg Config) (*Server, error) {
 		dialer: &Dialer{UnsafeAllowPrivateRanges: cfg.UnsafeAllowPrivateRanges, Resolver: cfg.Resolver},
 		live:   map[*tunnel]struct{}{},
 	}
+	s.wireNames = wireNames(cfg.WireAmount)
 	s.ca.metrics = cfg.Metrics
 	cfg.Broker.OnClose(func(sess *broker.Session) { s.caches.Delete(sess) })
 	// Our own transport (P5): verified TLS against system + extra roots, no
@@ -412,11 +419,24 @@ const maxHeaderBytes = 64 << 10
 // The raw header block is checked before Go parses it (P8), and any refusal
 // closes the connection.
 func (s *Server) serveH1(t *tunnel, conn net.Conn) {
-	br := bufio.NewReaderSize(conn, maxHeaderBytes+4096)
-	bw := bufio.NewWriterSize(conn, 32<<10)
+	// The reader (68 KiB, a whole header block must fit for the raw check)
+	// and the writer (32 KiB) are taken from pools for one request and
+	// given back while the tunnel idles between requests: an idle
+	// keep-alive tunnel holds neither (P14: memory per idle tunnel). A
+	// reader still holding pipelined bytes is kept for the next request.
+	var br *bufio.Reader
+	first := &firstByte{r: conn}
+	defer func() { putH1Reader(br) }()
 	for !s.closing.Load() {
 		_ = conn.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
-		if _, err := br.Peek(1); err != nil {
+		if br == nil {
+			// Wait for the next request's first byte without a buffer.
+			if err := first.wait(); err != nil {
+				return
+			}
+			br = h1Readers.Get().(*bufio.Reader)
+			br.Reset(first)
+		} else if _, err := br.Peek(1); err != nil {
 			return
 		}
 		t.setActive(true)
@@ -441,12 +461,15 @@ func (s *Server) serveH1(t *tunnel, conn net.Conn) {
 		resp := s.handle(t, req, "HTTP/1.1")
 		if wb, ok := resp.Body.(*wsBody); ok {
 			// 101: write the handshake answer, then relay frames.
+			bw := getH1Writer(conn)
 			resp.Header.Set("Connection", "Upgrade")
 			resp.Header.Set("Upgrade", "websocket")
 			_, _ = io.WriteString(bw, "HTTP/1.1 101 Switching Protocols\r\n")
 			_ = resp.Header.Write(bw)
 			_, _ = io.WriteString(bw, "\r\n")
-			if err := bw.Flush(); err != nil {
+			err := bw.Flush()
+			putH1Writer(bw)
+			if err != nil {
 				wb.Close()
 				return
 			}
@@ -461,10 +484,12 @@ func (s *Server) serveH1(t *tunnel, conn net.Conn) {
 		if resp.ContentLength < 0 && req.Method != http.MethodHead && resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusNotModified {
 			resp.TransferEncoding = []string{"chunked"} // stream with a length known only at the end
 		}
+		bw := getH1Writer(conn)
 		werr := resp.Write(bw)
 		if werr == nil {
 			werr = bw.Flush()
 		}
+		putH1Writer(bw)
 		resp.Body.Close()
 		// Drain what the client sent that we did not read, within reason.
 		_, _ = io.CopyN(io.Discard, req.Body, 256<<10)
@@ -473,7 +498,67 @@ func (s *Server) serveH1(t *tunnel, conn net.Conn) {
 		if werr != nil || !keep {
 			return
 		}
+		if br.Buffered() == 0 {
+			putH1Reader(br)
+			br = nil
+		}
 	}
+}
+
+var (
+	h1Readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, maxHeaderBytes+4096) }}
+	h1Writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 32<<10) }}
+)
+
+func getH1Writer(w io.Writer) *bufio.Writer {
+	bw := h1Writers.Get().(*bufio.Writer)
+	bw.Reset(w)
+	return bw
+}
+
+// putH1Writer drops what bw did not write (after a failed flush) and
+// pools it.
+func putH1Writer(bw *bufio.Writer) {
+	bw.Reset(nil)
+	h1Writers.Put(bw)
+}
+
+// putH1Reader drops br's buffered bytes and pools it (nil: nothing).
+func putH1Reader(br *bufio.Reader) {
+	if br != nil {
+		br.Reset(nil)
+		h1Readers.Put(br)
+	}
+}
+
+// firstByte reads a connection through one byte read ahead: wait blocks
+// for the next byte without a buffer, and Read hands it out first.
+type firstByte struct {
+	r   io.Reader
+	b   [1]byte
+	has bool
+}
+
+func (f *firstByte) wait() error {
+	for !f.has {
+		n, err := f.r.Read(f.b[:])
+		if n == 1 {
+			f.has = true
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *firstByte) Read(p []byte) (int, error) {
+	if f.has && len(p) > 0 {
+		p[0], f.has = f.b[0], false
+		return 1, nil
+	}
+	return f.r.Read(p)
 }
 
 // checkRawHeader looks at the raw header block before Go's parser
@@ -630,9 +715,13 @@ func checkDestination(t *tunnel, req *http.Request) error {
 			return agentvault.Errorf(agentvault.CodeDestinationUnauthorized, "request URL does not match the tunnel's destination")
 		}
 	}
-	h, err := NormalizeDestination(req.Host, 443)
-	if err != nil || h != t.dest {
-		return agentvault.Errorf(agentvault.CodeDestinationUnauthorized, "Host does not match the tunnel's destination")
+	if last := t.host.Load(); last == nil || *last != req.Host {
+		h, err := NormalizeDestination(req.Host, 443)
+		if err != nil || h != t.dest {
+			return agentvault.Errorf(agentvault.CodeDestinationUnauthorized, "Host does not match the tunnel's destination")
+		}
+		host := req.Host
+		t.host.Store(&host)
 	}
 	if strings.Contains(strings.ToLower(strings.Join(req.Header.Values("Upgrade"), ",")), "h2c") || req.Header.Get("Http2-Settings") != "" {
 		return agentvault.Errorf(agentvault.CodeInsecureSite, "h2c upgrade is refused")

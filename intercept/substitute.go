@@ -26,6 +26,9 @@ type substitution struct {
 	grouped [][]byte
 	count   int
 	kinds   []vault.Kind
+	// fields are the URL and body fields the substitution's walk visited
+	// that the wire amount check can read (wire_amount.go).
+	fields wireFields
 }
 
 func (sb *substitution) wipe() {
@@ -84,12 +87,20 @@ func (sb *substitution) replacer(rm *requestMatch) rewrite.Replacer {
 		}
 		return real, nil
 	})
-	return checkedReplacer{tr}
+	return checkedReplacer{tr, &sb.fields}
 }
 
 // checkedReplacer refuses a field or text that still holds a mock token
-// after replacement: a token the session never authorized.
-type checkedReplacer struct{ r *tokens.Replacer }
+// after replacement: a token the session never authorized. It also hands
+// every visited field to the wire amount check's collector.
+type checkedReplacer struct {
+	r  *tokens.Replacer
+	wf *wireFields
+}
+
+func (c checkedReplacer) VisitField(f rewrite.Field) { c.wf.VisitField(f) }
+
+var _ rewrite.FieldVisitor = checkedReplacer{}
 
 func (c checkedReplacer) ReplaceField(dst, src []byte) ([]byte, int, error) {
 	n0 := len(dst)
@@ -125,7 +136,7 @@ func (c checkedReplacer) ReplaceText(dst, src []byte) ([]byte, int, error) {
 // forwarded when this fails.
 func (s *Server) substituteRequest(ctx context.Context, sess *broker.Session, dest Destination, req *http.Request, body []byte) ([]byte, *substitution, error) {
 	rm := s.matchers(sess)
-	sb := &substitution{ctx: ctx, srv: s, sess: sess, dest: dest, use: sess.NewUse()}
+	sb := &substitution{ctx: ctx, srv: s, sess: sess, dest: dest, use: sess.NewUse(), fields: wireFields{names: &s.wireNames}}
 	r := sb.replacer(rm)
 	if _, err := rewrite.URL(req.URL, r); err != nil {
 		return nil, sb, err
@@ -182,15 +193,26 @@ func (s *Server) hiddenValues(rm *requestMatch, req *http.Request, body []byte) 
 		}
 		views = append(views, plain)
 	}
-	for _, v := range views[:len(views):len(views)] {
-		views = append(views, rewrite.EncodedViews(v)...)
+	var err error
+	check := func(v []byte) bool {
+		if containsTokenShape(v) {
+			err = errTokenNotAllowed()
+		} else if rm.long.Contains(v) {
+			err = agentvault.Errorf(agentvault.CodeSubstitution, "a value could not be substituted where it sits")
+		}
+		return err == nil
 	}
 	for _, v := range views {
-		if containsTokenShape(v) {
-			return errTokenNotAllowed()
+		if !check(v) {
+			return err
 		}
-		if rm.long.Contains(v) {
-			return agentvault.Errorf(agentvault.CodeSubstitution, "a value could not be substituted where it sits")
+	}
+	// The decoded views, a base64 view in pieces (one per run, built in a
+	// reused buffer): neither a token nor a stand-in holds the line break
+	// that joins runs, so none is in a view without being in a piece.
+	for _, v := range views {
+		if !rewrite.EachEncodedView(v, check) {
+			return err
 		}
 	}
 	return nil

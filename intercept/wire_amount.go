@@ -124,7 +124,9 @@ func (s *Server) checkSubstituted(sb *substitution, req *http.Request, body []by
 	if len(approved) == 0 {
 		return nil
 	}
-	found, err := wireAmounts(cfg, req, body, s.cfg.MaxBodyBytes, carried)
+	// The fields the substitution's own walk visited (substitution.fields):
+	// the same parse of the same bytes, not a second one.
+	found, err := amountsIn(cfg, sb.fields.fields, carried)
 	if err != nil {
 		return err
 	}
@@ -160,13 +162,47 @@ func (s *Server) checkSubstituted(sb *substitution, req *http.Request, body []by
 // very parse the substitution took (same function, same bytes, same
 // Content-Type and Content-Encoding), so the amounts read are the ones next
 // to the values that were swapped, and no second parser can disagree.
-type wireFields struct{ fields []rewrite.Field }
+type wireFields struct {
+	fields []rewrite.Field
+	names  *wireNameSet // nil: keep every field
+}
+
+// wanted reports whether amountsIn can read anything from f (see
+// VisitField).
+func (n *wireNameSet) wanted(f rewrite.Field) bool {
+	if f.Source == rewrite.SourceText {
+		return true
+	}
+	if f.Name || len(f.Path) == 0 {
+		return false
+	}
+	switch f.Source {
+	case rewrite.SourceForm, rewrite.SourceQuery:
+		key := f.Path[len(f.Path)-1]
+		if strings.Contains(key, ";") || bytes.Contains(f.Value, []byte(";")) {
+			return true
+		}
+	case rewrite.SourceJSON, rewrite.SourceMultipart:
+	default:
+		return false
+	}
+	name := wireFieldName(f.Path[len(f.Path)-1])
+	return wireCurrencyName[name] || n.match(name, true)
+}
 
 func (w *wireFields) ReplaceField(dst, _ []byte) ([]byte, int, error) { return dst, 0, nil }
 func (w *wireFields) ReplaceText(dst, _ []byte) ([]byte, int, error)  { return dst, 0, nil }
 
-// VisitField keeps a copy: the walk reuses its buffers.
+// VisitField keeps a copy: the walk reuses its buffers. With names set
+// it keeps only the fields amountsIn can read: free text (the carried
+// number check), and named form, query, JSON and multipart values whose
+// name is an amount or a currency, or that hold a ';' (read split there).
+// Every other field is skipped by amountsIn anyway, so the result is the
+// same, without copying a large field that cannot be an amount.
 func (w *wireFields) VisitField(f rewrite.Field) {
+	if w.names != nil && !w.names.wanted(f) {
+		return
+	}
 	f.Value = bytes.Clone(f.Value)
 	f.Path = slices.Clone(f.Path)
 	w.fields = append(w.fields, f)
@@ -204,6 +240,11 @@ func wireAmounts(cfg WireAmountConfig, req *http.Request, body []byte, limit int
 	if err != nil {
 		return nil, err
 	}
+	return amountsIn(cfg, fields, carried)
+}
+
+// amountsIn is wireAmounts over fields already visited.
+func amountsIn(cfg WireAmountConfig, fields []rewrite.Field, carried [][]byte) ([]wireAmount, error) {
 	for _, f := range fields {
 		if f.Source != rewrite.SourceText {
 			continue

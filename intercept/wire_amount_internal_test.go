@@ -226,3 +226,47 @@ func FuzzP18_WireAmountMatchesRewriteFields(f *testing.F) {
 		}
 	})
 }
+
+// FuzzP18_WireFieldsKeptAgree: the amount check reads the fields the
+// substitution's walk kept, and that walk keeps only the fields amountsIn
+// can read (wireNameSet.wanted). For any body, configured names and
+// carried value, the amounts (or the refusal) read from the kept fields are
+// exactly those read from every field: the filter is a saving, never a
+// second rule.
+func FuzzP18_WireFieldsKeptAgree(f *testing.F) {
+	for _, s := range []struct{ ctype, body string }{
+		{"application/x-www-form-urlencoded", "amount=1234&currency=eur"},
+		{"application/x-www-form-urlencoded", "x=1;amount=99&pad=xxxx"},
+		{"application/x-www-form-urlencoded", "a;total=5=1&Order_Total=3"},
+		{"application/json", `{"order":{"grand_total":12.35,"currency":"USD"},"items":[{"price":"€1.234,56","currency":"EUR"}]}`},
+		{"application/json", `{"a":{"value":"3","currency":"EUR","CURRENCY":"usd"},"pad":"xxxxxxxx","myfield":"7"}`},
+		{"multipart/form-data; boundary=x", "--x\r\nContent-Disposition: form-data; name=\"total\"\r\n\r\n12.34\r\n--x--\r\n"},
+		{"text/plain", "card av_card_1_number_x total 5"},
+	} {
+		f.Add(s.ctype, s.body, "myfield", "av_card_1_number_x")
+	}
+	f.Fuzz(func(t *testing.T, ctype, body, extra, carried string) {
+		cfg := WireAmountConfig{DecimalFields: []string{extra}}
+		names := wireNames(cfg)
+		req := &http.Request{Header: http.Header{"Content-Type": {ctype}}, URL: &url.URL{RawQuery: "total=1;x=2&q=" + url.QueryEscape(body)}}
+		all, kept := &wireFields{}, &wireFields{names: &names}
+		for _, wf := range []*wireFields{all, kept} {
+			u := *req.URL
+			if _, err := rewrite.URL(&u, wf); err != nil {
+				return
+			}
+			if _, _, err := rewrite.Body(ctype, "", []byte(body), wf, 1<<20); err != nil {
+				return
+			}
+		}
+		var c [][]byte
+		if carried != "" {
+			c = [][]byte{[]byte(carried)}
+		}
+		want, werr := amountsIn(cfg, all.fields, c)
+		got, gerr := amountsIn(cfg, kept.fields, c)
+		if agentvault.ErrorCode(werr) != agentvault.ErrorCode(gerr) || !slices.Equal(want, got) {
+			t.Fatalf("kept fields read %v (%v), every field %v (%v)", got, gerr, want, werr)
+		}
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"fmt"
+	"runtime/debug"
 	"strings"
 
 	"github.com/agentvault/agentvault"
@@ -43,10 +44,35 @@ func HashPassword(pw string, p PasswordParams) (string, error) {
 	if _, err := rand.Read(salt); err != nil {
 		return "", agentvault.Wrap(agentvault.CodeInternal, err, "no randomness")
 	}
-	h := argon2.IDKey([]byte(pw), salt, p.Time, p.Memory, p.Threads, hashLen)
+	return encodeHash(p, salt, idKey([]byte(pw), salt, p, hashLen)), nil
+}
+
+func encodeHash(p PasswordParams, salt, h []byte) string {
 	enc := base64.RawStdEncoding
 	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, p.Memory, p.Time, p.Threads,
-		enc.EncodeToString(salt), enc.EncodeToString(h)), nil
+		enc.EncodeToString(salt), enc.EncodeToString(h))
+}
+
+// dummyHash is a well-formed hash with p's cost that no password matches
+// (its hash bytes are random, not derived from anything): checking a
+// sign-in against it costs exactly what checking a real one does, without
+// spending an argon2id run (and its 64 MiB) to make it.
+func dummyHash(p PasswordParams) (string, error) {
+	b := make([]byte, saltLen+hashLen)
+	if _, err := rand.Read(b); err != nil {
+		return "", agentvault.Wrap(agentvault.CodeInternal, err, "no randomness")
+	}
+	return encodeHash(p, b[:saltLen], b[saltLen:]), nil
+}
+
+// idKey is argon2id, after which the memory it filled (64 MiB by default)
+// goes back to the OS at once instead of staying resident until the
+// scavenger gets to it: sign-ins are rare, the proxy's idle footprint is
+// not.
+func idKey(pw, salt []byte, p PasswordParams, n uint32) []byte {
+	k := argon2.IDKey(pw, salt, p.Time, p.Memory, p.Threads, n)
+	debug.FreeOSMemory()
+	return k
 }
 
 // CheckPassword reports whether pw matches encoded, in constant time for a
@@ -78,7 +104,7 @@ func CheckPassword(pw, encoded string) bool {
 	if err != nil || len(want) < 16 {
 		return false
 	}
-	got := argon2.IDKey([]byte(pw), salt, p.Time, p.Memory, p.Threads, uint32(len(want)))
+	got := idKey([]byte(pw), salt, p, uint32(len(want)))
 	return subtle.ConstantTimeCompare(got, want) == 1
 }
 

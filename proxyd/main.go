@@ -18,6 +18,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -477,6 +478,9 @@ func (m *Main) Run(ctx context.Context) error {
 	m.configMu.Lock()
 	egress := m.Config.Egress.Mode
 	m.configMu.Unlock()
+	// Start-up's garbage (migrations, config, the CA) goes back to the OS
+	// now rather than when the scavenger gets to it: the idle footprint.
+	debug.FreeOSMemory()
 	m.Logger.Info("proxyd listening", slog.String("proxy", m.ProxyAddr.String()),
 		slog.String("control", m.ControlAddr.String()), slog.String("admin", m.AdminAddr.String()),
 		slog.String("egress", egress), slog.Bool("unsafe_allow_private_ranges", m.Config.UnsafeAllowPrivateRanges))

@@ -198,3 +198,36 @@ func TestP10_ScrubSetCookieAndLocation(t *testing.T) {
 		t.Fatalf("scrub incomplete: %d replacements", n)
 	}
 }
+
+// TestP9_ScanJSONStringMatchesByteLoop: the quote-to-quote scan ends every
+// string literal where the byte-by-byte reading (a backslash escapes the
+// next byte, whatever it is) ends it, on every string of quotes,
+// backslashes and letters up to length 9.
+func TestP9_ScanJSONStringMatchesByteLoop(t *testing.T) {
+	naive := func(b []byte, start int) (int, bool) {
+		for j := start + 1; j < len(b); j++ {
+			switch b[j] {
+			case '\\':
+				j++
+			case '"':
+				return j + 1, true
+			}
+		}
+		return len(b), false
+	}
+	var walk func(b []byte)
+	walk = func(b []byte) {
+		in := append([]byte{'"'}, b...)
+		e, c := scanJSONString(in, 0)
+		if we, wc := naive(in, 0); e != we || c != wc {
+			t.Fatalf("%q: end %d %v, want %d %v", in, e, c, we, wc)
+		}
+		if len(b) == 9 {
+			return
+		}
+		for _, c := range []byte{'"', '\\', 'a'} {
+			walk(append(b, c))
+		}
+	}
+	walk(nil)
+}

@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
 	"unicode/utf16"
@@ -116,13 +117,19 @@ func isJSONNumber(b []byte) bool {
 // scanJSONString returns the index just past the string literal opening at
 // b[start] and whether it was closed; an unterminated literal runs to the end.
 func scanJSONString(b []byte, start int) (int, bool) {
-	for j := start + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1, true
+	// Jump from quote to quote (IndexByte is vectorised: a 1 MiB value
+	// cost a byte loop before); a quote is the end unless a backslash
+	// before it escapes it, so only the span up to it is searched for one.
+	for j := start + 1; j < len(b); {
+		q := bytes.IndexByte(b[j:], '"')
+		if q < 0 {
+			return len(b), false
 		}
+		e := bytes.IndexByte(b[j:j+q], '\\')
+		if e < 0 {
+			return j + q + 1, true
+		}
+		j += e + 2 // the escaped byte is skipped, whatever it is
 	}
 	return len(b), false
 }
@@ -133,11 +140,8 @@ func scanJSONString(b []byte, start int) (int, bool) {
 // document is not valid JSON, but its bytes are still searched). It returns s
 // itself when there is no escape.
 func jsonUnescape(s []byte) []byte {
-	i := 0
-	for i < len(s) && s[i] != '\\' {
-		i++
-	}
-	if i == len(s) {
+	i := bytes.IndexByte(s, '\\')
+	if i < 0 {
 		return s
 	}
 	out := make([]byte, 0, len(s))

@@ -2,8 +2,10 @@ package rewrite
 
 import (
 	"bytes"
+	"encoding/binary"
 	"html"
 	"slices"
+	"sync"
 )
 
 // EncodedViews returns b decoded in the ways a value can hide in text that
@@ -19,6 +21,47 @@ import (
 // tokens only: decoding adds spaces and quotes, so a short whole-field value
 // could seem to stand alone where it did not.
 func EncodedViews(b []byte) [][]byte {
+	views := textViews(b)
+	// Base64 inside b itself at every character offset, and inside the
+	// decoded views from their runs' starts: a form value carries a blob
+	// percent-encoded, a JSON string may write "/" as "\/".
+	n := len(views)
+	views = appendBase64Views(views, b, 4)
+	for _, v := range views[:n] {
+		views = appendBase64Views(views, v, 1)
+	}
+	return views
+}
+
+// EachEncodedView calls fn with what EncodedViews returns, in the same
+// order, except that a base64 view comes in pieces, one per run, where
+// EncodedViews joins a view's runs with line breaks: a value holding no
+// line break (no token or stand-in does) is in that view exactly when it
+// is in one of its pieces. The pieces are built one at a time in reused
+// buffers (wiped after), so a large body costs no view-sized allocations;
+// a slice passed to fn is valid only during that call. fn returns false to
+// stop, and EachEncodedView then returns false.
+func EachEncodedView(b []byte, fn func([]byte) bool) bool {
+	views := textViews(b)
+	for _, v := range views {
+		if !fn(v) {
+			return false
+		}
+	}
+	if !eachBase64Piece(b, 4, fn) {
+		return false
+	}
+	for _, v := range views {
+		if !eachBase64Piece(v, 1, fn) {
+			return false
+		}
+	}
+	return true
+}
+
+// textViews are b percent-, JSON-, HTML- and percent-then-JSON-decoded,
+// each only when it differs from b.
+func textViews(b []byte) [][]byte {
 	var views [][]byte
 	add := func(v []byte) []byte {
 		if !bytes.Equal(v, b) {
@@ -39,15 +82,59 @@ func EncodedViews(b []byte) [][]byte {
 	if p != nil && bytes.IndexByte(p, '\\') >= 0 {
 		add(jsonUnescape(p))
 	}
-	// Base64 inside b itself at every character offset, and inside the
-	// decoded views from their runs' starts: a form value carries a blob
-	// percent-encoded, a JSON string may write "/" as "\/".
-	n := len(views)
-	views = appendBase64Views(views, b, 4)
-	for _, v := range views[:n] {
-		views = appendBase64Views(views, v, 1)
-	}
 	return views
+}
+
+// pieceBufs are eachBase64Piece's scratch buffers.
+type pieceBufs struct{ bits, piece []byte }
+
+var piecePool = sync.Pool{New: func() any { return new(pieceBufs) }}
+
+// eachBase64Piece calls fn with appendBase64Views's views of b in pieces:
+// for each offset k below shifts, each run's decoding from its k-th
+// character (see EachEncodedView).
+func eachBase64Piece(b []byte, shifts int, fn func([]byte) bool) bool {
+	var stack [16][2]int
+	runs := base64Runs(stack[:0], b)
+	if len(runs) == 0 {
+		return true
+	}
+	pb := piecePool.Get().(*pieceBufs)
+	used := 0
+	defer func() {
+		// Wipe what this call wrote (the rest was wiped by the call that
+		// wrote it): a decoded piece of a rewritten body may hold a real
+		// value.
+		clear(pb.bits)
+		clear(pb.piece[:used])
+		piecePool.Put(pb)
+	}()
+	// Every run's bits, once; each piece is then read off them.
+	var offs [16]int
+	bitOff := offs[:0]
+	bits := pb.bits[:0]
+	longest := 0
+	for _, r := range runs {
+		bitOff = append(bitOff, len(bits))
+		bits = decodeBase64Bits(bits, b[r[0]:r[1]])
+		longest = max(longest, r[1]-r[0])
+	}
+	pb.bits = bits
+	if len(pb.piece) < longest*6/8 {
+		pb.piece = make([]byte, longest*6/8)
+	}
+	used = longest * 6 / 8
+	for k := 0; k < shifts; k++ {
+		for i, r := range runs {
+			n := (r[1] - r[0] - k) * 6 / 8
+			piece := pb.piece[:n]
+			shiftedBytes(piece, bits[bitOff[i]:], 6*k)
+			if !fn(piece) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // minBase64Run is the shortest run of base64 characters decoded: the
@@ -77,17 +164,100 @@ func appendBase64Views(views [][]byte, b []byte, shifts int) [][]byte {
 		chars += r[1] - r[0]
 	}
 	buf := make([]byte, 0, shifts*(chars*3/4+len(runs)))
-	for k := 0; k < shifts; k++ {
-		start := len(buf)
+	if shifts == 1 {
 		for i, r := range runs {
 			if i > 0 {
 				buf = append(buf, '\n')
 			}
-			buf = decodeBase64Run(buf, b[r[0]+k:r[1]])
+			buf = decodeBase64Run(buf, b[r[0]:r[1]])
 		}
-		views = append(views, buf[start:len(buf):len(buf)])
+		return append(views, buf[:len(buf):len(buf)])
+	}
+	// Decode each run once, its last bits included (bits), and read the
+	// other offsets off those bits: k characters in is 6k bits in, so view
+	// k is the same bit string read from bit 6k (see shiftedBytes). Table
+	// decoding every offset cost four passes of the slow kind over a large
+	// body.
+	var bits []byte
+	ends := make([]int, shifts) // where each view ends in buf
+	starts := make([]int, shifts)
+	total := 0
+	for k := 0; k < shifts; k++ {
+		starts[k] = total
+		for i, r := range runs {
+			if i > 0 {
+				total++
+			}
+			total += (r[1] - r[0] - k) * 6 / 8
+		}
+		ends[k] = starts[k]
+	}
+	buf = buf[:total]
+	for i, r := range runs {
+		run := b[r[0]:r[1]]
+		bits = decodeBase64Bits(bits[:0], run)
+		for k := 0; k < shifts; k++ {
+			if i > 0 {
+				buf[ends[k]] = '\n'
+				ends[k]++
+			}
+			n := (len(run) - k) * 6 / 8
+			shiftedBytes(buf[ends[k]:ends[k]+n], bits, 6*k)
+			ends[k] += n
+		}
+	}
+	clear(bits)
+	for k := 0; k < shifts; k++ {
+		views = append(views, buf[starts[k]:ends[k]:ends[k]])
 	}
 	return views
+}
+
+// decodeBase64Bits appends run's 6-bit values packed as a bit string,
+// most significant bit first, to dst: decodeBase64Run's bytes plus, when
+// the run's bits do not fill whole bytes, one more byte with the rest,
+// zero-padded.
+func decodeBase64Bits(dst, run []byte) []byte {
+	dst = decodeBase64Run(dst, run[:len(run)/4*4])
+	rest := run[len(run)/4*4:]
+	var v uint32
+	for _, c := range rest {
+		v = v<<6 | uint32(b64Value[c])
+	}
+	switch len(rest) {
+	case 1:
+		dst = append(dst, byte(v<<2))
+	case 2:
+		v <<= 12
+		dst = append(dst, byte(v>>16), byte(v>>8))
+	case 3:
+		v <<= 6
+		dst = append(dst, byte(v>>16), byte(v>>8), byte(v))
+	}
+	return dst
+}
+
+// shiftedBytes fills dst with the bytes of the bit string bits read from
+// bit off on (bits must hold them all).
+func shiftedBytes(dst, bits []byte, off int) {
+	src := bits[off/8:]
+	r := uint(off % 8)
+	if r == 0 {
+		copy(dst, src)
+		return
+	}
+	i := 0
+	for ; i+9 <= len(src) && i+8 <= len(dst); i += 8 {
+		s, d := src[i:i+9:i+9], dst[i:i+8:i+8]
+		binary.BigEndian.PutUint64(d, binary.BigEndian.Uint64(s)<<r|uint64(s[8])>>(8-r))
+	}
+	for ; i < len(dst); i++ {
+		v := src[i] << r
+		if i+1 < len(src) {
+			v |= src[i+1] >> (8 - r)
+		}
+		dst[i] = v
+	}
 }
 
 // base64Runs appends the spans of b's runs of at least minBase64Run
@@ -124,12 +294,29 @@ var b64Value = func() (t [256]int8) {
 	return t
 }()
 
+// b64Bits is b64Value for characters known to be base64 (a run's).
+var b64Bits = func() (t [256]uint8) {
+	for i, v := range b64Value {
+		t[i] = uint8(v) & 63
+	}
+	return t
+}()
+
 // decodeBase64Run appends the bytes of run (base64 characters only, no
 // padding) to dst; a trailing partial group yields its whole bytes.
 func decodeBase64Run(dst, run []byte) []byte {
 	o := len(dst)
 	dst = slices.Grow(dst, len(run)*3/4)[:o+len(run)*3/4]
 	i := 0
+	// Eight characters make six bytes, written as one word (two bytes of
+	// it overwritten by the next step or trimmed below).
+	for ; i+8 <= len(run) && o+8 <= len(dst); i += 8 {
+		c := run[i : i+8 : i+8]
+		v := uint64(b64Bits[c[0]])<<58 | uint64(b64Bits[c[1]])<<52 | uint64(b64Bits[c[2]])<<46 | uint64(b64Bits[c[3]])<<40 |
+			uint64(b64Bits[c[4]])<<34 | uint64(b64Bits[c[5]])<<28 | uint64(b64Bits[c[6]])<<22 | uint64(b64Bits[c[7]])<<16
+		binary.BigEndian.PutUint64(dst[o:o+8:o+8], v)
+		o += 6
+	}
 	for ; i+4 <= len(run); i += 4 {
 		v := uint32(b64Value[run[i]])<<18 | uint32(b64Value[run[i+1]])<<12 | uint32(b64Value[run[i+2]])<<6 | uint32(b64Value[run[i+3]])
 		dst[o], dst[o+1], dst[o+2] = byte(v>>16), byte(v>>8), byte(v)

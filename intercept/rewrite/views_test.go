@@ -96,3 +96,81 @@ func TestP9_TokenUnderBase64IsFound(t *testing.T) {
 		}
 	})
 }
+
+// TestP9_Base64ViewsMatchDecodingEachOffset: the views read off one
+// decoding of each run (shifted bits) are byte for byte the views of
+// decoding each run from each of its first four characters, the
+// definition, for runs of every length mod 4 in either alphabet, several
+// runs per body.
+func TestP9_Base64ViewsMatchDecodingEachOffset(t *testing.T) {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_"
+	seed := uint32(7)
+	next := func() uint32 { seed = seed*1664525 + 1013904223; return seed >> 8 }
+	for n := 0; n < 400; n++ {
+		var b []byte
+		for range 1 + int(next()%4) {
+			for range int(next() % 90) {
+				b = append(b, alphabet[next()%uint32(len(alphabet))])
+			}
+			b = append(b, " .=\"%"[next()%5])
+		}
+		var want [][]byte
+		runs := base64Runs(nil, b)
+		if len(runs) > 0 {
+			for k := range 4 {
+				var v []byte
+				for i, r := range runs {
+					if i > 0 {
+						v = append(v, '\n')
+					}
+					v = decodeBase64Run(v, b[r[0]+k:r[1]])
+				}
+				want = append(want, v)
+			}
+		}
+		got := appendBase64Views(nil, b, 4)
+		if len(got) != len(want) {
+			t.Fatalf("%q: %d views, want %d", b, len(got), len(want))
+		}
+		for k := range want {
+			if !bytes.Equal(got[k], want[k]) {
+				t.Fatalf("%q: view %d\n got %x\nwant %x", b, k, got[k], want[k])
+			}
+		}
+	}
+}
+
+// BenchmarkEncodedViews1MiB: the views of a 1 MiB JSON body whose padding
+// is one long base64-alphabet run (the bench harness's echo body).
+func BenchmarkEncodedViews1MiB(b *testing.B) {
+	body := []byte(`{"card":"av_card_1_number_x","amount":42.0,"pad":"` + strings.Repeat("x", 1<<20) + `"}`)
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		EncodedViews(body)
+	}
+}
+
+// TestP9_EachEncodedViewMatchesEncodedViews: the pieces EachEncodedView
+// hands out, joined by line breaks, are EncodedViews's views joined the
+// same way: the same views, the base64 ones cut at the line breaks that
+// join their runs, in the same order.
+func TestP9_EachEncodedViewMatchesEncodedViews(t *testing.T) {
+	bodies := []string{
+		"plain text",
+		`{"a":"` + base64.StdEncoding.EncodeToString([]byte(tokNumber)) + `","b":"x\/y` + strings.Repeat("Q", 37) + `"}`,
+		"x=1&blob=" + url.QueryEscape(base64.StdEncoding.EncodeToString([]byte(`{"n":"`+tokNumber+`"}`))) + "&y=a%2Bb+c",
+		"<n>&#97;v_card&amp;" + strings.Repeat("abcdefghij", 9) + "</n> data=abc" + base64.RawURLEncoding.EncodeToString([]byte(standInPW)),
+		strings.Repeat("xyz0123456789-_", 400) + " " + strings.Repeat("QUJD", 10),
+	}
+	for i, body := range bodies {
+		want := bytes.Join(EncodedViews([]byte(body)), []byte("\n"))
+		var pieces [][]byte
+		EachEncodedView([]byte(body), func(v []byte) bool {
+			pieces = append(pieces, bytes.Clone(v))
+			return true
+		})
+		if got := bytes.Join(pieces, []byte("\n")); !bytes.Equal(got, want) {
+			t.Fatalf("body %d: pieces\n%q\nviews\n%q", i, got, want)
+		}
+	}
+}

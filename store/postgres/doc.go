@@ -23,7 +23,9 @@
 // synchronous_commit not off; the store refuses to work otherwise (P22).
 // Audit records are group-committed (store/internal/groupcommit): waiting
 // records share one transaction, and AppendAudit returns only after it
-// committed (P12).
+// committed (P12). Reservations are group-committed the same way (the
+// batch's cards locked in sorted order, each reservation checked after
+// the ones before it, P18).
 //
 // It stores what the domain packages hand it and nothing more: ids, org,
 // owner, kind, label, times and field names in clear columns, everything

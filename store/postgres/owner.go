@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -397,7 +398,13 @@ func (s *Store) ExpireApprovals(ctx context.Context, now time.Time) ([]owner.App
 // Two replicas or connections racing for the last of a cap take the card's
 // lock in turn, and the second sees the first's entry (read committed: each
 // statement after the lock reads what committed before it), so only one
-// wins (P18).
+// wins (P18). Within this process, reservations waiting at the same moment
+// share that transaction and its commit (group commit, as the audit does):
+// each is checked in turn against what the ones before it wrote, and each
+// caller returns only after the commit holding its entry returned. If ctx
+// ends first Reserve fails, and the entry may still be committed: the
+// authorization then fails while its amount counts, and an authorize
+// retried with the same id finds it counted once (P20).
 func (s *Store) Reserve(ctx context.Context, r policy.Reservation) error {
 	if err := ctx.Err(); err != nil {
 		return agentvault.Wrap(agentvault.CodeTimeout, err, "reservation cancelled")
@@ -408,34 +415,85 @@ func (s *Store) Reserve(ctx context.Context, r policy.Reservation) error {
 	if r.Amount.Minor < 0 {
 		return agentvault.Errorf(agentvault.CodeAmountUnknown, "negative amount")
 	}
-	err := s.tx(ctx, func(tx pgx.Tx) error {
-		if err := lockKey(ctx, tx, "agentvault-ledger:"+r.CardID); err != nil {
-			return err
-		}
-		var card, cur string
-		var minor int64
-		err := tx.QueryRow(ctx, `SELECT card_id, currency, minor FROM ledger WHERE id = $1`, r.ID).Scan(&card, &cur, &minor)
-		if err == nil {
-			if card != r.CardID || cur != r.Amount.Currency || minor != r.Amount.Minor {
-				return agentvault.Errorf(agentvault.CodeConflict, "reservation id reused for another purchase")
-			}
-			return nil // the same authorization again: counted once (P20)
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		today, month, err := spent(ctx, tx, r.CardID, r.Day, r.Month, r.Amount.Currency)
+	if s.noGroupCommit || s.ledger == nil {
+		refusals, err := s.commitReservations(ctx, []policy.Reservation{r})
 		if err != nil {
 			return err
 		}
-		if err := policy.CheckCaps(r.Amount, today, month, r.Caps); err != nil {
-			return err
+		return refusals[0]
+	}
+	refusal, err := s.ledger.Do(ctx, r)
+	if err != nil {
+		return dbErr(err, "reserve spending")
+	}
+	return refusal
+}
+
+// commitReservations writes rs in one transaction, in order, and returns
+// each one's refusal (a cap it would break, an id reused for another
+// purchase) or nil. The cards' locks are taken first, in sorted order, so
+// two batches (two replicas) never wait for each other in a cycle. A
+// refused reservation writes nothing and does not stop the others; any
+// other error fails them all (groupcommit then retries each alone).
+func (s *Store) commitReservations(ctx context.Context, rs []policy.Reservation) ([]error, error) {
+	refusals := make([]error, len(rs))
+	cards := make([]string, 0, len(rs))
+	for _, r := range rs {
+		cards = append(cards, r.CardID)
+	}
+	slices.Sort(cards)
+	cards = slices.Compact(cards)
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		for _, c := range cards {
+			if err := lockKey(ctx, tx, "agentvault-ledger:"+c); err != nil {
+				return err
+			}
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO ledger (id, card_id, day, month, currency, minor, created) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-			r.ID, r.CardID, r.Day, r.Month, r.Amount.Currency, r.Amount.Minor, time.Now().UnixNano())
-		return err
+		for i, r := range rs {
+			err := reserveIn(ctx, tx, r)
+			var ae *agentvault.Error
+			if errors.As(err, &ae) {
+				refusals[i] = err
+				continue
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
 	})
-	return dbErr(err, "reserve spending")
+	if err != nil {
+		return nil, dbErr(err, "reserve spending")
+	}
+	return refusals, nil
+}
+
+// reserveIn checks r against the caps and writes it in tx, which holds the
+// card's lock. It returns a coded error (and writes nothing) when r is
+// refused.
+func reserveIn(ctx context.Context, tx pgx.Tx, r policy.Reservation) error {
+	var card, cur string
+	var minor int64
+	err := tx.QueryRow(ctx, `SELECT card_id, currency, minor FROM ledger WHERE id = $1`, r.ID).Scan(&card, &cur, &minor)
+	if err == nil {
+		if card != r.CardID || cur != r.Amount.Currency || minor != r.Amount.Minor {
+			return agentvault.Errorf(agentvault.CodeConflict, "reservation id reused for another purchase")
+		}
+		return nil // the same authorization again: counted once (P20)
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return err
+	}
+	today, month, err := spent(ctx, tx, r.CardID, r.Day, r.Month, r.Amount.Currency)
+	if err != nil {
+		return err
+	}
+	if err := policy.CheckCaps(r.Amount, today, month, r.Caps); err != nil {
+		return err
+	}
+	_, err = tx.Exec(ctx, `INSERT INTO ledger (id, card_id, day, month, currency, minor, created) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		r.ID, r.CardID, r.Day, r.Month, r.Amount.Currency, r.Amount.Minor, time.Now().UnixNano())
+	return err
 }
 
 func spent(ctx context.Context, q interface {

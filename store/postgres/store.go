@@ -10,6 +10,7 @@ import (
 	"time"
 
 	agentvault "github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/store/internal/groupcommit"
 	"github.com/agentvault/agentvault/vault"
 	"github.com/jackc/pgx/v5"
@@ -23,15 +24,21 @@ import (
 type Store struct {
 	pool  *pgxpool.Pool
 	audit *groupcommit.Writer[vault.AuditRecord, int64]
-	once  sync.Once
-	// noGroupCommit sends every audit record in its own transaction,
+	// ledger batches concurrent reservations the same way (owner.go).
+	ledger *groupcommit.Writer[policy.Reservation, error]
+	once   sync.Once
+	// noGroupCommit sends every audit record (and reservation) in its own transaction,
 	// relying on Postgres sharing WAL flushes between concurrent commits
 	// (the benchmark's baseline).
 	noGroupCommit bool
 }
 
-// maxAuditBatch bounds the records of one audit group commit.
-const maxAuditBatch = 256
+// maxAuditBatch bounds the records of one audit group commit, and
+// maxLedgerBatch the reservations of one ledger group commit.
+const (
+	maxAuditBatch  = 256
+	maxLedgerBatch = 256
+)
 
 // ValidateDSN checks that dsn parses as a Postgres connection string
 // (URL or key=value). Its error never repeats the DSN, which may hold a
@@ -69,6 +76,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		return nil, err
 	}
 	s.audit = groupcommit.New(s.commitAudit, maxAuditBatch)
+	s.ledger = groupcommit.New(s.commitReservations, maxLedgerBatch)
 	return s, nil
 }
 
@@ -105,6 +113,9 @@ func (s *Store) Close() error {
 	s.once.Do(func() {
 		if s.audit != nil {
 			s.audit.Close()
+		}
+		if s.ledger != nil {
+			s.ledger.Close()
 		}
 		s.pool.Close()
 	})

@@ -8,7 +8,10 @@
 // transactions and versioned migrations. Audit records are group-committed
 // (store/internal/groupcommit): records waiting at the same moment share
 // one transaction and one fsync, and AppendAudit returns only after it
-// committed (P12).
+// committed (P12); reservations are group-committed the same way, each
+// checked against the caps after the ones before it in the batch (P18).
+// The ledger's day and month totals are kept by triggers (migration 90),
+// and a purchase's queries are prepared once per pooled connection.
 //
 // A process holds one handle per database file: Open of a file that is
 // already open in the process shares the live handle, and only the last

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	agentvault "github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/store/internal/groupcommit"
 	"github.com/agentvault/agentvault/vault"
 	sqlite3 "modernc.org/sqlite"
@@ -41,6 +42,10 @@ type handle struct {
 	// audit is the file's one audit writer: concurrent AppendAudit calls
 	// share one transaction and one fsync (group commit, see AppendAudit).
 	audit *groupcommit.Writer[vault.AuditRecord, int64]
+	// ledger is the file's one reservation writer: concurrent Reserve
+	// calls share one transaction and one fsync the same way (owner.go).
+	ledger *groupcommit.Writer[policy.Reservation, error]
+	stmts  stmtCache
 }
 
 // handles are this process's open databases. POSIX advisory locks belong
@@ -73,6 +78,11 @@ var handles struct {
 const (
 	busyTimeoutMS = 10000
 	syncFull      = 2 // PRAGMA synchronous value of FULL
+)
+
+const (
+	maxIdleConns = 16
+	connMaxIdle  = time.Minute
 )
 
 func dsn(path string) string {
@@ -118,6 +128,14 @@ func Open(path string) (*Store, error) {
 	if err != nil {
 		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "cannot open the vault database")
 	}
+	// Keep the connections a busy proxy uses open: database/sql keeps 2
+	// idle by default, so under a few concurrent purchases most calls
+	// opened a new connection (open the file, apply the pragmas, parse the
+	// whole schema: 12% of a purchase's CPU) and re-prepared every
+	// statement on it. Idle ones close after a while, so memory goes back
+	// to what it was after a load (P14).
+	db.SetMaxIdleConns(maxIdleConns)
+	db.SetConnMaxIdleTime(connMaxIdle)
 	s := &Store{db: db}
 	if err := s.checkDurability(context.Background()); err != nil {
 		db.Close()
@@ -128,7 +146,13 @@ func Open(path string) (*Store, error) {
 		return nil, err
 	}
 	s.h = &handle{file: fi, db: db, refs: 1}
+	if err := s.prepareHot(context.Background()); err != nil {
+		s.h.stmts.close()
+		db.Close()
+		return nil, err
+	}
 	s.h.audit = groupcommit.New(s.commitAudit, maxAuditBatch)
+	s.h.ledger = groupcommit.New(s.commitReservations, maxLedgerBatch)
 	handles.open = append(handles.open, s.h)
 	return s, nil
 }
@@ -190,6 +214,8 @@ func (s *Store) Close() error {
 		}
 		handles.open = slices.DeleteFunc(handles.open, func(h *handle) bool { return h == s.h })
 		s.h.audit.Close()
+		s.h.ledger.Close()
+		s.h.stmts.close()
 		s.err = s.db.Close()
 	})
 	return s.err
@@ -355,8 +381,8 @@ func scanItem(row interface{ Scan(...any) error }) (vault.ItemRecord, error) {
 	return rec, nil
 }
 
-func loadValues(ctx context.Context, tx *sql.Tx, rec *vault.ItemRecord) error {
-	rows, err := tx.QueryContext(ctx, `SELECT field, value FROM item_values WHERE item_id = ?`, rec.ID)
+func (s *Store) loadValues(ctx context.Context, tx *sql.Tx, rec *vault.ItemRecord) error {
+	rows, err := s.txQuery(ctx, tx, qItemValues, rec.ID)
 	if err != nil {
 		return err
 	}
@@ -373,26 +399,59 @@ func loadValues(ctx context.Context, tx *sql.Tx, rec *vault.ItemRecord) error {
 	return rows.Err()
 }
 
+// getItem reads one item and its values with one statement (the item's
+// columns on each of its value rows): one statement reads one snapshot,
+// so the item and its values agree without a transaction around two
+// queries (BEGIN, two statements, COMMIT cost a purchase twice over).
 func (s *Store) getItem(ctx context.Context, query string, args ...any) (vault.ItemRecord, error) {
-	var rec vault.ItemRecord
-	err := s.readTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		if rec, err = scanItem(tx.QueryRowContext(ctx, query, args...)); err != nil {
-			return err
+	rows, err := s.query(ctx, query, args...)
+	if err != nil {
+		return vault.ItemRecord{}, dbErr(err, "get item")
+	}
+	defer rows.Close()
+	var (
+		rec              vault.ItemRecord
+		kind, fields     string
+		created, updated int64
+		field            sql.NullString
+		value            []byte
+	)
+	n := 0
+	for rows.Next() {
+		if err := rows.Scan(&rec.ID, &rec.Org, &rec.Owner, &kind, &rec.Label, &created, &updated, &fields, &rec.KeyID,
+			&rec.WrappedKey, &rec.Meta, &field, &value); err != nil {
+			return vault.ItemRecord{}, dbErr(err, "get item")
 		}
-		return loadValues(ctx, tx, &rec)
-	})
-	return rec, dbErr(err, "get item")
+		if n == 0 {
+			rec.Kind = vault.Kind(kind)
+			rec.Created, rec.Updated = fromNanos(created), fromNanos(updated)
+			if err := json.Unmarshal([]byte(fields), &rec.Fields); err != nil {
+				return vault.ItemRecord{}, dbErr(err, "get item")
+			}
+			rec.Values = map[vault.Field][]byte{}
+		}
+		n++
+		if field.Valid {
+			rec.Values[vault.Field(field.String)] = value
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return vault.ItemRecord{}, dbErr(err, "get item")
+	}
+	if n == 0 {
+		return vault.ItemRecord{}, vault.ErrNotFound
+	}
+	return rec, nil
 }
 
 // GetItem implements vault.ItemStore.
 func (s *Store) GetItem(ctx context.Context, org, id string) (vault.ItemRecord, error) {
-	return s.getItem(ctx, `SELECT `+itemCols+` FROM items WHERE org = ? AND id = ?`, org, id)
+	return s.getItem(ctx, qItemByID, org, id)
 }
 
 // GetItemByLabel implements vault.ItemStore.
 func (s *Store) GetItemByLabel(ctx context.Context, org string, kind vault.Kind, label string) (vault.ItemRecord, error) {
-	return s.getItem(ctx, `SELECT `+itemCols+` FROM items WHERE org = ? AND kind = ? AND label = ?`, org, string(kind), label)
+	return s.getItem(ctx, qItemByLabel, org, string(kind), label)
 }
 
 // ListItems implements vault.ItemStore.
@@ -416,7 +475,7 @@ func (s *Store) ListItems(ctx context.Context, org string) ([]vault.ItemRecord, 
 			return err
 		}
 		for i := range out {
-			if err := loadValues(ctx, tx, &out[i]); err != nil {
+			if err := s.loadValues(ctx, tx, &out[i]); err != nil {
 				return err
 			}
 		}
@@ -484,13 +543,10 @@ func (s *Store) AuditCommits() (commits, records int64) {
 func (s *Store) commitAudit(ctx context.Context, recs []vault.AuditRecord) ([]int64, error) {
 	seqs := make([]int64, 0, len(recs))
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		stmt, err := tx.PrepareContext(ctx, `
-INSERT INTO audit (time, action, org, item_id, kind, field, destination, session, actor, purpose, value_hmac)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+		stmt, err := s.txStmt(ctx, tx, qAuditPut)
 		if err != nil {
 			return err
 		}
-		defer stmt.Close()
 		for _, r := range recs {
 			res, err := stmt.ExecContext(ctx, nanos(r.Time), r.Action, r.Org, r.ItemID, string(r.Kind), string(r.Field),
 				r.Destination, r.Session, r.Actor, r.Purpose, r.ValueHMAC)

@@ -1,0 +1,124 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/policy"
+)
+
+// sums reads what the ledger rows themselves add up to, the reference the
+// running totals must equal.
+func sums(t *testing.T, s *Store, card, day, month, cur string) (int64, int64) {
+	t.Helper()
+	var d, m int64
+	q := `SELECT coalesce(sum(CASE WHEN day = ? THEN minor END), 0), coalesce(sum(CASE WHEN month = ? THEN minor END), 0) FROM ledger WHERE card_id = ? AND currency = ?`
+	if err := s.db.QueryRow(q, day, month, card, cur).Scan(&d, &m); err != nil {
+		t.Fatal(err)
+	}
+	return d, m
+}
+
+func checkTotals(t *testing.T, s *Store, card, day, month, cur string) {
+	t.Helper()
+	today, thisMonth, err := s.Spent(context.Background(), card, day, month, cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, m := sums(t, s, card, day, month, cur)
+	if today.Minor != d || thisMonth.Minor != m {
+		t.Fatalf("running totals %d/%d, ledger rows sum to %d/%d", today.Minor, thisMonth.Minor, d, m)
+	}
+}
+
+// TestP18_LedgerTotalsFollowEveryWrite: the running totals the caps are
+// checked against equal the sums of the ledger rows after reservations,
+// cancellations, a row changed by hand and a migration that fills them
+// from rows written before it existed.
+func TestP18_LedgerTotalsFollowEveryWrite(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "vault.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, day := range []string{"2026-11-29", "2026-11-30", "2026-11-30", "2026-12-01"} {
+		month := day[:7]
+		if err := s.Reserve(ctx, policy.Reservation{ID: fmt.Sprintf("r%d", i), CardID: "c1",
+			Amount: policy.Amount{Minor: int64(100 * (i + 1)), Currency: "EUR"}, Day: day, Month: month}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkTotals(t, s, "c1", "2026-11-30", "2026-11", "EUR")
+	if err := s.Cancel(ctx, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	checkTotals(t, s, "c1", "2026-11-30", "2026-11", "EUR")
+	if _, err := s.db.Exec(`UPDATE ledger SET day = '2026-11-29', minor = 7 WHERE id = 'r2'`); err != nil {
+		t.Fatal(err)
+	}
+	for _, day := range []string{"2026-11-29", "2026-11-30"} {
+		checkTotals(t, s, "c1", day, "2026-11", "EUR")
+	}
+	checkTotals(t, s, "c1", "2026-12-01", "2026-12", "EUR")
+
+	// A database from before migration 90: the totals are filled from its rows.
+	if _, err := s.db.Exec(`DROP TRIGGER ledger_totals_insert; DROP TRIGGER ledger_totals_delete; DROP TRIGGER ledger_totals_update;
+DROP TABLE ledger_totals; DELETE FROM schema_migrations WHERE version = 90;
+INSERT INTO ledger (id, card_id, day, month, currency, minor, created) VALUES ('old', 'c1', '2026-11-29', '2026-11', 'EUR', 5000, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err = Open(path); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, day := range []string{"2026-11-29", "2026-11-30"} {
+		checkTotals(t, s, "c1", day, "2026-11", "EUR")
+	}
+	if today, _, _ := s.Spent(ctx, "c1", "2026-11-29", "2026-11", "EUR"); today.Minor != 100+7+5000 {
+		t.Fatalf("spent on 2026-11-29: %d, want %d", today.Minor, 100+7+5000)
+	}
+}
+
+// TestP18_LedgerGroupCommitRefusesOneNotAll: in one group commit, a
+// reservation over a cap is refused on its own, the ones before and after
+// it are written, and each is checked against the ones before it in the
+// batch (two that fit alone do not both fit together).
+func TestP18_LedgerGroupCommitRefusesOneNotAll(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(filepath.Join(t.TempDir(), "vault.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	daily := policy.MustAmount("10.00 EUR")
+	r := func(id string, minor int64) policy.Reservation {
+		return policy.Reservation{ID: id, CardID: "c1", Amount: policy.Amount{Minor: minor, Currency: "EUR"},
+			Day: "2026-11-30", Month: "2026-11", Caps: policy.Caps{Daily: &daily}}
+	}
+	batch := []policy.Reservation{r("a", 600), r("b", 600), r("c", 400), r("a", 600), r("d", 1)}
+	refusals, err := s.commitReservations(ctx, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []agentvault.Code{"", agentvault.CodeDailyLimit, "", "", agentvault.CodeDailyLimit}
+	for i, w := range want {
+		if got := agentvault.ErrorCode(refusals[i]); got != w {
+			t.Errorf("reservation %d (%s): code %q, want %q", i, batch[i].ID, got, w)
+		}
+	}
+	today, _, err := s.Spent(ctx, "c1", "2026-11-30", "2026-11", "EUR")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if today.Minor != 1000 {
+		t.Fatalf("spent %d, want 1000 (a and c)", today.Minor)
+	}
+	checkTotals(t, s, "c1", "2026-11-30", "2026-11", "EUR")
+}
