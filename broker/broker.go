@@ -263,6 +263,18 @@ type Broker struct {
 	// claimed in the Store without settling it (default 2 minutes); after
 	// it the grant counts as used (shared.go).
 	ClaimLease time.Duration
+	// SingleProcess says the Store is this process's alone (SQLite: one
+	// proxyd per file). Its cache is then authoritative: an authorize does
+	// not read the session again, and a one-purchase grant's use is held
+	// in memory, not claimed and settled in the Store. A session loaded
+	// after a restart counts its one-purchase grants as used, since one
+	// may have been in use when the process stopped.
+	SingleProcess bool
+	// UsesLost (with SingleProcess) says the previous process stopped
+	// without CloseAll: whether a one-purchase grant was in use then is
+	// unknown, so a session loaded now counts its one-purchase grants as
+	// used (the agent fills the card again).
+	UsesLost bool
 
 	mu      sync.RWMutex
 	byID    map[string]*Session
@@ -509,6 +521,7 @@ func (ss *Broker) CloseAll() {
 	ss.mu.RUnlock()
 	for _, s := range all {
 		if ss.Store != nil {
+			ss.keepUses(s)
 			ss.drop(s)
 		} else {
 			_, _ = ss.Close(s.ID)
@@ -698,7 +711,7 @@ func keySees(sc *tokens.Scope, it vault.Item) bool {
 func (ss *Broker) Authorize(ctx context.Context, s *Session, req control.AuthorizeRequest) (control.AuthorizeResponse, error) {
 	var resp control.AuthorizeResponse
 	err := ss.allow(s)
-	if err == nil {
+	if err == nil && !ss.SingleProcess {
 		// The grant's shared state first (spent or renewed on another
 		// replica), and the grant written through before the answer.
 		err = ss.refresh(ctx, s)

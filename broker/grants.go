@@ -46,7 +46,7 @@ func (u *Use) Done(status int) {
 		}
 	}
 	u.s.mu.Unlock()
-	if ss := u.s.broker; ss != nil && ss.Store != nil {
+	if ss := u.s.broker; ss != nil && ss.Store != nil && !ss.SingleProcess {
 		ss.settle(u.s, u.held, accepted)
 	}
 	u.held = nil
@@ -77,7 +77,7 @@ func (ss *Broker) useGrant(ctx context.Context, u *Use, b *Grant, dest hostname.
 	if b.inFlight {
 		return agentvault.Errorf(agentvault.CodeGrantInUse, "another request is using this card authorization")
 	}
-	if ss.Store != nil {
+	if ss.Store != nil && !ss.SingleProcess {
 		// The claim is the Store's: two replicas never both hold it.
 		return ss.claim(ctx, u, b, now)
 	}
@@ -95,7 +95,7 @@ func (ss *Broker) useGrant(ctx context.Context, u *Use, b *Grant, dest hostname.
 // an authorize on another replica renews a grant in place, and this
 // replica may not have heard of it yet. It re-reads the session once.
 func (ss *Broker) renewedElsewhere(ctx context.Context, s *Session, err error) bool {
-	if ss.Store == nil {
+	if ss.Store == nil || ss.SingleProcess {
 		return false
 	}
 	switch agentvault.ErrorCode(err) {

@@ -76,6 +76,18 @@ func (ss *Broker) lookup(id string) *Session {
 	if err := ss.mergeGrants(ctx, s, grants); err != nil {
 		return nil
 	}
+	if ss.SingleProcess && ss.UsesLost {
+		// Loaded after a crash: the uses were held in memory, so a
+		// one-purchase grant may have been in use when the process
+		// stopped. It counts as used; the agent fills the card again.
+		s.mu.Lock()
+		for _, b := range s.bindings {
+			if b.onePurchase {
+				b.spent = true
+			}
+		}
+		s.mu.Unlock()
+	}
 	ss.mu.Lock()
 	if o := ss.byID[id]; o != nil {
 		ss.mu.Unlock()
@@ -593,5 +605,37 @@ func (ss *Broker) HandleEvent(ev Event) {
 		r.mu.Unlock()
 		ss.listenDown.Store(false)
 		ss.listening.Store(true)
+	}
+}
+
+// keepUses writes, for a process whose uses were held in memory
+// (SingleProcess), which one-purchase grants of s are spent, so the next
+// process does not release them again. A grant still in use counts as
+// spent (the site may have it). Called at shutdown, before s is dropped.
+func (ss *Broker) keepUses(s *Session) {
+	if !ss.SingleProcess || ss.Store == nil {
+		return
+	}
+	type use struct {
+		token    string
+		purchase int
+	}
+	var spent []use
+	s.mu.Lock()
+	seen := map[*Grant]bool{}
+	for _, b := range s.bindings {
+		if seen[b] || !b.onePurchase || !(b.spent || b.inFlight) {
+			continue
+		}
+		seen[b] = true
+		spent = append(spent, use{b.token, b.purchase})
+	}
+	s.mu.Unlock()
+	ctx, cancel := storeCtx()
+	defer cancel()
+	now := ss.now()
+	for _, u := range spent {
+		_ = ss.Store.ClaimGrant(ctx, ClaimArgs{Session: s.ID, Token: u.token, Claim: randomID("c_", 8),
+			Purchase: u.purchase, Now: now, Until: now, Spend: true})
 	}
 }

@@ -44,7 +44,10 @@ import (
 const (
 	APIKeyFile       = "api-key"
 	ControlTokenFile = "control-token"
-	CAFile           = "ca.pem"
+	// cleanStopFile marks a SQLite data directory whose last proxyd
+	// stopped cleanly (its sessions' card uses are in the store).
+	cleanStopFile = "clean-stop"
+	CAFile        = "ca.pem"
 	// DefaultKeyID names the API key proxyd creates at first start, until
 	// owner key management exists.
 	DefaultKeyID = "key_default"
@@ -234,6 +237,17 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	m.Broker.GrantTTL, m.Broker.SessionIdle, m.Broker.SessionMaxAge = l.GrantTTL, l.SessionIdle, l.SessionMaxAge
 	m.Broker.MaxSessionsPerKey = l.MaxSessionsPerKey
 	m.Broker.Store, m.Broker.Notifier = sessionStore(st)
+	// SQLite: one proxyd per file (the data directory's lock), so the
+	// broker's cache is authoritative and card uses stay in memory.
+	m.Broker.SingleProcess = m.Config.Store.Driver != "postgres"
+	if m.Broker.SingleProcess {
+		// Without the mark of a clean stop, card uses held in memory by
+		// the last process are unknown.
+		mark := filepath.Join(m.dataDir, cleanStopFile)
+		_, err := os.Stat(mark)
+		m.Broker.UsesLost = err != nil
+		_ = os.Remove(mark)
+	}
 	// A card request settles its claim when the site's answer arrives:
 	// the lease outlasts the longest wait for one.
 	m.Broker.ClaimLease = max(2*time.Minute, l.UpstreamTimeout+time.Minute)
@@ -550,6 +564,9 @@ func (m *Main) Close() error {
 	}
 	if m.Broker != nil {
 		m.Broker.CloseAll()
+		if m.Broker.SingleProcess && m.Broker.Store != nil {
+			_ = os.WriteFile(filepath.Join(m.dataDir, cleanStopFile), nil, 0o600)
+		}
 	}
 	if m.Recipes != nil {
 		m.Recipes.Close() // screenings in flight write to the store

@@ -1,0 +1,123 @@
+package broker_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/broker"
+	"github.com/agentvault/agentvault/store/sqlite"
+	"github.com/agentvault/agentvault/vault"
+)
+
+// TestP21_SingleProcessKeepsUsesAcrossRestarts: a proxyd alone on its
+// SQLite file holds card uses in memory (no store write per request). A
+// clean stop writes which grants were spent, so after it an unused grant
+// still works and a spent one stays spent; after a crash (no clean stop)
+// every one-purchase grant counts as used, since one may have been at the
+// site when the process died.
+func TestP21_SingleProcessKeepsUsesAcrossRestarts(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "vault.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	start := func(usesLost bool) *broker.Broker {
+		b, _, _ := newBroker(t)
+		b.Store, b.Notifier = st, &broker.LocalNotifier{}
+		b.SingleProcess, b.UsesLost = true, usesLost
+		return b
+	}
+	b1 := start(false)
+	spentS, _, err := b1.Create(ctx, "avk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unusedS, _, err := b1.Create(ctx, "avk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gSpent := grantFor(t, b1, spentS, "https://shop.test/pay")
+	grantFor(t, b1, unusedS, "https://shop.test/pay")
+	u := spentS.NewUse()
+	raw, err := b1.Release(ctx, u, gSpent, origin(t, "shop.test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vault.NewSecret(raw).Wipe()
+	u.Done(200)
+	b1.CloseAll() // a clean stop
+
+	useAfter := func(b *broker.Broker, id string) agentvault.Code {
+		t.Helper()
+		s, err := b.Get(id)
+		if err != nil {
+			t.Fatalf("session %s not loaded: %v", id, err)
+		}
+		_, gs := s.Grants()
+		if len(gs) != 1 {
+			t.Fatalf("%d grants after the restart", len(gs))
+		}
+		u := s.NewUse()
+		raw, err := b.Release(ctx, u, gs[0], origin(t, "shop.test"))
+		if err == nil {
+			vault.NewSecret(raw).Wipe()
+			u.Done(200)
+		}
+		return agentvault.ErrorCode(err)
+	}
+	b2 := start(false)
+	if c := useAfter(b2, spentS.ID); c != agentvault.CodeGrantUsed {
+		t.Fatalf("a grant spent before a clean stop: %q after it, want grant_used", c)
+	}
+	// Authorized again after the clean stop, then the process crashes
+	// before using it: after the crash it counts as used.
+	s2, err := b2.Get(unusedS.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grantFor(t, b2, s2, "https://shop.test/pay")
+	b3 := start(true) // b2 never ran CloseAll
+	if c := useAfter(b3, unusedS.ID); c != agentvault.CodeGrantUsed {
+		t.Fatalf("after a crash a one-purchase grant was usable: %q, want grant_used", c)
+	}
+}
+
+// TestP21_SingleProcessCleanStopKeepsUnusedGrant: an authorized card that
+// was not used before a clean stop is still usable once after it.
+func TestP21_SingleProcessCleanStopKeepsUnusedGrant(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "vault.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	b1, _, _ := newBroker(t)
+	b1.Store, b1.Notifier, b1.SingleProcess = st, &broker.LocalNotifier{}, true
+	s, _, err := b1.Create(ctx, "avk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	grantFor(t, b1, s, "https://shop.test/pay")
+	b1.CloseAll()
+	b2, _, _ := newBroker(t)
+	b2.Store, b2.Notifier, b2.SingleProcess = st, &broker.LocalNotifier{}, true
+	s2, err := b2.Get(s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, gs := s2.Grants()
+	u := s2.NewUse()
+	raw, err := b2.Release(ctx, u, gs[0], origin(t, "shop.test"))
+	if err != nil {
+		t.Fatalf("an unused grant after a clean stop: %v", err)
+	}
+	vault.NewSecret(raw).Wipe()
+	u.Done(200)
+	u = s2.NewUse()
+	if _, err := b2.Release(ctx, u, gs[0], origin(t, "shop.test")); agentvault.ErrorCode(err) != agentvault.CodeGrantUsed {
+		t.Fatalf("second use: %v, want grant_used", err)
+	}
+}
