@@ -67,6 +67,13 @@ func tlsUpstream(t *testing.T, h http.HandlerFunc) (*httptest.Server, string) {
 // startMain runs a real Main on loopback ports with a fresh data directory.
 func startMain(t *testing.T, roots string, mod func(*proxyd.Config)) (*proxyd.Main, *syncBuf) {
 	t.Helper()
+	logs := &syncBuf{}
+	return startMainLogging(t, roots, mod, logs), logs
+}
+
+// startMainLogging is startMain with the JSON log lines going to w.
+func startMainLogging(t *testing.T, roots string, mod func(*proxyd.Config), w io.Writer) *proxyd.Main {
+	t.Helper()
 	m := proxyd.NewMain()
 	m.Config.DataDir = t.TempDir()
 	m.Config.Listen = proxyd.ListenConfig{Proxy: "127.0.0.1:0", Control: "127.0.0.1:0", Admin: "127.0.0.1:0"}
@@ -77,8 +84,7 @@ func startMain(t *testing.T, roots string, mod func(*proxyd.Config)) (*proxyd.Ma
 	if mod != nil {
 		mod(&m.Config)
 	}
-	logs := &syncBuf{}
-	m.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	m.Logger = slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := m.Open(ctx); err != nil {
 		cancel()
@@ -92,7 +98,7 @@ func startMain(t *testing.T, roots string, mod func(*proxyd.Config)) (*proxyd.Ma
 			t.Errorf("Run: %v", err)
 		}
 	})
-	return m, logs
+	return m
 }
 
 func proxyClient(m *proxyd.Main, s control.CreateSessionResponse) *http.Client {
