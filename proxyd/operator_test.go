@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -164,12 +165,18 @@ func TestOperator_DataDirRule(t *testing.T) {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// Below Linux's ephemeral range (32768-60999): a port picked there and
+	// freed for the child to bind can be taken meanwhile by any outgoing
+	// connection or ":0" listener of the tests running in parallel.
+	for range 200 {
+		addr := "127.0.0.1:" + strconv.Itoa(20000+mrand.IntN(12000))
+		if l, err := net.Listen("tcp", addr); err == nil {
+			l.Close()
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatal("no free port between 20000 and 32000")
+	return ""
 }
 
 type ports struct{ proxy, control, admin, dash string }
