@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -19,23 +18,10 @@ import (
 
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/e2e/merchant"
+	"github.com/agentvault/agentvault/internal/tcplb"
 )
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	// Below Linux's ephemeral range (32768-60999): a port picked there and
-	// freed for a child process to bind can be taken meanwhile by any
-	// outgoing connection or ":0" listener of the tests running in parallel.
-	for range 200 {
-		addr := "127.0.0.1:" + strconv.Itoa(20000+mrand.IntN(12000))
-		if l, err := net.Listen("tcp", addr); err == nil {
-			l.Close()
-			return addr
-		}
-	}
-	t.Fatal("no free port between 20000 and 32000")
-	return ""
-}
+func freePort(t *testing.T) string { t.Helper(); return tcplb.FreeAddr(t) }
 
 // TestProxydBinaryOwnerFlow is the owner's walk-through with the built
 // binary: `proxyd vault add-card` reads the card from stdin, `proxyd run`

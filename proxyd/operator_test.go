@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -21,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentvault/agentvault/internal/tcplb"
 )
 
 // The operator tests drive the built binaries as a new owner would: real
@@ -163,21 +164,7 @@ func TestOperator_DataDirRule(t *testing.T) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	// Below Linux's ephemeral range (32768-60999): a port picked there and
-	// freed for the child to bind can be taken meanwhile by any outgoing
-	// connection or ":0" listener of the tests running in parallel.
-	for range 200 {
-		addr := "127.0.0.1:" + strconv.Itoa(20000+mrand.IntN(12000))
-		if l, err := net.Listen("tcp", addr); err == nil {
-			l.Close()
-			return addr
-		}
-	}
-	t.Fatal("no free port between 20000 and 32000")
-	return ""
-}
+func freeAddr(t *testing.T) string { t.Helper(); return tcplb.FreeAddr(t) }
 
 type ports struct{ proxy, control, admin, dash string }
 
