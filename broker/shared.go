@@ -524,7 +524,10 @@ func (ss *Broker) Listen(ctx context.Context, ready chan<- struct{}) {
 		}
 		return
 	}
-	go ss.hello(ctx)
+	if !ss.SingleProcess {
+		// Alone on its store, there is nobody to tell.
+		go ss.hello(ctx)
+	}
 	ss.Notifier.Listen(ctx, ready, ss.HandleEvent)
 }
 
