@@ -275,6 +275,10 @@ type Broker struct {
 	// unknown, so a session loaded now counts its one-purchase grants as
 	// used (the agent fills the card again).
 	UsesLost bool
+	// GrantWriteBehind (with SingleProcess) is how long the grants that
+	// authorizes made may wait to be written to the Store, together
+	// (default 1 s; shared.go, writeBehind).
+	GrantWriteBehind time.Duration
 
 	mu      sync.RWMutex
 	byID    map[string]*Session
@@ -291,6 +295,12 @@ type Broker struct {
 	echoes     map[string]*echoWaiter // EventGrant echoes awaited
 	peers      map[string]time.Time   // other replicas, by when last heard
 	ackMisses  atomic.Int64
+
+	// Grants written behind (SingleProcess, shared.go).
+	behindMu    sync.Mutex
+	behind      map[*Session]map[string]bool
+	behindTimer *time.Timer
+	flushMu     sync.Mutex
 }
 
 // OnClose registers fn to run after a session ends (the proxy drops what it
@@ -519,6 +529,7 @@ func (ss *Broker) CloseAll() {
 		all = append(all, s)
 	}
 	ss.mu.RUnlock()
+	ss.flushGrants()
 	for _, s := range all {
 		if ss.Store != nil {
 			ss.keepUses(s)

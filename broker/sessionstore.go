@@ -201,6 +201,13 @@ var _ Notifier = (*LocalNotifier)(nil)
 // store reads a grant's state, applies these and writes the result in one
 // transaction.
 
+// GrantBatchWriter is a SessionStore that writes many grants in one
+// durable commit. A SingleProcess broker writes its grants behind the
+// authorizes that made them, in batches, through it when the Store has it.
+type GrantBatchWriter interface {
+	PutGrants(ctx context.Context, gs []GrantRecord) error
+}
+
 // NextGrant is what PutGrant stores when in is written over old (nil: no
 // grant yet), and whether the grant's claim is cleared (a new purchase).
 func NextGrant(old *GrantRecord, in GrantRecord) (out GrantRecord, newUse bool) {

@@ -280,16 +280,17 @@ func (ss *Broker) writeGrant(ctx context.Context, s *Session, token string, resp
 	if ss.Store == nil {
 		return resp, nil
 	}
+	if ss.SingleProcess {
+		ss.writeBehind(s, token)
+		return resp, nil
+	}
 	s.mu.Lock()
 	b := s.bindings[token]
 	if b == nil || s.closed {
 		s.mu.Unlock()
 		return resp, nil
 	}
-	g := GrantRecord{Session: s.ID, Token: token, StandIn: b.standIn, ItemID: b.item.ID, Kind: b.item.Kind,
-		Label: b.item.Label, Field: b.field, Live: b.live, Origins: slices.Clone(b.origins), Site: b.site,
-		SitePort: b.sitePort, Expires: b.expires, OnePurchase: b.onePurchase, Purchase: b.purchase,
-		Spent: b.spent, Total: b.total}
+	g := grantRecordLocked(s, token, b)
 	item := b.item
 	s.mu.Unlock()
 	stored, err := ss.Store.PutGrant(ctx, g)
@@ -314,6 +315,80 @@ func (ss *Broker) writeGrant(ctx context.Context, s *Session, token string, resp
 	ss.notifyAndHear(ctx, Event{Type: EventGrant, Session: s.ID})
 	s.mu.Lock()
 	return resp, nil
+}
+
+// grantRecordLocked is b as the Store keeps it; s.mu must be held.
+func grantRecordLocked(s *Session, token string, b *Grant) GrantRecord {
+	return GrantRecord{Session: s.ID, Token: token, StandIn: b.standIn, ItemID: b.item.ID, Kind: b.item.Kind,
+		Label: b.item.Label, Field: b.field, Live: b.live, Origins: slices.Clone(b.origins), Site: b.site,
+		SitePort: b.sitePort, Expires: b.expires, OnePurchase: b.onePurchase, Purchase: b.purchase,
+		Spent: b.spent, Total: b.total}
+}
+
+// writeBehind marks the grant of token in s to be written to the Store
+// within GrantWriteBehind (SingleProcess). Nobody else reads the Store while
+// this process runs: it holds the grants in memory, and the Store keeps
+// them only for the next process. A grant that a crash keeps from being
+// written is simply gone after the restart, and the agent fills the field
+// again: it never lets a value go anywhere the memory copy would not (and
+// after a crash a one-purchase grant counts as used anyway: UsesLost).
+// A clean stop writes every grant still waiting (CloseAll).
+func (ss *Broker) writeBehind(s *Session, token string) {
+	ss.behindMu.Lock()
+	defer ss.behindMu.Unlock()
+	if ss.behind == nil {
+		ss.behind = map[*Session]map[string]bool{}
+	}
+	toks := ss.behind[s]
+	if toks == nil {
+		toks = map[string]bool{}
+		ss.behind[s] = toks
+	}
+	toks[token] = true
+	if ss.behindTimer == nil {
+		ss.behindTimer = time.AfterFunc(durationOr(ss.GrantWriteBehind, time.Second), ss.flushGrants)
+	}
+}
+
+// flushGrants writes the grants waiting on writeBehind, as they are now,
+// in one commit when the Store can (GrantBatchWriter). Flushes run one at
+// a time, so a grant's later state is never overwritten by an earlier one.
+// A grant of a session that has ended since is not written.
+func (ss *Broker) flushGrants() {
+	ss.flushMu.Lock()
+	defer ss.flushMu.Unlock()
+	ss.behindMu.Lock()
+	pending := ss.behind
+	ss.behind = nil
+	if ss.behindTimer != nil {
+		ss.behindTimer.Stop()
+		ss.behindTimer = nil
+	}
+	ss.behindMu.Unlock()
+	if len(pending) == 0 || ss.Store == nil {
+		return
+	}
+	var recs []GrantRecord
+	for s, toks := range pending {
+		s.mu.Lock()
+		if !s.closed {
+			for tok := range toks {
+				if b := s.bindings[tok]; b != nil {
+					recs = append(recs, grantRecordLocked(s, tok, b))
+				}
+			}
+		}
+		s.mu.Unlock()
+	}
+	ctx, cancel := storeCtx()
+	defer cancel()
+	if bw, ok := ss.Store.(GrantBatchWriter); ok {
+		_ = bw.PutGrants(ctx, recs)
+		return
+	}
+	for _, g := range recs {
+		_, _ = ss.Store.PutGrant(ctx, g)
+	}
 }
 
 // An authorize waits for its EventGrant to be heard back and acknowledged,

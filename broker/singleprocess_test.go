@@ -3,7 +3,9 @@ package broker_test
 import (
 	"context"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/broker"
@@ -120,4 +122,71 @@ func TestP21_SingleProcessCleanStopKeepsUnusedGrant(t *testing.T) {
 	if _, err := b2.Release(ctx, u, gs[0], origin(t, "shop.test")); agentvault.ErrorCode(err) != agentvault.CodeGrantUsed {
 		t.Fatalf("second use: %v, want grant_used", err)
 	}
+}
+
+// countingStore counts the grant writes that reach a SessionStore.
+type countingStore struct {
+	*sqlite.Store
+	puts, batches atomic.Int64
+}
+
+func (c *countingStore) PutGrant(ctx context.Context, g broker.GrantRecord) (broker.GrantRecord, error) {
+	c.puts.Add(1)
+	return c.Store.PutGrant(ctx, g)
+}
+
+func (c *countingStore) PutGrants(ctx context.Context, gs []broker.GrantRecord) error {
+	c.batches.Add(1)
+	return c.Store.PutGrants(ctx, gs)
+}
+
+// TestP21_SingleProcessWritesGrantsBehind: alone on its store, a broker
+// answers an authorize without writing to the store; the grants wait and
+// are written together (here held back until the clean stop), in one
+// batch, as they are at that moment. The next process serves them.
+func TestP21_SingleProcessWritesGrantsBehind(t *testing.T) {
+	ctx := context.Background()
+	sq, err := sqlite.Open(filepath.Join(t.TempDir(), "vault.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sq.Close()
+	st := &countingStore{Store: sq}
+	b1, _, _ := newBroker(t)
+	b1.Store, b1.Notifier, b1.SingleProcess = st, &broker.LocalNotifier{}, true
+	b1.GrantWriteBehind = time.Hour
+	s, _, err := b1.Create(ctx, "avk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 20 {
+		grantFor(t, b1, s, "https://shop.test/pay")
+	}
+	if n, m := st.puts.Load(), st.batches.Load(); n != 0 || m != 0 {
+		t.Fatalf("authorizes wrote to the store: %d grant writes, %d batches", n, m)
+	}
+	if _, gs, err := sq.GetSession(ctx, s.ID); err != nil || len(gs) != 0 {
+		t.Fatalf("store before the flush: %d grants, %v", len(gs), err)
+	}
+	b1.CloseAll()
+	if n, m := st.puts.Load(), st.batches.Load(); n != 0 || m != 1 {
+		t.Fatalf("the clean stop wrote %d single grants and %d batches, want one batch", n, m)
+	}
+	b2, _, _ := newBroker(t)
+	b2.Store, b2.Notifier, b2.SingleProcess = sq, &broker.LocalNotifier{}, true
+	s2, err := b2.Get(s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, gs := s2.Grants()
+	if len(gs) != 1 {
+		t.Fatalf("%d grants after the restart, want 1", len(gs))
+	}
+	u := s2.NewUse()
+	raw, err := b2.Release(ctx, u, gs[0], origin(t, "shop.test"))
+	if err != nil {
+		t.Fatalf("the grant written behind, after a clean stop: %v", err)
+	}
+	vault.NewSecret(raw).Wipe()
+	u.Done(200)
 }

@@ -198,6 +198,32 @@ func openSession(ctx context.Context, tx *sql.Tx, id string) error {
 func (s *Store) PutGrant(ctx context.Context, g broker.GrantRecord) (broker.GrantRecord, error) {
 	var out broker.GrantRecord
 	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = putGrant(ctx, tx, g)
+		return err
+	})
+	return out, dbErr(err, "write grant")
+}
+
+// PutGrants implements broker.GrantBatchWriter: the grants of open
+// sessions, written in one transaction (one durable commit). A grant of a
+// session that has ended is skipped.
+func (s *Store) PutGrants(ctx context.Context, gs []broker.GrantRecord) error {
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		for _, g := range gs {
+			if _, err := putGrant(ctx, tx, g); err != nil && agentvault.ErrorCode(err) != agentvault.CodeSessionEnded {
+				return err
+			}
+		}
+		return nil
+	})
+	return dbErr(err, "write grants")
+}
+
+// putGrant is PutGrant inside tx.
+func putGrant(ctx context.Context, tx *sql.Tx, g broker.GrantRecord) (broker.GrantRecord, error) {
+	var out broker.GrantRecord
+	err := func() error {
 		if err := openSession(ctx, tx, g.Session); err != nil {
 			return err
 		}
@@ -230,8 +256,8 @@ ON CONFLICT (session, token) DO UPDATE SET stand_in = excluded.stand_in, item_id
 		}
 		out = next
 		return nil
-	})
-	return out, dbErr(err, "write grant")
+	}()
+	return out, err
 }
 
 // claimState reads a grant's use state inside a write transaction.
