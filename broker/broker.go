@@ -301,6 +301,9 @@ type Broker struct {
 	behind      map[*Session]map[string]bool
 	behindTimer *time.Timer
 	flushMu     sync.Mutex
+
+	lastPurge atomic.Int64 // unix nanoseconds of the last purge started
+	purged    atomic.Int64
 }
 
 // OnClose registers fn to run after a session ends (the proxy drops what it
@@ -375,7 +378,43 @@ func (ss *Broker) Sweep() {
 		ss.expire(s, now)
 	}
 	ss.storeUses(all)
+	ss.purge(now)
 }
+
+// purgeEvery is how often Sweep asks the Store to drop the sessions that
+// can never be served again; purgeGrace is how long past that point a
+// session stays (an ended one is still read as ended by a replica that
+// missed the end, for that long).
+const (
+	purgeEvery = 10 * time.Minute
+	purgeGrace = time.Hour
+)
+
+// purge drops, at most every purgeEvery and in the background, the
+// Store's sessions that ended, went idle or aged out more than purgeGrace
+// ago: without it every session ever opened stays in the Store.
+func (ss *Broker) purge(now time.Time) {
+	if ss.Store == nil {
+		return
+	}
+	last := ss.lastPurge.Load()
+	if last != 0 && now.Sub(time.Unix(0, last)) < purgeEvery || !ss.lastPurge.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	a := PurgeArgs{EndedBefore: now.Add(-purgeGrace), UsedBefore: now.Add(-ss.sessionIdle() - purgeGrace),
+		CreatedBefore: now.Add(-ss.sessionAge() - purgeGrace)}
+	go func() {
+		ctx, cancel := storeCtx()
+		defer cancel()
+		n, err := ss.Store.PurgeSessions(ctx, a)
+		if err == nil {
+			ss.purged.Add(n)
+		}
+	}()
+}
+
+// Purged is how many sessions this broker's purges dropped from the Store.
+func (ss *Broker) Purged() int64 { return ss.purged.Load() }
 
 // New returns a broker with no sessions.
 func New(v Vault, lookup KeyLookup) *Broker {

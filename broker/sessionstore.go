@@ -50,6 +50,17 @@ type SessionStore interface {
 	// or free again for a retry. A claim that is not current changes
 	// nothing.
 	SettleGrant(ctx context.Context, a SettleArgs) error
+	// PurgeSessions deletes, with their grants, the sessions that ended
+	// before a.EndedBefore, were last used before a.UsedBefore or were
+	// created before a.CreatedBefore, and says how many went. The broker
+	// only passes times past which no session can be served again, so a
+	// purged id reads as unknown exactly where it read as ended.
+	PurgeSessions(ctx context.Context, a PurgeArgs) (int64, error)
+}
+
+// PurgeArgs are PurgeSessions's cut-offs.
+type PurgeArgs struct {
+	EndedBefore, UsedBefore, CreatedBefore time.Time
 }
 
 // SessionRecord is a session as the store keeps it: the proxy password

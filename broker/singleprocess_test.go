@@ -2,6 +2,7 @@ package broker_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -189,4 +190,50 @@ func TestP21_SingleProcessWritesGrantsBehind(t *testing.T) {
 	}
 	vault.NewSecret(raw).Wipe()
 	u.Done(200)
+}
+
+// TestP21_SweepPurgesEndedSessionsFromTheStore: the Store does not keep
+// every session ever opened. An hour after a session ended (or went idle
+// past its limit) a sweep drops it; a session in use stays, and the
+// purged one is still refused.
+func TestP21_SweepPurgesEndedSessionsFromTheStore(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "vault.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	b, _, now := newBroker(t)
+	b.Store, b.Notifier, b.SingleProcess = st, &broker.LocalNotifier{}, true
+	ended, _, err := b.Create(ctx, "avk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, _, err := b.Create(ctx, "avk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Close(ended.ID); err != nil {
+		t.Fatal(err)
+	}
+	b.Sweep() // the session ended a moment ago: it is kept
+	*now = now.Add(2 * time.Hour)
+	b.Touch(live)
+	b.Sweep() // stores the live session's use, then purges
+	deadline := time.Now().Add(10 * time.Second)
+	for b.Purged() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, _, err := st.GetSession(ctx, ended.ID); !errors.Is(err, vault.ErrNotFound) {
+		t.Fatalf("the ended session after the purge: %v, want not found", err)
+	}
+	if r, _, err := st.GetSession(ctx, live.ID); err != nil || !r.Ended.IsZero() {
+		t.Fatalf("the session in use after the purge: %+v, %v", r, err)
+	}
+	if _, err := b.Get(ended.ID); err == nil {
+		t.Fatal("a purged session is served")
+	}
+	if n := b.Purged(); n != 1 {
+		t.Fatalf("%d sessions purged, want 1", n)
+	}
 }

@@ -28,6 +28,7 @@ import (
 func Run(t *testing.T, open func(t *testing.T) broker.SessionStore) {
 	t.Run("SessionRoundTrip", func(t *testing.T) { sessionRoundTrip(t, open(t)) })
 	t.Run("EndSession", func(t *testing.T) { endSession(t, open(t)) })
+	t.Run("PurgeSessions", func(t *testing.T) { purgeSessions(t, open(t)) })
 	t.Run("GrantTransitions", func(t *testing.T) { grantTransitions(t, open(t)) })
 	t.Run("P21_ClaimRule", func(t *testing.T) { claimRule(t, open(t)) })
 	t.Run("P21_ClaimLeaseRunsOutAsUsed", func(t *testing.T) { claimLease(t, open(t)) })
@@ -120,6 +121,59 @@ func endSession(t *testing.T, st broker.SessionStore) {
 	err = st.ClaimGrant(ctx, broker.ClaimArgs{Session: "s_e", Token: cardGrant("").Token, Claim: "c1", Now: t0, Until: t0.Add(time.Minute)})
 	if code(err) != agentvault.CodeSessionEnded {
 		t.Fatalf("claim on an ended session: %v", err)
+	}
+}
+
+// purgeSessions: a session goes, with its grants, when it ended, was last
+// used or was created before the matching cut-off; every other one stays.
+func purgeSessions(t *testing.T, st broker.SessionStore) {
+	ctx := context.Background()
+	h := time.Hour
+	mk := func(id string, created, used time.Time) {
+		r := broker.SessionRecord{ID: id, Key: broker.APIKey{ID: "key_1", Org: "org", Suffix: "u7x2k"},
+			PwdHash: sha256.Sum256([]byte("pw-" + id)), Created: created, LastUsed: used}
+		if err := st.CreateSession(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.PutGrant(ctx, cardGrant(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := t0.Add(100 * h)
+	mk("s_ended_long_ago", now.Add(-10*h), now.Add(-9*h))
+	mk("s_ended_lately", now.Add(-10*h), now.Add(-2*time.Minute))
+	mk("s_idle", now.Add(-10*h), now.Add(-5*h))
+	mk("s_old", now.Add(-20*h), now.Add(-time.Minute))
+	mk("s_live", now.Add(-2*h), now.Add(-time.Minute))
+	if err := st.EndSession(ctx, "s_ended_long_ago", "closed", now.Add(-3*h)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.EndSession(ctx, "s_ended_lately", "closed", now.Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	n, err := st.PurgeSessions(ctx, broker.PurgeArgs{EndedBefore: now.Add(-h), UsedBefore: now.Add(-4 * h), CreatedBefore: now.Add(-15 * h)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := map[string]bool{"s_ended_long_ago": true, "s_idle": true, "s_old": true}
+	if n != int64(len(gone)) {
+		t.Fatalf("purged %d sessions, want %d", n, len(gone))
+	}
+	for _, id := range []string{"s_ended_long_ago", "s_ended_lately", "s_idle", "s_old", "s_live"} {
+		r, grants, err := st.GetSession(ctx, id)
+		switch {
+		case gone[id] && !errors.Is(err, vault.ErrNotFound):
+			t.Fatalf("%s after the purge: %+v, %v; want not found", id, r, err)
+		case !gone[id] && (err != nil || id == "s_live" && len(grants) != 1):
+			t.Fatalf("%s after the purge: %d grants, %v; want it kept", id, len(grants), err)
+		}
+	}
+	// A grant of a purged session is refused like one of an ended session.
+	if _, err := st.PutGrant(ctx, cardGrant("s_idle")); code(err) != agentvault.CodeSessionEnded {
+		t.Fatalf("grant on a purged session: %v", err)
+	}
+	if n, err := st.PurgeSessions(ctx, broker.PurgeArgs{EndedBefore: now.Add(-h), UsedBefore: now.Add(-4 * h), CreatedBefore: now.Add(-15 * h)}); err != nil || n != 0 {
+		t.Fatalf("a second purge: %d, %v", n, err)
 	}
 }
 

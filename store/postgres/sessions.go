@@ -158,6 +158,25 @@ func (s *Store) EndSession(ctx context.Context, id, reason string, at time.Time)
 	return dbErr(err, "end session")
 }
 
+// PurgeSessions implements broker.SessionStore.
+func (s *Store) PurgeSessions(ctx context.Context, a broker.PurgeArgs) (int64, error) {
+	var n int64
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		const gone = `(ended != 0 AND ended < $1) OR last_used < $2 OR created < $3`
+		args := []any{nanos(a.EndedBefore), nanos(a.UsedBefore), nanos(a.CreatedBefore)}
+		if _, err := tx.Exec(ctx, `DELETE FROM proxy_grants WHERE session IN (SELECT id FROM proxy_sessions WHERE `+gone+`)`, args...); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM proxy_sessions WHERE `+gone, args...)
+		if err != nil {
+			return err
+		}
+		n = tag.RowsAffected()
+		return nil
+	})
+	return n, dbErr(err, "purge sessions")
+}
+
 // TouchSession implements broker.SessionStore.
 func (s *Store) TouchSession(ctx context.Context, id string, at time.Time) error {
 	_, err := s.pool.Exec(ctx, `UPDATE proxy_sessions SET last_used = greatest(last_used, $2) WHERE id = $1`, id, nanos(at))

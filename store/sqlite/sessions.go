@@ -176,6 +176,25 @@ func (s *Store) EndSession(ctx context.Context, id, reason string, at time.Time)
 	return dbErr(err, "end session")
 }
 
+// PurgeSessions implements broker.SessionStore.
+func (s *Store) PurgeSessions(ctx context.Context, a broker.PurgeArgs) (int64, error) {
+	var n int64
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		const gone = `(ended != 0 AND ended < ?) OR last_used < ? OR created < ?`
+		args := []any{nanos(a.EndedBefore), nanos(a.UsedBefore), nanos(a.CreatedBefore)}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM proxy_grants WHERE session IN (SELECT id FROM proxy_sessions WHERE `+gone+`)`, args...); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, `DELETE FROM proxy_sessions WHERE `+gone, args...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n, dbErr(err, "purge sessions")
+}
+
 // TouchSession implements broker.SessionStore.
 func (s *Store) TouchSession(ctx context.Context, id string, at time.Time) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE proxy_sessions SET last_used = max(last_used, ?) WHERE id = ?`, nanos(at), id)
