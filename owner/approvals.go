@@ -328,12 +328,22 @@ func (s *Service) Month(t time.Time) string { return t.In(s.loc).Format("2006-01
 // destinations, the card's rules and spending so far, and the session's
 // approvals. The caller sets APIKey, Item, Field, Destination and Total.
 func (s *Service) FillArgs(ctx context.Context, a policy.Args, session string) (policy.Args, error) {
+	return s.fillArgs(ctx, a, session, false)
+}
+
+// fillArgs is FillArgs; for a recheck it reads only what
+// policy.Engine.Recheck decides on: no spending (the grant holds its
+// reservation), and no destinations or approvals for a login (its gate is
+// its scope and the key).
+func (s *Service) fillArgs(ctx context.Context, a policy.Args, session string, recheck bool) (policy.Args, error) {
 	var err error
-	if a.AuthorizedDestinations, err = s.AuthorizedDestinations(ctx); err != nil {
-		return a, err
-	}
-	if a.Approvals, err = s.Grants(ctx, a.APIKey.ID, session); err != nil {
-		return a, err
+	if !recheck || a.Item.Kind != vault.KindLogin {
+		if a.AuthorizedDestinations, err = s.AuthorizedDestinations(ctx); err != nil {
+			return a, err
+		}
+		if a.Approvals, err = s.Grants(ctx, a.APIKey.ID, session); err != nil {
+			return a, err
+		}
 	}
 	if a.Item.Kind == vault.KindCard {
 		p, err := s.CardPolicy(ctx, a.Item.ID)
@@ -341,7 +351,7 @@ func (s *Service) FillArgs(ctx context.Context, a policy.Args, session string) (
 			return a, err
 		}
 		a.Card = p.Rules
-		if p.Currency != "" {
+		if p.Currency != "" && !recheck {
 			now := s.now()
 			if a.SpentToday, a.SpentMonth, err = s.st.Spent(ctx, a.Item.ID, s.Day(now), s.Month(now), p.Currency); err != nil {
 				return a, err
@@ -359,8 +369,13 @@ func (s *Service) Reserve(ctx context.Context, id, cardID string, charge policy.
 	if err != nil {
 		return err
 	}
+	return s.reserve(ctx, id, cardID, charge, p.Rules)
+}
+
+// reserve is Reserve under the card's rules as the caller just read them.
+func (s *Service) reserve(ctx context.Context, id, cardID string, charge policy.Amount, rules policy.CardPolicy) error {
 	now := s.now()
 	r := policy.Reservation{ID: id, CardID: cardID, Amount: charge, Day: s.Day(now), Month: s.Month(now),
-		Caps: policy.Caps{PerPurchase: p.Rules.PerPurchaseCap, Daily: p.Rules.DailyCap, Monthly: p.Rules.MonthlyCap}}
+		Caps: policy.Caps{PerPurchase: rules.PerPurchaseCap, Daily: rules.DailyCap, Monthly: rules.MonthlyCap}}
 	return s.st.Reserve(ctx, r)
 }

@@ -51,7 +51,7 @@ func (s *Service) Authorize(ctx context.Context, r FillRequest) error {
 	if s.engine == nil {
 		return agentvault.Errorf(agentvault.CodeInternal, "no policy engine configured")
 	}
-	args, err := s.fillRequestArgs(ctx, r)
+	args, err := s.fillRequestArgs(ctx, r, false)
 	if err != nil {
 		return err
 	}
@@ -71,7 +71,7 @@ func (s *Service) Authorize(ctx context.Context, r FillRequest) error {
 	switch {
 	case d.Allow:
 		if r.Field == vault.FieldNumber && d.Charge != nil && r.Total != nil && r.Item.Kind == vault.KindCard {
-			if err := s.Reserve(ctx, ReservationID(r.reservationScope(), r.Item.ID, *r.Total), r.Item.ID, *d.Charge); err != nil {
+			if err := s.reserve(ctx, ReservationID(r.reservationScope(), r.Item.ID, *r.Total), r.Item.ID, *d.Charge, args.Card); err != nil {
 				s.refused(ctx, r, d.Site, err)
 				return err
 			}
@@ -101,7 +101,7 @@ func (s *Service) Authorize(ctx context.Context, r FillRequest) error {
 
 // fillRequestArgs reads the key (a revocation or a scope change applies at
 // once) and completes the engine's arguments from the store.
-func (s *Service) fillRequestArgs(ctx context.Context, r FillRequest) (policy.Args, error) {
+func (s *Service) fillRequestArgs(ctx context.Context, r FillRequest, recheck bool) (policy.Args, error) {
 	var key policy.KeyInfo
 	if r.Key != nil {
 		key = *r.Key
@@ -112,7 +112,7 @@ func (s *Service) fillRequestArgs(ctx context.Context, r FillRequest) (policy.Ar
 		}
 		key = k
 	}
-	return s.FillArgs(ctx, policy.Args{APIKey: key, Item: r.Item, Field: r.Field, Destination: r.Destination, Total: r.Total, CVVAgain: r.CVVAgain}, r.Session)
+	return s.fillArgs(ctx, policy.Args{APIKey: key, Item: r.Item, Field: r.Field, Destination: r.Destination, Total: r.Total, CVVAgain: r.CVVAgain}, r.Session, recheck)
 }
 
 // Recheck is asked before every release of a granted value on the wire
@@ -124,7 +124,7 @@ func (s *Service) Recheck(ctx context.Context, r FillRequest) error {
 	if s.engine == nil {
 		return agentvault.Errorf(agentvault.CodeInternal, "no policy engine configured")
 	}
-	args, err := s.fillRequestArgs(ctx, r)
+	args, err := s.fillRequestArgs(ctx, r, true)
 	if err != nil {
 		return err
 	}
