@@ -455,6 +455,25 @@ func (ss *Broker) Create(ctx context.Context, apiKey string) (*Session, string, 
 	if err := ss.storeCreate(ctx, s); err != nil {
 		return nil, "", err
 	}
+	tooMany := func() (*Session, string, error) {
+		ss.storeEnd(s.ID, "refused: too many sessions")
+		return nil, "", agentvault.Errorf(agentvault.CodeTooManySessions, "this API key has too many open sessions: close one first")
+	}
+	if ss.Store != nil && !ss.SingleProcess {
+		// The key's open sessions on every replica, this one included (it
+		// is written first: two replicas creating at once may both refuse,
+		// never both admit past the cap). The store's last use lags by up
+		// to half a minute, so a minute more of idleness still counts.
+		now := ss.now()
+		n, err := ss.Store.CountOpenSessions(ctx, key.ID, now.Add(-ss.sessionIdle()-time.Minute), now.Add(-ss.sessionAge()))
+		if err != nil {
+			ss.storeEnd(s.ID, "refused: sessions not counted")
+			return nil, "", agentvault.Wrap(agentvault.CodeInternal, err, "the key's open sessions could not be counted")
+		}
+		if n > limit {
+			return tooMany()
+		}
+	}
 	ss.mu.Lock()
 	n := 0
 	for _, o := range ss.byID {
@@ -464,8 +483,7 @@ func (ss *Broker) Create(ctx context.Context, apiKey string) (*Session, string, 
 	}
 	if n >= limit {
 		ss.mu.Unlock()
-		ss.storeEnd(s.ID, "refused: too many sessions")
-		return nil, "", agentvault.Errorf(agentvault.CodeTooManySessions, "this API key has too many open sessions: close one first")
+		return tooMany()
 	}
 	ss.byID[s.ID] = s
 	ss.mu.Unlock()

@@ -56,6 +56,10 @@ type SessionStore interface {
 	// only passes times past which no session can be served again, so a
 	// purged id reads as unknown exactly where it read as ended.
 	PurgeSessions(ctx context.Context, a PurgeArgs) (int64, error)
+	// CountOpenSessions counts the sessions of API key keyID that have not
+	// ended, were last used at or after usedSince and created at or after
+	// createdSince: the key's open sessions on every replica.
+	CountOpenSessions(ctx context.Context, keyID string, usedSince, createdSince time.Time) (int, error)
 }
 
 // PurgeArgs are PurgeSessions's cut-offs.

@@ -244,6 +244,32 @@ func TestReplicas_SessionMovesBetweenReplicas(t *testing.T) {
 	}
 }
 
+// TestReplicas_SessionCapPerKeyHoldsAcrossReplicas: a key's open sessions
+// are counted in the store, so the cap holds for the deployment, not per
+// replica; a session closed on either replica frees its place.
+func TestReplicas_SessionCapPerKeyHoldsAcrossReplicas(t *testing.T) {
+	ctx := context.Background()
+	r := newReplicas(t, (&recorder{}).handle)
+	r.a.Broker.MaxSessionsPerKey, r.b.Broker.MaxSessionsPerKey = 3, 3
+	first := r.session(t, r.ca)
+	r.session(t, r.cb)
+	r.session(t, r.ca)
+	for name, c := range map[string]*control.Client{"A": r.ca, "B": r.cb} {
+		if _, err := c.CreateSession(ctx, r.key); agentvault.ErrorCode(err) != agentvault.CodeTooManySessions {
+			t.Fatalf("a fourth session on %s: %v, want too_many_sessions", name, err)
+		}
+	}
+	if _, err := r.cb.CloseSession(ctx, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.cb.CreateSession(ctx, r.key); err != nil {
+		t.Fatalf("a session after one was closed: %v", err)
+	}
+	if _, err := r.ca.CreateSession(ctx, r.key); agentvault.ErrorCode(err) != agentvault.CodeTooManySessions {
+		t.Fatalf("past the cap again: %v, want too_many_sessions", err)
+	}
+}
+
 // TestP21_RevokeOnOneReplicaStopsReleaseOnAnother: a grant made on B, an
 // owner action or a session close on A; the next release through B's
 // already open tunnel is refused within a second.

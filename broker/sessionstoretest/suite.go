@@ -29,6 +29,7 @@ func Run(t *testing.T, open func(t *testing.T) broker.SessionStore) {
 	t.Run("SessionRoundTrip", func(t *testing.T) { sessionRoundTrip(t, open(t)) })
 	t.Run("EndSession", func(t *testing.T) { endSession(t, open(t)) })
 	t.Run("PurgeSessions", func(t *testing.T) { purgeSessions(t, open(t)) })
+	t.Run("CountOpenSessions", func(t *testing.T) { countOpenSessions(t, open(t)) })
 	t.Run("GrantTransitions", func(t *testing.T) { grantTransitions(t, open(t)) })
 	t.Run("P21_ClaimRule", func(t *testing.T) { claimRule(t, open(t)) })
 	t.Run("P21_ClaimLeaseRunsOutAsUsed", func(t *testing.T) { claimLease(t, open(t)) })
@@ -174,6 +175,37 @@ func purgeSessions(t *testing.T, st broker.SessionStore) {
 	}
 	if n, err := st.PurgeSessions(ctx, broker.PurgeArgs{EndedBefore: now.Add(-h), UsedBefore: now.Add(-4 * h), CreatedBefore: now.Add(-15 * h)}); err != nil || n != 0 {
 		t.Fatalf("a second purge: %d, %v", n, err)
+	}
+}
+
+// countOpenSessions: a key's sessions that are not ended, idle or too
+// old, and only that key's.
+func countOpenSessions(t *testing.T, st broker.SessionStore) {
+	ctx := context.Background()
+	h := time.Hour
+	now := t0.Add(100 * h)
+	mk := func(id, key string, created, used time.Time) {
+		r := broker.SessionRecord{ID: id, Key: broker.APIKey{ID: key, Org: "org", Suffix: "u7x2k"},
+			PwdHash: sha256.Sum256([]byte("pw-" + id)), Created: created, LastUsed: used}
+		if err := st.CreateSession(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("s_open", "key_1", now.Add(-h), now.Add(-time.Minute))
+	mk("s_open2", "key_1", now.Add(-2*h), now.Add(-10*time.Minute))
+	mk("s_ended", "key_1", now.Add(-h), now.Add(-time.Minute))
+	mk("s_idle", "key_1", now.Add(-h), now.Add(-40*time.Minute))
+	mk("s_old", "key_1", now.Add(-9*h), now.Add(-time.Minute))
+	mk("s_other", "key_2", now.Add(-h), now.Add(-time.Minute))
+	if err := st.EndSession(ctx, "s_ended", "closed", now); err != nil {
+		t.Fatal(err)
+	}
+	n, err := st.CountOpenSessions(ctx, "key_1", now.Add(-30*time.Minute), now.Add(-8*h))
+	if err != nil || n != 2 {
+		t.Fatalf("open sessions of key_1: %d, %v; want 2", n, err)
+	}
+	if n, err := st.CountOpenSessions(ctx, "key_3", now.Add(-30*time.Minute), now.Add(-8*h)); err != nil || n != 0 {
+		t.Fatalf("open sessions of an unknown key: %d, %v", n, err)
 	}
 }
 

@@ -201,6 +201,11 @@ ALTER TABLE approvals ADD COLUMN page text NOT NULL DEFAULT '';
 	// Agents' signup requests and counted login changes (signups.go).
 	// Mirrors store/sqlite's migration 61.
 	8: signupRequestsMigration,
+	// Open sessions counted per API key across replicas, and purged by
+	// age. Mirrors store/sqlite's migration 71.
+	9: `
+CREATE INDEX proxy_sessions_key ON proxy_sessions (api_key_id, ended);
+`,
 }
 
 // LatestSchemaVersion is the version Open migrates to.

@@ -177,6 +177,14 @@ func (s *Store) PurgeSessions(ctx context.Context, a broker.PurgeArgs) (int64, e
 	return n, dbErr(err, "purge sessions")
 }
 
+// CountOpenSessions implements broker.SessionStore.
+func (s *Store) CountOpenSessions(ctx context.Context, keyID string, usedSince, createdSince time.Time) (int, error) {
+	var n int
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM proxy_sessions WHERE api_key_id = $1 AND ended = 0 AND last_used >= $2 AND created >= $3`,
+		keyID, nanos(usedSince), nanos(createdSince)).Scan(&n)
+	return n, dbErr(err, "count sessions")
+}
+
 // TouchSession implements broker.SessionStore.
 func (s *Store) TouchSession(ctx context.Context, id string, at time.Time) error {
 	_, err := s.pool.Exec(ctx, `UPDATE proxy_sessions SET last_used = greatest(last_used, $2) WHERE id = $1`, id, nanos(at))

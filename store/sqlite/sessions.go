@@ -17,7 +17,18 @@ import (
 // (broker.SessionStore), so a restarted proxyd keeps its sessions. An ended
 // session stays as a tombstone; its grants go. Mirrors store/postgres's
 // migration 5.
-func init() { numberedMigrations[sessionsMigration] = sessionsSchema }
+func init() {
+	numberedMigrations[sessionsMigration] = sessionsSchema
+	numberedMigrations[sessionsByKeyMigration] = sessionsByKeySchema
+}
+
+// Migration 71: open sessions are counted per API key (the cap holds
+// across replicas) and purged by age. Mirrors store/postgres's migration 9.
+const sessionsByKeyMigration = 71
+
+const sessionsByKeySchema = `
+CREATE INDEX proxy_sessions_key ON proxy_sessions (api_key_id, ended);
+`
 
 const sessionsMigration = 70
 
@@ -193,6 +204,14 @@ func (s *Store) PurgeSessions(ctx context.Context, a broker.PurgeArgs) (int64, e
 		return err
 	})
 	return n, dbErr(err, "purge sessions")
+}
+
+// CountOpenSessions implements broker.SessionStore.
+func (s *Store) CountOpenSessions(ctx context.Context, keyID string, usedSince, createdSince time.Time) (int, error) {
+	var n int
+	err := s.queryRow(ctx, `SELECT count(*) FROM proxy_sessions WHERE api_key_id = ? AND ended = 0 AND last_used >= ? AND created >= ?`,
+		keyID, nanos(usedSince), nanos(createdSince)).Scan(&n)
+	return n, dbErr(err, "count sessions")
 }
 
 // TouchSession implements broker.SessionStore.
