@@ -495,6 +495,7 @@ func (m *Main) Run(ctx context.Context) error {
 	// Start-up's garbage (migrations, config, the CA) goes back to the OS
 	// now rather than when the scavenger gets to it: the idle footprint.
 	debug.FreeOSMemory()
+	trimCodePages()
 	m.Logger.Info("proxyd listening", slog.String("proxy", m.ProxyAddr.String()),
 		slog.String("control", m.ControlAddr.String()), slog.String("admin", m.AdminAddr.String()),
 		slog.String("egress", egress), slog.Bool("unsafe_allow_private_ranges", m.Config.UnsafeAllowPrivateRanges))
