@@ -34,13 +34,11 @@ func EncodedViews(b []byte) [][]byte {
 }
 
 // EachEncodedView calls fn with what EncodedViews returns, in the same
-// order, except that a base64 view comes in pieces, one per run, where
-// EncodedViews joins a view's runs with line breaks: a value holding no
-// line break (no token or stand-in does) is in that view exactly when it
-// is in one of its pieces. The pieces are built one at a time in reused
-// buffers (wiped after), so a large body costs no view-sized allocations;
-// a slice passed to fn is valid only during that call. fn returns false to
-// stop, and EachEncodedView then returns false.
+// order, one call a view. The base64 views are built one at a time in
+// reused buffers (wiped after), so a large body costs no view-sized
+// allocations; a slice passed to fn is valid only during that call and
+// must not be written to. fn returns false to stop, and EachEncodedView
+// then returns false.
 func EachEncodedView(b []byte, fn func([]byte) bool) bool {
 	views := textViews(b)
 	for _, v := range views {
@@ -85,18 +83,27 @@ func textViews(b []byte) [][]byte {
 	return views
 }
 
-// pieceBufs are eachBase64Piece's scratch buffers.
-type pieceBufs struct{ bits, piece []byte }
+// pieceBufs are eachBase64Piece's scratch buffers: the runs' bits, the
+// views read off them, and the runs.
+type pieceBufs struct {
+	bits, piece []byte
+	runs        []b64Run
+}
+
+// b64Run is a run of base64 characters: how many, and where its bits
+// start in pieceBufs.bits.
+type b64Run struct{ chars, off int }
 
 var piecePool = sync.Pool{New: func() any { return new(pieceBufs) }}
 
-// eachBase64Piece calls fn with appendBase64Views's views of b in pieces:
-// for each offset k below shifts, each run's decoding from its k-th
-// character (see EachEncodedView).
+// eachBase64Piece calls fn with appendBase64Views's views of b, one call a
+// view: for each offset k below shifts, every run decoded from its k-th
+// character, the runs joined by a line break. One pass finds the runs and
+// decodes them (decodeRuns); each view is then read off those bits, the
+// first in place when b has one run (the bench harness's echo body: one
+// long run of JSON padding), the others shifted into a reused buffer.
 func eachBase64Piece(b []byte, shifts int, fn func([]byte) bool) bool {
-	var stack [16][2]int
-	runs := base64Runs(stack[:0], b)
-	if len(runs) == 0 {
+	if len(b) < minBase64Run {
 		return true
 	}
 	pb := piecePool.Get().(*pieceBufs)
@@ -104,37 +111,129 @@ func eachBase64Piece(b []byte, shifts int, fn func([]byte) bool) bool {
 	defer func() {
 		// Wipe what this call wrote (the rest was wiped by the call that
 		// wrote it): a decoded piece of a rewritten body may hold a real
-		// value.
-		clear(pb.bits)
+		// value. The decoder's word stores reach at most 2 bytes past the
+		// bits it keeps.
+		clear(pb.bits[:min(len(pb.bits)+8, cap(pb.bits))])
 		clear(pb.piece[:used])
+		pb.bits = pb.bits[:0]
 		piecePool.Put(pb)
 	}()
-	// Every run's bits, once; each piece is then read off them.
-	var offs [16]int
-	bitOff := offs[:0]
-	bits := pb.bits[:0]
-	longest := 0
+	pb.runs, pb.bits = decodeRuns(pb.runs[:0], pb.bits[:0], b)
+	runs, bits := pb.runs, pb.bits
+	if len(runs) == 0 {
+		return true
+	}
+	longest := len(runs) - 1
 	for _, r := range runs {
-		bitOff = append(bitOff, len(bits))
-		bits = decodeBase64Bits(bits, b[r[0]:r[1]])
-		longest = max(longest, r[1]-r[0])
+		longest += r.chars * 6 / 8
 	}
-	pb.bits = bits
-	if len(pb.piece) < longest*6/8 {
-		pb.piece = make([]byte, longest*6/8)
+	if len(pb.piece) < longest && (len(runs) > 1 || shifts > 1) {
+		clear(pb.piece)
+		pb.piece = make([]byte, longest)
 	}
-	used = longest * 6 / 8
 	for k := 0; k < shifts; k++ {
-		for i, r := range runs {
-			n := (r[1] - r[0] - k) * 6 / 8
-			piece := pb.piece[:n]
-			shiftedBytes(piece, bits[bitOff[i]:], 6*k)
-			if !fn(piece) {
-				return false
+		var view []byte
+		if k == 0 && len(runs) == 1 {
+			// The run's bits are its decoding from its first character.
+			n := runs[0].chars * 6 / 8
+			view = bits[:n:n]
+		} else {
+			piece, pos := pb.piece, 0
+			for i, r := range runs {
+				if i > 0 {
+					piece[pos] = '\n'
+					pos++
+				}
+				n := (r.chars - k) * 6 / 8
+				shiftedBytes(piece[pos:pos+n], bits[r.off:], 6*k)
+				pos += n
 			}
+			used = max(used, pos)
+			view = piece[:pos:pos]
+		}
+		if !fn(view) {
+			return false
 		}
 	}
 	return true
+}
+
+// decodeRuns appends b's runs of at least minBase64Run base64 characters
+// to runs and their bits (decodeBase64Bits of each, one after the other)
+// to bits, in one pass: a run is decoded eight characters at a time as it
+// is found, and between runs most characters are never looked at (a run
+// long enough must hold the character minBase64Run-1 ahead). A grown
+// bits leaves its old array wiped.
+func decodeRuns(runs []b64Run, bits, b []byte) ([]b64Run, []byte) {
+	// b[i-1] is never a base64 character (or i is 0), and b[i:known] are
+	// base64 characters already looked at.
+	known := 0
+	for i := 0; i+minBase64Run <= len(b); {
+		p := i + minBase64Run - 1
+		if b64Value[b[p]] < 0 {
+			i = p + 1
+			continue
+		}
+		lo, q := max(i, known), p-1
+		for q >= lo && b64Value[b[q]] >= 0 {
+			q--
+		}
+		if q >= lo {
+			known, i = p+1, q+1
+			continue
+		}
+		// b[i:p+1] are base64 characters: a run starts at i.
+		off := len(bits)
+		var end int
+		end, bits = decodeRunAt(bits, b, i)
+		runs = append(runs, b64Run{chars: end - i, off: off})
+		i = end + 1 // b[end] is not base64
+	}
+	return runs, bits
+}
+
+// decodeRunAt appends the bits of the run of base64 characters starting at
+// b[i] (decodeBase64Bits) to bits, and returns where the run ends.
+func decodeRunAt(bits, b []byte, i int) (int, []byte) {
+	o := len(bits)
+	j := i
+	// Eight characters make six bytes, stored as one word (its last two
+	// bytes overwritten by the next step or by the tail); a word holding
+	// anything but base64 characters ends the fast part.
+	for ; j+8 <= len(b); j += 8 {
+		c := b[j : j+8 : j+8]
+		v0, v1, v2, v3 := b64Value[c[0]], b64Value[c[1]], b64Value[c[2]], b64Value[c[3]]
+		v4, v5, v6, v7 := b64Value[c[4]], b64Value[c[5]], b64Value[c[6]], b64Value[c[7]]
+		if v0|v1|v2|v3|v4|v5|v6|v7 < 0 {
+			break
+		}
+		if o+8 > cap(bits) {
+			bits = growWiped(bits[:o], max(64, min(len(b)-j, 4*(j-i))))
+		}
+		v := uint64(v0)<<58 | uint64(v1)<<52 | uint64(v2)<<46 | uint64(v3)<<40 |
+			uint64(v4)<<34 | uint64(v5)<<28 | uint64(v6)<<22 | uint64(v7)<<16
+		binary.BigEndian.PutUint64(bits[o:o+8:o+8], v)
+		o += 6
+	}
+	// The tail: fewer than eight characters, at most six bytes.
+	t := j
+	for j < len(b) && b64Value[b[j]] >= 0 {
+		j++
+	}
+	bits = growWiped(bits[:o], 8)
+	return j, decodeBase64Bits(bits, b[t:j])
+}
+
+// growWiped returns b with room for n more bytes, in a new array if need
+// be, b's old array then wiped.
+func growWiped(b []byte, n int) []byte {
+	if cap(b)-len(b) >= n {
+		return b
+	}
+	nb := make([]byte, len(b), max(2*cap(b), len(b)+n))
+	copy(nb, b)
+	clear(b[:cap(b)])
+	return nb
 }
 
 // minBase64Run is the shortest run of base64 characters decoded: the
