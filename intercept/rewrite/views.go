@@ -344,10 +344,13 @@ func shiftedBytes(dst, bits []byte, off int) {
 		copy(dst, src)
 		return
 	}
+	// Two words a step: the second word's load serves both.
 	i := 0
-	for ; i+9 <= len(src) && i+8 <= len(dst); i += 8 {
-		s, d := src[i:i+9:i+9], dst[i:i+8:i+8]
-		binary.BigEndian.PutUint64(d, binary.BigEndian.Uint64(s)<<r|uint64(s[8])>>(8-r))
+	for ; i+17 <= len(src) && i+16 <= len(dst); i += 16 {
+		s, d := src[i:i+17:i+17], dst[i:i+16:i+16]
+		a, b := binary.BigEndian.Uint64(s[0:8]), binary.BigEndian.Uint64(s[8:16])
+		binary.BigEndian.PutUint64(d[0:8], a<<r|b>>(64-r))
+		binary.BigEndian.PutUint64(d[8:16], b<<r|uint64(s[16])>>(8-r))
 	}
 	for ; i < len(dst); i++ {
 		v := src[i] << r
