@@ -46,11 +46,11 @@ func EachEncodedView(b []byte, fn func([]byte) bool) bool {
 			return false
 		}
 	}
-	if !eachBase64Piece(b, 4, fn) {
+	if !eachBase64View(b, 4, fn) {
 		return false
 	}
 	for _, v := range views {
-		if !eachBase64Piece(v, 1, fn) {
+		if !eachBase64View(v, 1, fn) {
 			return false
 		}
 	}
@@ -83,53 +83,53 @@ func textViews(b []byte) [][]byte {
 	return views
 }
 
-// pieceBufs are eachBase64Piece's scratch buffers: the runs' bits, the
+// viewBufs are eachBase64View's scratch buffers: the runs' bits, the
 // views read off them, and the runs.
-type pieceBufs struct {
-	bits, piece []byte
-	runs        []b64Run
+type viewBufs struct {
+	bits, view []byte
+	runs       []b64Run
 }
 
 // b64Run is a run of base64 characters: how many, and where its bits
-// start in pieceBufs.bits.
+// start in viewBufs.bits.
 type b64Run struct{ chars, off int }
 
-var piecePool = sync.Pool{New: func() any { return new(pieceBufs) }}
+var viewPool = sync.Pool{New: func() any { return new(viewBufs) }}
 
-// eachBase64Piece calls fn with appendBase64Views's views of b, one call a
+// eachBase64View calls fn with appendBase64Views's views of b, one call a
 // view: for each offset k below shifts, every run decoded from its k-th
 // character, the runs joined by a line break. One pass finds the runs and
 // decodes them (decodeRuns); each view is then read off those bits, the
 // first in place when b has one run (the bench harness's echo body: one
 // long run of JSON padding), the others shifted into a reused buffer.
-func eachBase64Piece(b []byte, shifts int, fn func([]byte) bool) bool {
+func eachBase64View(b []byte, shifts int, fn func([]byte) bool) bool {
 	if len(b) < minBase64Run {
 		return true
 	}
-	pb := piecePool.Get().(*pieceBufs)
+	pb := viewPool.Get().(*viewBufs)
 	used := 0
 	defer func() {
 		// Wipe what this call wrote (the rest was wiped by the call that
-		// wrote it): a decoded piece of a rewritten body may hold a real
+		// wrote it): a decoded view of a rewritten body may hold a real
 		// value. The decoder's word stores reach at most 2 bytes past the
 		// bits it keeps.
 		clear(pb.bits[:min(len(pb.bits)+8, cap(pb.bits))])
-		clear(pb.piece[:used])
+		clear(pb.view[:used])
 		pb.bits = pb.bits[:0]
-		piecePool.Put(pb)
+		viewPool.Put(pb)
 	}()
 	pb.runs, pb.bits = decodeRuns(pb.runs[:0], pb.bits[:0], b)
 	runs, bits := pb.runs, pb.bits
 	if len(runs) == 0 {
 		return true
 	}
-	longest := len(runs) - 1
+	size := len(runs) - 1 // of view 0, the largest
 	for _, r := range runs {
-		longest += r.chars * 6 / 8
+		size += r.chars * 6 / 8
 	}
-	if len(pb.piece) < longest && (len(runs) > 1 || shifts > 1) {
-		clear(pb.piece)
-		pb.piece = make([]byte, longest)
+	if len(pb.view) < size && (len(runs) > 1 || shifts > 1) {
+		clear(pb.view)
+		pb.view = make([]byte, size)
 	}
 	for k := 0; k < shifts; k++ {
 		var view []byte
@@ -138,18 +138,18 @@ func eachBase64Piece(b []byte, shifts int, fn func([]byte) bool) bool {
 			n := runs[0].chars * 6 / 8
 			view = bits[:n:n]
 		} else {
-			piece, pos := pb.piece, 0
+			buf, pos := pb.view, 0
 			for i, r := range runs {
 				if i > 0 {
-					piece[pos] = '\n'
+					buf[pos] = '\n'
 					pos++
 				}
 				n := (r.chars - k) * 6 / 8
-				shiftedBytes(piece[pos:pos+n], bits[r.off:], 6*k)
+				shiftedBytes(buf[pos:pos+n], bits[r.off:], 6*k)
 				pos += n
 			}
 			used = max(used, pos)
-			view = piece[:pos:pos]
+			view = buf[:pos:pos]
 		}
 		if !fn(view) {
 			return false

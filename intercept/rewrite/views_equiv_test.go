@@ -31,6 +31,7 @@ func collectPieces(each func([]byte, func([]byte) bool) bool, b []byte) ([][]byt
 // in a new piece whenever it was in an old one, since every stretch of the
 // joined bytes without a line break lies inside one piece. And a check
 // that stops on any value the old pieces held stops the new walk too.
+// The new pieces are also exactly EncodedViews's views, one a call.
 func checkSamePieces(t *testing.T, b []byte) {
 	t.Helper()
 	want, wantOK := collectPieces(refEachEncodedView, b)
@@ -40,6 +41,15 @@ func checkSamePieces(t *testing.T, b []byte) {
 	}
 	if g, w := bytes.Join(got, []byte("\n")), bytes.Join(want, []byte("\n")); !bytes.Equal(g, w) {
 		t.Fatalf("%q: pieces joined\n got %x\nwant %x", b, g, w)
+	}
+	views := EncodedViews(b)
+	if len(got) != len(views) {
+		t.Fatalf("%q: %d pieces, %d views", b, len(got), len(views))
+	}
+	for i := range views {
+		if !bytes.Equal(got[i], views[i]) {
+			t.Fatalf("%q: piece %d is not view %d", b, i, i)
+		}
 	}
 	for _, p := range want {
 		for _, needle := range [][]byte{p[:min(7, len(p))], p[len(p)/2:], p[max(0, len(p)-9):]} {
