@@ -209,7 +209,13 @@ func decodeRunAt(bits, b []byte, i int) (int, []byte) {
 			break
 		}
 		if o+8 > cap(bits) {
-			bits = growWiped(bits[:o], max(64, min(len(b)-j, 4*(j-i))))
+			// A long run may take the rest of b: room for all of it at
+			// once, rather than many copies of a large body's bits.
+			n := 64
+			if j-i >= 256 {
+				n = (len(b)-j)*3/4 + 8
+			}
+			bits = growWiped(bits[:o], n)
 		}
 		binary.BigEndian.PutUint64(bits[o:o+8:o+8], uint64(p0)<<52|uint64(p1)<<40|uint64(p2)<<28|uint64(p3)<<16)
 		o += 6
