@@ -51,7 +51,10 @@ func checkSamePieces(t *testing.T, b []byte) {
 			t.Fatalf("%q: piece %d is not view %d", b, i, i)
 		}
 	}
-	for _, p := range want {
+	// A few of the old pieces' values (the join above covers them all;
+	// every piece would make a large input's check quadratic).
+	for i := 0; i < len(want); i += max(1, len(want)/6) {
+		p := want[i]
 		for _, needle := range [][]byte{p[:min(7, len(p))], p[len(p)/2:], p[max(0, len(p)-9):]} {
 			if len(needle) < 7 || bytes.IndexByte(needle, '\n') >= 0 {
 				continue
