@@ -207,9 +207,8 @@ func (s *Server) hiddenValues(rm *requestMatch, req *http.Request, body []byte) 
 			return err
 		}
 	}
-	// The decoded views, a base64 view in pieces (one per run, built in a
-	// reused buffer): neither a token nor a stand-in holds the line break
-	// that joins runs, so none is in a view without being in a piece.
+	// The decoded views (a base64 one built in a reused buffer, its runs
+	// joined by a line break, which neither a token nor a stand-in holds).
 	for _, v := range views {
 		if !rewrite.EachEncodedView(v, check) {
 			return err

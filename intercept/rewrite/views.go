@@ -34,13 +34,11 @@ func EncodedViews(b []byte) [][]byte {
 }
 
 // EachEncodedView calls fn with what EncodedViews returns, in the same
-// order, except that a base64 view comes in pieces, one per run, where
-// EncodedViews joins a view's runs with line breaks: a value holding no
-// line break (no token or stand-in does) is in that view exactly when it
-// is in one of its pieces. The pieces are built one at a time in reused
-// buffers (wiped after), so a large body costs no view-sized allocations;
-// a slice passed to fn is valid only during that call. fn returns false to
-// stop, and EachEncodedView then returns false.
+// order, one call a view. The base64 views are built one at a time in
+// reused buffers (wiped after), so a large body costs no view-sized
+// allocations; a slice passed to fn is valid only during that call and
+// must not be written to. fn returns false to stop, and EachEncodedView
+// then returns false.
 func EachEncodedView(b []byte, fn func([]byte) bool) bool {
 	views := textViews(b)
 	for _, v := range views {
@@ -48,11 +46,11 @@ func EachEncodedView(b []byte, fn func([]byte) bool) bool {
 			return false
 		}
 	}
-	if !eachBase64Piece(b, 4, fn) {
+	if !eachBase64View(b, 4, fn) {
 		return false
 	}
 	for _, v := range views {
-		if !eachBase64Piece(v, 1, fn) {
+		if !eachBase64View(v, 1, fn) {
 			return false
 		}
 	}
@@ -85,56 +83,162 @@ func textViews(b []byte) [][]byte {
 	return views
 }
 
-// pieceBufs are eachBase64Piece's scratch buffers.
-type pieceBufs struct{ bits, piece []byte }
+// viewBufs are eachBase64View's scratch buffers: the runs' bits, the
+// views read off them, and the runs.
+type viewBufs struct {
+	bits, view []byte
+	runs       []b64Run
+}
 
-var piecePool = sync.Pool{New: func() any { return new(pieceBufs) }}
+// b64Run is a run of base64 characters: how many, and where its bits
+// start in viewBufs.bits.
+type b64Run struct{ chars, off int }
 
-// eachBase64Piece calls fn with appendBase64Views's views of b in pieces:
-// for each offset k below shifts, each run's decoding from its k-th
-// character (see EachEncodedView).
-func eachBase64Piece(b []byte, shifts int, fn func([]byte) bool) bool {
-	var stack [16][2]int
-	runs := base64Runs(stack[:0], b)
-	if len(runs) == 0 {
+var viewPool = sync.Pool{New: func() any { return new(viewBufs) }}
+
+// eachBase64View calls fn with appendBase64Views's views of b, one call a
+// view: for each offset k below shifts, every run decoded from its k-th
+// character, the runs joined by a line break. One pass finds the runs and
+// decodes them (decodeRuns); each view is then read off those bits, the
+// first in place when b has one run (the bench harness's echo body: one
+// long run of JSON padding), the others shifted into a reused buffer.
+func eachBase64View(b []byte, shifts int, fn func([]byte) bool) bool {
+	if len(b) < minBase64Run {
 		return true
 	}
-	pb := piecePool.Get().(*pieceBufs)
+	pb := viewPool.Get().(*viewBufs)
 	used := 0
 	defer func() {
 		// Wipe what this call wrote (the rest was wiped by the call that
-		// wrote it): a decoded piece of a rewritten body may hold a real
-		// value.
-		clear(pb.bits)
-		clear(pb.piece[:used])
-		piecePool.Put(pb)
+		// wrote it): a decoded view of a rewritten body may hold a real
+		// value. The decoder's word stores reach at most 2 bytes past the
+		// bits it keeps.
+		clear(pb.bits[:min(len(pb.bits)+8, cap(pb.bits))])
+		clear(pb.view[:used])
+		pb.bits = pb.bits[:0]
+		viewPool.Put(pb)
 	}()
-	// Every run's bits, once; each piece is then read off them.
-	var offs [16]int
-	bitOff := offs[:0]
-	bits := pb.bits[:0]
-	longest := 0
+	pb.runs, pb.bits = decodeRuns(pb.runs[:0], pb.bits[:0], b)
+	runs, bits := pb.runs, pb.bits
+	if len(runs) == 0 {
+		return true
+	}
+	size := len(runs) - 1 // of view 0, the largest
 	for _, r := range runs {
-		bitOff = append(bitOff, len(bits))
-		bits = decodeBase64Bits(bits, b[r[0]:r[1]])
-		longest = max(longest, r[1]-r[0])
+		size += r.chars * 6 / 8
 	}
-	pb.bits = bits
-	if len(pb.piece) < longest*6/8 {
-		pb.piece = make([]byte, longest*6/8)
+	if len(pb.view) < size && (len(runs) > 1 || shifts > 1) {
+		clear(pb.view)
+		pb.view = make([]byte, size)
 	}
-	used = longest * 6 / 8
 	for k := 0; k < shifts; k++ {
-		for i, r := range runs {
-			n := (r[1] - r[0] - k) * 6 / 8
-			piece := pb.piece[:n]
-			shiftedBytes(piece, bits[bitOff[i]:], 6*k)
-			if !fn(piece) {
-				return false
+		var view []byte
+		if k == 0 && len(runs) == 1 {
+			// The run's bits are its decoding from its first character.
+			n := runs[0].chars * 6 / 8
+			view = bits[:n:n]
+		} else {
+			buf, pos := pb.view, 0
+			for i, r := range runs {
+				if i > 0 {
+					buf[pos] = '\n'
+					pos++
+				}
+				n := (r.chars - k) * 6 / 8
+				shiftedBytes(buf[pos:pos+n], bits[r.off:], 6*k)
+				pos += n
 			}
+			used = max(used, pos)
+			view = buf[:pos:pos]
+		}
+		if !fn(view) {
+			return false
 		}
 	}
 	return true
+}
+
+// decodeRuns appends b's runs of at least minBase64Run base64 characters
+// to runs and their bits (decodeBase64Bits of each, one after the other)
+// to bits, in one pass: a run is decoded eight characters at a time as it
+// is found, and between runs most characters are never looked at (a run
+// long enough must hold the character minBase64Run-1 ahead). A grown
+// bits leaves its old array wiped.
+func decodeRuns(runs []b64Run, bits, b []byte) ([]b64Run, []byte) {
+	// b[i-1] is never a base64 character (or i is 0), and b[i:known] are
+	// base64 characters already looked at.
+	known := 0
+	for i := 0; i+minBase64Run <= len(b); {
+		p := i + minBase64Run - 1
+		if b64Value[b[p]] < 0 {
+			i = p + 1
+			continue
+		}
+		lo, q := max(i, known), p-1
+		for q >= lo && b64Value[b[q]] >= 0 {
+			q--
+		}
+		if q >= lo {
+			known, i = p+1, q+1
+			continue
+		}
+		// b[i:p+1] are base64 characters: a run starts at i.
+		off := len(bits)
+		var end int
+		end, bits = decodeRunAt(bits, b, i)
+		runs = append(runs, b64Run{chars: end - i, off: off})
+		i = end + 1 // b[end] is not base64
+	}
+	return runs, bits
+}
+
+// decodeRunAt appends the bits of the run of base64 characters starting at
+// b[i] (decodeBase64Bits) to bits, and returns where the run ends.
+func decodeRunAt(bits, b []byte, i int) (int, []byte) {
+	o := len(bits)
+	j := i
+	// Eight characters make six bytes, stored as one word (its last two
+	// bytes overwritten by the next step or by the tail), looked up two
+	// characters at a time; a word holding anything but base64 characters
+	// ends the fast part.
+	for ; j+8 <= len(b); j += 8 {
+		c := b[j : j+8 : j+8]
+		p0, p1 := b64Pair[uint16(c[0])<<8|uint16(c[1])], b64Pair[uint16(c[2])<<8|uint16(c[3])]
+		p2, p3 := b64Pair[uint16(c[4])<<8|uint16(c[5])], b64Pair[uint16(c[6])<<8|uint16(c[7])]
+		if (p0|p1|p2|p3)&pairInvalid != 0 {
+			break
+		}
+		if o+8 > cap(bits) {
+			// A long run may take the rest of b: room for all of it at
+			// once, rather than many copies of a large body's bits.
+			n := 64
+			if j-i >= 256 {
+				n = (len(b)-j)*3/4 + 8
+			}
+			bits = growWiped(bits[:o], n)
+		}
+		binary.BigEndian.PutUint64(bits[o:o+8:o+8], uint64(p0)<<52|uint64(p1)<<40|uint64(p2)<<28|uint64(p3)<<16)
+		o += 6
+	}
+	// The tail: fewer than eight characters, at most six bytes.
+	t := j
+	for j < len(b) && b64Value[b[j]] >= 0 {
+		j++
+	}
+	bits = growWiped(bits[:o], 8)
+	return j, decodeBase64Bits(bits, b[t:j])
+}
+
+// growWiped returns b with room for n more bytes, in a new array if need
+// be, b's old array then wiped.
+func growWiped(b []byte, n int) []byte {
+	if cap(b)-len(b) >= n {
+		return b
+	}
+	nb := make([]byte, len(b), max(2*cap(b), len(b)+n))
+	copy(nb, b)
+	clear(b[:cap(b)])
+	return nb
 }
 
 // minBase64Run is the shortest run of base64 characters decoded: the
@@ -246,10 +350,13 @@ func shiftedBytes(dst, bits []byte, off int) {
 		copy(dst, src)
 		return
 	}
+	// Two words a step: the second word's load serves both.
 	i := 0
-	for ; i+9 <= len(src) && i+8 <= len(dst); i += 8 {
-		s, d := src[i:i+9:i+9], dst[i:i+8:i+8]
-		binary.BigEndian.PutUint64(d, binary.BigEndian.Uint64(s)<<r|uint64(s[8])>>(8-r))
+	for ; i+17 <= len(src) && i+16 <= len(dst); i += 16 {
+		s, d := src[i:i+17:i+17], dst[i:i+16:i+16]
+		a, b := binary.BigEndian.Uint64(s[0:8]), binary.BigEndian.Uint64(s[8:16])
+		binary.BigEndian.PutUint64(d[0:8], a<<r|b>>(64-r))
+		binary.BigEndian.PutUint64(d[8:16], b<<r|uint64(s[16])>>(8-r))
 	}
 	for ; i < len(dst); i++ {
 		v := src[i] << r
@@ -301,6 +408,25 @@ var b64Bits = func() (t [256]uint8) {
 	}
 	return t
 }()
+
+// b64Pair maps two characters (the first in the high byte) to their 12
+// bits when both are base64 characters (b64Value), and to pairInvalid
+// otherwise: half the lookups of b64Value when decoding a long run. Of its
+// 128 KiB, the pairs of base64 characters fill a few hundred cache lines.
+var b64Pair = func() *[1 << 16]uint16 {
+	t := new([1 << 16]uint16)
+	for i := range t {
+		hi, lo := b64Value[i>>8], b64Value[i&0xff]
+		if hi < 0 || lo < 0 {
+			t[i] = pairInvalid
+		} else {
+			t[i] = uint16(hi)<<6 | uint16(lo)
+		}
+	}
+	return t
+}()
+
+const pairInvalid = 1 << 15
 
 // decodeBase64Run appends the bytes of run (base64 characters only, no
 // padding) to dst; a trailing partial group yields its whole bytes.
