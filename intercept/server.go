@@ -18,6 +18,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/broker"
@@ -61,6 +62,7 @@ type Server struct {
 	cfg       Config
 	log       *slog.Logger
 	metrics   *Metrics
+	scrubHit  func(vault.Kind) // metrics.scrub, bound once: not per response
 	ca        *CA
 	broker    *broker.Broker
 	caches    sync.Map    // *broker.Session → *sessionCache
@@ -131,6 +133,7 @@ func NewServer(cfg Config) (*Server, error) {
 		live:   map[*tunnel]struct{}{},
 	}
 	s.wireNames = wireNames(cfg.WireAmount)
+	s.scrubHit = s.metrics.scrub
 	s.ca.metrics = cfg.Metrics
 	cfg.Broker.OnClose(func(sess *broker.Session) { s.caches.Delete(sess) })
 	// Our own transport (P5): verified TLS against system + extra roots, no
@@ -1068,14 +1071,16 @@ func (s *Server) scrubResponse(sc *scrubber, method string, resp *http.Response)
 	if sc == nil {
 		return resp, nil
 	}
-	hit := s.metrics.scrub
+	hit := s.scrubHit
 	// HTTP/1.1 "HTTP/1.1 200 <reason>": Response.Write sends resp.Status on.
-	if code, reason, ok := strings.Cut(resp.Status, " "); ok {
-		if nr, n := sc.apply([]byte(reason), hit); n > 0 {
+	// The reason goes in the header's one scan (headerClean): most answers
+	// hold no value anywhere there, and then no field is scanned alone.
+	if code, reason, ok := strings.Cut(resp.Status, " "); !headerClean(sc, resp.Header, reason) {
+		if nr, n := sc.apply([]byte(reason), hit); ok && n > 0 {
 			resp.Status = code + " " + string(nr)
 		}
+		scrubFields(sc, resp.Header, hit)
 	}
-	scrubHeader(sc, resp.Header, hit)
 	scrubHeader(sc, resp.Trailer, hit) // the names a site announced in Trailer
 	if method == http.MethodHead || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified {
 		return resp, nil // no body: the headers were all there was to scrub
@@ -1121,14 +1126,23 @@ func (s *Server) scrubResponse(sc *scrubber, method string, resp *http.Response)
 	return resp, nil
 }
 
-// scrubHeader scrubs a header (or trailer) map in place: each value as
+// scrubHeader scrubs a header (or trailer) map in place (scrubFields), after
+// one scan of the whole map finds a value in it (headerClean).
+func scrubHeader(sc *scrubber, h http.Header, hit func(vault.Kind)) {
+	if len(h) == 0 || headerClean(sc, h, "") {
+		return
+	}
+	scrubFields(sc, h, hit)
+}
+
+// scrubFields scrubs a header (or trailer) map in place: each value as
 // text, and each name. A field name is case-insensitive (RFC 9110 section
 // 5.1) and Go hands it on canonicalised, so a name is also scanned
 // upper-cased, against the upper-cased form every value has among its
 // variants (rewrite.ScrubVariants). A renamed field keeps its values under
 // the canonical form of the new name; one whose new name is not a valid
 // field name, or still holds a value, is dropped.
-func scrubHeader(sc *scrubber, h http.Header, hit func(vault.Kind)) {
+func scrubFields(sc *scrubber, h http.Header, hit func(vault.Kind)) {
 	type rename struct{ from, to string }
 	var renames []rename
 	for k, vs := range h {
@@ -1153,6 +1167,54 @@ func scrubHeader(sc *scrubber, h http.Header, hit func(vault.Kind)) {
 		}
 		h[r.to] = append(h[r.to], vs...)
 	}
+}
+
+// headerClean reports whether scrubFields would find nothing in h, nor
+// sc.apply in extra: one scan of one buffer holding extra, then each name,
+// the name upper-cased and each value, a line each, instead of a scan per
+// field. A line break bounds a short value's match as the edge of a field
+// does (tokens: it is a delimiter and not a word byte), so whatever
+// scrubFields would find in a field is found here too. No field holds a
+// line break (HTTP/1.1 and h2 both refuse one), so no value is found across
+// two of them unless it holds one itself, and then the false alarm only
+// costs the per-field scan, which finds it in no single field, as before.
+func headerClean(sc *scrubber, h http.Header, extra string) bool {
+	bp := headerBufs.Get().(*[]byte)
+	b := append((*bp)[:0], extra...)
+	for k, vs := range h {
+		b = append(append(b, '\n'), k...)
+		b = appendUpper(append(b, '\n'), k)
+		for _, v := range vs {
+			b = append(append(b, '\n'), v...)
+		}
+	}
+	clean := !sc.m.Contains(b)
+	clear(b) // it may hold a real value: that is what it was scanned for
+	if cap(b) <= maxHeaderBytes {
+		*bp = b[:0]
+		headerBufs.Put(bp)
+	}
+	return clean
+}
+
+var headerBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+
+// appendUpper appends bytes.ToUpper(s) to b, without a copy for the usual
+// ASCII name.
+func appendUpper(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return append(b, bytes.ToUpper([]byte(s))...)
+		}
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		b = append(b, c)
+	}
+	return b
 }
 
 // onEOF calls fn once, when r first reports io.EOF.
