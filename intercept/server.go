@@ -589,37 +589,39 @@ func checkRawHeader(br *bufio.Reader) error {
 		}
 		n = min(len(b)+1, maxHeaderBytes)
 	}
-	lines := strings.Split(string(block[:len(block)-1]), "\n")
 	cl, te := 0, 0
-	for i, line := range lines {
-		if !strings.HasSuffix(line, "\r") {
+	rest := block[:len(block)-1]
+	for i := 0; ; i++ {
+		line, tail, more := bytes.Cut(rest, []byte("\n"))
+		rest = tail
+		if !bytes.HasSuffix(line, []byte("\r")) {
 			return bad("bare LF in request header")
 		}
-		line = strings.TrimSuffix(line, "\r")
-		if i == 0 {
-			continue
-		}
-		if line == "" {
+		line = line[:len(line)-1]
+		if i == 0 || len(line) == 0 {
+			if !more {
+				break
+			}
 			continue
 		}
 		if line[0] == ' ' || line[0] == '\t' {
 			return bad("obsolete header line folding")
 		}
-		name, value, ok := strings.Cut(line, ":")
-		if !ok || name == "" || strings.ContainsAny(name, " \t") {
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if !ok || len(name) == 0 || bytes.ContainsAny(name, " \t") {
 			return bad("malformed header line")
 		}
-		value = strings.TrimSpace(value)
-		switch strings.ToLower(name) {
-		case "content-length":
+		value = bytes.TrimSpace(value)
+		switch {
+		case lowerIs(name, "content-length"):
 			cl++
-		case "transfer-encoding":
+		case lowerIs(name, "transfer-encoding"):
 			te++
-			if !strings.EqualFold(value, "chunked") {
+			if !bytes.EqualFold(value, []byte("chunked")) {
 				return bad("unsupported transfer encoding")
 			}
-		case "connection":
-			for _, tok := range strings.Split(value, ",") {
+		case lowerIs(name, "connection"):
+			for _, tok := range strings.Split(string(value), ",") {
 				switch strings.ToLower(strings.TrimSpace(tok)) {
 				case "", "keep-alive", "close", "upgrade":
 				default:
@@ -627,11 +629,37 @@ func checkRawHeader(br *bufio.Reader) error {
 				}
 			}
 		}
+		if !more {
+			break
+		}
 	}
 	if cl > 1 || te > 1 || (cl > 0 && te > 0) {
 		return bad("ambiguous message length")
 	}
 	return nil
+}
+
+// lowerIs reports whether strings.ToLower(string(name)) == lower, without
+// the copy for an ASCII name. A name outside ASCII takes the Unicode path:
+// "İ" lower-cases to "i" there, and the header check reads names as that.
+func lowerIs(name []byte, lower string) bool {
+	for _, c := range name {
+		if c >= utf8.RuneSelf {
+			return strings.ToLower(string(name)) == lower
+		}
+	}
+	if len(name) != len(lower) {
+		return false
+	}
+	for i, c := range name {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // indexHeaderEnd returns the length of the header block including its
@@ -788,6 +816,15 @@ func (s *Server) handle(t *tunnel, req *http.Request, proto string) *http.Respon
 	}
 	oc.status = resp.StatusCode
 	s.metrics.request(oc.decision)
+	level := slog.LevelInfo
+	if err != nil {
+		level = slog.LevelWarn
+	}
+	h := s.log.Handler()
+	if !h.Enabled(ctx, level) {
+		return resp
+	}
+	now := time.Now()
 	attrs := []slog.Attr{
 		slog.String("decision", oc.decision),
 		slog.String("session", t.sess.ID),
@@ -799,15 +836,18 @@ func (s *Server) handle(t *tunnel, req *http.Request, proto string) *http.Respon
 		slog.Int("req_bytes", oc.reqBytes),
 		slog.Int("substitutions", oc.subs),
 		slog.Duration("upstream", oc.upstream),
-		slog.Duration("total", time.Since(start)),
+		slog.Duration("total", now.Sub(start)),
 		slog.String("content_type", headerForLog(req.Header.Get("Content-Type"))),
 	}
-	level := slog.LevelInfo
 	if err != nil {
 		attrs = append(attrs, slog.String("code", string(agentvault.ErrorCode(err))), slog.String("reason", agentvault.ErrorMessage(err)))
-		level = slog.LevelWarn
 	}
-	s.log.LogAttrs(ctx, level, "proxy request", attrs...)
+	// Logger.LogAttrs would walk the stack for the caller's PC on every
+	// request (a tenth of the line's cost, issue 12), for a source no
+	// handler here prints.
+	r := slog.NewRecord(now, level, "proxy request", 0)
+	r.AddAttrs(attrs...)
+	_ = h.Handle(ctx, r)
 	return resp
 }
 
