@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"errors"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -238,5 +239,53 @@ func TestP9_HiddenValuesOnePassAgreesWithPieces(t *testing.T) {
 	}
 	if found < 100 {
 		t.Fatalf("only %d of the random views hold something: the test proves little", found)
+	}
+}
+
+func TestReadPastEndMatchesLimitedCopy(t *testing.T) {
+	boom := errors.New("boom")
+	for _, tc := range []struct {
+		name  string
+		reads []readResult
+	}{
+		{"eof", []readResult{{0, io.EOF}}},
+		{"empty then eof", []readResult{{0, nil}, {0, io.EOF}}},
+		{"extra byte", []readResult{{1, nil}, {0, io.EOF}}},
+		{"extra byte and error", []readResult{{1, boom}}},
+		{"extra byte and eof", []readResult{{1, io.EOF}}},
+		{"error", []readResult{{0, nil}, {0, boom}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, want := io.Copy(io.Discard, io.LimitReader(&scriptedReader{reads: tc.reads}, 1))
+			if got := readPastEnd(&scriptedReader{reads: tc.reads}); got != want {
+				t.Fatalf("got %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+type readResult struct {
+	n   int
+	err error
+}
+
+type scriptedReader struct{ reads []readResult }
+
+func (s *scriptedReader) Read(p []byte) (int, error) {
+	if len(s.reads) == 0 {
+		return 0, io.EOF
+	}
+	r := s.reads[0]
+	s.reads = s.reads[1:]
+	return r.n, r.err
+}
+
+// scrubResponse deletes the hop-by-hop fields from the map directly, which
+// is Header.Del only for names already in canonical form.
+func TestHopByHopNamesCanonical(t *testing.T) {
+	for _, h := range hopByHop {
+		if http.CanonicalHeaderKey(h) != h {
+			t.Errorf("%q is not canonical", h)
+		}
 	}
 }

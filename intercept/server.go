@@ -1106,7 +1106,7 @@ func upstreamError(err error) error {
 // (HTTP/1.1, chunked) or serveH2 sends them.
 func (s *Server) scrubResponse(sc *scrubber, method string, resp *http.Response) (*http.Response, error) {
 	for _, h := range hopByHop {
-		resp.Header.Del(h)
+		delete(resp.Header, h) // Header.Del, less canonicalising what already is
 	}
 	if sc == nil {
 		return resp, nil
@@ -1131,7 +1131,7 @@ func (s *Server) scrubResponse(sc *scrubber, method string, resp *http.Response)
 		_, err := io.ReadFull(resp.Body, raw)
 		if err == nil {
 			// Read on to the end, where an h2 site's trailers arrive.
-			_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, 1))
+			err = readPastEnd(resp.Body)
 		}
 		resp.Body.Close()
 		if err != nil {
@@ -1255,6 +1255,23 @@ func appendUpper(b []byte, s string) []byte {
 		b = append(b, c)
 	}
 	return b
+}
+
+// readPastEnd reads r up to one byte more, which it drops, or to its end:
+// io.Copy(io.Discard, io.LimitReader(r, 1)) without the allocations.
+func readPastEnd(r io.Reader) error {
+	var b [1]byte
+	for {
+		n, err := r.Read(b[:])
+		switch {
+		case err == io.EOF:
+			return nil
+		case err != nil:
+			return err
+		case n > 0:
+			return nil
+		}
+	}
 }
 
 // onEOF calls fn once, when r first reports io.EOF.
