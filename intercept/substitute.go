@@ -30,9 +30,6 @@ type substitution struct {
 	// fields are the URL and body fields the substitution's walk visited
 	// that the wire amount check can read (wire_amount.go).
 	fields wireFields
-	// checked is what replacer hands out, kept here so that the interface
-	// holding it points into sb rather than to a copy of its own.
-	checked checkedReplacer
 }
 
 func (sb *substitution) wipe() {
@@ -91,8 +88,7 @@ func (sb *substitution) replacer(rm *requestMatch) rewrite.Replacer {
 		}
 		return real, nil
 	})
-	sb.checked = checkedReplacer{tr, &sb.fields}
-	return &sb.checked
+	return checkedReplacer{tr, &sb.fields}
 }
 
 // checkedReplacer refuses a field or text that still holds a mock token
