@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"io"
 	"regexp"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/intercept/rewrite"
@@ -105,13 +107,22 @@ func (sc *scrubber) body(contentType string, b []byte, limit int64, hit func(vau
 // structured reports whether package rewrite would walk b as a form, JSON or
 // multipart body rather than as plain text.
 func structured(contentType string, b []byte) bool {
-	ct := bytes.ToLower(bytes.TrimSpace([]byte(contentType)))
-	for _, p := range [][]byte{[]byte("application/x-www-form-urlencoded"), []byte("multipart/"), []byte("application/json"), []byte("text/json"), []byte("application/x-ndjson")} {
-		if bytes.HasPrefix(ct, p) {
+	// Lower-cased as ASCII without a copy; anything else as before.
+	ct, fold := strings.TrimSpace(contentType), true
+	for i := 0; i < len(ct); i++ {
+		if ct[i] >= utf8.RuneSelf {
+			ct, fold = strings.ToLower(ct), false
+			break
+		}
+	}
+	is := func(s, p string) bool { return s == p || fold && strings.EqualFold(s, p) }
+	for _, p := range []string{"application/x-www-form-urlencoded", "multipart/", "application/json", "text/json", "application/x-ndjson"} {
+		if len(ct) >= len(p) && is(ct[:len(p)], p) {
 			return true
 		}
 	}
-	if mt, _, _ := bytes.Cut(ct, []byte(";")); bytes.HasSuffix(bytes.TrimSpace(mt), []byte("+json")) {
+	mt, _, _ := strings.Cut(ct, ";")
+	if mt = strings.TrimSpace(mt); len(mt) >= 5 && is(mt[len(mt)-5:], "+json") {
 		return true
 	}
 	t := bytes.TrimLeft(b, " \t\r\n\ufeff")

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/broker"
@@ -61,6 +62,7 @@ type Server struct {
 	cfg       Config
 	log       *slog.Logger
 	metrics   *Metrics
+	scrubHit  func(vault.Kind) // metrics.scrub, bound once: not per response
 	ca        *CA
 	broker    *broker.Broker
 	caches    sync.Map    // *broker.Session → *sessionCache
@@ -131,6 +133,7 @@ func NewServer(cfg Config) (*Server, error) {
 		live:   map[*tunnel]struct{}{},
 	}
 	s.wireNames = wireNames(cfg.WireAmount)
+	s.scrubHit = s.metrics.scrub
 	s.ca.metrics = cfg.Metrics
 	cfg.Broker.OnClose(func(sess *broker.Session) { s.caches.Delete(sess) })
 	// Our own transport (P5): verified TLS against system + extra roots, no
@@ -586,37 +589,39 @@ func checkRawHeader(br *bufio.Reader) error {
 		}
 		n = min(len(b)+1, maxHeaderBytes)
 	}
-	lines := strings.Split(string(block[:len(block)-1]), "\n")
 	cl, te := 0, 0
-	for i, line := range lines {
-		if !strings.HasSuffix(line, "\r") {
+	rest := block[:len(block)-1]
+	for i := 0; ; i++ {
+		line, tail, more := bytes.Cut(rest, []byte("\n"))
+		rest = tail
+		if !bytes.HasSuffix(line, []byte("\r")) {
 			return bad("bare LF in request header")
 		}
-		line = strings.TrimSuffix(line, "\r")
-		if i == 0 {
-			continue
-		}
-		if line == "" {
+		line = line[:len(line)-1]
+		if i == 0 || len(line) == 0 {
+			if !more {
+				break
+			}
 			continue
 		}
 		if line[0] == ' ' || line[0] == '\t' {
 			return bad("obsolete header line folding")
 		}
-		name, value, ok := strings.Cut(line, ":")
-		if !ok || name == "" || strings.ContainsAny(name, " \t") {
+		name, value, ok := bytes.Cut(line, []byte(":"))
+		if !ok || len(name) == 0 || bytes.ContainsAny(name, " \t") {
 			return bad("malformed header line")
 		}
-		value = strings.TrimSpace(value)
-		switch strings.ToLower(name) {
-		case "content-length":
+		value = bytes.TrimSpace(value)
+		switch {
+		case lowerIs(name, "content-length"):
 			cl++
-		case "transfer-encoding":
+		case lowerIs(name, "transfer-encoding"):
 			te++
-			if !strings.EqualFold(value, "chunked") {
+			if !bytes.EqualFold(value, []byte("chunked")) {
 				return bad("unsupported transfer encoding")
 			}
-		case "connection":
-			for _, tok := range strings.Split(value, ",") {
+		case lowerIs(name, "connection"):
+			for _, tok := range strings.Split(string(value), ",") {
 				switch strings.ToLower(strings.TrimSpace(tok)) {
 				case "", "keep-alive", "close", "upgrade":
 				default:
@@ -624,11 +629,37 @@ func checkRawHeader(br *bufio.Reader) error {
 				}
 			}
 		}
+		if !more {
+			break
+		}
 	}
 	if cl > 1 || te > 1 || (cl > 0 && te > 0) {
 		return bad("ambiguous message length")
 	}
 	return nil
+}
+
+// lowerIs reports whether strings.ToLower(string(name)) == lower, without
+// the copy for an ASCII name. A name outside ASCII takes the Unicode path:
+// "İ" lower-cases to "i" there, and the header check reads names as that.
+func lowerIs(name []byte, lower string) bool {
+	for _, c := range name {
+		if c >= utf8.RuneSelf {
+			return strings.ToLower(string(name)) == lower
+		}
+	}
+	if len(name) != len(lower) {
+		return false
+	}
+	for i, c := range name {
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // indexHeaderEnd returns the length of the header block including its
@@ -785,6 +816,15 @@ func (s *Server) handle(t *tunnel, req *http.Request, proto string) *http.Respon
 	}
 	oc.status = resp.StatusCode
 	s.metrics.request(oc.decision)
+	level := slog.LevelInfo
+	if err != nil {
+		level = slog.LevelWarn
+	}
+	h := s.log.Handler()
+	if !h.Enabled(ctx, level) {
+		return resp
+	}
+	now := time.Now()
 	attrs := []slog.Attr{
 		slog.String("decision", oc.decision),
 		slog.String("session", t.sess.ID),
@@ -796,15 +836,18 @@ func (s *Server) handle(t *tunnel, req *http.Request, proto string) *http.Respon
 		slog.Int("req_bytes", oc.reqBytes),
 		slog.Int("substitutions", oc.subs),
 		slog.Duration("upstream", oc.upstream),
-		slog.Duration("total", time.Since(start)),
+		slog.Duration("total", now.Sub(start)),
 		slog.String("content_type", headerForLog(req.Header.Get("Content-Type"))),
 	}
-	level := slog.LevelInfo
 	if err != nil {
 		attrs = append(attrs, slog.String("code", string(agentvault.ErrorCode(err))), slog.String("reason", agentvault.ErrorMessage(err)))
-		level = slog.LevelWarn
 	}
-	s.log.LogAttrs(ctx, level, "proxy request", attrs...)
+	// Logger.LogAttrs would walk the stack for the caller's PC on every
+	// request (a tenth of the line's cost, issue 12), for a source no
+	// handler here prints.
+	r := slog.NewRecord(now, level, "proxy request", 0)
+	r.AddAttrs(attrs...)
+	_ = h.Handle(ctx, r)
 	return resp
 }
 
@@ -1063,19 +1106,21 @@ func upstreamError(err error) error {
 // (HTTP/1.1, chunked) or serveH2 sends them.
 func (s *Server) scrubResponse(sc *scrubber, method string, resp *http.Response) (*http.Response, error) {
 	for _, h := range hopByHop {
-		resp.Header.Del(h)
+		delete(resp.Header, h) // Header.Del, less canonicalising what already is
 	}
 	if sc == nil {
 		return resp, nil
 	}
-	hit := s.metrics.scrub
+	hit := s.scrubHit
 	// HTTP/1.1 "HTTP/1.1 200 <reason>": Response.Write sends resp.Status on.
-	if code, reason, ok := strings.Cut(resp.Status, " "); ok {
-		if nr, n := sc.apply([]byte(reason), hit); n > 0 {
+	// The reason goes in the header's one scan (headerClean): most answers
+	// hold no value anywhere there, and then no field is scanned alone.
+	if code, reason, ok := strings.Cut(resp.Status, " "); !headerClean(sc, resp.Header, reason) {
+		if nr, n := sc.apply([]byte(reason), hit); ok && n > 0 {
 			resp.Status = code + " " + string(nr)
 		}
+		scrubFields(sc, resp.Header, hit)
 	}
-	scrubHeader(sc, resp.Header, hit)
 	scrubHeader(sc, resp.Trailer, hit) // the names a site announced in Trailer
 	if method == http.MethodHead || resp.StatusCode == http.StatusNoContent || resp.StatusCode == http.StatusNotModified {
 		return resp, nil // no body: the headers were all there was to scrub
@@ -1086,7 +1131,7 @@ func (s *Server) scrubResponse(sc *scrubber, method string, resp *http.Response)
 		_, err := io.ReadFull(resp.Body, raw)
 		if err == nil {
 			// Read on to the end, where an h2 site's trailers arrive.
-			_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, 1))
+			err = readPastEnd(resp.Body)
 		}
 		resp.Body.Close()
 		if err != nil {
@@ -1121,14 +1166,23 @@ func (s *Server) scrubResponse(sc *scrubber, method string, resp *http.Response)
 	return resp, nil
 }
 
-// scrubHeader scrubs a header (or trailer) map in place: each value as
+// scrubHeader scrubs a header (or trailer) map in place (scrubFields), after
+// one scan of the whole map finds a value in it (headerClean).
+func scrubHeader(sc *scrubber, h http.Header, hit func(vault.Kind)) {
+	if len(h) == 0 || headerClean(sc, h, "") {
+		return
+	}
+	scrubFields(sc, h, hit)
+}
+
+// scrubFields scrubs a header (or trailer) map in place: each value as
 // text, and each name. A field name is case-insensitive (RFC 9110 section
 // 5.1) and Go hands it on canonicalised, so a name is also scanned
 // upper-cased, against the upper-cased form every value has among its
 // variants (rewrite.ScrubVariants). A renamed field keeps its values under
 // the canonical form of the new name; one whose new name is not a valid
 // field name, or still holds a value, is dropped.
-func scrubHeader(sc *scrubber, h http.Header, hit func(vault.Kind)) {
+func scrubFields(sc *scrubber, h http.Header, hit func(vault.Kind)) {
 	type rename struct{ from, to string }
 	var renames []rename
 	for k, vs := range h {
@@ -1152,6 +1206,71 @@ func scrubHeader(sc *scrubber, h http.Header, hit func(vault.Kind)) {
 			continue
 		}
 		h[r.to] = append(h[r.to], vs...)
+	}
+}
+
+// headerClean reports whether scrubFields would find nothing in h, nor
+// sc.apply in extra: one scan of one buffer holding extra, then each name,
+// the name upper-cased and each value, a line each, instead of a scan per
+// field. A line break bounds a short value's match as the edge of a field
+// does (tokens: it is a delimiter and not a word byte), so whatever
+// scrubFields would find in a field is found here too. No field holds a
+// line break (HTTP/1.1 and h2 both refuse one), so no value is found across
+// two of them unless it holds one itself, and then the false alarm only
+// costs the per-field scan, which finds it in no single field, as before.
+func headerClean(sc *scrubber, h http.Header, extra string) bool {
+	bp := headerBufs.Get().(*[]byte)
+	b := append((*bp)[:0], extra...)
+	for k, vs := range h {
+		b = append(append(b, '\n'), k...)
+		b = appendUpper(append(b, '\n'), k)
+		for _, v := range vs {
+			b = append(append(b, '\n'), v...)
+		}
+	}
+	clean := !sc.m.Contains(b)
+	clear(b) // it may hold a real value: that is what it was scanned for
+	if cap(b) <= maxHeaderBytes {
+		*bp = b[:0]
+		headerBufs.Put(bp)
+	}
+	return clean
+}
+
+var headerBufs = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
+
+// appendUpper appends bytes.ToUpper(s) to b, without a copy for the usual
+// ASCII name.
+func appendUpper(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return append(b, bytes.ToUpper([]byte(s))...)
+		}
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		b = append(b, c)
+	}
+	return b
+}
+
+// readPastEnd reads r up to one byte more, which it drops, or to its end:
+// io.Copy(io.Discard, io.LimitReader(r, 1)) without the allocations.
+func readPastEnd(r io.Reader) error {
+	var b [1]byte
+	for {
+		n, err := r.Read(b[:])
+		switch {
+		case err == io.EOF:
+			return nil
+		case err != nil:
+			return err
+		case n > 0:
+			return nil
+		}
 	}
 }
 

@@ -3,7 +3,6 @@ package proxyd
 import (
 	"context"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
@@ -26,6 +25,7 @@ type daemonMetrics struct {
 	sessions        prometheus.Gauge
 	signInFailures  prometheus.Counter
 	upstreamStatus  *prometheus.CounterVec
+	statusBy        [5]prometheus.Counter // upstreamStatus by statusClasses, looked up once
 
 	mu      sync.Mutex
 	decided map[string]struct{} // approval ids already counted
@@ -99,8 +99,8 @@ func newDaemonMetrics(reg *prometheus.Registry, pendingCount func(context.Contex
 		d.decisions.WithLabelValues(o)
 		d.wait.WithLabelValues(o)
 	}
-	for _, c := range statusClasses {
-		d.upstreamStatus.WithLabelValues(c)
+	for i, c := range statusClasses {
+		d.statusBy[i] = d.upstreamStatus.WithLabelValues(c)
 	}
 	return d
 }
@@ -198,7 +198,7 @@ func (h *observingHandler) Handle(ctx context.Context, r slog.Record) error {
 			return true
 		})
 		if h.metrics != nil && decision != "refused" && status >= 100 && status < 600 {
-			h.metrics.upstreamStatus.WithLabelValues(strconv.Itoa(status/100) + "xx").Inc()
+			h.metrics.statusBy[status/100-1].Inc()
 		}
 		if r.Level == slog.LevelWarn && code == string(agentvault.CodeProxyAuth) && reason == "proxy credentials required" {
 			nr := slog.NewRecord(r.Time, slog.LevelDebug, r.Message, r.PC)

@@ -1,0 +1,291 @@
+package intercept
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/intercept/rewrite"
+	"github.com/agentvault/agentvault/tokens"
+)
+
+// The fast paths of issue 12 that read names and media types without
+// copying them must answer as the copying code they replaced.
+
+func TestLowerIsMatchesToLower(t *testing.T) {
+	for _, name := range []string{"Content-Length", "content-length", "CONTENT-LENGTH", "Content-Lengt", "Content-Lengths",
+		"Transfer-Encodİng", "Transfer-Encoding", "Connection", "Conneçtion", "", "\xff", "Trans\u212Afer"} {
+		for _, lower := range []string{"content-length", "transfer-encoding", "connection"} {
+			if got, want := lowerIs([]byte(name), lower), strings.ToLower(name) == lower; got != want {
+				t.Errorf("lowerIs(%q, %q) = %v, want %v", name, lower, got, want)
+			}
+		}
+	}
+}
+
+// FuzzP8_RawHeaderCheckMatchesReference holds checkRawHeader, which reads
+// the header block in place, to the version that split a copy of it into
+// strings: the same refusals with the same reasons.
+func FuzzP8_RawHeaderCheckMatchesReference(f *testing.F) {
+	for _, s := range []string{
+		"GET / HTTP/1.1\r\nHost: a\r\n\r\n",
+		"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\ncontent-length: 3\r\n\r\nabc",
+		"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n0\r\n\r\n",
+		"POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: \u212Aunked\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n b\r\n\r\n",
+		"GET / HTTP/1.1\nHost: a\n\n",
+		"GET / HTTP/1.1\r\nHost: a\r\nX-A: 1\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a\r\nConnection: close, X-Card\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a\r\nConnection: Keep-Alive\r\n\r\n",
+		"GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encodİng: gzip\r\n\r\n", // "İ" lower-cases to "i"
+		"GET / HTTP/1.1\r\nHost a\r\n\r\n", "GET / HTTP/1.1\r\nX Y: a\r\n\r\n", "GET / HTTP/1.1\r\n: a\r\n\r\n",
+		"GET / HTTP/1.1\r\n\r\n", "\r\n\r\n", "\n\n",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		got := checkRawHeader(bufio.NewReaderSize(strings.NewReader(raw), maxHeaderBytes+4096))
+		want := checkRawHeaderRef(bufio.NewReaderSize(strings.NewReader(raw), maxHeaderBytes+4096))
+		if (got == nil) != (want == nil) || got != nil && got.Error() != want.Error() {
+			t.Fatalf("%q: got %v, want %v", raw, got, want)
+		}
+	})
+}
+
+// checkRawHeaderRef is checkRawHeader as it was before issue 12.
+func checkRawHeaderRef(br *bufio.Reader) error {
+	bad := func(why string) error { return agentvault.Errorf(agentvault.CodeMalformedRequest, "%s", why) }
+	var block []byte
+	for n := 1; ; {
+		b, err := br.Peek(n)
+		if buffered := min(br.Buffered(), maxHeaderBytes); buffered > len(b) {
+			b, _ = br.Peek(buffered)
+		}
+		if i := indexHeaderEnd(b); i >= 0 {
+			block = b[:i]
+			break
+		}
+		if errors.Is(err, bufio.ErrBufferFull) || n >= maxHeaderBytes {
+			return bad("request header too large")
+		}
+		if err != nil {
+			return agentvault.Wrap(agentvault.CodeTimeout, err, "request header not received")
+		}
+		n = min(len(b)+1, maxHeaderBytes)
+	}
+	lines := strings.Split(string(block[:len(block)-1]), "\n")
+	cl, te := 0, 0
+	for i, line := range lines {
+		if !strings.HasSuffix(line, "\r") {
+			return bad("bare LF in request header")
+		}
+		line = strings.TrimSuffix(line, "\r")
+		if i == 0 || line == "" {
+			continue
+		}
+		if line[0] == ' ' || line[0] == '\t' {
+			return bad("obsolete header line folding")
+		}
+		name, value, ok := strings.Cut(line, ":")
+		if !ok || name == "" || strings.ContainsAny(name, " \t") {
+			return bad("malformed header line")
+		}
+		value = strings.TrimSpace(value)
+		switch strings.ToLower(name) {
+		case "content-length":
+			cl++
+		case "transfer-encoding":
+			te++
+			if !strings.EqualFold(value, "chunked") {
+				return bad("unsupported transfer encoding")
+			}
+		case "connection":
+			for _, tok := range strings.Split(value, ",") {
+				switch strings.ToLower(strings.TrimSpace(tok)) {
+				case "", "keep-alive", "close", "upgrade":
+				default:
+					return bad("Connection header names an end-to-end header")
+				}
+			}
+		}
+	}
+	if cl > 1 || te > 1 || (cl > 0 && te > 0) {
+		return bad("ambiguous message length")
+	}
+	return nil
+}
+
+func TestStructuredMatchesLowerCasing(t *testing.T) {
+	ref := func(contentType string, b []byte) bool {
+		ct := bytes.ToLower(bytes.TrimSpace([]byte(contentType)))
+		for _, p := range []string{"application/x-www-form-urlencoded", "multipart/", "application/json", "text/json", "application/x-ndjson"} {
+			if bytes.HasPrefix(ct, []byte(p)) {
+				return true
+			}
+		}
+		if mt, _, _ := bytes.Cut(ct, []byte(";")); bytes.HasSuffix(bytes.TrimSpace(mt), []byte("+json")) {
+			return true
+		}
+		t := bytes.TrimLeft(b, " \t\r\n\ufeff")
+		return len(t) > 0 && (t[0] == '{' || t[0] == '[' || t[0] == '"')
+	}
+	for _, ct := range []string{"", "text/html", " Application/JSON; charset=utf-8", "APPLICATION/X-WWW-FORM-URLENCODED",
+		"multipart/form-data; boundary=x", "application/vnd.api+JSON ; x=1", "application/jſon", "text/jſon",
+		"application/vnd+json", "+json", "json", "İtext/json", "application/x-ndjson", "Multipart/", "text/plain; x=+json"} {
+		for _, b := range []string{"", "x", " {", "\ufeff["} {
+			if got, want := structured(ct, []byte(b)), ref(ct, []byte(b)); got != want {
+				t.Errorf("structured(%q, %q) = %v, want %v", ct, b, got, want)
+			}
+		}
+	}
+}
+
+// hiddenRef is the per-view, per-piece check hiddenValues runs when
+// hiddenClean finds something: true when it finds nothing.
+func hiddenRef(rm *requestMatch, views [][]byte) bool {
+	clean := func(v []byte) bool { return !containsTokenShape(v) && !rm.long.Contains(v) }
+	for _, v := range views {
+		if !clean(v) {
+			return false
+		}
+	}
+	for _, v := range views {
+		if !rewrite.EachEncodedView(v, clean) {
+			return false
+		}
+	}
+	return true
+}
+
+func hiddenTestMatch() (*requestMatch, []string) {
+	vals := []string{"av_card_1_number_u7x2k", "4242420000004242", "4242 4200 0000 4242", "Tr0ub4dor&3xyz!"}
+	var pats []tokens.Pattern
+	for i, v := range vals {
+		pats = append(pats, tokens.Pattern{Value: []byte(v), ID: i})
+	}
+	return &requestMatch{long: tokens.NewMatcher(pats)}, vals
+}
+
+// TestP9_HiddenValuesOnePassKeepsRefusals: a token or stand-in behind an
+// encoding in a header (base64 at any offset, percent or HTML escapes) is
+// still refused, with the code the per-piece checks give.
+func TestP9_HiddenValuesOnePassKeepsRefusals(t *testing.T) {
+	s := &Server{cfg: Config{MaxBodyBytes: 10 << 20}}
+	rm, _ := hiddenTestMatch()
+	b64 := func(v string) string { return base64.StdEncoding.EncodeToString([]byte(v)) }
+	cases := []struct {
+		name, header string
+		code         agentvault.Code // "": passes
+	}{
+		{"plain header", "text/html, */*", ""},
+		{"ordinary base64", b64("just a session id, nothing else"), ""},
+		{"token", "Bearer av_card_1_number_u7x2k", agentvault.CodeTokenNotAllowed},
+		{"token in base64", "Bearer " + b64("av_card_1_number_u7x2k"), agentvault.CodeTokenNotAllowed},
+		{"token in base64 glued", "Bearer x" + b64("{\"t\":\"av_card_1_number_u7x2k\"}"), agentvault.CodeTokenNotAllowed},
+		{"other token shape in base64", b64("av_login_shop_password_abcde"), agentvault.CodeTokenNotAllowed},
+		{"stand-in in base64", b64("user:4242420000004242"), agentvault.CodeSubstitution},
+		{"stand-in percent-encoded", "q=4242%20" + "4200%200000%204242", agentvault.CodeSubstitution},
+		{"stand-in HTML-escaped", "Tr0ub4dor&amp;3xyz!", agentvault.CodeSubstitution},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			u, _ := url.Parse("https://shop.test/p?x=1")
+			req := &http.Request{URL: u, Header: http.Header{"Accept": {"*/*"}, "X-Test": {tc.header}}}
+			err := s.hiddenValues(rm, req, nil)
+			if got := agentvault.ErrorCode(err); err != nil && got != tc.code || err == nil && tc.code != "" {
+				t.Fatalf("got %v, want code %q", err, tc.code)
+			}
+		})
+	}
+}
+
+// TestP9_HiddenValuesOnePassAgreesWithPieces: on views built at random from
+// the session's values, their encodings and fragments, hiddenClean never
+// says clean where a piece holds something.
+func TestP9_HiddenValuesOnePassAgreesWithPieces(t *testing.T) {
+	rm, vals := hiddenTestMatch()
+	var bits []string
+	for _, v := range vals {
+		bits = append(bits, v, v[:5], v[5:], base64.StdEncoding.EncodeToString([]byte(v)), base64.RawURLEncoding.EncodeToString([]byte("x"+v)),
+			url.QueryEscape(v), strings.ReplaceAll(v, "&", "&amp;"), strings.ReplaceAll(v, "_", `\u005f`))
+	}
+	bits = append(bits, "a", "Zm9v", "==", "%", "+", "\n", " ", "&", ";", "\\", "_", "av", "AAAAAAAAAA", "/", "-")
+	rnd := rand.New(rand.NewPCG(9, 0))
+	found := 0
+	for range 3000 {
+		var views [][]byte
+		for range 1 + rnd.IntN(2) {
+			var b strings.Builder
+			for range rnd.IntN(8) {
+				b.WriteString(bits[rnd.IntN(len(bits))])
+			}
+			views = append(views, []byte(b.String()))
+		}
+		ref := hiddenRef(rm, views)
+		if !ref {
+			found++
+		}
+		if ref != hiddenClean(rm, views) && !ref {
+			t.Fatalf("one pass missed what the pieces hold in %q", views)
+		}
+	}
+	if found < 100 {
+		t.Fatalf("only %d of the random views hold something: the test proves little", found)
+	}
+}
+
+func TestReadPastEndMatchesLimitedCopy(t *testing.T) {
+	boom := errors.New("boom")
+	for _, tc := range []struct {
+		name  string
+		reads []readResult
+	}{
+		{"eof", []readResult{{0, io.EOF}}},
+		{"empty then eof", []readResult{{0, nil}, {0, io.EOF}}},
+		{"extra byte", []readResult{{1, nil}, {0, io.EOF}}},
+		{"extra byte and error", []readResult{{1, boom}}},
+		{"extra byte and eof", []readResult{{1, io.EOF}}},
+		{"error", []readResult{{0, nil}, {0, boom}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, want := io.Copy(io.Discard, io.LimitReader(&scriptedReader{reads: tc.reads}, 1))
+			if got := readPastEnd(&scriptedReader{reads: tc.reads}); got != want {
+				t.Fatalf("got %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+type readResult struct {
+	n   int
+	err error
+}
+
+type scriptedReader struct{ reads []readResult }
+
+func (s *scriptedReader) Read(p []byte) (int, error) {
+	if len(s.reads) == 0 {
+		return 0, io.EOF
+	}
+	r := s.reads[0]
+	s.reads = s.reads[1:]
+	return r.n, r.err
+}
+
+// scrubResponse deletes the hop-by-hop fields from the map directly, which
+// is Header.Del only for names already in canonical form.
+func TestHopByHopNamesCanonical(t *testing.T) {
+	for _, h := range hopByHop {
+		if http.CanonicalHeaderKey(h) != h {
+			t.Errorf("%q is not canonical", h)
+		}
+	}
+}
