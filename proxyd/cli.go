@@ -21,7 +21,7 @@ import (
 const usage = `usage: proxyd <command> [flags]
 
 commands:
-  run       [--config FILE] [--proxy ADDR] [--control ADDR] [--admin ADDR]
+  run       [--config FILE] [--proxy ADDR] [--control ADDR] [--control-tls] [--admin ADDR]
             [--unsafe-allow-private-ranges]      serve until SIGINT/SIGTERM (SIGHUP reloads the config)
   vault     <vault command> ...                  the owner's vault CLI (proxyd vault help)
   owner     <owner command> ...                  API keys, sites, approvals, dashboard password (proxyd owner help)
@@ -88,7 +88,7 @@ func fail(stderr io.Writer, err error) int {
 // runFlags are `proxyd run`'s own flags (--data and --init are common).
 type runFlags struct {
 	config, proxy, control, admin string
-	unsafePrivate                 bool
+	unsafePrivate, controlTLS     bool
 }
 
 func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
@@ -97,7 +97,8 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.config, "config", "", "YAML config file (strict: unknown keys refuse start-up)")
 	fs.StringVar(&f.proxy, "proxy", "", "proxy listen address (overrides listen.proxy)")
-	fs.StringVar(&f.control, "control", "", "control API listen address, loopback only")
+	fs.StringVar(&f.control, "control", "", "control API listen address, loopback only unless --control-tls")
+	fs.BoolVar(&f.controlTLS, "control-tls", false, "serve the control API over TLS with a leaf of the deployment's CA (sets listen.control_tls)")
 	fs.StringVar(&f.admin, "admin", "", "admin listen address (/metrics, /healthz), loopback only")
 	fs.BoolVar(&f.unsafePrivate, "unsafe-allow-private-ranges", false, "let the proxy reach loopback and private addresses (tests only)")
 	if err := fs.Parse(args); err != nil {
@@ -134,6 +135,9 @@ func runConfig(f runFlags, common commonFlags) (Config, DataDirChoice, error) {
 	}
 	if f.unsafePrivate {
 		c.UnsafeAllowPrivateRanges = true
+	}
+	if f.controlTLS {
+		c.Listen.ControlTLS = true
 	}
 	return c, d, c.Validate()
 }
