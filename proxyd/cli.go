@@ -2,9 +2,12 @@ package proxyd
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -27,6 +30,7 @@ commands:
   owner     <owner command> ...                  API keys, sites, approvals, dashboard password (proxyd owner help)
   session   create [--api-key-file FILE] [--control URL]
             opens a browser session and prints its proxy credential and CA path for curl
+            (an https:// control URL is verified against <data>/ca.pem)
   ca        export                               prints the MITM CA certificate (PEM)
   doctor    [--config FILE]                      checks this deployment and prints what to fix
   data-dir  [--config FILE]                      prints the data directory the other commands use
@@ -217,12 +221,25 @@ func cmdSession(ctx context.Context, args []string, common commonFlags, stdout, 
 		return fail(stderr, agentvault.Wrap(agentvault.CodeInvalidInput, err, "cannot read the control token %s: %s (is proxyd running on the data directory %s?)",
 			tokPath, vaultcli.Reason(err), d))
 	}
-	c := control.NewClient(*controlURL, strings.TrimSpace(string(tok)), nil)
+	caPath := filepath.Join(d.Dir, CAFile)
+	var hc *http.Client
+	if strings.HasPrefix(*controlURL, "https://") {
+		// listen.control_tls: the leaf is the deployment CA's.
+		certs, err := readPEMCerts(caPath)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		pool := x509.NewCertPool()
+		for _, c := range certs {
+			pool.AddCert(c)
+		}
+		hc = &http.Client{Transport: &http.Transport{Proxy: nil, TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	}
+	c := control.NewClient(*controlURL, strings.TrimSpace(string(tok)), hc)
 	s, err := c.CreateSession(ctx, strings.TrimSpace(string(key)))
 	if err != nil {
 		return fail(stderr, err)
 	}
-	caPath := filepath.Join(d.Dir, CAFile)
 	proxy := strings.Replace(s.ProxyURL, "http://", "http://"+s.ProxyUser+":"+s.ProxyPassword+"@", 1)
 	fmt.Fprintf(stdout, "session:  %s\nproxy:    %s\nca:       %s\n\ncurl --proxy '%s' --cacert %s https://example.com/\n",
 		s.ID, proxy, caPath, proxy, caPath)

@@ -99,6 +99,14 @@ func TestP4_ControlAPIOverTLS(t *testing.T) {
 		t.Fatal("control leaf verified for a name it must not hold")
 	}
 
+	// `proxyd session create` trusts the data directory's ca.pem for an
+	// https control URL.
+	var out, errOut strings.Builder
+	if code := proxyd.RunCLI(ctx, []string{"session", "create", "--data", m.DataDir(), "--control", base}, &out, &errOut); code != 0 ||
+		!strings.HasPrefix(out.String(), "session:  ") {
+		t.Fatalf("session create over TLS: exit %d, %s", code, errOut.String())
+	}
+
 	// Without the CA (system roots): verification fails, nothing is sent.
 	_, err = control.NewClient(base, m.ControlToken, nil).CreateSession(ctx, m.APIKey)
 	var verr *tls.CertificateVerificationError
