@@ -207,7 +207,7 @@ func (ca *CA) Leaf(host string) (*tls.Certificate, error) {
 	ca.mu.Unlock()
 	ca.metrics.leafMiss()
 
-	cert, err := ca.sign(host, now)
+	cert, err := ca.sign([]string{host}, now)
 	if err != nil {
 		return nil, err
 	}
@@ -225,23 +225,37 @@ func (ca *CA) Leaf(host string) (*tls.Certificate, error) {
 	return cert, nil
 }
 
-func (ca *CA) sign(host string, now time.Time) (*tls.Certificate, error) {
+// ServerLeaf signs a leaf for one of proxyd's own TLS listeners (the
+// control API reached from other machines) naming every host in names: IP
+// addresses as IP SANs, the rest as DNS names. Like a MITM leaf it is
+// short-lived (24 hours); it is not cached here: the caller keeps it and
+// asks for a new one before it expires.
+func (ca *CA) ServerLeaf(names []string) (*tls.Certificate, error) {
+	if len(names) == 0 {
+		return nil, agentvault.Errorf(agentvault.CodeInternal, "a server leaf needs a name")
+	}
+	return ca.sign(names, ca.now())
+}
+
+func (ca *CA) sign(hosts []string, now time.Time) (*tls.Certificate, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "generate leaf key")
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: randomSerial(),
-		Subject:      pkix.Name{CommonName: host},
+		Subject:      pkix.Name{CommonName: hosts[0]},
 		NotBefore:    now.Add(-leafSlack),
 		NotAfter:     now.Add(leafValidity),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
-	if ip, err := netip.ParseAddr(host); err == nil {
-		tmpl.IPAddresses = append(tmpl.IPAddresses, ip.AsSlice())
-	} else {
-		tmpl.DNSNames = []string{host}
+	for _, host := range hosts {
+		if ip, err := netip.ParseAddr(host); err == nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip.AsSlice())
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, host)
+		}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {

@@ -3,14 +3,17 @@ package mcpserver
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,6 +77,10 @@ type Main struct {
 	// MetricsAddr serves /metrics (loopback only); empty: DefaultMetricsAddr
 	// with --http, off on stdio; "off" turns it off.
 	MetricsAddr string
+	// ControlCA is a PEM file of the CA that https control URLs are
+	// verified against (--control-ca: proxyd's ca.pem, which every replica
+	// of a deployment shares); empty: the system roots.
+	ControlCA string
 
 	// Stderr receives the logs; stdout is the MCP stream and never sees a
 	// log line. Defaults to os.Stderr.
@@ -81,6 +88,8 @@ type Main struct {
 
 	server *Server
 	ctl    *control.Client
+	// controlRoots is ControlCA loaded (nil: the system roots).
+	controlRoots *x509.CertPool
 }
 
 // TLSOptions is what TLSConfig gets: an ACME domain, or the hosts a local
@@ -109,7 +118,8 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.SetOutput(m.Stderr)
 	fs.StringVar(&m.ArtifactDir, "artifact-dir", envOr("AGENTVAULT_ARTIFACT_DIR", ""), "keep browser_login's masked diagnostic captures here for the owner (empty: none kept)")
 	fs.DurationVar(&m.LoginBudget, "login-budget", envDuration("AGENTVAULT_LOGIN_BUDGET", 0), "shorten browser_login's end-to-end budget (at most and by default 120s)")
-	fs.StringVar(&m.ControlURL, "control-url", envOr("AGENTVAULT_CONTROL_URL", m.ControlURL), "proxyd control API base URL (loopback); several replicas of one deployment separated by commas")
+	fs.StringVar(&m.ControlURL, "control-url", envOr("AGENTVAULT_CONTROL_URL", m.ControlURL), "proxyd control API base URL (http:// on loopback, https:// elsewhere); several replicas of one deployment separated by commas")
+	fs.StringVar(&m.ControlCA, "control-ca", envOr("AGENTVAULT_CONTROL_CA", m.ControlCA), "PEM file of the CA to trust for https:// control URLs (proxyd's <data_dir>/ca.pem); default: the system roots")
 	fs.StringVar(&m.ControlTokenFile, "control-token-file", envOr("AGENTVAULT_CONTROL_TOKEN_FILE", m.ControlTokenFile), "file holding the control API bearer token")
 	fs.StringVar(&m.APIKeyFile, "api-key-file", envOr("AGENTVAULT_API_KEY_FILE", m.APIKeyFile), "file holding the agent API key (AGENTVAULT_API_KEY takes precedence)")
 	fs.StringVar(&m.ProxyURL, "proxy", envOr("AGENTVAULT_PROXY_URL", m.ProxyURL), "proxy address override (default: what proxyd announces, http://127.0.0.1:7700)")
@@ -135,6 +145,10 @@ func (m *Main) ParseFlags(args []string) error {
 			fmt.Fprintln(m.Stderr, "mcpd:", agentvault.ErrorMessage(err))
 			return err
 		}
+	}
+	if err := m.checkControl(); err != nil {
+		fmt.Fprintln(m.Stderr, "mcpd:", agentvault.ErrorMessage(err))
+		return err
 	}
 	if m.LoginBudget < 0 || m.LoginBudget > DefaultLoginBudget {
 		err := agentvault.Errorf(agentvault.CodeInvalidInput, "--login-budget must be between 0 (the default, %s) and %s", DefaultLoginBudget, DefaultLoginBudget)
@@ -211,6 +225,66 @@ func checkLoopback(addr string) error {
 	return nil
 }
 
+// checkControl refuses a control URL that would carry the bearer token in
+// clear beyond this machine (http:// to a host other than loopback), and
+// loads --control-ca.
+func (m *Main) checkControl() error {
+	for _, raw := range strings.Split(m.ControlURL, ",") {
+		if raw = strings.TrimSpace(raw); raw == "" {
+			continue
+		}
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" || u.User != nil || (u.Scheme != "http" && u.Scheme != "https") {
+			return agentvault.Errorf(agentvault.CodeInvalidInput, "--control-url: each URL must be http://host:port or https://host:port without user info")
+		}
+		if u.Scheme == "http" && !loopbackHost(u.Hostname()) {
+			return agentvault.Errorf(agentvault.CodeInvalidInput,
+				"--control-url: http://%s would send the control token in clear; use https:// (proxyd's listen.control_tls, with --control-ca) or a loopback address", u.Host)
+		}
+	}
+	if m.ControlCA == "" {
+		m.controlRoots = nil
+		return nil
+	}
+	data, err := os.ReadFile(m.ControlCA)
+	if err != nil {
+		reason := err.Error()
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			reason = pe.Err.Error()
+		}
+		return agentvault.Wrap(agentvault.CodeInvalidInput, err, "cannot read the control CA file %s (--control-ca): %s", m.ControlCA, reason)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "the control CA file %s (--control-ca) holds no PEM certificate", m.ControlCA)
+	}
+	m.controlRoots = pool
+	return nil
+}
+
+// controlHTTPClient is the control client's transport: no proxy from the
+// environment (the control API is proxyd's, on loopback or reached
+// directly), and for https:// URLs TLS 1.2+ verified against --control-ca
+// or the system roots.
+func (m *Main) controlHTTPClient() (*http.Client, error) {
+	if err := m.checkControl(); err != nil {
+		return nil, err
+	}
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4,
+		TLSClientConfig: &tls.Config{RootCAs: m.controlRoots, MinVersion: tls.VersionTLS12}}}, nil
+}
+
+// loopbackHost reports whether host (no port, no brackets) is this
+// machine: localhost or a loopback address.
+func loopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
 func envOr(k, def string) string {
 	if v := os.Getenv(k); v != "" {
 		return v
@@ -252,8 +326,10 @@ func (m *Main) Open() error {
 			return err
 		}
 	}
-	// The control API is loopback: no proxy from the environment applies.
-	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 4}}
+	hc, err := m.controlHTTPClient()
+	if err != nil {
+		return err
+	}
 	m.ctl = control.NewClient(m.ControlURL, token, hc)
 	ctl := m.ctl
 	if apiKey == "" && m.RequireKeys {

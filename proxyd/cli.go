@@ -2,9 +2,12 @@ package proxyd
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -21,12 +24,13 @@ import (
 const usage = `usage: proxyd <command> [flags]
 
 commands:
-  run       [--config FILE] [--proxy ADDR] [--control ADDR] [--admin ADDR]
+  run       [--config FILE] [--proxy ADDR] [--control ADDR] [--control-tls] [--admin ADDR]
             [--unsafe-allow-private-ranges]      serve until SIGINT/SIGTERM (SIGHUP reloads the config)
   vault     <vault command> ...                  the owner's vault CLI (proxyd vault help)
   owner     <owner command> ...                  API keys, sites, approvals, dashboard password (proxyd owner help)
   session   create [--api-key-file FILE] [--control URL]
             opens a browser session and prints its proxy credential and CA path for curl
+            (an https:// control URL is verified against <data>/ca.pem)
   ca        export                               prints the MITM CA certificate (PEM)
   doctor    [--config FILE]                      checks this deployment and prints what to fix
   data-dir  [--config FILE]                      prints the data directory the other commands use
@@ -88,7 +92,7 @@ func fail(stderr io.Writer, err error) int {
 // runFlags are `proxyd run`'s own flags (--data and --init are common).
 type runFlags struct {
 	config, proxy, control, admin string
-	unsafePrivate                 bool
+	unsafePrivate, controlTLS     bool
 }
 
 func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
@@ -97,7 +101,8 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.config, "config", "", "YAML config file (strict: unknown keys refuse start-up)")
 	fs.StringVar(&f.proxy, "proxy", "", "proxy listen address (overrides listen.proxy)")
-	fs.StringVar(&f.control, "control", "", "control API listen address, loopback only")
+	fs.StringVar(&f.control, "control", "", "control API listen address, loopback only unless --control-tls")
+	fs.BoolVar(&f.controlTLS, "control-tls", false, "serve the control API over TLS with a leaf of the deployment's CA (sets listen.control_tls)")
 	fs.StringVar(&f.admin, "admin", "", "admin listen address (/metrics, /healthz), loopback only")
 	fs.BoolVar(&f.unsafePrivate, "unsafe-allow-private-ranges", false, "let the proxy reach loopback and private addresses (tests only)")
 	if err := fs.Parse(args); err != nil {
@@ -134,6 +139,9 @@ func runConfig(f runFlags, common commonFlags) (Config, DataDirChoice, error) {
 	}
 	if f.unsafePrivate {
 		c.UnsafeAllowPrivateRanges = true
+	}
+	if f.controlTLS {
+		c.Listen.ControlTLS = true
 	}
 	return c, d, c.Validate()
 }
@@ -213,12 +221,25 @@ func cmdSession(ctx context.Context, args []string, common commonFlags, stdout, 
 		return fail(stderr, agentvault.Wrap(agentvault.CodeInvalidInput, err, "cannot read the control token %s: %s (is proxyd running on the data directory %s?)",
 			tokPath, vaultcli.Reason(err), d))
 	}
-	c := control.NewClient(*controlURL, strings.TrimSpace(string(tok)), nil)
+	caPath := filepath.Join(d.Dir, CAFile)
+	var hc *http.Client
+	if strings.HasPrefix(*controlURL, "https://") {
+		// listen.control_tls: the leaf is the deployment CA's.
+		certs, err := readPEMCerts(caPath)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		pool := x509.NewCertPool()
+		for _, c := range certs {
+			pool.AddCert(c)
+		}
+		hc = &http.Client{Transport: &http.Transport{Proxy: nil, TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	}
+	c := control.NewClient(*controlURL, strings.TrimSpace(string(tok)), hc)
 	s, err := c.CreateSession(ctx, strings.TrimSpace(string(key)))
 	if err != nil {
 		return fail(stderr, err)
 	}
-	caPath := filepath.Join(d.Dir, CAFile)
 	proxy := strings.Replace(s.ProxyURL, "http://", "http://"+s.ProxyUser+":"+s.ProxyPassword+"@", 1)
 	fmt.Fprintf(stdout, "session:  %s\nproxy:    %s\nca:       %s\n\ncurl --proxy '%s' --cacert %s https://example.com/\n",
 		s.ID, proxy, caPath, proxy, caPath)

@@ -96,7 +96,15 @@ type StoreConfig struct {
 type ListenConfig struct {
 	Proxy   string `yaml:"proxy"`
 	Control string `yaml:"control"`
-	Admin   string `yaml:"admin"`
+	// ControlTLS serves the control API over TLS (1.2 or later) with a
+	// leaf of the deployment's CA (ca.pem in data_dir), so mcpd on another
+	// machine can reach it: without it listen.control is loopback-only,
+	// since the bearer token must not cross a network in clear.
+	ControlTLS bool `yaml:"control_tls"`
+	// ControlNames are the host names and addresses mcpd dials the control
+	// API at, named by its certificate besides listen.control's host.
+	ControlNames []string `yaml:"control_names"`
+	Admin        string   `yaml:"admin"`
 	// Dashboard is the owner's TLS dashboard; empty turns it off.
 	Dashboard string `yaml:"dashboard"`
 	// Credentials is the loopback listener a skill's runtime POSTs its
@@ -207,11 +215,20 @@ func (c *Config) Validate() error {
 		if name == "listen.proxy" {
 			continue
 		}
+		if name == "listen.control" && c.Listen.ControlTLS {
+			continue // any address: the token travels inside TLS
+		}
 		// The control and admin APIs are loopback-only.
 		ip, err := netip.ParseAddr(host)
 		if host != "localhost" && (err != nil || !ip.IsLoopback()) {
+			if name == "listen.control" {
+				return bad("listen.control must be a loopback address unless listen.control_tls is true, got %q", addr)
+			}
 			return bad("%s must be a loopback address, got %q", name, addr)
 		}
+	}
+	if err := c.Listen.validateControlTLS(); err != nil {
+		return err
 	}
 	if c.Listen.Credentials != "" {
 		host, _, err := net.SplitHostPort(c.Listen.Credentials)
@@ -306,6 +323,53 @@ func (c *Config) Validate() error {
 		return bad("store.driver must be sqlite or postgres, got %q", c.Store.Driver)
 	}
 	return nil
+}
+
+// validateControlTLS checks listen.control_names, and that the control
+// certificate will name at least one host mcpd can dial.
+func (l ListenConfig) validateControlTLS() error {
+	if !l.ControlTLS {
+		if len(l.ControlNames) > 0 {
+			return agentvault.Errorf(agentvault.CodeInvalidInput, "config: listen.control_names is set but listen.control_tls is false (the names are the control certificate's)")
+		}
+		return nil
+	}
+	for _, n := range l.ControlNames {
+		if h, err := hostname.Bare(n); err != nil || h != n || strings.HasPrefix(n, "[") {
+			return agentvault.Errorf(agentvault.CodeInvalidInput, "config: listen.control_names: %q is not a lower-case host name or IP address (no port, no brackets)", n)
+		}
+	}
+	if len(controlCertNames(l)) == 0 {
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "config: listen.control %q listens on every address: listen.control_names must name the hosts mcpd dials", l.Control)
+	}
+	return nil
+}
+
+// controlCertNames are the names the control API's certificate holds:
+// listen.control's host (unless it is every address) and
+// listen.control_names, without repeats.
+func controlCertNames(l ListenConfig) []string {
+	var names []string
+	seen := map[string]bool{}
+	add := func(n string) {
+		if n != "" && !seen[n] {
+			seen[n] = true
+			names = append(names, n)
+		}
+	}
+	if host, _, err := net.SplitHostPort(l.Control); err == nil {
+		if ip, err := netip.ParseAddr(host); err == nil {
+			if !ip.IsUnspecified() {
+				add(ip.Unmap().String())
+			}
+		} else if h, err := hostname.Bare(host); err == nil {
+			add(h)
+		}
+	}
+	for _, n := range l.ControlNames {
+		add(n)
+	}
+	return names
 }
 
 func expandHome(p string) string {

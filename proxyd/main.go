@@ -326,6 +326,13 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelDebug),
 	}
+	if m.Config.Listen.ControlTLS {
+		cc, err := newControlCert(m.CA, controlCertNames(m.Config.Listen), nil)
+		if err != nil {
+			return err
+		}
+		m.controlSrv.TLSConfig = cc.tlsConfig()
+	}
 	admin := http.NewServeMux()
 	admin.Handle("GET /metrics", promhttp.HandlerFor(m.Metrics.Registry, promhttp.HandlerOpts{}))
 	// The PID lets a supervisor (scripts/run.sh) tell its own proxyd from
@@ -497,7 +504,7 @@ func (m *Main) Run(ctx context.Context) error {
 	debug.FreeOSMemory()
 	trimCodePages()
 	m.Logger.Info("proxyd listening", slog.String("proxy", m.ProxyAddr.String()),
-		slog.String("control", m.ControlAddr.String()), slog.String("admin", m.AdminAddr.String()),
+		slog.String("control", m.ControlAddr.String()), slog.Bool("control_tls", m.Config.Listen.ControlTLS), slog.String("admin", m.AdminAddr.String()),
 		slog.String("egress", egress), slog.Bool("unsafe_allow_private_ranges", m.Config.UnsafeAllowPrivateRanges))
 	var err error
 	reason := "signal"
@@ -528,8 +535,15 @@ func dashboardHosts(listen string) []string {
 	return hosts
 }
 
+// serveHTTP serves s on l, over TLS when s has a TLS config (the control
+// API with listen.control_tls: a plain HTTP request there gets the
+// server's 400, never the API).
 func serveHTTP(s *http.Server, l net.Listener) error {
-	if err := s.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	serve := s.Serve
+	if s.TLSConfig != nil {
+		serve = func(l net.Listener) error { return s.ServeTLS(l, "", "") }
+	}
+	if err := serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil
