@@ -3,6 +3,7 @@ package control
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"io"
@@ -57,10 +58,14 @@ func NewClient(baseURL, token string, hc *http.Client) *Client {
 func (c *Client) base() string { return c.bases[int(c.cur.Load())%len(c.bases)] }
 
 // notSent reports whether err says the request never reached a server:
-// the connection could not be made.
+// the connection could not be made, or its TLS handshake failed (the
+// request, bearer token included, goes only over a finished handshake).
 func notSent(err error) bool {
 	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
+	var cv *tls.CertificateVerificationError
+	var rh tls.RecordHeaderError
+	var al tls.AlertError
+	return errors.As(err, &op) && op.Op == "dial" || errors.As(err, &cv) || errors.As(err, &rh) || errors.As(err, &al)
 }
 
 // send does one request, trying the next replica while the current one
