@@ -121,6 +121,7 @@ func (rs *replicaSet) startReplica(t *testing.T, bin, name, dir, caPath string) 
 listen:
   proxy: %s
   control: %s
+  control_tls: true
   admin: %s
   dashboard: %s
   credentials: %s
@@ -196,7 +197,9 @@ func (rs *replicaSet) agent(t *testing.T) *mcpAgent {
 	t.Helper()
 	dir := rs.reps[0].dataDir
 	args := []string{
-		"--control-url", "http://" + rs.reps[0].controlAddr + ",http://" + rs.reps[1].controlAddr,
+		// Over TLS, as between hosts: the replicas share one CA.
+		"--control-url", "https://" + rs.reps[0].controlAddr + ",https://" + rs.reps[1].controlAddr,
+		"--control-ca", filepath.Join(dir, proxyd.CAFile),
 		"--control-token-file", filepath.Join(dir, proxyd.ControlTokenFile),
 		"--api-key-file", filepath.Join(dir, proxyd.APIKeyFile),
 		"--driver-dir", driverDir(),
