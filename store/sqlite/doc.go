@@ -12,6 +12,10 @@
 // checked against the caps after the ones before it in the batch (P18).
 // The ledger's day and month totals are kept by triggers (migration 90),
 // and a purchase's queries are prepared once per pooled connection.
+// The owner state and items a purchase re-reads (API key, card rules,
+// sites, approvals, items) are cached per handle and checked on every call
+// against a version that triggers on their tables bump in every writer's
+// transaction, whichever process writes (migration 72, readcache.go).
 //
 // A process holds one handle per database file: Open of a file that is
 // already open in the process shares the live handle, and only the last

@@ -89,9 +89,17 @@ func (s *Store) CreateAPIKey(ctx context.Context, k owner.APIKey) error {
 	return dbErr(err, "create API key")
 }
 
-// GetAPIKey implements owner.KeyStore.
+const qAPIKey = `SELECT ` + apiKeyCols + ` FROM api_keys WHERE id = ?`
+
+// GetAPIKey implements owner.KeyStore, through the read cache.
 func (s *Store) GetAPIKey(ctx context.Context, id string) (owner.APIKey, error) {
-	k, err := scanAPIKey(s.queryRow(ctx, `SELECT `+apiKeyCols+` FROM api_keys WHERE id = ?`, id))
+	return cached(ctx, s, cacheKey{kind: cacheAPIKey, a: id}, cloneAPIKey, func() (owner.APIKey, error) {
+		return s.getAPIKey(ctx, id)
+	})
+}
+
+func (s *Store) getAPIKey(ctx context.Context, id string) (owner.APIKey, error) {
+	k, err := scanAPIKey(s.queryRow(ctx, qAPIKey, id))
 	return k, dbErr(err, "read API key")
 }
 
@@ -196,10 +204,14 @@ func scanCardPolicy(row interface{ Scan(...any) error }) (owner.CardPolicy, erro
 	return p, nil
 }
 
-// GetCardPolicy implements owner.PolicyStore.
+const qCardPolicy = `SELECT ` + cardPolicyCols + ` FROM card_policies WHERE org = ? AND card_id = ?`
+
+// GetCardPolicy implements owner.PolicyStore, through the read cache.
 func (s *Store) GetCardPolicy(ctx context.Context, org, cardID string) (owner.CardPolicy, error) {
-	p, err := scanCardPolicy(s.queryRow(ctx, `SELECT `+cardPolicyCols+` FROM card_policies WHERE org = ? AND card_id = ?`, org, cardID))
-	return p, dbErr(err, "read card policy")
+	return cached(ctx, s, cacheKey{kind: cacheCardPolicy, a: org, b: cardID}, cloneCardPolicy, func() (owner.CardPolicy, error) {
+		p, err := scanCardPolicy(s.queryRow(ctx, qCardPolicy, org, cardID))
+		return p, dbErr(err, "read card policy")
+	})
 }
 
 // ListCardPolicies implements owner.PolicyStore.
@@ -241,9 +253,17 @@ func (s *Store) RemoveDestination(ctx context.Context, org, host string) error {
 	return mustAffect(res, err, "remove destination")
 }
 
-// ListDestinations implements owner.DestinationStore.
+const qDestinations = `SELECT org, host, added_by, added FROM destinations WHERE org = ? ORDER BY host`
+
+// ListDestinations implements owner.DestinationStore, through the read cache.
 func (s *Store) ListDestinations(ctx context.Context, org string) ([]owner.Destination, error) {
-	rows, err := s.query(ctx, `SELECT org, host, added_by, added FROM destinations WHERE org = ? ORDER BY host`, org)
+	return cached(ctx, s, cacheKey{kind: cacheDestinations, a: org}, cloneDestinations, func() ([]owner.Destination, error) {
+		return s.listDestinations(ctx, org)
+	})
+}
+
+func (s *Store) listDestinations(ctx context.Context, org string) ([]owner.Destination, error) {
+	rows, err := s.query(ctx, qDestinations, org)
 	if err != nil {
 		return nil, dbErr(err, "list destinations")
 	}
@@ -323,8 +343,14 @@ func (s *Store) GetApproval(ctx context.Context, id string) (owner.Approval, err
 	return a, dbErr(err, "read approval")
 }
 
-// ListApprovals implements owner.ApprovalStore (newest first).
+// ListApprovals implements owner.ApprovalStore (newest first), through
+// the read cache.
 func (s *Store) ListApprovals(ctx context.Context, f owner.ApprovalFilter) ([]owner.Approval, error) {
+	k := cacheKey{kind: cacheApprovals, a: f.Org, b: string(f.Status), c: f.APIKeyID, d: f.Session, n: f.Limit}
+	return cached(ctx, s, k, cloneApprovals, func() ([]owner.Approval, error) { return s.listApprovals(ctx, f) })
+}
+
+func (s *Store) listApprovals(ctx context.Context, f owner.ApprovalFilter) ([]owner.Approval, error) {
 	q := `SELECT ` + approvalCols + ` FROM approvals WHERE 1 = 1`
 	var args []any
 	// A known status is written into the text, not bound: with status = ?

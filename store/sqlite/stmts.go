@@ -34,7 +34,8 @@ INSERT INTO audit (time, action, org, item_id, kind, field, destination, session
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 )
 
-var hotQueries = []string{qItemByID, qItemByLabel, qItemValues, qAuditPut, qLedgerEntry, qLedgerPut, qSpent}
+var hotQueries = []string{qItemByID, qItemByLabel, qItemValues, qAuditPut, qLedgerEntry, qLedgerPut, qSpent, qStoreVersion,
+	qAPIKey, qCardPolicy, qDestinations}
 
 // prepareHot fills the cache with hotQueries.
 func (s *Store) prepareHot(ctx context.Context) error {

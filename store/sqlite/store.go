@@ -46,6 +46,9 @@ type handle struct {
 	// calls share one transaction and one fsync the same way (owner.go).
 	ledger *groupcommit.Writer[policy.Reservation, error]
 	stmts  stmtCache
+	// cache holds the owner state and items purchases re-read, valid for
+	// one version of the file (readcache.go).
+	cache readCache
 }
 
 // handles are this process's open databases. POSIX advisory locks belong
@@ -444,14 +447,18 @@ func (s *Store) getItem(ctx context.Context, query string, args ...any) (vault.I
 	return rec, nil
 }
 
-// GetItem implements vault.ItemStore.
+// GetItem implements vault.ItemStore, through the read cache.
 func (s *Store) GetItem(ctx context.Context, org, id string) (vault.ItemRecord, error) {
-	return s.getItem(ctx, qItemByID, org, id)
+	return cached(ctx, s, cacheKey{kind: cacheItemByID, a: org, b: id}, cloneItem, func() (vault.ItemRecord, error) {
+		return s.getItem(ctx, qItemByID, org, id)
+	})
 }
 
-// GetItemByLabel implements vault.ItemStore.
+// GetItemByLabel implements vault.ItemStore, through the read cache.
 func (s *Store) GetItemByLabel(ctx context.Context, org string, kind vault.Kind, label string) (vault.ItemRecord, error) {
-	return s.getItem(ctx, qItemByLabel, org, string(kind), label)
+	return cached(ctx, s, cacheKey{kind: cacheItemByLabel, a: org, b: string(kind), c: label}, cloneItem, func() (vault.ItemRecord, error) {
+		return s.getItem(ctx, qItemByLabel, org, string(kind), label)
+	})
 }
 
 // ListItems implements vault.ItemStore.
