@@ -777,6 +777,8 @@ func keySees(sc *tokens.Scope, it vault.Item) bool {
 // Authorize binds a token to the destination of the page (or frame) about
 // to be filled, releasing the value once (audited) to build its stand-in.
 func (ss *Broker) Authorize(ctx context.Context, s *Session, req control.AuthorizeRequest) (control.AuthorizeResponse, error) {
+	// One decision: the store's read cache is checked once for all of it.
+	ctx = vault.WithReadScope(ctx)
 	var resp control.AuthorizeResponse
 	err := ss.allow(s)
 	if err == nil && !ss.SingleProcess {

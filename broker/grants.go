@@ -113,6 +113,10 @@ func (ss *Broker) renewedElsewhere(ctx context.Context, s *Session, err error) b
 // value, audited before it is returned (P12), and records dest's host as one
 // of its recipients (P10). The caller wipes the returned bytes.
 func (ss *Broker) Release(ctx context.Context, u *Use, b *Grant, dest hostname.Origin) ([]byte, error) {
+	// One decision: the store's read cache is checked once for all of it
+	// (vault.ReadScope); a release that starts after the owner's revoke
+	// still reads it.
+	ctx = vault.WithReadScope(ctx)
 	s := u.s
 	if ss.listenDown.Load() {
 		// Ends on other replicas may have been missed: ask the Store.

@@ -101,14 +101,25 @@ type cacheStats struct {
 	// Flushes counts the times the cache was emptied because the version
 	// moved (or, in Full, because it was full).
 	Flushes, Full int64
+	// VersionReads counts the version queries (one per cached call, or
+	// one per vault.ReadScope).
+	VersionReads int64
 }
 
-// lookup returns the entry for k read under version v. A v other than the
-// cache's empties the cache and makes v its version: entries read under
-// any other version are never returned.
+// lookup returns the entry for k read under version v. A newer v than the
+// cache's empties the cache and makes v its version; an older one (a
+// decision's scope that began before the last write) finds nothing and
+// leaves the cache as it is. Entries read under any other version are
+// never returned.
 func (c *readCache) lookup(v int64, k cacheKey) (any, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.valid && v < c.v {
+		// A decision that read an older version (vault.ReadScope) while
+		// the cache moved on: it reads the file, and the cache stays.
+		c.stats.Misses++
+		return nil, false
+	}
 	if !c.valid || c.v != v {
 		if len(c.m) > 0 {
 			c.stats.Flushes++
@@ -152,6 +163,12 @@ func (c *readCache) snapshot() cacheStats {
 
 // storeVersion reads the file's version.
 func (s *Store) storeVersion(ctx context.Context) (int64, error) {
+	if s.h != nil {
+		c := &s.h.cache
+		c.mu.Lock()
+		c.stats.VersionReads++
+		c.mu.Unlock()
+	}
 	var v int64
 	err := s.queryRow(ctx, qStoreVersion).Scan(&v)
 	return v, err
@@ -165,7 +182,14 @@ func cached[T any](ctx context.Context, s *Store, k cacheKey, clone func(T) T, l
 	if s.h == nil {
 		return load()
 	}
-	v, err := s.storeVersion(ctx)
+	var v int64
+	var err error
+	if sc := vault.ReadScopeFrom(ctx); sc != nil {
+		// One version read per decision (vault.ReadScope).
+		v, err = sc.Version(func() (int64, error) { return s.storeVersion(ctx) })
+	} else {
+		v, err = s.storeVersion(ctx)
+	}
 	if err != nil {
 		return load() // no version, no cache: the query itself decides
 	}

@@ -616,3 +616,62 @@ func BenchmarkGetItemByLabel(b *testing.B) {
 		}
 	})
 }
+
+// TestP21_ReadScopeOneVersionReadPerDecision: the reads of one decision
+// (vault.ReadScope) check the cache's version once; a decision that begins
+// after another writer's revoke sees it; a decision that began before it
+// reads the file rather than pulling the cache back to its older version.
+func TestP21_ReadScopeOneVersionReadPerDecision(t *testing.T) {
+	s, other := openCached(t)
+	ctx := context.Background()
+	if err := s.CreateAPIKey(ctx, testKey("avk_1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutCardPolicy(ctx, testPolicy()); err != nil {
+		t.Fatal(err)
+	}
+	decide := func(ctx context.Context) owner.APIKey {
+		t.Helper()
+		k, err := s.GetAPIKey(ctx, "avk_1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.GetCardPolicy(ctx, "o", "itm_1"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.ListDestinations(ctx, "o"); err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	decide(ctx) // fills the cache
+	before := s.readCacheStats().VersionReads
+	decide(vault.WithReadScope(ctx))
+	if n := s.readCacheStats().VersionReads - before; n != 1 {
+		t.Fatalf("one decision read the version %d times, want 1", n)
+	}
+	before = s.readCacheStats().VersionReads
+	decide(ctx)
+	if n := s.readCacheStats().VersionReads - before; n != 3 {
+		t.Fatalf("three reads outside a scope read the version %d times, want 3", n)
+	}
+
+	// A decision that began before the revoke (its version read), then one
+	// that begins after it.
+	early := vault.WithReadScope(ctx)
+	if k := decide(early); k.Revoked() {
+		t.Fatal("revoked before the revoke")
+	}
+	exec(t, other, `UPDATE api_keys SET revoked_at = ? WHERE id = ?`, nanos(rc0.Add(time.Minute)), "avk_1")
+	if k := decide(vault.WithReadScope(ctx)); !k.Revoked() {
+		t.Fatal("a decision that began after another writer's revoke did not see it")
+	}
+	flushes := s.readCacheStats().Flushes
+	decide(early) // reads under the older version: straight from the file
+	if st := s.readCacheStats(); st.Flushes != flushes {
+		t.Fatalf("an older decision's read emptied the cache (%d -> %d flushes)", flushes, st.Flushes)
+	}
+	if k := decide(ctx); !k.Revoked() {
+		t.Fatal("the cache went back to before the revoke")
+	}
+}
