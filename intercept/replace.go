@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"io"
 	"regexp"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/intercept/rewrite"
@@ -95,38 +93,13 @@ func (sc *scrubber) body(contentType string, b []byte, limit int64, hit func(vau
 		return b, 0
 	}
 	n := 0
-	if structured(contentType, b) {
+	if rewrite.MayWalk(contentType, b) {
 		if out, k, err := rewrite.ScrubBody(contentType, "", b, sc.replacer(hit), limit); err == nil && k > 0 {
 			b, n = out, k
 		}
 	}
 	out, k := sc.apply(b, hit)
 	return out, n + k
-}
-
-// structured reports whether package rewrite would walk b as a form, JSON or
-// multipart body rather than as plain text.
-func structured(contentType string, b []byte) bool {
-	// Lower-cased as ASCII without a copy; anything else as before.
-	ct, fold := strings.TrimSpace(contentType), true
-	for i := 0; i < len(ct); i++ {
-		if ct[i] >= utf8.RuneSelf {
-			ct, fold = strings.ToLower(ct), false
-			break
-		}
-	}
-	is := func(s, p string) bool { return s == p || fold && strings.EqualFold(s, p) }
-	for _, p := range []string{"application/x-www-form-urlencoded", "multipart/", "application/json", "text/json", "application/x-ndjson"} {
-		if len(ct) >= len(p) && is(ct[:len(p)], p) {
-			return true
-		}
-	}
-	mt, _, _ := strings.Cut(ct, ";")
-	if mt = strings.TrimSpace(mt); len(mt) >= 5 && is(mt[len(mt)-5:], "+json") {
-		return true
-	}
-	t := bytes.TrimLeft(b, " \t\r\n\ufeff")
-	return len(t) > 0 && (t[0] == '{' || t[0] == '[' || t[0] == '"')
 }
 
 // reader scrubs src as a stream through the tokens writer, which holds back

@@ -11,6 +11,7 @@ import (
 	"math/bits"
 	"mime"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/andybalholm/brotli"
 	"github.com/klauspost/compress/zstd"
@@ -98,10 +99,17 @@ func tooLarge() error {
 	return agentvault.Errorf(agentvault.CodeBodyTooLarge, "body exceeds the size limit once decoded")
 }
 
-func byMediaType(contentType string, b []byte, r Replacer) ([]byte, int, error) {
-	if len(b) == 0 {
-		return b, 0, nil
-	}
+// Body's ways of walking a decoded body (mediaKind).
+const (
+	walkText = iota
+	walkForm
+	walkJSON
+	walkMultipart
+)
+
+// mediaKind is how Body walks b: the one rule for it (MayWalk is its cheap
+// over-approximation). boundary is a multipart body's.
+func mediaKind(contentType string, b []byte) (kind int, boundary string) {
 	mt, params := "", map[string]string(nil)
 	if contentType != "" {
 		var err error
@@ -112,18 +120,61 @@ func byMediaType(contentType string, b []byte, r Replacer) ([]byte, int, error) 
 	}
 	switch {
 	case mt == "application/x-www-form-urlencoded":
-		return Form(b, r)
+		return walkForm, ""
 	case isJSONType(mt):
-		return JSON(b, r)
+		return walkJSON, ""
 	case strings.HasPrefix(mt, "multipart/"):
-		return Multipart(params["boundary"], b, r)
+		return walkMultipart, params["boundary"]
 	case looksLikeJSON(b):
+		return walkJSON, ""
+	}
+	return walkText, ""
+}
+
+func byMediaType(contentType string, b []byte, r Replacer) ([]byte, int, error) {
+	if len(b) == 0 {
+		return b, 0, nil
+	}
+	switch kind, boundary := mediaKind(contentType, b); kind {
+	case walkForm:
+		return Form(b, r)
+	case walkJSON:
 		return JSON(b, r)
+	case walkMultipart:
+		return Multipart(boundary, b, r)
 	}
 	if v := visitor(r); v != nil {
 		v.emit(Field{Source: SourceText, Group: v.newGroup(), Value: b})
 	}
 	return text(r, b)
+}
+
+// MayWalk reports, without parsing, whether Body may walk b as a form, JSON
+// or multipart body rather than as plain text. It never says false where
+// Body walks one (it over-approximates mediaKind: no media type parsing, no
+// json.Valid), so a caller that only needs the structured pass for such
+// bodies (the proxy's response scrub) may skip it when MayWalk says false.
+func MayWalk(contentType string, b []byte) bool {
+	// Lower-cased as ASCII without a copy; anything else as Unicode.
+	ct, fold := strings.TrimSpace(contentType), true
+	for i := 0; i < len(ct); i++ {
+		if ct[i] >= utf8.RuneSelf {
+			ct, fold = strings.ToLower(ct), false
+			break
+		}
+	}
+	is := func(s, p string) bool { return s == p || fold && strings.EqualFold(s, p) }
+	for _, p := range []string{"application/x-www-form-urlencoded", "multipart/", "application/json", "text/json", "application/x-ndjson"} {
+		if len(ct) >= len(p) && is(ct[:len(p)], p) {
+			return true
+		}
+	}
+	mt, _, _ := strings.Cut(ct, ";")
+	if mt = strings.TrimSpace(mt); len(mt) >= 5 && is(mt[len(mt)-5:], "+json") {
+		return true
+	}
+	t := bytes.TrimLeft(b, " \t\r\n\ufeff")
+	return len(t) > 0 && (t[0] == '{' || t[0] == '[' || t[0] == '"')
 }
 
 func isJSONType(mt string) bool {
