@@ -171,13 +171,14 @@ func init() {
 var domainImports = map[string][]string{
 	".":                    {},
 	"hostname":             {"."},
+	"authz":                {"."},
 	"vault":                {".", "hostname"},
 	"tokens":               {".", "hostname", "vault"},
 	"policy":               {".", "hostname", "vault"},
 	"redact":               {"."},
-	"control":              {"."},
+	"control":              {".", "authz"},
 	"owner":                {".", "hostname", "policy", "vault"},
-	"owner/dashboard":      {".", "credentials", "hostname", "owner", "policy", "recipes", "vault", "internal/cardcheck"},
+	"owner/dashboard":      {".", "authz", "credentials", "hostname", "owner", "policy", "recipes", "vault", "internal/cardcheck"},
 	"recipes":              {".", "hostname", "policy", "redact"},
 	"owner/notify":         {".", "owner", "policy"},
 	"intercept/rewrite":    {".", "hostname", "tokens", "vault"},
@@ -185,9 +186,9 @@ var domainImports = map[string][]string{
 	"intercept":            {".", "broker", "control", "hostname", "intercept/rewrite", "policy", "tokens", "vault"},
 	"browser":              {".", "redact"},
 	"mcpserver":            {".", "browser", "control", "redact", "tokens", "policy", "recipes", "skills"},
-	"credentials":          {".", "vault"},
-	"credentials/credtest": {".", "credentials", "vault"},
-	"skills":               {".", "credentials"},
+	"credentials":          {".", "authz", "vault"},
+	"credentials/credtest": {".", "authz", "credentials", "vault"},
+	"skills":               {".", "authz", "credentials"},
 }
 
 // hostnameExternal are the only modules outside the standard library that

@@ -3,23 +3,19 @@ package credentials
 import (
 	"slices"
 	"time"
+
+	"github.com/agentvault/agentvault/authz"
 )
 
-// Role is a member's role in an organisation.
-type Role string
+// Role is a member's role in an organisation: the one role ladder of
+// package authz (owner > admin > member).
+type Role = authz.Role
 
 const (
-	RoleOwner  Role = "owner"
-	RoleAdmin  Role = "admin"
-	RoleMember Role = "member"
+	RoleOwner  = authz.Owner
+	RoleAdmin  = authz.Admin
+	RoleMember = authz.Member
 )
-
-// Valid reports whether r is one of the roles above.
-func (r Role) Valid() bool { return r == RoleOwner || r == RoleAdmin || r == RoleMember }
-
-// Manages reports whether the role may see other members' personal
-// credentials, delete them, and create and share the organisation's.
-func (r Role) Manages() bool { return r == RoleOwner || r == RoleAdmin }
 
 // Member is a person in an organisation. User is the person's sign-in (the
 // dashboard account's email, lower case). Teams are team names.
