@@ -26,7 +26,8 @@ var table = map[Surface]map[string]Rule{
 		"POST /credentials/keys":    {Level: Manager, What: "offer an API key to a member"},
 
 		// The owner alone: what admins may do.
-		"POST /credentials/delegation": {Level: OwnerOnly, What: "choose what admins may do"},
+		"GET /delegation":  {Level: OwnerOnly, What: "see what admins may do"},
+		"POST /delegation": {Level: OwnerOnly, What: "choose what admins may do"},
 
 		// The owner's powers, each delegable to admins by area.
 		"GET /{$}":                   {Level: OwnerOnly, Area: Approvals, What: "see approvals"},

@@ -45,8 +45,8 @@ func init() {
 }
 
 func (h *Handler) appRoutes(m *http.ServeMux) {
-	m.HandleFunc("GET /apps", h.authed(h.appsPage))
-	m.HandleFunc("POST /apps/sessions/{id}/end", h.authed(h.endAppSession))
+	h.route(m, "GET /apps", h.appsPage)
+	h.route(m, "POST /apps/sessions/{id}/end", h.endAppSession)
 }
 
 type appRow struct {

@@ -17,12 +17,12 @@ import (
 // member each API key acts for. No page here ever shows a value.
 
 func (h *Handler) credentialRoutes(m *http.ServeMux) {
-	m.HandleFunc("GET /credentials", h.authed(h.credentialsPage))
-	m.HandleFunc("POST /credentials/{id}/delete", h.authed(h.deleteCredential))
-	m.HandleFunc("POST /credentials/members", h.authed(h.putMember))
-	m.HandleFunc("POST /credentials/keys", h.authed(h.bindKey))
-	m.HandleFunc("GET /credentials/enter/{token}", h.authed(h.entryPage))
-	m.HandleFunc("POST /credentials/enter", h.authed(h.submitEntry))
+	h.route(m, "GET /credentials", h.credentialsPage)
+	h.route(m, "POST /credentials/{id}/delete", h.deleteCredential)
+	h.route(m, "POST /credentials/members", h.putMember)
+	h.route(m, "POST /credentials/keys", h.bindKey)
+	h.route(m, "GET /credentials/enter/{token}", h.entryPage)
+	h.route(m, "POST /credentials/enter", h.submitEntry)
 }
 
 func (h *Handler) principal(w http.ResponseWriter, r *http.Request) (credentials.Principal, bool) {

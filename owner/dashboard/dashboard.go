@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/authz"
 	"github.com/agentvault/agentvault/credentials"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/policy"
@@ -49,8 +50,11 @@ type Config struct {
 	Vault   Vault
 	Logger  *slog.Logger
 	Now     func() time.Time
-	// SignInBurst sign-in attempts are allowed at once per client address
-	// and per email, then one more every SignInEvery. Zero: 5 per minute.
+	// SignInBurst failed sign-ins are allowed per (client address, email),
+	// four times as many per address; each further failure waits, from
+	// SignInEvery doubling up to 15 minutes. Successful sign-ins never
+	// count, and failures from one address never slow another. Zero: 5 and
+	// a minute.
 	SignInBurst int
 	SignInEvery time.Duration
 	// LiveCVV, when set, lets the owner answer a cvv_entry approval by
@@ -84,7 +88,7 @@ type Handler struct {
 	vault   Vault
 	log     *slog.Logger
 	now     func() time.Time
-	limiter *policy.RateLimiter
+	guard   *signInGuard // failed sign-ins per address and per (address, email)
 	liveCVV func(ctx context.Context, a owner.Approval, cvv vault.Secret) error
 	recipes Recipes
 	creds   *credentials.Service
@@ -95,6 +99,8 @@ type Handler struct {
 	handoffs Handoffs      // challenge hand-offs' live view (handoff.go)
 	notifs   Notifications // the owner's notification switches (notify.go)
 	apps     Apps          // connected apps and their hosted sessions (apps.go)
+
+	routes []string // every pattern registered, each through authz (access.go)
 }
 
 const (
@@ -127,41 +133,43 @@ func New(cfg Config) (*Handler, error) {
 	if every <= 0 {
 		every = time.Minute
 	}
-	h.limiter = policy.NewRateLimiter(burst, every, h.now)
+	h.guard = newSignInGuard(burst, every, h.now)
 	m := http.NewServeMux()
-	m.HandleFunc("GET /style.css", h.style)
-	m.HandleFunc("GET /signin", h.signInPage)
-	m.HandleFunc("POST /signin", h.signIn)
-	m.HandleFunc("POST /signout", h.authed(h.signOut))
-	m.HandleFunc("GET /{$}", h.authed(h.approvalsPage))
-	m.HandleFunc("POST /approvals/{id}", h.authed(h.decide))
-	m.HandleFunc("GET /cards", h.authed(h.cardsPage))
-	m.HandleFunc("GET /cards/new", h.authed(h.newCardPage))
-	m.HandleFunc("POST /cards", h.authed(h.addCard))
-	m.HandleFunc("POST /cards/{id}", h.authed(h.saveCard))
-	m.HandleFunc("POST /cards/{id}/use", h.authed(h.saveCardUse))
-	m.HandleFunc("GET /cards/{id}/remove", h.authed(h.confirmRemove(vault.KindCard)))
-	m.HandleFunc("POST /cards/{id}/remove", h.authed(h.removeItem(vault.KindCard)))
-	m.HandleFunc("GET /logins", h.authed(h.loginsPage))
-	m.HandleFunc("GET /logins/new", h.authed(h.newLoginPage))
-	m.HandleFunc("POST /logins", h.authed(h.addLogin))
-	m.HandleFunc("GET /logins/{id}/remove", h.authed(h.confirmRemove(vault.KindLogin)))
-	m.HandleFunc("POST /logins/{id}/remove", h.authed(h.removeItem(vault.KindLogin)))
-	m.HandleFunc("GET /keys", h.authed(h.keysPage))
-	m.HandleFunc("POST /keys", h.authed(h.createKey))
-	m.HandleFunc("POST /keys/{id}/scope", h.authed(h.setScope))
-	m.HandleFunc("POST /keys/{id}/revoke", h.authed(h.revokeKey))
-	m.HandleFunc("GET /sites", h.authed(h.sitesPage))
-	m.HandleFunc("POST /sites", h.authed(h.addSite))
-	m.HandleFunc("POST /sites/remove", h.authed(h.removeSite))
-	m.HandleFunc("GET /signups", h.authed(h.signupsPage))
-	m.HandleFunc("POST /signups", h.authed(h.addSignup))
-	m.HandleFunc("POST /signups/remove", h.authed(h.removeSignup))
-	m.HandleFunc("GET /activity", h.authed(h.activityPage))
-	m.HandleFunc("GET /recipes", h.authed(h.recipesPage))
-	m.HandleFunc("POST /recipes/{id}/accept", h.authed(h.acceptRecipe))
-	m.HandleFunc("POST /recipes/{id}/reject", h.authed(h.rejectRecipe))
-	m.HandleFunc("POST /recipes/{id}/edit", h.authed(h.editRecipe))
+	h.route(m, "GET /style.css", h.style)
+	h.route(m, "GET /signin", h.signInPage)
+	h.route(m, "POST /signin", h.signIn)
+	h.route(m, "POST /signout", h.signOut)
+	h.route(m, "GET /{$}", h.approvalsPage)
+	h.route(m, "POST /approvals/{id}", h.decide)
+	h.route(m, "GET /cards", h.cardsPage)
+	h.route(m, "GET /cards/new", h.newCardPage)
+	h.route(m, "POST /cards", h.addCard)
+	h.route(m, "POST /cards/{id}", h.saveCard)
+	h.route(m, "POST /cards/{id}/use", h.saveCardUse)
+	h.route(m, "GET /cards/{id}/remove", h.confirmRemove(vault.KindCard))
+	h.route(m, "POST /cards/{id}/remove", h.removeItem(vault.KindCard))
+	h.route(m, "GET /logins", h.loginsPage)
+	h.route(m, "GET /logins/new", h.newLoginPage)
+	h.route(m, "POST /logins", h.addLogin)
+	h.route(m, "GET /logins/{id}/remove", h.confirmRemove(vault.KindLogin))
+	h.route(m, "POST /logins/{id}/remove", h.removeItem(vault.KindLogin))
+	h.route(m, "GET /keys", h.keysPage)
+	h.route(m, "POST /keys", h.createKey)
+	h.route(m, "POST /keys/{id}/scope", h.setScope)
+	h.route(m, "POST /keys/{id}/revoke", h.revokeKey)
+	h.route(m, "GET /sites", h.sitesPage)
+	h.route(m, "POST /sites", h.addSite)
+	h.route(m, "POST /sites/remove", h.removeSite)
+	h.route(m, "GET /signups", h.signupsPage)
+	h.route(m, "POST /signups", h.addSignup)
+	h.route(m, "POST /signups/remove", h.removeSignup)
+	h.route(m, "GET /activity", h.activityPage)
+	h.route(m, "GET /recipes", h.recipesPage)
+	h.route(m, "POST /recipes/{id}/accept", h.acceptRecipe)
+	h.route(m, "POST /recipes/{id}/reject", h.rejectRecipe)
+	h.route(m, "POST /recipes/{id}/edit", h.editRecipe)
+	h.route(m, "GET /delegation", h.delegationPage)
+	h.route(m, "POST /delegation", h.saveDelegation)
 	h.credentialRoutes(m)
 	h.handoffRoutes(m)
 	h.notifyRoutes(m)
@@ -213,6 +221,7 @@ type ctxKey struct{}
 type session struct {
 	email string
 	token string
+	sub   authz.Subject // who the account is to authz: role, delegated areas
 }
 
 func (h *Handler) setCookie(w http.ResponseWriter, name, value string, maxAge int) {
@@ -220,7 +229,7 @@ func (h *Handler) setCookie(w http.ResponseWriter, name, value string, maxAge in
 }
 
 // authed admits signed-in requests and checks the CSRF token of every POST.
-func (h *Handler) authed(next http.HandlerFunc) http.HandlerFunc {
+func (h *Handler) authed(pattern string, rule authz.Rule, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		c, err := r.Cookie(sessionCookie)
 		if err != nil {
@@ -241,7 +250,18 @@ func (h *Handler) authed(next http.HandlerFunc) http.HandlerFunc {
 			h.fail(w, r, http.StatusForbidden, "the form has expired or did not come from this dashboard; reload the page and try again")
 			return
 		}
-		next(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, session{email: d.Email, token: c.Value})))
+		sub, err := h.subjectOf(r.Context(), d.Email)
+		if err != nil {
+			h.internal(w, r, err)
+			return
+		}
+		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, session{email: d.Email, token: c.Value, sub: sub}))
+		if err := rule.Allows(sub); err != nil {
+			h.log.Info("dashboard action refused", "route", pattern, "role", string(sub.Role))
+			h.refuse(w, r, pattern, err)
+			return
+		}
+		next(w, r)
 	}
 }
 
@@ -280,25 +300,26 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	email := strings.ToLower(strings.TrimSpace(r.PostFormValue("email")))
-	for _, key := range []string{"ip:" + clientIP(r), "email:" + email} {
-		if ok, retry := h.limiter.Take(key); !ok {
-			w.Header().Set("Retry-After", strconv.Itoa(int(retry.Seconds())+1))
-			h.signInFailed()
-			h.fail(w, r, http.StatusTooManyRequests, "too many sign-in attempts; wait a minute and try again")
-			return
-		}
+	addr := clientIP(r)
+	if wait := h.guard.wait(addr, email); wait > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait.Seconds())+1))
+		h.signInFailed()
+		h.fail(w, r, http.StatusTooManyRequests, "too many failed sign-in attempts from this address; wait "+wait.Round(time.Second).String()+" and try again")
+		return
 	}
 	if _, err := h.svc.CheckOwnerPassword(r.Context(), email, r.PostFormValue("password")); err != nil {
 		if agentvault.ErrorCode(err) != agentvault.CodeUnauthorized {
 			h.internal(w, r, err)
 			return
 		}
-		h.log.Info("dashboard sign-in refused", "client", clientIP(r))
+		h.guard.failed(addr, email)
+		h.log.Info("dashboard sign-in refused", "client", addr)
 		h.signInFailed()
 		h.render(w, r, http.StatusUnauthorized, "signin", &page{Title: "Sign in", CSRF: csrfFor(c.Value), Error: "Wrong email or password.",
 			Data: map[string]any{"HasOwner": true, "Email": email}})
 		return
 	}
+	h.guard.succeeded(addr, email)
 	token, d, err := h.svc.NewDashSession(r.Context(), email)
 	if err != nil {
 		h.internal(w, r, err)
@@ -874,15 +895,18 @@ func (h *Handler) page(w http.ResponseWriter, r *http.Request, name, title strin
 }
 
 func (h *Handler) pageStatus(w http.ResponseWriter, r *http.Request, status int, name, title string, data any) {
-	pending, err := h.svc.Pending(r.Context())
-	if err != nil {
-		h.internal(w, r, err)
-		return
-	}
 	s := sess(r)
+	var pending []owner.Approval
+	if authz.CanSee(s.sub, authz.Dashboard, "GET /{$}") {
+		var err error
+		if pending, err = h.svc.Pending(r.Context()); err != nil {
+			h.internal(w, r, err)
+			return
+		}
+	}
 	flash, errMsg := h.takeFlash(w, r)
 	h.render(w, r, status, name, &page{
-		Title: title, Nav: navOf(name, r.URL.Path), CSRF: csrfFor(s.token), Email: s.email, Pending: pending,
+		Title: title, Nav: navOf(name, r.URL.Path), CSRF: csrfFor(s.token), Email: s.email, Sub: s.sub, Pending: pending,
 		Flash: flash, Error: errMsg, Data: data, Now: h.now(),
 	})
 }

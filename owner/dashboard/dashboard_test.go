@@ -366,7 +366,7 @@ func TestSignInRateLimited(t *testing.T) {
 	}
 	// The clock does not move: the next attempt is refused even with the
 	// right password.
-	if code, body := e.signIn(ownerPW); code != http.StatusTooManyRequests || !strings.Contains(body, "too many sign-in attempts") {
+	if code, body := e.signIn(ownerPW); code != http.StatusTooManyRequests || !strings.Contains(body, "too many failed sign-in attempts") {
 		t.Fatalf("sixth attempt: %d", code)
 	}
 }

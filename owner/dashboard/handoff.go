@@ -77,13 +77,13 @@ const (
 )
 
 func (h *Handler) handoffRoutes(m *http.ServeMux) {
-	m.HandleFunc("GET /handoff.js", h.handoffAsset("handoff/handoff.js", "text/javascript; charset=utf-8"))
-	m.HandleFunc("GET /handoff.css", h.handoffAsset("handoff/handoff.css", "text/css; charset=utf-8"))
-	m.HandleFunc("GET /handoffs", h.authed(h.handoffsPage))
-	m.HandleFunc("GET /handoffs/{id}", h.authed(h.handoffPage))
-	m.HandleFunc("GET /handoffs/{id}/frame", h.authed(h.handoffFrame))
-	m.HandleFunc("POST /handoffs/{id}/input", h.authed(h.handoffInput))
-	m.HandleFunc("POST /handoffs/{id}/decide", h.authed(h.handoffDecide))
+	h.route(m, "GET /handoff.js", h.handoffAsset("handoff/handoff.js", "text/javascript; charset=utf-8"))
+	h.route(m, "GET /handoff.css", h.handoffAsset("handoff/handoff.css", "text/css; charset=utf-8"))
+	h.route(m, "GET /handoffs", h.handoffsPage)
+	h.route(m, "GET /handoffs/{id}", h.handoffPage)
+	h.route(m, "GET /handoffs/{id}/frame", h.handoffFrame)
+	h.route(m, "POST /handoffs/{id}/input", h.handoffInput)
+	h.route(m, "POST /handoffs/{id}/decide", h.handoffDecide)
 }
 
 func (h *Handler) handoffAsset(name, ctype string) http.HandlerFunc {

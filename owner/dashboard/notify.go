@@ -31,10 +31,10 @@ type Notifications interface {
 const approvalsCSP = "default-src 'none'; style-src 'self'; img-src 'self'; script-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
 func (h *Handler) notifyRoutes(m *http.ServeMux) {
-	m.HandleFunc("GET /approvals.js", h.handoffAsset("live/approvals.js", "text/javascript; charset=utf-8"))
-	m.HandleFunc("GET /approvals/live", h.authed(h.approvalsLive))
-	m.HandleFunc("GET /notifications", h.authed(h.notificationsPage))
-	m.HandleFunc("POST /notifications", h.authed(h.saveNotifications))
+	h.route(m, "GET /approvals.js", h.handoffAsset("live/approvals.js", "text/javascript; charset=utf-8"))
+	h.route(m, "GET /approvals/live", h.approvalsLive)
+	h.route(m, "GET /notifications", h.notificationsPage)
+	h.route(m, "POST /notifications", h.saveNotifications)
 }
 
 func (h *Handler) notifyPrefs() owner.NotifyPrefs {

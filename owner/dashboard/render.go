@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/agentvault/agentvault/authz"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/vault"
@@ -23,6 +25,7 @@ type page struct {
 	Nav     string
 	CSRF    string
 	Email   string
+	Sub     authz.Subject // the signed-in person, for the menu (can)
 	Pending []owner.Approval
 	Flash   string
 	Error   string
@@ -31,6 +34,11 @@ type page struct {
 }
 
 var funcs = template.FuncMap{
+	// can: whether the signed-in person may open a route (the menu shows
+	// only those; the route decides again when it is used).
+	"can":       func(p *page, pattern string) bool { return authz.CanSee(p.Sub, authz.Dashboard, pattern) },
+	"roleOf":    func(p *page) string { return string(p.Sub.Role) },
+	"hasArea":   func(list []authz.Area, a authz.Area) bool { return slices.Contains(list, a) },
 	"itemName":  itemName,
 	"maskEmail": maskEmail,
 	"amount": func(a *policy.Amount) string {
@@ -216,7 +224,7 @@ var pages = map[string]*template.Template{}
 
 func init() {
 	layout := template.Must(template.New("layout.html").Funcs(funcs).ParseFS(files, "templates/layout.html"))
-	for _, name := range []string{"signin", "error", "approvals", "cards", "logins", "keys", "sites", "signups", "activity", "cardnew", "loginnew", "confirm", "recipes", "credentials", "credentialentry", "notifications"} {
+	for _, name := range []string{"signin", "error", "approvals", "cards", "logins", "keys", "sites", "signups", "activity", "cardnew", "loginnew", "confirm", "recipes", "credentials", "credentialentry", "notifications", "delegation"} {
 		t := template.Must(layout.Clone())
 		pages[name] = template.Must(t.ParseFS(files, "templates/"+name+".html"))
 	}
