@@ -98,7 +98,7 @@ type AccountService interface {
 	RotateLoginPassword(ctx context.Context, in LoginRotateIn) (DoneOut, error)
 }
 
-func accountRoutes(mux *http.ServeMux, svc AccountService, reply func(http.ResponseWriter, *http.Request, any, error), decode func(*http.Request, any) error) {
+func accountRoutes(mux *routeMux, svc AccountService, reply func(http.ResponseWriter, *http.Request, any, error), decode func(*http.Request, any) error) {
 	route := func(path string, call func(r *http.Request) (any, error)) {
 		mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) {
 			v, err := call(r)

@@ -48,7 +48,7 @@ type AppSessionReporter interface {
 	ReportAppSessions(ctx context.Context, req AppSessionsRequest) (AppSessionsResponse, error)
 }
 
-func appRoutes(mux *http.ServeMux, svc Service, reply func(http.ResponseWriter, *http.Request, any, error), decode func(*http.Request, any) error) {
+func appRoutes(mux *routeMux, svc Service, reply func(http.ResponseWriter, *http.Request, any, error), decode func(*http.Request, any) error) {
 	ar, ok := svc.(AppSessionReporter)
 	if !ok {
 		return

@@ -126,7 +126,7 @@ type CredentialService interface {
 	GrantSet(ctx context.Context, in GrantSetIn) (GrantSetOut, error)
 }
 
-func credentialRoutes(mux *http.ServeMux, svc CredentialService, reply func(http.ResponseWriter, *http.Request, any, error), decode func(*http.Request, any) error) {
+func credentialRoutes(mux *routeMux, svc CredentialService, reply func(http.ResponseWriter, *http.Request, any, error), decode func(*http.Request, any) error) {
 	route := func(path string, call func(r *http.Request) (any, error)) {
 		mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) {
 			v, err := call(r)

@@ -89,7 +89,7 @@ type HandoffService interface {
 	EndHandoff(ctx context.Context, id string, end HandoffEnd) error
 }
 
-func handoffRoutes(mux *http.ServeMux, svc HandoffService, reply func(http.ResponseWriter, *http.Request, any, error), decode func(*http.Request, any) error) {
+func handoffRoutes(mux *routeMux, svc HandoffService, reply func(http.ResponseWriter, *http.Request, any, error), decode func(*http.Request, any) error) {
 	mux.HandleFunc("POST "+SessionsPath+"/{id}/handoffs", func(w http.ResponseWriter, r *http.Request) {
 		var req HandoffRequest
 		if err := decode(r, &req); err != nil {

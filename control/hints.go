@@ -76,7 +76,7 @@ type HintService interface {
 	TakeTOTPCapture(ctx context.Context, in TOTPTakeIn) (TOTPTakeOut, error)
 }
 
-func hintRoutes(mux *http.ServeMux, svc HintService, reply func(http.ResponseWriter, *http.Request, any, error), decode func(*http.Request, any) error) {
+func hintRoutes(mux *routeMux, svc HintService, reply func(http.ResponseWriter, *http.Request, any, error), decode func(*http.Request, any) error) {
 	mux.HandleFunc("POST "+HintKindsPath, func(w http.ResponseWriter, r *http.Request) {
 		var in HintKindsIn
 		if err := decode(r, &in); err != nil {

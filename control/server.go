@@ -8,10 +8,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/authz"
 )
 
 // Service is what the control API serves: proxyd implements it over the
@@ -74,7 +76,7 @@ func NewHandler(svc Service, token string, log *slog.Logger) http.Handler {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	mux := http.NewServeMux()
+	mux := newRouteMux()
 	reply := func(w http.ResponseWriter, r *http.Request, v any, err error) {
 		if err != nil {
 			log.LogAttrs(r.Context(), slog.LevelWarn, "control request refused",
@@ -194,15 +196,56 @@ func NewHandler(svc Service, token string, log *slog.Logger) http.Handler {
 			reply(w, r, k, err)
 		})
 	}
-	want := []byte("Bearer " + token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(r.Header.Get("Authorization"))
-		if token == "" || subtle.ConstantTimeCompare(got, want) != 1 {
-			WriteError(w, agentvault.Errorf(agentvault.CodeUnauthorized, "control token required"))
+	return &handler{mux: mux, want: []byte("Bearer " + token)}
+}
+
+// routeMux registers every control route with the rule package authz gives
+// it (P24): a route authz's table does not name stops the handler from
+// being built. The control token admits mcpd, which calls for an agent's
+// key; the service behind each route checks the key, its scope and, for a
+// call that acts for a person, that person's consent.
+type routeMux struct {
+	*http.ServeMux
+	patterns []string
+}
+
+func newRouteMux() *routeMux { return &routeMux{ServeMux: http.NewServeMux()} }
+
+func (m *routeMux) HandleFunc(pattern string, fn func(http.ResponseWriter, *http.Request)) {
+	rule := authz.MustLookup(authz.Control, pattern)
+	m.patterns = append(m.patterns, pattern)
+	m.ServeMux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		if err := rule.Allows(authz.AgentCaller); err != nil {
+			WriteError(w, err)
 			return
 		}
-		mux.ServeHTTP(w, r)
+		fn(w, r)
 	})
+}
+
+// Routes lists the route patterns a handler from NewHandler serves, for
+// the test that holds them against authz's table.
+func Routes(h http.Handler) []string {
+	ch, ok := h.(*handler)
+	if !ok {
+		return nil
+	}
+	return slices.Clone(ch.mux.patterns)
+}
+
+// handler is NewHandler's answer: the token check in front of the routes.
+type handler struct {
+	mux  *routeMux
+	want []byte
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	got := []byte(r.Header.Get("Authorization"))
+	if len(h.want) == len("Bearer ") || subtle.ConstantTimeCompare(got, h.want) != 1 {
+		WriteError(w, agentvault.Errorf(agentvault.CodeUnauthorized, "control token required"))
+		return
+	}
+	h.mux.ServeHTTP(w, r)
 }
 
 // waitParam reads an optional long-poll duration, capped at MaxWait.

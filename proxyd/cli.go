@@ -11,10 +11,12 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/authz"
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/internal/vaultcli"
@@ -55,6 +57,9 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	if err := cliAllowed(args); err != nil {
+		return fail(stderr, err)
+	}
 	switch args[0] {
 	case "run":
 		return cmdRun(ctx, args[1:], common, stdout, stderr)
@@ -82,6 +87,51 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "unknown command %q\n%s", args[0], usage)
 	return 2
+}
+
+// cliCommand is the command's words as package authz names them: "run",
+// "owner revoke", "vault add-card"; "" for help and for words no command
+// has (the command's own parser says what is wrong with those).
+func cliCommand(args []string) string {
+	switch args[0] {
+	case "vault", "owner", "ca", "session":
+		if len(args) < 2 || args[1] == "help" || args[1] == "-h" || args[1] == "--help" || strings.HasPrefix(args[1], "-") {
+			return ""
+		}
+		return args[0] + " " + args[1]
+	}
+	return args[0]
+}
+
+// cliAllowed asks authz whether the shell may run the command (P24). A
+// command that exists but has no rule in authz's table is refused; words
+// that name no command are left to the command's parser.
+func cliAllowed(args []string) error {
+	words := cliCommand(args)
+	if words == "" {
+		return nil
+	}
+	if _, ok := authz.Lookup(authz.CLI, words); !ok && !cliKnown(words) {
+		return nil
+	}
+	return authz.Check(authz.ShellOwner, authz.CLI, words)
+}
+
+// cliKnown reports whether words name a command proxyd has.
+func cliKnown(words string) bool {
+	return slices.Contains(CLICommands(), words)
+}
+
+// CLICommands lists every command proxyd's CLI has, as authz names them.
+func CLICommands() []string {
+	out := []string{"run", "data-dir", "doctor", "session create", "ca export"}
+	for _, c := range vaultcli.Commands() {
+		out = append(out, "vault "+c)
+	}
+	for _, c := range ownercli.Commands() {
+		out = append(out, "owner "+c)
+	}
+	return out
 }
 
 func fail(stderr io.Writer, err error) int {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/authz"
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/credentials"
 	"github.com/agentvault/agentvault/vault"
@@ -81,6 +82,9 @@ func (m *Main) credentialAPI() *credentialAPI {
 	}
 }
 
+// credentialUseRoute is the credential-use listener's one route.
+const credentialUseRoute = "POST " + control.CredentialUsePath
+
 // maxUseBody bounds the runtime's POST: a token and nothing else.
 const maxUseBody = 4 << 10
 
@@ -91,7 +95,8 @@ const maxUseBody = 4 << 10
 // read an answer.
 func credentialUseHandler(svc *credentials.Service, log *slog.Logger) http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+control.CredentialUsePath, func(w http.ResponseWriter, r *http.Request) {
+	authz.MustLookup(authz.Control, credentialUseRoute) // the one-time token is the proof (Public)
+	mux.HandleFunc(credentialUseRoute, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
 			control.WriteError(w, agentvault.Errorf(agentvault.CodeInvalidInput, "POST {\"token\": \"...\"} as application/json"))

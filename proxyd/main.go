@@ -394,6 +394,23 @@ func sessionStore(st appStore) (broker.SessionStore, broker.Notifier) {
 	return ss, &broker.LocalNotifier{}
 }
 
+// Routes lists every route this process serves on the dashboard and on the
+// control API (the credential-use listener's included), each registered
+// through package authz: the test that holds them against authz's table
+// reads them here.
+func (m *Main) Routes() (dash, ctl []string) {
+	if m.dashH != nil {
+		dash = m.dashH.Routes()
+	}
+	if m.controlSrv != nil {
+		ctl = control.Routes(m.controlSrv.Handler)
+	}
+	if m.credSrv != nil {
+		ctl = append(ctl, credentialUseRoute)
+	}
+	return dash, ctl
+}
+
 // registerDefaultKey records the api-key file's key in the owner store as
 // DefaultKeyID (its hash only, every card and login), so the owner sees it in
 // `proxyd owner keys` and on the dashboard and can revoke it. A key already

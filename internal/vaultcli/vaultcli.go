@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -232,11 +233,7 @@ func Run(ctx context.Context, args []string, env Env) int {
 			return c.usageErr("secrets are never taken from the command line; pipe them on stdin or answer the prompt")
 		}
 	}
-	cmds := map[string]func([]string) int{
-		"add-card": c.addCard, "add-login": c.addLogin, "add-identity": c.addIdentity, "add-address": c.addAddress,
-		"list": c.list, "show": c.show, "remove": c.remove, "rotate-key": c.rotateKey,
-	}
-	fn, ok := cmds[args[0]]
+	fn, ok := c.commands()[args[0]]
 	if !ok {
 		return c.usageErr(fmt.Sprintf("unknown command %q", args[0]))
 	}
@@ -734,4 +731,23 @@ func (c *cli) rotateKey(args []string) int {
 		fmt.Fprintf(c.env.Stdout, "rotated master key %s -> %s\n", oldID, v.ActiveKeyID())
 		return exitOK
 	})
+}
+
+// commands is every command by name.
+func (c *cli) commands() map[string]func([]string) int {
+	return map[string]func([]string) int{
+		"add-card": c.addCard, "add-login": c.addLogin, "add-identity": c.addIdentity, "add-address": c.addAddress,
+		"list": c.list, "show": c.show, "remove": c.remove, "rotate-key": c.rotateKey,
+	}
+}
+
+// Commands lists the command names, for the test that holds them against
+// package authz's table of who may do what.
+func Commands() []string {
+	var out []string
+	for n := range (&cli{}).commands() {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
 }

@@ -21,6 +21,7 @@ func (h *Handler) credentialRoutes(m *http.ServeMux) {
 	h.route(m, "POST /credentials/{id}/delete", h.deleteCredential)
 	h.route(m, "POST /credentials/members", h.putMember)
 	h.route(m, "POST /credentials/keys", h.bindKey)
+	h.route(m, "POST /credentials/keys/{id}/accept", h.acceptKey)
 	h.route(m, "GET /credentials/enter/{token}", h.entryPage)
 	h.route(m, "POST /credentials/enter", h.submitEntry)
 }

@@ -19,6 +19,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -144,12 +145,7 @@ func Run(ctx context.Context, args []string, env Env) int {
 		}
 	}
 	c := &cli{env: env, ctx: ctx}
-	cmds := map[string]func([]string) int{
-		"set-password": c.setPassword, "create-key": c.createKey, "keys": c.keys, "revoke": c.revoke,
-		"sites": c.sites, "authorize-site": c.authorizeSite, "remove-site": c.removeSite,
-		"pending": c.pending, "approve": c.decide(true), "deny": c.decide(false),
-	}
-	fn, ok := cmds[args[0]]
+	fn, ok := c.commands()[args[0]]
 	if !ok {
 		fmt.Fprintf(env.Stderr, "error: unknown command %q\n%s", args[0], usage)
 		return exitUsage
@@ -421,4 +417,24 @@ func (c *cli) decide(approve bool) func([]string) int {
 			return nil
 		})
 	}
+}
+
+// commands is every command by name.
+func (c *cli) commands() map[string]func([]string) int {
+	return map[string]func([]string) int{
+		"set-password": c.setPassword, "create-key": c.createKey, "keys": c.keys, "revoke": c.revoke,
+		"sites": c.sites, "authorize-site": c.authorizeSite, "remove-site": c.removeSite,
+		"pending": c.pending, "approve": c.decide(true), "deny": c.decide(false),
+	}
+}
+
+// Commands lists the command names, for the test that holds them against
+// package authz's table of who may do what.
+func Commands() []string {
+	var out []string
+	for n := range (&cli{}).commands() {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
 }
