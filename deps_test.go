@@ -93,7 +93,7 @@ func TestLayeringRules(t *testing.T) {
 		"control":           {goproxy, playwright, mcpSDK, sqliteDrv, pgx, module + "/store/sqlite"},
 		"browser":           {goproxy, mcpSDK, sqliteDrv, pgx, module + "/vault"},
 		"mcpserver":         {goproxy, sqliteDrv, pgx, module + "/store/sqlite", module + "/intercept"},
-		"cmd/mcpd":          {goproxy, sqliteDrv, pgx, module + "/store/sqlite", module + "/intercept"},
+		"cmd/mcpd":          {goproxy, sqliteDrv, pgx, module + "/store/sqlite", module + "/intercept", module + "/owner"},
 		"intercept/rewrite": {goproxy, playwright, mcpSDK, sqliteDrv, pgx},
 		"owner":             {goproxy, playwright, mcpSDK, sqliteDrv, pgx, module + "/store/sqlite"},
 		"owner/dashboard":   {goproxy, playwright, mcpSDK, sqliteDrv, pgx, module + "/store/sqlite"},
@@ -159,6 +159,10 @@ func TestPackageDocs(t *testing.T) {
 // the adapters beside it; tailscale's deptest checks such edges.)
 // internal/cardcheck: the duplicate-card rule of the CLI and the dashboard.
 func init() { domainImports["internal/cardcheck"] = []string{".", "vault"} }
+
+// internal/webtls: TLS for web listeners (the dashboard, mcpd's hosted
+// server); nothing of the owner's side, so mcpd does not link it.
+func init() { domainImports["internal/webtls"] = []string{"."} }
 
 // internal/tcplb: test support (a TCP balancer), the standard library only.
 func init() { domainImports["internal/tcplb"] = []string{} }

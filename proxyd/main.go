@@ -30,6 +30,7 @@ import (
 	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/internal/vaultcli"
+	"github.com/agentvault/agentvault/internal/webtls"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/owner/dashboard"
 	"github.com/agentvault/agentvault/policy"
@@ -93,7 +94,7 @@ type Main struct {
 	// closed once, last (P22).
 	store        appStore
 	dashH        *dashboard.Handler
-	dashCA       *dashboard.LocalCA
+	dashCA       *webtls.LocalCA
 	dashL        net.Listener
 	dashCancel   context.CancelFunc
 	dashDone     chan error
@@ -306,7 +307,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		m.DashboardAddr = m.dashL.Addr()
 		m.Server.AddSelf(m.DashboardAddr)
 		if m.Config.Dashboard.Domain == "" {
-			if m.dashCA, err = dashboard.LoadOrCreateLocalCA(ctx, v, m.dataDir, time.Now()); err != nil {
+			if m.dashCA, err = webtls.LoadOrCreateLocalCA(ctx, v, m.dataDir, time.Now()); err != nil {
 				return err
 			}
 		}
@@ -503,9 +504,9 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.dashL != nil {
 		dctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		m.dashCancel, m.dashDone = cancel, make(chan error, 1)
-		tc := dashboard.TLSConfig{Domain: m.Config.Dashboard.Domain, Email: m.Config.Dashboard.Email, DataDir: m.dataDir,
+		tc := webtls.TLSConfig{Domain: m.Config.Dashboard.Domain, Email: m.Config.Dashboard.Email, DataDir: m.dataDir,
 			LocalCA: m.dashCA, Hosts: dashboardHosts(m.Config.Listen.Dashboard), Logger: m.Logger}
-		go func() { m.dashDone <- dashboard.Serve(dctx, m.dashL, m.dashH, tc) }()
+		go func() { m.dashDone <- webtls.Serve(dctx, m.dashL, m.dashH, tc) }()
 	}
 	go func() { m.serveErr <- m.Server.Serve(m.proxyL) }()
 	go func() { m.serveErr <- serveHTTP(m.controlSrv, m.controlL) }()

@@ -8,16 +8,16 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/agentvault/agentvault/internal/webtls"
 	"github.com/agentvault/agentvault/mcpserver"
-	"github.com/agentvault/agentvault/owner/dashboard"
 )
 
 func main() {
 	m := mcpserver.NewMain()
-	// TLS for the hosted server comes from the dashboard's helper: ACME
+	// TLS for the hosted server comes from package webtls (as the dashboard's): ACME
 	// with certmagic for a domain, a locally issued certificate otherwise.
 	m.TLSConfig = func(ctx context.Context, o mcpserver.TLSOptions) (*tls.Config, error) {
-		return dashboard.TLSConfig{Domain: o.Domain, Email: o.Email, DataDir: o.DataDir, Hosts: o.Hosts}.TLS(ctx)
+		return webtls.TLSConfig{Domain: o.Domain, Email: o.Email, DataDir: o.DataDir, Hosts: o.Hosts}.TLS(ctx)
 	}
 	if err := m.ParseFlags(os.Args[1:]); err != nil {
 		os.Exit(2)
