@@ -134,7 +134,7 @@ func TestCredentials_PortalE2E(t *testing.T) {
 		t.Fatalf("owner principal: %+v, %v", op, err)
 	}
 	keys := map[string]string{ownerEmail: pm.APIKey}
-	if err := svc.BindKey(ctx, op, proxyd.DefaultKeyID, ownerEmail); err != nil {
+	if _, err := svc.BindKey(ctx, op, proxyd.DefaultKeyID, ownerEmail); err != nil {
 		t.Fatal(err)
 	}
 	for user, role := range map[string]credentials.Role{"adm@example.org": credentials.RoleAdmin, "ana@example.org": credentials.RoleMember, "bia@example.org": credentials.RoleMember} {
@@ -145,7 +145,7 @@ func TestCredentials_PortalE2E(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := svc.BindKey(ctx, op, k.ID, user); err != nil {
+		if _, err := svc.BindKey(ctx, op, k.ID, user); err != nil {
 			t.Fatal(err)
 		}
 		keys[user] = secret

@@ -54,7 +54,7 @@ func TestCredentials_UseEndpointOverControlAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := m.Credentials.BindKey(ctx, op, proxyd.DefaultKeyID, "owner@example.org"); err != nil {
+	if _, err := m.Credentials.BindKey(ctx, op, proxyd.DefaultKeyID, "owner@example.org"); err != nil {
 		t.Fatal(err)
 	}
 	req, err := ctl.CredentialRequest(ctx, control.CredentialRequestIn{APIKey: m.APIKey, Name: "erp", Fields: []string{"apiKey"}})

@@ -19,7 +19,12 @@ func credEnv(t *testing.T) (*env, *credentials.Service) {
 	e := newEnv(t, func(cfg *dashboard.Config) {
 		var err error
 		creds, err = credentials.New(credentials.Config{Store: cfg.Service.Store().(credentials.Store), Values: cfg.Vault.(*vault.Vault),
-			Now: cfg.Now, IsAccount: func(ctx context.Context, o, user string) bool { return o == org && user == ownerEmail }})
+			Now: cfg.Now, Accounts: func(ctx context.Context, o string) ([]string, error) {
+				if o != org {
+					return nil, nil
+				}
+				return []string{ownerEmail}, nil
+			}})
 		if err != nil {
 			t.Fatal(err)
 		}
