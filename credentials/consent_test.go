@@ -126,9 +126,9 @@ func TestP24_AdminCannotDemoteOwnerNorAdmin(t *testing.T) {
 	refused := []credentials.Member{
 		{Org: org, User: "Owner@acme.test", Role: credentials.RoleMember}, // the owner (a dashboard account, no record)
 		{Org: org, User: "owner@acme.test", Role: credentials.RoleAdmin},
-		{Org: org, User: "adm2@acme.test", Role: credentials.RoleMember}, // a fellow admin
+		{Org: org, User: "adm2@acme.test", Role: credentials.RoleMember},  // a fellow admin
 		{Org: org, User: "admin@acme.test", Role: credentials.RoleMember}, // himself
-		{Org: org, User: "ana@acme.test", Role: credentials.RoleAdmin},   // a role at his own rank
+		{Org: org, User: "ana@acme.test", Role: credentials.RoleAdmin},    // a role at his own rank
 		{Org: org, User: "new@acme.test", Role: credentials.RoleOwner},
 		{Org: org, User: "adm2@acme.test", Role: credentials.RoleAdmin, Teams: []string{"ops"}},  // a fellow admin's teams
 		{Org: org, User: "owner@acme.test", Role: credentials.RoleOwner, Teams: []string{"ops"}}, // the owner's teams
