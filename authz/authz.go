@@ -106,7 +106,9 @@ type Rule struct {
 	// be delegated to take this action.
 	Area Area
 	// ForPerson marks an agent call that acts for the person the key is
-	// bound to (their personal credentials): it needs that person's consent.
+	// bound to. Package credentials applies the consent rule to it: without
+	// the person's consent on the key, the call reaches the organisation's
+	// credentials and never the person's own.
 	ForPerson bool
 	// What the action does, in a few words: "approve purchases".
 	What string

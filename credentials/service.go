@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/authz"
 	"github.com/agentvault/agentvault/vault"
 )
 
@@ -28,20 +29,29 @@ type Values interface {
 type Config struct {
 	Store  Store
 	Values Values
-	// IsAccount, when set, reports whether user has a dashboard account in
-	// org: an account with no membership record is the appliance's owner
-	// (accounts are made by the owner CLI), so a single-owner install needs
-	// no member set-up.
-	IsAccount func(ctx context.Context, org, user string) bool
-	Now       func() time.Time // the clock every link lifetime is measured on
+	// Accounts lists the dashboard accounts of org (their emails). An
+	// account with no membership record is an owner of the organisation
+	// (accounts are made by the owner's CLI), so a single-owner install
+	// needs no member set-up. Nil: there are none.
+	Accounts func(ctx context.Context, org string) ([]string, error)
+	// DefaultKeyID names the API key the appliance made at its first start
+	// (its file lives in the data directory beside the master key, so it
+	// is the owner's). Unless a binding the person consented to says
+	// otherwise, it acts for the owner of DefaultKeyOrg while that
+	// organisation has exactly one owner. Empty: no key is special.
+	DefaultKeyID  string
+	DefaultKeyOrg string
+	Now           func() time.Time // the clock every link lifetime is measured on
 }
 
 // Service applies the rules over the Store and the vault.
 type Service struct {
-	st        Store
-	values    Values
-	isAccount func(ctx context.Context, org, user string) bool
-	now       func() time.Time
+	st            Store
+	values        Values
+	accounts      func(ctx context.Context, org string) ([]string, error)
+	defaultKeyID  string
+	defaultKeyOrg string
+	now           func() time.Time
 }
 
 // New returns a Service.
@@ -53,7 +63,8 @@ func New(cfg Config) (*Service, error) {
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{st: cfg.Store, values: cfg.Values, isAccount: cfg.IsAccount, now: now}, nil
+	return &Service{st: cfg.Store, values: cfg.Values, accounts: cfg.Accounts,
+		defaultKeyID: cfg.DefaultKeyID, defaultKeyOrg: cfg.DefaultKeyOrg, now: now}, nil
 }
 
 func forbidden(format string, args ...any) error {
@@ -65,74 +76,234 @@ func isNotFound(err error) bool { return errors.Is(err, vault.ErrNotFound) }
 // NormalizeUser is the one spelling of a user: trimmed, lower case.
 func NormalizeUser(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
 
-// PrincipalFor is user as a principal of org: their membership, or, for a
-// dashboard account with none, the owner role. Anyone else is forbidden.
-func (s *Service) PrincipalFor(ctx context.Context, org, user string) (Principal, error) {
-	user = NormalizeUser(user)
-	m, err := s.st.GetMember(ctx, org, user)
-	if err == nil {
-		return m.Principal(), nil
+// accountsOf is org's dashboard accounts, normalised.
+func (s *Service) accountsOf(ctx context.Context, org string) ([]string, error) {
+	if s.accounts == nil {
+		return nil, nil
 	}
-	if !isNotFound(err) {
-		return Principal{}, err
+	list, err := s.accounts(ctx, org)
+	if err != nil {
+		return nil, err
 	}
-	if s.isAccount != nil && user != "" && s.isAccount(ctx, org, user) {
-		return Principal{Org: org, User: user, Role: RoleOwner}, nil
+	out := make([]string, 0, len(list))
+	for _, a := range list {
+		if a = NormalizeUser(a); a != "" {
+			out = append(out, a)
+		}
 	}
-	return Principal{}, forbidden("not a member of this organisation")
+	return out, nil
 }
 
-// KeyPrincipal is the member an agent's API key acts for.
-func (s *Service) KeyPrincipal(ctx context.Context, keyID string) (Principal, error) {
-	b, err := s.st.GetKeyBinding(ctx, keyID)
+// memberOf is user's membership of org: their record, or, for a dashboard
+// account with none, the owner role. Anyone else is vault.ErrNotFound.
+// This is the one place that rule lives; owners counts by it.
+func (s *Service) memberOf(ctx context.Context, org, user string) (Member, error) {
+	m, err := s.st.GetMember(ctx, org, user)
+	if err == nil || !isNotFound(err) {
+		return m, err
+	}
+	if user != "" {
+		acc, err := s.accountsOf(ctx, org)
+		if err != nil {
+			return Member{}, err
+		}
+		if slices.Contains(acc, user) {
+			return Member{Org: org, User: user, Role: RoleOwner}, nil
+		}
+	}
+	return Member{}, vault.ErrNotFound
+}
+
+// owners lists org's owners by memberOf's rule: members with the owner
+// role, and dashboard accounts with no membership record.
+func (s *Service) owners(ctx context.Context, org string) ([]string, error) {
+	ms, err := s.st.ListMembers(ctx, org)
+	if err != nil {
+		return nil, err
+	}
+	acc, err := s.accountsOf(ctx, org)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	recorded := map[string]bool{}
+	for _, m := range ms {
+		recorded[m.User] = true
+		if m.Role == RoleOwner {
+			out = append(out, m.User)
+		}
+	}
+	for _, a := range acc {
+		if !recorded[a] && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// PrincipalFor is user, asking themselves, as a principal of org: their
+// membership, or, for a dashboard account with none, the owner role.
+// Anyone else is forbidden.
+func (s *Service) PrincipalFor(ctx context.Context, org, user string) (Principal, error) {
+	m, err := s.memberOf(ctx, org, NormalizeUser(user))
 	if isNotFound(err) {
-		return Principal{}, forbidden("this API key acts for no member yet; an owner or admin binds it to a person on the dashboard (Credentials)")
+		return Principal{}, forbidden("not a member of this organisation")
 	}
 	if err != nil {
 		return Principal{}, err
 	}
-	return s.PrincipalFor(ctx, b.Org, b.User)
+	return m.Principal(), nil
+}
+
+// KeyPrincipal is the person an agent's API key acts for, and whether with
+// their consent: a binding they made or accepted; else, for the default
+// key, the organisation's only owner; else a binding someone else made
+// (Consented false: the organisation's credentials only, rules.go).
+func (s *Service) KeyPrincipal(ctx context.Context, keyID string) (Principal, error) {
+	b, err := s.st.GetKeyBinding(ctx, keyID)
+	bound := err == nil
+	if err != nil && !isNotFound(err) {
+		return Principal{}, err
+	}
+	if bound && b.Consented {
+		return s.PrincipalFor(ctx, b.Org, b.User)
+	}
+	if keyID != "" && keyID == s.defaultKeyID {
+		p, err := s.defaultPrincipal(ctx)
+		if err == nil || !bound {
+			return p, err
+		}
+	}
+	if !bound {
+		return Principal{}, forbidden("this API key acts for nobody yet: an owner or admin offers it to a person on the dashboard (Credentials), and that person accepts it there")
+	}
+	p, err := s.PrincipalFor(ctx, b.Org, b.User)
+	if err != nil {
+		return Principal{}, err
+	}
+	p.Consented = false
+	return p, nil
+}
+
+// defaultPrincipal is the default key's person without a consented
+// binding: the organisation's owner, when it has exactly one.
+func (s *Service) defaultPrincipal(ctx context.Context) (Principal, error) {
+	owners, err := s.owners(ctx, s.defaultKeyOrg)
+	if err != nil {
+		return Principal{}, err
+	}
+	switch len(owners) {
+	case 1:
+		return s.PrincipalFor(ctx, s.defaultKeyOrg, owners[0])
+	case 0:
+		return Principal{}, forbidden("the default API key acts for the appliance's owner, and there is none yet: set a dashboard password first (proxyd owner set-password)")
+	}
+	return Principal{}, forbidden("this organisation has %d owners, so the default API key acts for one of them only once they bind it to themselves on the dashboard (Credentials)", len(owners))
 }
 
 // PutMember adds or changes a member. Owners and admins manage members;
-// only an owner makes another owner.
+// the role changes only by authz.SetRole (from above, never leaving the
+// organisation without an owner), and the teams of someone whose role
+// stays by CanChangeTeams.
 func (s *Service) PutMember(ctx context.Context, by Principal, m Member) error {
 	m.User = NormalizeUser(m.User)
-	if m.Org != by.Org || !by.Role.Manages() {
+	if m.Org != by.Org || !by.Role.Manages() || !by.Consented {
 		return forbidden("only owners and admins manage members")
 	}
 	if !m.Role.Valid() || m.User == "" || len(m.User) > 200 || strings.ContainsAny(m.User, " \r\n\t\x00<>\"'") {
 		return agentvault.Errorf(agentvault.CodeInvalidInput, "a member needs a sign-in (email) and a role: owner, admin or member")
-	}
-	if m.Role == RoleOwner && by.Role != RoleOwner {
-		return forbidden("only an owner makes another owner")
 	}
 	for i, t := range m.Teams {
 		if !ValidTeam(t) {
 			return agentvault.Errorf(agentvault.CodeInvalidInput, "teams[%d] is not a team name (lower case letters, digits, '_' and '-')", i)
 		}
 	}
+	cur, err := s.memberOf(ctx, m.Org, m.User)
+	if err != nil && !isNotFound(err) {
+		return err
+	}
+	owners, err := s.owners(ctx, m.Org)
+	if err != nil {
+		return err
+	}
+	if err := authz.SetRole(by.Role, cur.Role, m.Role, m.User == by.User, len(owners)); err != nil {
+		return err
+	}
+	if cur.Role == m.Role && !slices.Equal(cur.Teams, m.Teams) && !CanChangeTeams(by, cur.Role) {
+		return forbidden("only an owner, or someone above this person's role (%s), changes their teams; ask an owner", cur.Role)
+	}
 	return s.st.PutMember(ctx, m)
 }
 
 // Members lists the organisation's members.
 func (s *Service) Members(ctx context.Context, by Principal) ([]Member, error) {
-	if !by.Role.Manages() {
+	if !by.Role.Manages() || !by.Consented {
 		return nil, forbidden("only owners and admins list members")
 	}
 	return s.st.ListMembers(ctx, by.Org)
 }
 
-// BindKey makes an agent's API key act for a member.
-func (s *Service) BindKey(ctx context.Context, by Principal, keyID, user string) error {
-	if !by.Role.Manages() {
-		return forbidden("only owners and admins bind API keys")
+// BindKey makes an agent's API key act for a member. Bound by the member
+// themselves it acts for them at once; bound by someone else it is an
+// offer, which reaches only the organisation's credentials until the
+// member accepts it on their own signed-in page (AcceptKey). A key that
+// acts for someone with their consent moves to another person only by
+// CanTakeKey.
+func (s *Service) BindKey(ctx context.Context, by Principal, keyID, user string) (KeyBinding, error) {
+	if !by.Role.Manages() || !by.Consented {
+		return KeyBinding{}, forbidden("only owners and admins bind API keys")
+	}
+	keyID = strings.TrimSpace(keyID)
+	if keyID == "" || len(keyID) > 200 {
+		return KeyBinding{}, agentvault.Errorf(agentvault.CodeInvalidInput, "choose an API key")
 	}
 	user = NormalizeUser(user)
 	if _, err := s.PrincipalFor(ctx, by.Org, user); err != nil {
-		return err
+		return KeyBinding{}, err
 	}
-	return s.st.BindKey(ctx, KeyBinding{KeyID: keyID, Org: by.Org, User: user})
+	holder, err := s.KeyPrincipal(ctx, keyID)
+	if err != nil && agentvault.ErrorCode(err) != agentvault.CodeForbidden {
+		return KeyBinding{}, err
+	}
+	if err == nil && holder.Consented {
+		if holder.Org == by.Org && holder.User == user {
+			// Already theirs with their consent: an offer must not undo it.
+			return KeyBinding{KeyID: keyID, Org: by.Org, User: user, Consented: true}, nil
+		}
+		if holder.Org != by.Org || !CanTakeKey(by, holder) {
+			return KeyBinding{}, forbidden("this API key acts for someone whose role (%s) is not below yours; only they or an owner may bind it to another person", holder.Role)
+		}
+	}
+	b := KeyBinding{KeyID: keyID, Org: by.Org, User: user, By: by.User, Consented: user == by.User}
+	return b, s.st.BindKey(ctx, b)
+}
+
+// AcceptKey is p, signed in, accepting an API key offered to them: from
+// then on it acts for them with their consent.
+func (s *Service) AcceptKey(ctx context.Context, p Principal, keyID string) error {
+	if !p.Consented {
+		return forbidden("only the person themselves, signed in to the dashboard, accepts an API key")
+	}
+	err := s.st.ConsentKey(ctx, p.Org, strings.TrimSpace(keyID), p.User)
+	if isNotFound(err) {
+		return agentvault.Errorf(agentvault.CodeNotFound, "no API key is offered to you under that id")
+	}
+	return err
+}
+
+// KeyBindings lists the key bindings p may see: every one of the
+// organisation for an owner or admin, the ones binding a key to p for
+// anyone else.
+func (s *Service) KeyBindings(ctx context.Context, p Principal) ([]KeyBinding, error) {
+	if !p.Consented {
+		return nil, needsConsent(p)
+	}
+	bs, err := s.st.ListKeyBindings(ctx, p.Org)
+	if err != nil || p.Role.Manages() {
+		return bs, err
+	}
+	return slices.DeleteFunc(bs, func(b KeyBinding) bool { return b.User != p.User }), nil
 }
 
 // NewToken returns a one-time link token (256 random bits, URL-safe) and
@@ -179,6 +350,9 @@ type Issued struct {
 // for the requester, valid EntryLinkTTL. Asking again with the same name
 // replaces the values once the new ones are typed.
 func (s *Service) Request(ctx context.Context, p Principal, a RequestArgs) (Issued, error) {
+	if err := needsConsent(p); err != nil {
+		return Issued{}, err
+	}
 	if a.Visibility == "" {
 		a.Visibility = Personal
 	}
@@ -293,6 +467,9 @@ func (s *Service) Use(ctx context.Context, p Principal, name string) (Issued, er
 		return Issued{}, err
 	}
 	c, ok := Select(creds, p.User, name)
+	if ok && c.Visibility == Personal && !p.Consented {
+		return Issued{}, needsConsent(p)
+	}
 	if !ok || !CanUse(p, c) {
 		return Issued{}, notFoundName(name)
 	}
@@ -431,6 +608,9 @@ func (s *Service) SubmitEntry(ctx context.Context, p Principal, token string, va
 // owner of a personal credential and the organisation's owners and admins
 // may; an admin deleting a member's credential never sees its values.
 func (s *Service) Delete(ctx context.Context, p Principal, id string) error {
+	if err := needsConsent(p); err != nil {
+		return err
+	}
 	c, err := s.Get(ctx, p, id)
 	if err != nil {
 		return err

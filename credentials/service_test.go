@@ -32,6 +32,7 @@ type env struct {
 	v     *vault.Vault
 	clk   *clock
 	path  string
+	accts *accounts // the dashboard accounts (owner@acme.test at first)
 	owner credentials.Principal
 	admin credentials.Principal
 	ana   credentials.Principal // member, team finance
@@ -39,6 +40,25 @@ type env struct {
 }
 
 const org = "acme"
+
+// defaultKey is the appliance's first-start key in these tests.
+const defaultKey = "key_default"
+
+// accounts stands in for the owner store's dashboard accounts.
+type accounts struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (a *accounts) set(list ...string) { a.mu.Lock(); a.list = list; a.mu.Unlock() }
+func (a *accounts) of(_ context.Context, o string) ([]string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if o != org {
+		return nil, nil
+	}
+	return append([]string(nil), a.list...), nil
+}
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
@@ -55,12 +75,13 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := credentials.New(credentials.Config{Store: st, Values: v, Now: clk.Now,
-		IsAccount: func(ctx context.Context, o, user string) bool { return o == org && user == "owner@acme.test" }})
+	accts := &accounts{list: []string{"owner@acme.test"}}
+	svc, err := credentials.New(credentials.Config{Store: st, Values: v, Now: clk.Now, Accounts: accts.of,
+		DefaultKeyID: defaultKey, DefaultKeyOrg: org})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{svc: svc, v: v, clk: clk, path: path}
+	e := &env{svc: svc, v: v, clk: clk, path: path, accts: accts}
 	if e.owner, err = svc.PrincipalFor(ctx, org, "Owner@acme.test"); err != nil || e.owner.Role != credentials.RoleOwner {
 		t.Fatalf("the dashboard account is not the owner: %+v, %v", e.owner, err)
 	}

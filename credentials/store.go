@@ -15,8 +15,13 @@ type Store interface {
 	ListMembers(ctx context.Context, org string) ([]Member, error) // by user
 	DeleteMember(ctx context.Context, org, user string) error
 
-	BindKey(ctx context.Context, b KeyBinding) error // insert or replace
+	BindKey(ctx context.Context, b KeyBinding) error // insert or replace, consent included
 	GetKeyBinding(ctx context.Context, keyID string) (KeyBinding, error)
+	ListKeyBindings(ctx context.Context, org string) ([]KeyBinding, error) // by key id
+	// ConsentKey marks the binding of keyID consented, in one step, only
+	// while it binds the key to user in org: an offer moved to someone
+	// else in between is vault.ErrNotFound, never accepted for them.
+	ConsentKey(ctx context.Context, org, keyID, user string) error
 
 	// CreateCredential fails with CodeConflict when the org already has a
 	// credential of that name and visibility (for personal ones: of that

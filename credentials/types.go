@@ -33,18 +33,30 @@ type Principal struct {
 	User  string
 	Role  Role
 	Teams []string
+	// Consented: the person is asking themselves (signed in), or through a
+	// key they bound to themselves or accepted on their own signed-in page.
+	// A key someone else bound to them and they did not accept reaches only
+	// the organisation's credentials (rules.go). The zero value is the
+	// refusing one.
+	Consented bool
 }
 
-// Principal is the member as a principal.
+// Principal is the member as a principal, asking themselves.
 func (m Member) Principal() Principal {
-	return Principal{Org: m.Org, User: m.User, Role: m.Role, Teams: slices.Clone(m.Teams)}
+	return Principal{Org: m.Org, User: m.User, Role: m.Role, Teams: slices.Clone(m.Teams), Consented: true}
 }
 
-// KeyBinding says which member an agent's API key acts for.
+// KeyBinding says which member an agent's API key acts for. A binding made
+// by someone other than User is an offer until User accepts it on their own
+// signed-in page (Service.AcceptKey).
 type KeyBinding struct {
 	KeyID string
 	Org   string
 	User  string
+	// By is who made the binding.
+	By string
+	// Consented: User made the binding or accepted it.
+	Consented bool
 }
 
 // Visibility says who a credential serves.

@@ -133,10 +133,10 @@ func TestCredentials_PortalE2E(t *testing.T) {
 	if err != nil || op.Role != credentials.RoleOwner {
 		t.Fatalf("owner principal: %+v, %v", op, err)
 	}
+	// The owner's agent holds the default key, which acts for the single
+	// owner with no binding (P24); each other key is offered by the owner
+	// and accepted by its person.
 	keys := map[string]string{ownerEmail: pm.APIKey}
-	if err := svc.BindKey(ctx, op, proxyd.DefaultKeyID, ownerEmail); err != nil {
-		t.Fatal(err)
-	}
 	for user, role := range map[string]credentials.Role{"adm@example.org": credentials.RoleAdmin, "ana@example.org": credentials.RoleMember, "bia@example.org": credentials.RoleMember} {
 		if err := svc.PutMember(ctx, op, credentials.Member{Org: op.Org, User: user, Role: role}); err != nil {
 			t.Fatal(err)
@@ -145,7 +145,14 @@ func TestCredentials_PortalE2E(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := svc.BindKey(ctx, op, k.ID, user); err != nil {
+		if _, err := svc.BindKey(ctx, op, k.ID, user); err != nil {
+			t.Fatal(err)
+		}
+		up, err := svc.PrincipalFor(ctx, op.Org, user)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := svc.AcceptKey(ctx, up, k.ID); err != nil {
 			t.Fatal(err)
 		}
 		keys[user] = secret
@@ -288,6 +295,20 @@ func TestCredentials_PortalE2E(t *testing.T) {
 	adm.refused("grant_set", map[string]any{"credentialId": anaID, "subject": "user:bia@example.org", "write": true}, "forbidden")
 	if s := mustJSON(adm.must("credential_list", nil).json(t)); !strings.Contains(s, anaID) || !strings.Contains(s, `"owner":"ana@example.org"`) {
 		t.Errorf("the admin does not see ana's credential: %s", s)
+	}
+	// P24: a key the admin offers to ana and she has not accepted never
+	// reaches her personal credential.
+	offered, offeredKey, err := pm.Owner.CreateAPIKey(ctx, "the admin's second agent", owner.Scope{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admP, _ := svc.PrincipalFor(ctx, op.Org, "adm@example.org")
+	if _, err := svc.BindKey(ctx, admP, offered.ID, "ana@example.org"); err != nil {
+		t.Fatal(err)
+	}
+	sneaky := credAgent(t, controlURL, pm.ControlToken, offeredKey, skillsDir, transcript)
+	if r := sneaky.refused("credential_use", map[string]any{"name": "erp"}, "forbidden"); !strings.Contains(r.text, "Credentials page") {
+		t.Errorf("the refusal does not say to accept the key: %q", r.status())
 	}
 	adm.must("credential_delete", map[string]any{"credentialId": anaID})
 	ana.refused("credential_use", map[string]any{"name": "erp"}, "not_found")

@@ -77,6 +77,8 @@ type AccountStore interface {
 	PutAccount(ctx context.Context, a Account) error // insert or replace by email
 	GetAccount(ctx context.Context, email string) (Account, error)
 	CountAccounts(ctx context.Context) (int, error)
+	// ListAccounts lists every account by email, without password hashes.
+	ListAccounts(ctx context.Context) ([]Account, error)
 	PutDashSession(ctx context.Context, s DashSession) error
 	GetDashSession(ctx context.Context, tokenHash []byte) (DashSession, error)
 	DeleteDashSession(ctx context.Context, tokenHash []byte) error

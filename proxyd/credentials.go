@@ -37,11 +37,28 @@ func (m *Main) openCredentials(ctx context.Context, st appStore, v *vault.Vault)
 	if now == nil {
 		now = time.Now
 	}
+	// The dashboard accounts are the organisation's owners unless a
+	// membership says otherwise, and the api-key file's key (in the data
+	// directory, beside the master key) is the owner's: with one owner it
+	// acts for them with no binding (P24, docs/portal-credentials.md).
 	svc, err := credentials.New(credentials.Config{Store: st, Values: v, Now: now,
-		IsAccount: func(ctx context.Context, org, user string) bool {
-			a, err := st.GetAccount(ctx, user)
-			return err == nil && org == m.Owner.Org() && (a.Org == "" || a.Org == org)
-		}})
+		Accounts: func(ctx context.Context, org string) ([]string, error) {
+			if org != m.Owner.Org() {
+				return nil, nil
+			}
+			all, err := st.ListAccounts(ctx)
+			if err != nil {
+				return nil, err
+			}
+			var out []string
+			for _, a := range all {
+				if a.Org == "" || a.Org == org {
+					out = append(out, a.Email)
+				}
+			}
+			return out, nil
+		},
+		DefaultKeyID: DefaultKeyID, DefaultKeyOrg: m.Owner.Org()})
 	if err != nil {
 		return err
 	}

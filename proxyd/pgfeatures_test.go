@@ -167,7 +167,7 @@ func TestP20_StoreFeaturesOnPostgresReplicas(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := a.Credentials.BindKey(ctx, op, proxyd.DefaultKeyID, "owner@example.org"); err != nil {
+		if _, err := a.Credentials.BindKey(ctx, op, proxyd.DefaultKeyID, "owner@example.org"); err != nil {
 			t.Fatal(err)
 		}
 		req, err := ca.CredentialRequest(ctx, control.CredentialRequestIn{APIKey: a.APIKey, Name: "erp", Fields: []string{"apiKey"}})

@@ -68,15 +68,53 @@ func testBindings(t *testing.T, s credentials.Store) {
 	if _, err := s.GetKeyBinding(ctx, "avk_1"); !errors.Is(err, vault.ErrNotFound) {
 		t.Fatalf("missing binding: %v", err)
 	}
-	if err := s.BindKey(ctx, credentials.KeyBinding{KeyID: "avk_1", Org: "o", User: "a@x"}); err != nil {
+	if err := s.BindKey(ctx, credentials.KeyBinding{KeyID: "avk_1", Org: "o", User: "a@x", By: "a@x", Consented: true}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.BindKey(ctx, credentials.KeyBinding{KeyID: "avk_1", Org: "o", User: "b@x"}); err != nil {
+	if b, err := s.GetKeyBinding(ctx, "avk_1"); err != nil || !b.Consented || b.By != "a@x" {
+		t.Fatalf("own binding = %+v, %v", b, err)
+	}
+	// Replacing a binding replaces its consent too: an offer to someone
+	// else is not consented because the last person was.
+	if err := s.BindKey(ctx, credentials.KeyBinding{KeyID: "avk_1", Org: "o", User: "b@x", By: "c@x"}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := s.GetKeyBinding(ctx, "avk_1")
-	if err != nil || b.User != "b@x" || b.Org != "o" {
+	if err != nil || b.User != "b@x" || b.Org != "o" || b.By != "c@x" || b.Consented {
 		t.Fatalf("binding = %+v, %v", b, err)
+	}
+	// Consent is given only by the person the key is bound to, in its org.
+	for _, c := range [][3]string{{"o", "avk_1", "a@x"}, {"p", "avk_1", "b@x"}, {"o", "avk_2", "b@x"}} {
+		if err := s.ConsentKey(ctx, c[0], c[1], c[2]); !errors.Is(err, vault.ErrNotFound) {
+			t.Fatalf("consent %v: %v, want not found", c, err)
+		}
+	}
+	if b, _ = s.GetKeyBinding(ctx, "avk_1"); b.Consented {
+		t.Fatal("a refused consent was recorded")
+	}
+	if err := s.ConsentKey(ctx, "o", "avk_1", "b@x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ConsentKey(ctx, "o", "avk_1", "b@x"); err != nil {
+		t.Fatalf("consenting twice: %v", err)
+	}
+	if b, err = s.GetKeyBinding(ctx, "avk_1"); err != nil || !b.Consented || b.User != "b@x" || b.By != "c@x" {
+		t.Fatalf("after consent: %+v, %v", b, err)
+	}
+	for _, kb := range []credentials.KeyBinding{
+		{KeyID: "avk_0", Org: "o", User: "c@x", By: "a@x"},
+		{KeyID: "avk_9", Org: "p", User: "c@x", By: "c@x", Consented: true},
+	} {
+		if err := s.BindKey(ctx, kb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, err := s.ListKeyBindings(ctx, "o")
+	if err != nil || len(list) != 2 || list[0].KeyID != "avk_0" || list[0].Consented || list[1].KeyID != "avk_1" || !list[1].Consented || list[1].User != "b@x" {
+		t.Fatalf("ListKeyBindings = %+v, %v", list, err)
+	}
+	if none, err := s.ListKeyBindings(ctx, "q"); err != nil || len(none) != 0 {
+		t.Fatalf("another org's bindings: %+v, %v", none, err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/authz"
 	"github.com/agentvault/agentvault/credentials"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/vault"
@@ -14,7 +15,10 @@ import (
 // credential_request link opens, the list of credentials (owners and admins
 // also see members' personal ones, to delete them when someone leaves,
 // never to use or read them), members with their roles and teams, and which
-// member each API key acts for. No page here ever shows a value.
+// member each API key acts for. A key an owner or admin binds to someone
+// else is an offer: the person accepts it here, signed in as themselves,
+// before it reaches their personal credentials (P24). No page here ever
+// shows a value.
 
 func (h *Handler) credentialRoutes(m *http.ServeMux) {
 	h.route(m, "GET /credentials", h.credentialsPage)
@@ -68,7 +72,23 @@ type credentialsData struct {
 	List    []credentials.Listed
 	Members []credentials.Member
 	Keys    []owner.APIKey
-	Roles   []credentials.Role
+	// Ladder is every role from the top; Roles the ones P may give someone
+	// new (authz.SetRole).
+	Ladder []credentials.Role
+	Roles  []credentials.Role
+	// Offered and Mine: the keys bound to P, waiting for P's acceptance or
+	// acting for P.
+	Offered []keyLine
+	Mine    []keyLine
+	// ActsFor: for owners and admins, whom each API key acts for.
+	ActsFor []keyLine
+}
+
+// keyLine is an API key with the person it is bound to.
+type keyLine struct {
+	ID, Name  string
+	User, By  string
+	Consented bool
 }
 
 func (h *Handler) credentialsPage(w http.ResponseWriter, r *http.Request) {
@@ -81,15 +101,51 @@ func (h *Handler) credentialsPage(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, r, err)
 		return
 	}
-	d := credentialsData{P: p, List: list, Roles: []credentials.Role{credentials.RoleMember, credentials.RoleAdmin, credentials.RoleOwner}}
+	d := credentialsData{P: p, List: list, Ladder: authz.Roles}
+	for _, role := range authz.Roles {
+		if authz.SetRole(p.Role, "", role, false, 1) == nil {
+			d.Roles = append(d.Roles, role)
+		}
+	}
+	keys, err := h.svc.APIKeys(r.Context())
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	names := map[string]string{}
+	for _, k := range keys {
+		names[k.ID] = k.Name
+	}
+	bindings, err := h.creds.KeyBindings(r.Context(), p)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	for _, b := range bindings {
+		if b.User != p.User {
+			continue
+		}
+		l := keyLine{ID: b.KeyID, Name: names[b.KeyID], User: b.User, By: b.By, Consented: b.Consented}
+		if b.Consented {
+			d.Mine = append(d.Mine, l)
+		} else {
+			d.Offered = append(d.Offered, l)
+		}
+	}
 	if p.Role.Manages() {
 		if d.Members, err = h.creds.Members(r.Context(), p); err != nil {
 			h.internal(w, r, err)
 			return
 		}
-		if d.Keys, err = h.svc.APIKeys(r.Context()); err != nil {
-			h.internal(w, r, err)
-			return
+		d.Keys = keys
+		for _, k := range keys {
+			l := keyLine{ID: k.ID, Name: k.Name}
+			// Whom the key acts for, by the service's one rule (the
+			// default key included); a key for nobody shows empty.
+			if kp, err := h.creds.KeyPrincipal(r.Context(), k.ID); err == nil {
+				l.User, l.Consented = kp.User, kp.Consented
+			}
+			d.ActsFor = append(d.ActsFor, l)
 		}
 	}
 	h.page(w, r, "credentials", "Credentials", d)
@@ -134,11 +190,32 @@ func (h *Handler) bindKey(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := h.creds.BindKey(r.Context(), p, r.PostFormValue("key"), r.PostFormValue("user")); err != nil {
+	b, err := h.creds.BindKey(r.Context(), p, r.PostFormValue("key"), r.PostFormValue("user"))
+	if err != nil {
 		h.credErr(w, r, "/credentials", err)
 		return
 	}
-	h.redirect(w, r, "/credentials", "The API key now acts for that member.", "")
+	if b.Consented {
+		h.redirect(w, r, "/credentials", "The API key acts for "+b.User+".", "")
+		return
+	}
+	h.redirect(w, r, "/credentials", "Offered the API key to "+b.User+". It reaches their own credentials only once they accept it on their Credentials page.", "")
+}
+
+// acceptKey is the signed-in person accepting an API key offered to them:
+// from then on it acts for them and reaches their personal credentials.
+func (h *Handler) acceptKey(w http.ResponseWriter, r *http.Request) {
+	p, ok := h.principal(w, r)
+	if !ok {
+		return
+	}
+	id := r.PathValue("id")
+	if err := h.creds.AcceptKey(r.Context(), p, id); err != nil {
+		h.credErr(w, r, "/credentials", err)
+		return
+	}
+	h.log.Info("API key accepted", "key", id)
+	h.redirect(w, r, "/credentials", "The API key now acts for you: an agent holding it can use your own credentials.", "")
 }
 
 type entryData struct {

@@ -410,6 +410,13 @@ func accounts(t *testing.T, st owner.Store) {
 	if n, _ := st.CountAccounts(ctx); n != 1 {
 		t.Fatalf("count %d", n)
 	}
+	if err := st.PutAccount(ctx, owner.Account{Org: "o", Email: "ada@example.com", PasswordHash: "$argon2id$z", Created: t0, Updated: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := st.ListAccounts(ctx); err != nil || len(list) != 2 || list[0].Email != "ada@example.com" || list[1].Email != "me@example.com" ||
+		list[1].Org != "o" || list[0].PasswordHash != "" || !list[1].Updated.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("ListAccounts = %+v, %v", list, err)
+	}
 	if _, err := st.GetAccount(ctx, "nobody@example.com"); !errors.Is(err, vault.ErrNotFound) {
 		t.Fatalf("missing account: %v", err)
 	}

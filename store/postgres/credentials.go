@@ -103,18 +103,48 @@ func (s *Store) DeleteMember(ctx context.Context, org, user string) error {
 	return mustAffect(tag, err, "delete member")
 }
 
+// credKeyConsentMigration records who made each key binding and whether
+// the person it binds consented (P24): bindings made before are offers
+// until their person accepts them. Mirrors store/sqlite's migration 51.
+const credKeyConsentMigration = `
+ALTER TABLE cred_key_bindings ADD COLUMN bound_by text NOT NULL DEFAULT '';
+ALTER TABLE cred_key_bindings ADD COLUMN consented boolean NOT NULL DEFAULT false;
+`
+
 // BindKey implements credentials.Store.
 func (s *Store) BindKey(ctx context.Context, b credentials.KeyBinding) error {
-	_, err := s.pool.Exec(ctx, `INSERT INTO cred_key_bindings (key_id, org, member) VALUES ($1, $2, $3)
-ON CONFLICT (key_id) DO UPDATE SET org = excluded.org, member = excluded.member`, b.KeyID, b.Org, b.User)
+	_, err := s.pool.Exec(ctx, `INSERT INTO cred_key_bindings (key_id, org, member, bound_by, consented) VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (key_id) DO UPDATE SET org = excluded.org, member = excluded.member, bound_by = excluded.bound_by, consented = excluded.consented`,
+		b.KeyID, b.Org, b.User, b.By, b.Consented)
 	return dbErr(err, "bind key")
+}
+
+const bindingCols = `key_id, org, member, bound_by, consented`
+
+func scanBinding(row pgx.Row) (credentials.KeyBinding, error) {
+	var b credentials.KeyBinding
+	err := row.Scan(&b.KeyID, &b.Org, &b.User, &b.By, &b.Consented)
+	return b, err
 }
 
 // GetKeyBinding implements credentials.Store.
 func (s *Store) GetKeyBinding(ctx context.Context, keyID string) (credentials.KeyBinding, error) {
-	b := credentials.KeyBinding{KeyID: keyID}
-	err := s.pool.QueryRow(ctx, `SELECT org, member FROM cred_key_bindings WHERE key_id = $1`, keyID).Scan(&b.Org, &b.User)
+	b, err := scanBinding(s.pool.QueryRow(ctx, `SELECT `+bindingCols+` FROM cred_key_bindings WHERE key_id = $1`, keyID))
 	return b, dbErr(err, "read key binding")
+}
+
+// ListKeyBindings implements credentials.Store (by key id, in SQLite's
+// byte order).
+func (s *Store) ListKeyBindings(ctx context.Context, org string) ([]credentials.KeyBinding, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+bindingCols+` FROM cred_key_bindings WHERE org = $1 ORDER BY key_id COLLATE "C"`, org)
+	out, err := collect(rows, err, scanBinding)
+	return out, dbErr(err, "list key bindings")
+}
+
+// ConsentKey implements credentials.Store.
+func (s *Store) ConsentKey(ctx context.Context, org, keyID, user string) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE cred_key_bindings SET consented = true WHERE key_id = $1 AND org = $2 AND member = $3`, keyID, org, user)
+	return mustAffect(tag, err, "accept key")
 }
 
 const credCols = `id, org, name, visibility, owner, fields, item_id, created, updated`

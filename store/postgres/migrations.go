@@ -3,7 +3,7 @@ package postgres
 // migrations are applied in order, each in its own transaction under an
 // advisory lock (replicas starting together migrate once), and recorded in
 // schema_migrations. Never edit a shipped migration: append a new one. They
-// mirror store/sqlite's migrations 1 to 4, 50, 61, 62 and 70 (same tables,
+// mirror store/sqlite's migrations 1 to 4, 50, 51, 61, 62, 70 and 71 (same tables,
 // same meaning), with Postgres types: bytea, boolean, bigint nanoseconds
 // for times (exact round trips, as SQLite), identity columns for sequence
 // numbers.
@@ -206,6 +206,9 @@ ALTER TABLE approvals ADD COLUMN page text NOT NULL DEFAULT '';
 	9: `
 CREATE INDEX proxy_sessions_key ON proxy_sessions (api_key_id, ended);
 `,
+	// Who made each API key binding and whether its person consented
+	// (credentials.go). Mirrors store/sqlite's migration 51.
+	10: credKeyConsentMigration,
 }
 
 // LatestSchemaVersion is the version Open migrates to.

@@ -552,6 +552,20 @@ func (s *Store) GetAccount(ctx context.Context, email string) (owner.Account, er
 	return a, nil
 }
 
+// ListAccounts implements owner.AccountStore (by email, in SQLite's byte
+// order).
+func (s *Store) ListAccounts(ctx context.Context) ([]owner.Account, error) {
+	rows, err := s.pool.Query(ctx, `SELECT email, org, created, updated FROM owner_accounts ORDER BY email COLLATE "C"`)
+	out, err := collect(rows, err, func(row pgx.Row) (owner.Account, error) {
+		var a owner.Account
+		var created, updated int64
+		err := row.Scan(&a.Email, &a.Org, &created, &updated)
+		a.Created, a.Updated = fromNanos(created), fromNanos(updated)
+		return a, err
+	})
+	return out, dbErr(err, "list owner accounts")
+}
+
 // CountAccounts implements owner.AccountStore.
 func (s *Store) CountAccounts(ctx context.Context) (int, error) {
 	var n int

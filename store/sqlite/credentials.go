@@ -116,18 +116,64 @@ func (s *Store) DeleteMember(ctx context.Context, org, user string) error {
 	return mustAffect(res, err, "delete member")
 }
 
+// credKeyConsentMigration records who made each key binding and whether
+// the person it binds consented (P24): bindings made before are offers
+// until their person accepts them.
+const credKeyConsentMigration = 51
+
+func init() {
+	numberedMigrations[credKeyConsentMigration] = `
+ALTER TABLE cred_key_bindings ADD COLUMN bound_by TEXT NOT NULL DEFAULT '';
+ALTER TABLE cred_key_bindings ADD COLUMN consented INTEGER NOT NULL DEFAULT 0;
+`
+}
+
 // BindKey implements credentials.Store.
 func (s *Store) BindKey(ctx context.Context, b credentials.KeyBinding) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO cred_key_bindings (key_id, org, user) VALUES (?, ?, ?)
-ON CONFLICT (key_id) DO UPDATE SET org = excluded.org, user = excluded.user`, b.KeyID, b.Org, b.User)
+	_, err := s.db.ExecContext(ctx, `INSERT INTO cred_key_bindings (key_id, org, user, bound_by, consented) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (key_id) DO UPDATE SET org = excluded.org, user = excluded.user, bound_by = excluded.bound_by, consented = excluded.consented`,
+		b.KeyID, b.Org, b.User, b.By, b2i(b.Consented))
 	return dbErr(err, "bind key")
+}
+
+const bindingCols = `key_id, org, user, bound_by, consented`
+
+func scanBinding(row interface{ Scan(...any) error }) (credentials.KeyBinding, error) {
+	var b credentials.KeyBinding
+	var consented int
+	err := row.Scan(&b.KeyID, &b.Org, &b.User, &b.By, &consented)
+	b.Consented = consented != 0
+	return b, err
 }
 
 // GetKeyBinding implements credentials.Store.
 func (s *Store) GetKeyBinding(ctx context.Context, keyID string) (credentials.KeyBinding, error) {
-	b := credentials.KeyBinding{KeyID: keyID}
-	err := s.db.QueryRowContext(ctx, `SELECT org, user FROM cred_key_bindings WHERE key_id = ?`, keyID).Scan(&b.Org, &b.User)
+	b, err := scanBinding(s.db.QueryRowContext(ctx, `SELECT `+bindingCols+` FROM cred_key_bindings WHERE key_id = ?`, keyID))
 	return b, dbErr(err, "read key binding")
+}
+
+// ListKeyBindings implements credentials.Store.
+func (s *Store) ListKeyBindings(ctx context.Context, org string) ([]credentials.KeyBinding, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+bindingCols+` FROM cred_key_bindings WHERE org = ? ORDER BY key_id`, org)
+	if err != nil {
+		return nil, dbErr(err, "list key bindings")
+	}
+	defer rows.Close()
+	var out []credentials.KeyBinding
+	for rows.Next() {
+		b, err := scanBinding(rows)
+		if err != nil {
+			return nil, dbErr(err, "list key bindings")
+		}
+		out = append(out, b)
+	}
+	return out, dbErr(rows.Err(), "list key bindings")
+}
+
+// ConsentKey implements credentials.Store.
+func (s *Store) ConsentKey(ctx context.Context, org, keyID, user string) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE cred_key_bindings SET consented = 1 WHERE key_id = ? AND org = ? AND user = ?`, keyID, org, user)
+	return mustAffect(res, err, "accept key")
 }
 
 const credCols = `id, org, name, visibility, owner, fields, item_id, created, updated`

@@ -635,6 +635,26 @@ func (s *Store) GetAccount(ctx context.Context, email string) (owner.Account, er
 	return a, nil
 }
 
+// ListAccounts implements owner.AccountStore.
+func (s *Store) ListAccounts(ctx context.Context) ([]owner.Account, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT email, org, created, updated FROM owner_accounts ORDER BY email`)
+	if err != nil {
+		return nil, dbErr(err, "list owner accounts")
+	}
+	defer rows.Close()
+	var out []owner.Account
+	for rows.Next() {
+		var a owner.Account
+		var created, updated int64
+		if err := rows.Scan(&a.Email, &a.Org, &created, &updated); err != nil {
+			return nil, dbErr(err, "list owner accounts")
+		}
+		a.Created, a.Updated = fromNanos(created), fromNanos(updated)
+		out = append(out, a)
+	}
+	return out, dbErr(rows.Err(), "list owner accounts")
+}
+
 // CountAccounts implements owner.AccountStore.
 func (s *Store) CountAccounts(ctx context.Context) (int, error) {
 	var n int
