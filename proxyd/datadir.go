@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/internal/vaultcli"
@@ -137,7 +138,9 @@ func resolveConfig(common commonFlags) (configChoice, error) {
 	d := ResolveDataDir(common.data, "", nil)
 	p := filepath.Join(d.Dir, ConfigFile)
 	if _, err := os.Stat(p); err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
+		// No directory there (yet, or a file in the way) is no config:
+		// the command says what is wrong with the directory itself.
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
 			return configChoice{}, agentvault.Wrap(agentvault.CodeInvalidInput, err, "cannot read the data directory's config %s: %s", p, vaultcli.Reason(err))
 		}
 		c := DefaultConfig()
