@@ -154,7 +154,7 @@ func runStoreCommand(ctx context.Context, args []string, common commonFlags, std
 	case "vault":
 		code := vaultcli.Run(ctx, args[1:], vaultcli.DefaultEnv(s.cfg.DataDir, s.openVault, stdout, stderr))
 		if code == 0 && sub == "rotate-key" && s.cfg.Store.Driver == "postgres" {
-			fmt.Fprintf(stderr, "the store is shared: copy %s to every other replica's data directory now (mode 0600); until then they cannot open what the new key seals\n",
+			fmt.Fprintf(stderr, "the store is shared: copy %s to every other replica's data directory now (mode 0600); until a replica has it, it cannot open the vault's items and its releases fail closed\n",
 				filepath.Join(s.cfg.DataDir, vaultcli.KeyFileName))
 		}
 		return code

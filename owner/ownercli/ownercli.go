@@ -1,7 +1,9 @@
 // Package ownercli is `proxyd owner ...`: the owner's commands on the
 // appliance itself, above all the first-run `set-password` that creates the
-// dashboard account, plus API keys, authorized sites and approvals for
-// owners who prefer a shell.
+// dashboard account, plus API keys, authorized sites, approvals and card
+// pauses for owners who prefer a shell. It never opens a store itself:
+// proxyd hands it the owner service over the store the deployment's config
+// names, so a command changes what every replica reads.
 //
 // A password is read from a no-echo prompt on a terminal, or one line of
 // stdin; it must never be taken from an argument or the environment, and a
