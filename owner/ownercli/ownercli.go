@@ -40,15 +40,17 @@ type Env struct {
 	Open func(ctx context.Context) (*owner.Service, func() error, error)
 	// Items, when set, lists the vault's items so that `pending` names the
 	// card or login an approval is about (without it, or when it fails,
-	// the item's id is shown), and pause-card finds a card by its label.
+	// the item's id is shown), and pause-card and resume-card find a card
+	// by its label or id (without it the argument is taken as the id; when
+	// it fails they fail and say why).
 	Items func(ctx context.Context) ([]vault.Item, error)
 }
 
 // DefaultEnv is the real terminal (standard input, a no-echo prompt)
 // writing to stdout and stderr, over open (the owner service over the
 // store the deployment's config names: proxyd opens it, this package never
-// picks a file) and items (the vault's items, to name a card; nil or
-// failing: ids are shown, and pause-card and resume-card take ids).
+// picks a file) and items (the vault's items: pending names the card or
+// login, pause-card and resume-card find a card by label; see Env.Items).
 func DefaultEnv(open func(context.Context) (*owner.Service, func() error, error), items func(context.Context) ([]vault.Item, error), stdout, stderr io.Writer) Env {
 	isTerminal, readPassword := termio.Stdin()
 	return Env{
