@@ -139,5 +139,7 @@ var table = map[Surface]map[string]Rule{
 		"owner pending":        {Level: Shell, What: "list pending approvals"},
 		"owner approve":        {Level: Shell, What: "approve a request"},
 		"owner deny":           {Level: Shell, What: "deny a request"},
+		"owner pause-card":     {Level: Shell, What: "pause a card"},
+		"owner resume-card":    {Level: Shell, What: "resume a paused card"},
 	},
 }

@@ -14,36 +14,43 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/authz"
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/internal/vaultcli"
+	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/owner/ownercli"
+	"github.com/agentvault/agentvault/vault"
 )
 
 const usage = `usage: proxyd <command> [flags]
 
 commands:
-  run       [--config FILE] [--proxy ADDR] [--control ADDR] [--control-tls] [--admin ADDR]
+  run       [--proxy ADDR] [--control ADDR] [--control-tls] [--admin ADDR]
             [--unsafe-allow-private-ranges]      serve until SIGINT/SIGTERM (SIGHUP reloads the config)
   vault     <vault command> ...                  the owner's vault CLI (proxyd vault help)
-  owner     <owner command> ...                  API keys, sites, approvals, dashboard password (proxyd owner help)
+  owner     <owner command> ...                  API keys, sites, approvals, cards, dashboard password (proxyd owner help)
   session   create [--api-key-file FILE] [--control URL]
             opens a browser session and prints its proxy credential and CA path for curl
             (an https:// control URL is verified against <data>/ca.pem)
   ca        export                               prints the MITM CA certificate (PEM)
-  doctor    [--config FILE]                      checks this deployment and prints what to fix
-  data-dir  [--config FILE]                      prints the data directory the other commands use
+  doctor                                         checks this deployment and prints what to fix
+  data-dir                                       prints the data directory the other commands use
 
-every command takes --data DIR anywhere on its line; without it the data directory is
-$AGENTVAULT_DATA, then $DATA, then the config file's data_dir, then ~/.agentvault.
-vault, owner and ca refuse to create a vault where none exists unless given --init.
+every command takes --data DIR and --config FILE anywhere on its line. The data directory is
+--data, then $AGENTVAULT_DATA, then $DATA, then the config file's data_dir, then ~/.agentvault.
+The config is --config, then the data directory's proxyd.yaml, then the embedded defaults:
+run, doctor, vault, owner and ca all use the store it names (store.driver sqlite or postgres).
+vault, owner and ca refuse to create a SQLite vault where none exists unless given --init;
+on a Postgres store --init is refused (the replicas' shared store is used as it is).
 `
 
-// RunCLI is proxyd's command line; it returns the exit code. --data DIR
-// and --init are taken at any position (ResolveDataDir is the rule).
+// RunCLI is proxyd's command line; it returns the exit code. --data DIR,
+// --config FILE and --init are taken at any position (resolveConfig is the
+// rule).
 func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	common, args, err := peelCommon(args)
 	if err != nil {
@@ -68,20 +75,7 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "doctor":
 		return cmdDoctor(ctx, args[1:], common, stdout, stderr)
 	case "vault", "owner", "ca":
-		d := ResolveDataDir(common.data, "", nil)
-		if len(args) > 1 && args[1] != "help" && args[1] != "-h" && args[1] != "--help" {
-			if err := requireVault(d, common.init); err != nil {
-				return fail(stderr, err)
-			}
-		}
-		switch args[0] {
-		case "vault":
-			return vaultcli.Run(ctx, args[1:], vaultcli.DefaultEnv(d.Dir))
-		case "owner":
-			return ownercli.Run(ctx, args[1:], ownercli.DefaultEnv(d.Dir, DefaultOrg))
-		default:
-			return cmdCA(ctx, args[1:], d.Dir, stdout, stderr)
-		}
+		return runStoreCommand(ctx, args, common, stdout, stderr)
 	case "session":
 		return cmdSession(ctx, args[1:], common, stdout, stderr)
 	}
@@ -134,22 +128,134 @@ func CLICommands() []string {
 	return out
 }
 
+// runStoreCommand is the one dispatch of every command that reads or
+// writes the owner's or the vault's state (vault ..., owner ..., ca
+// export): each runs over the store the deployment's config names
+// (resolveConfig), opened once through openStore like `proxyd run` opens
+// it, and closed when the command returns.
+func runStoreCommand(ctx context.Context, args []string, common commonFlags, stdout, stderr io.Writer) int {
+	group, sub := args[0], ""
+	if len(args) > 1 {
+		sub = args[1]
+	}
+	s := &cliStore{}
+	defer s.close()
+	if sub != "" && sub != "help" && sub != "-h" && sub != "--help" {
+		cc, err := resolveConfig(common)
+		if err != nil {
+			return fail(stderr, err)
+		}
+		s.cfg = cc.Config
+		if err := requireVault(ctx, cc, s, common.init, group != "owner"); err != nil {
+			return fail(stderr, err)
+		}
+	}
+	switch group {
+	case "vault":
+		code := vaultcli.Run(ctx, args[1:], vaultcli.DefaultEnv(s.cfg.DataDir, s.openVault, stdout, stderr))
+		if code == 0 && sub == "rotate-key" && s.cfg.Store.Driver == "postgres" {
+			fmt.Fprintf(stderr, "the store is shared: copy %s to every other replica's data directory now (mode 0600); until a replica has it, it cannot open the vault's items and its releases fail closed\n",
+				filepath.Join(s.cfg.DataDir, vaultcli.KeyFileName))
+		}
+		return code
+	case "owner":
+		return ownercli.Run(ctx, args[1:], ownercli.DefaultEnv(s.openOwner, s.items, stdout, stderr))
+	default:
+		return cmdCA(ctx, args[1:], s, stdout, stderr)
+	}
+}
+
+// cliStore is one CLI command's store: opened on first use by openStore
+// (the daemon's code path), shared by the vault and the owner service,
+// closed once when the command ends (one handle per process, P22).
+type cliStore struct {
+	cfg Config
+	st  appStore
+	v   *vault.Vault
+}
+
+// cliOpenTimeout bounds connecting to (and migrating) the store for one
+// command: an unreachable Postgres fails the command instead of hanging.
+const cliOpenTimeout = 30 * time.Second
+
+func (s *cliStore) store(ctx context.Context) (appStore, error) {
+	if s.st == nil {
+		ctx, cancel := context.WithTimeout(ctx, cliOpenTimeout)
+		defer cancel()
+		st, err := openStore(ctx, s.cfg)
+		if err != nil {
+			return nil, err
+		}
+		s.st = st
+	}
+	return s.st, nil
+}
+
+func (s *cliStore) vault(ctx context.Context) (*vault.Vault, error) {
+	if s.v == nil {
+		st, err := s.store(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if s.v, err = vaultcli.OpenStore(ctx, s.cfg.DataDir, st); err != nil {
+			return nil, err
+		}
+	}
+	return s.v, nil
+}
+
+func (s *cliStore) close() {
+	if s.st != nil {
+		_ = s.st.Close()
+	}
+}
+
+// openVault and openOwner are the CLIs' Env.Open: the store stays open
+// until the command ends, so their close is a no-op.
+func (s *cliStore) openVault(ctx context.Context) (*vault.Vault, func() error, error) {
+	v, err := s.vault(ctx)
+	return v, func() error { return nil }, err
+}
+
+func (s *cliStore) openOwner(ctx context.Context) (*owner.Service, func() error, error) {
+	st, err := s.store(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	svc, err := owner.New(owner.Config{Store: st, Org: DefaultOrg})
+	return svc, func() error { return nil }, err
+}
+
+// items lists the vault's items for the owner CLI (to name a card), only
+// where the data directory holds the master key: naming items never
+// creates one.
+func (s *cliStore) items(ctx context.Context) ([]vault.Item, error) {
+	if _, err := os.Stat(filepath.Join(s.cfg.DataDir, vaultcli.KeyFileName)); err != nil {
+		return nil, agentvault.Wrap(agentvault.CodeNotFound, err, "no master key in %s to read the vault's items with", s.cfg.DataDir)
+	}
+	v, err := s.vault(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return v.List(ctx, DefaultOrg)
+}
+
 func fail(stderr io.Writer, err error) int {
 	fmt.Fprintf(stderr, "error: %s\n", agentvault.ErrorMessage(err))
 	return 1
 }
 
-// runFlags are `proxyd run`'s own flags (--data and --init are common).
+// runFlags are `proxyd run`'s own flags (--data, --config and --init are
+// common).
 type runFlags struct {
-	config, proxy, control, admin string
-	unsafePrivate, controlTLS     bool
+	proxy, control, admin     string
+	unsafePrivate, controlTLS bool
 }
 
 func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	var f runFlags
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&f.config, "config", "", "YAML config file (strict: unknown keys refuse start-up)")
 	fs.StringVar(&f.proxy, "proxy", "", "proxy listen address (overrides listen.proxy)")
 	fs.StringVar(&f.control, "control", "", "control API listen address, loopback only unless --control-tls")
 	fs.BoolVar(&f.controlTLS, "control-tls", false, "serve the control API over TLS with a leaf of the deployment's CA (sets listen.control_tls)")
@@ -164,21 +270,14 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	return f, nil
 }
 
-// runConfig is the config `proxyd run` (and doctor) would use: the file or
-// the embedded defaults, the flags over it, the data directory by the one
-// rule.
-func runConfig(f runFlags, common commonFlags) (Config, DataDirChoice, error) {
-	c := DefaultConfig()
-	cfgData := ""
-	if f.config != "" {
-		var err error
-		if c, err = LoadConfig(f.config); err != nil {
-			return c, DataDirChoice{}, err
-		}
-		cfgData = c.DataDir
+// runConfig is the config `proxyd run` (and doctor) would use: the config
+// by the one rule (resolveConfig), the flags over it.
+func runConfig(f runFlags, common commonFlags) (configChoice, error) {
+	cc, err := resolveConfig(common)
+	if err != nil {
+		return cc, err
 	}
-	d := ResolveDataDir(common.data, cfgData, nil)
-	c.DataDir = d.Dir
+	c := &cc.Config
 	for _, o := range []struct {
 		v   string
 		dst *string
@@ -193,7 +292,7 @@ func runConfig(f runFlags, common commonFlags) (Config, DataDirChoice, error) {
 	if f.controlTLS {
 		c.Listen.ControlTLS = true
 	}
-	return c, d, c.Validate()
+	return cc, c.Validate()
 }
 
 func cmdRun(ctx context.Context, args []string, common commonFlags, stdout, stderr io.Writer) int {
@@ -201,25 +300,25 @@ func cmdRun(ctx context.Context, args []string, common commonFlags, stdout, stde
 	if err != nil {
 		return 2
 	}
-	cfg, _, err := runConfig(f, common)
+	cc, err := runConfig(f, common)
 	if err != nil {
 		return fail(stderr, err)
 	}
 	m := NewMain()
 	m.Stderr = stderr
-	m.Config = cfg
+	m.Config = cc.Config
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := m.Open(ctx); err != nil {
 		return fail(stderr, err)
 	}
-	if f.config != "" {
+	if cc.Path != "" {
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
 		defer signal.Stop(hup)
 		go func() {
 			for range hup {
-				_ = m.Reload(f.config)
+				_ = m.Reload(cc.Path)
 			}
 		}()
 	}
@@ -236,11 +335,11 @@ func cmdDataDir(args []string, common commonFlags, stdout, stderr io.Writer) int
 	if err != nil {
 		return 2
 	}
-	_, d, err := runConfig(f, common)
+	cc, err := runConfig(f, common)
 	if err != nil {
 		return fail(stderr, err)
 	}
-	fmt.Fprintln(stdout, d.Dir)
+	fmt.Fprintln(stdout, cc.Data.Dir)
 	return 0
 }
 
@@ -256,7 +355,11 @@ func cmdSession(ctx context.Context, args []string, common commonFlags, stdout, 
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
-	d := ResolveDataDir(common.data, "", nil)
+	cc, err := resolveConfig(common)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	d := cc.Data
 	if *keyFile == "" {
 		*keyFile = filepath.Join(d.Dir, APIKeyFile)
 	}
@@ -296,16 +399,15 @@ func cmdSession(ctx context.Context, args []string, common commonFlags, stdout, 
 	return 0
 }
 
-func cmdCA(ctx context.Context, args []string, dir string, stdout, stderr io.Writer) int {
+func cmdCA(ctx context.Context, args []string, s *cliStore, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "export" {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
-	v, closeVault, err := vaultcli.OpenDefault(dir)
+	v, err := s.vault(ctx)
 	if err != nil {
 		return fail(stderr, err)
 	}
-	defer closeVault()
 	ca, err := intercept.LoadOrCreateCA(ctx, v, nil)
 	if err != nil {
 		return fail(stderr, err)

@@ -64,9 +64,9 @@ func TestP17_RunFlagControlTLS(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg, _, err := runConfig(f, common)
-		if (err == nil) != c.ok || (err == nil && !cfg.Listen.ControlTLS) || (err != nil && !strings.Contains(err.Error(), "listen.control_tls")) {
-			t.Errorf("%v: tls %v, err %v", c.args, cfg.Listen.ControlTLS, err)
+		cc, err := runConfig(f, common)
+		if (err == nil) != c.ok || (err == nil && !cc.Config.Listen.ControlTLS) || (err != nil && !strings.Contains(err.Error(), "listen.control_tls")) {
+			t.Errorf("%v: tls %v, err %v", c.args, cc.Config.Listen.ControlTLS, err)
 		}
 	}
 }

@@ -8,9 +8,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/internal/vaultcli"
+	"github.com/agentvault/agentvault/store/postgres"
 )
 
 // Environment variables naming the data directory, in the order they are
@@ -51,10 +53,12 @@ func ResolveDataDir(flagValue, configValue string, getenv func(string) string) D
 }
 
 // commonFlags are the flags every command takes at any position: --data DIR
-// (or --data=DIR, -data) and --init. Parsing stops at "--".
+// (or --data=DIR, -data), --config FILE (the same forms) and --init.
+// Parsing stops at "--".
 type commonFlags struct {
-	data string
-	init bool
+	data   string
+	config string
+	init   bool
 }
 
 func peelCommon(args []string) (commonFlags, []string, error) {
@@ -62,17 +66,28 @@ func peelCommon(args []string) (commonFlags, []string, error) {
 	var rest []string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
+		name, value, hasValue := strings.Cut(strings.TrimPrefix(a, "-"), "=")
+		var dst *string
+		what := "file"
+		switch name {
+		case "-data", "data":
+			dst, what = &f.data, "directory"
+		case "-config", "config":
+			dst = &f.config
+		}
 		switch {
 		case a == "--":
 			return f, append(rest, args[i:]...), nil
-		case a == "--data" || a == "-data":
+		case !strings.HasPrefix(a, "-"):
+			rest = append(rest, a)
+		case dst != nil && hasValue:
+			*dst = value
+		case dst != nil:
 			if i+1 >= len(args) {
-				return f, nil, agentvault.Errorf(agentvault.CodeInvalidInput, "--data needs a directory")
+				return f, nil, agentvault.Errorf(agentvault.CodeInvalidInput, "%s needs a %s", a, what)
 			}
-			f.data = args[i+1]
+			*dst = args[i+1]
 			i++
-		case strings.HasPrefix(a, "--data=") || strings.HasPrefix(a, "-data="):
-			f.data = a[strings.IndexByte(a, '=')+1:]
 		case a == "--init" || a == "-init":
 			f.init = true
 		default:
@@ -82,12 +97,90 @@ func peelCommon(args []string) (commonFlags, []string, error) {
 	return f, rest, nil
 }
 
-// requireVault refuses to go on when the chosen data directory holds no
-// vault, unless init is set (then it creates one: master key and
-// database, so a later `proxyd run` finds both). Forgetting --data must
-// never silently create a second, empty vault the running proxyd does not
-// see.
-func requireVault(d DataDirChoice, init bool) error {
+// ConfigFile is the config a data directory may hold: without --config,
+// every command reads it when it is there (resolveConfig).
+const ConfigFile = "proxyd.yaml"
+
+// configChoice is the config a command runs with, the file it came from
+// and the data directory.
+type configChoice struct {
+	Config Config
+	// Path is the config file ("" for the embedded defaults).
+	Path string
+	Data DataDirChoice
+}
+
+// from names where the config came from, for messages.
+func (c configChoice) from() string {
+	if c.Path == "" {
+		return "the embedded defaults"
+	}
+	return c.Path
+}
+
+// resolveConfig is the one config rule of every proxyd command (run,
+// doctor, data-dir, and every command that reads or writes the owner's or
+// the vault's state): the --config file; else the data directory's own
+// proxyd.yaml when there is one (the data directory is then the one it was
+// found in: it was chosen before the file was read); else the embedded
+// defaults. The data directory follows ResolveDataDir. The config is
+// validated.
+func resolveConfig(common commonFlags) (configChoice, error) {
+	if common.config != "" {
+		c, err := LoadConfig(common.config)
+		if err != nil {
+			return configChoice{}, err
+		}
+		d := ResolveDataDir(common.data, c.DataDir, nil)
+		c.DataDir = d.Dir
+		return configChoice{c, common.config, d}, nil
+	}
+	d := ResolveDataDir(common.data, "", nil)
+	p := filepath.Join(d.Dir, ConfigFile)
+	if _, err := os.Stat(p); err != nil {
+		// No directory there (yet, or a file in the way) is no config:
+		// the command says what is wrong with the directory itself.
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+			return configChoice{}, agentvault.Wrap(agentvault.CodeInvalidInput, err, "cannot read the data directory's config %s: %s", p, vaultcli.Reason(err))
+		}
+		c := DefaultConfig()
+		c.DataDir = d.Dir
+		return configChoice{c, "", d}, c.Validate()
+	}
+	c, err := LoadConfig(p)
+	if err != nil {
+		return configChoice{}, err
+	}
+	c.DataDir = d.Dir
+	return configChoice{c, p, d}, nil
+}
+
+// requireVault runs before a command that reads or writes the owner's or
+// the vault's state (needVault: one that opens the vault, not only the
+// owner's records). On SQLite it refuses to go on when the data directory
+// holds no vault.db, unless init is set (then it creates the vault: master
+// key and database, so a later `proxyd run` finds both): forgetting --data
+// must never silently create a second, empty vault the running proxyd does
+// not see. On Postgres --init is refused (it could only make a local
+// vault no replica reads), and a command that opens the vault needs the
+// deployment's master.key in the data directory; nothing is created.
+func requireVault(ctx context.Context, cc configChoice, s *cliStore, init, needVault bool) error {
+	d := cc.Data
+	if cc.Config.Store.Driver == "postgres" {
+		name := postgres.Describe(cc.Config.Store.DSN)
+		if init {
+			return agentvault.Errorf(agentvault.CodeInvalidInput,
+				"the store is Postgres (%s, store.driver in %s): --init would only make a local SQLite vault that no replica reads; leave --init out, and run the command with a replica's config (--config FILE) or data directory (--data DIR)",
+				name, cc.from())
+		}
+		key := filepath.Join(d.Dir, vaultcli.KeyFileName)
+		if _, err := os.Stat(key); needVault && err != nil {
+			return agentvault.Errorf(agentvault.CodeNotFound,
+				"no master key at %s (the data directory came from %s; the store is the %s named in %s): run the command on a replica's data directory (--data DIR), or copy master.key there from one (mode 0600); a new deployment's first replica creates it at its first start",
+				key, d.Source, name, cc.from())
+		}
+		return nil
+	}
 	db := filepath.Join(d.Dir, vaultcli.DBFileName)
 	_, err := os.Stat(db)
 	switch {
@@ -98,12 +191,8 @@ func requireVault(d DataDirChoice, init bool) error {
 			"no vault at %s (looked for %s; the data directory came from %s): pass --data DIR (or set AGENTVAULT_DATA) to use the running appliance's, or --init to create a new vault there",
 			d.Dir, db, d.Source)
 	case errors.Is(err, fs.ErrNotExist):
-		v, st, err := vaultcli.Open(context.Background(), d.Dir)
-		if err != nil {
-			return err
-		}
-		_ = v
-		return st.Close()
+		_, err := s.vault(ctx)
+		return err
 	}
 	return agentvault.Errorf(agentvault.CodeInternal, "cannot read %s: %s", db, vaultcli.Reason(err))
 }

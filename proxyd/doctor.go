@@ -20,6 +20,7 @@ import (
 	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/internal/vaultcli"
 	"github.com/agentvault/agentvault/owner"
+	"github.com/agentvault/agentvault/store/postgres"
 	"github.com/agentvault/agentvault/vault"
 )
 
@@ -46,13 +47,13 @@ func cmdDoctor(ctx context.Context, args []string, common commonFlags, stdout, s
 	if err != nil {
 		return 2
 	}
-	cfg, dc, err := runConfig(f, common)
+	cc, err := runConfig(f, common)
 	if err != nil {
 		return fail(stderr, err)
 	}
 	d := &doctor{out: stdout}
-	fmt.Fprintf(stdout, "agentvault doctor: data directory %s\n", dc)
-	d.checkDeployment(ctx, cfg)
+	fmt.Fprintf(stdout, "agentvault doctor: data directory %s, config %s\n", cc.Data, cc.from())
+	d.checkDeployment(ctx, cc.Config)
 	if d.problems > 0 {
 		fmt.Fprintf(stdout, "\n%d problem(s) found.\n", d.problems)
 		return 1
@@ -100,30 +101,43 @@ func (d *doctor) checkDeployment(ctx context.Context, cfg Config) {
 			}
 		}
 	}
-	pid := d.checkVault(ctx, dir)
+	pid := d.checkStore(ctx, cfg)
 	d.checkPorts(cfg, pid)
 	d.checkBrowser()
 }
 
-// checkVault opens the vault read-only in spirit (nothing is created: the
-// files exist) and checks the key, the CA and the owner account; it
-// returns the running instance's pid from the lock file, or 0.
-func (d *doctor) checkVault(ctx context.Context, dir string) int {
-	db := filepath.Join(dir, vaultcli.DBFileName)
-	if _, err := os.Stat(db); err != nil {
-		d.fail("%s: %s", "start proxyd once on this data directory", db, vaultcli.Reason(err))
+// checkStore checks the store the config names (vault.db in the data
+// directory, or Postgres: reachable, durable, migrated), then opens it as
+// `proxyd run` does (openStore; nothing is created: the files exist and
+// the schema is current) and checks the key, the CA and the owner account.
+// It returns the running instance's pid from the lock file, or 0.
+func (d *doctor) checkStore(ctx context.Context, cfg Config) int {
+	dir := cfg.DataDir
+	store := filepath.Join(dir, vaultcli.DBFileName)
+	if cfg.Store.Driver == "postgres" {
+		store = postgres.Describe(cfg.Store.DSN)
+		if !d.checkPostgres(ctx, cfg.Store.DSN) {
+			return lockPID(dir)
+		}
+	} else if _, err := os.Stat(store); err != nil {
+		d.fail("%s: %s", "start proxyd once on this data directory", store, vaultcli.Reason(err))
 		return 0
 	}
 	if _, err := vault.ReadKeyFile(filepath.Join(dir, vaultcli.KeyFileName)); err != nil {
-		return 0 // reported above
+		return lockPID(dir) // reported above
 	}
-	v, store, err := vaultcli.Open(ctx, dir)
+	st, err := openStore(ctx, cfg)
 	if err != nil {
-		d.fail("the vault does not open: %s", "a master.key that does not belong to this vault.db? restore the right key file", errMessage(err))
-		return 0
+		d.fail("the store does not open: %s", "see the reason; `proxyd run` with this config would refuse the same way", errMessage(err))
+		return lockPID(dir)
 	}
-	defer store.Close()
-	d.ok("vault opens with %s", filepath.Join(dir, vaultcli.KeyFileName))
+	defer st.Close()
+	v, err := vaultcli.OpenStore(ctx, dir, st)
+	if err != nil {
+		d.fail("the vault does not open: %s", "a master.key that does not belong to "+store+"? restore the deployment's key file", errMessage(err))
+		return lockPID(dir)
+	}
+	d.ok("vault in %s opens with %s", store, filepath.Join(dir, vaultcli.KeyFileName))
 	blob, err := v.OpenBlob(ctx, intercept.CABlobName)
 	caPath := filepath.Join(dir, CAFile)
 	if err != nil {
@@ -135,7 +149,7 @@ func (d *doctor) checkVault(ctx context.Context, dir string) int {
 	} else {
 		d.ok("MITM CA %s matches the vault", caPath)
 	}
-	svc, err := owner.New(owner.Config{Store: store, Org: DefaultOrg})
+	svc, err := owner.New(owner.Config{Store: st, Org: DefaultOrg})
 	if err == nil {
 		if has, err := svc.HasOwner(ctx); err != nil || !has {
 			d.fail("no dashboard password is set", "proxyd owner set-password --email you@example.com --data "+dir)
@@ -144,6 +158,44 @@ func (d *doctor) checkVault(ctx context.Context, dir string) int {
 		}
 	}
 	return lockPID(dir)
+}
+
+// checkPostgres checks a Postgres store without changing it: reachable,
+// fsync and synchronous_commit as the store requires (docs/replicas.md),
+// and every migration of this proxyd applied. It reports true when the
+// store can be opened without a migration.
+func (d *doctor) checkPostgres(ctx context.Context, dsn string) bool {
+	name := postgres.Describe(dsn)
+	ctx, cancel := context.WithTimeout(ctx, cliOpenTimeout)
+	defer cancel()
+	h, err := postgres.Inspect(ctx, dsn)
+	if err != nil {
+		d.fail("%s: %s", "check store.dsn, that Postgres runs and lets this host and role in (pg_hba.conf), and the password in PGPASSFILE or PGPASSWORD", name, errMessage(err))
+		return false
+	}
+	d.ok("%s is reachable (PostgreSQL %s)", name, h.ServerVersion)
+	ok := true
+	if err := h.Durable(); err != nil {
+		d.fail("%s runs with fsync %s and synchronous_commit %s: proxyd refuses it", "set fsync = on and synchronous_commit = on (remote_apply with a synchronous standby) in postgresql.conf and reload Postgres (docs/replicas.md)",
+			name, h.Fsync, h.SynchronousCommit)
+		ok = false
+	} else {
+		d.ok("%s: fsync %s, synchronous_commit %s", name, h.Fsync, h.SynchronousCommit)
+	}
+	switch latest := postgres.LatestSchemaVersion(); {
+	case h.SchemaVersion == latest:
+		d.ok("%s: migrations current (schema version %d)", name, latest)
+	case h.SchemaVersion == 0:
+		d.fail("%s holds no agentvault schema", "start the first replica on it (proxyd run with this config): it creates the schema, the master key and the CA", name)
+		ok = false
+	case h.SchemaVersion < latest:
+		d.fail("%s is at schema version %d; this proxyd needs %d", "start proxyd with this config once: it applies the migrations (under a lock: replicas starting together apply each once)", name, h.SchemaVersion, latest)
+		ok = false
+	default:
+		d.fail("%s is at schema version %d, newer than this proxyd (%d)", "run the proxyd version the other replicas run", name, h.SchemaVersion, latest)
+		ok = false
+	}
+	return ok
 }
 
 func errMessage(err error) string { return agentvault.ErrorMessage(err) }

@@ -167,7 +167,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	if m.lock, err = lockDataDir(m.dataDir); err != nil {
 		return err
 	}
-	st, err := m.openStore(ctx)
+	st, err := openStore(ctx, m.Config)
 	if err != nil {
 		return err
 	}
@@ -358,21 +358,22 @@ type appStore interface {
 	credentials.Store
 }
 
-// openStore opens the configured store: SQLite in the data directory
-// (vaultcli's checks for a missing key file first), or Postgres.
-func (m *Main) openStore(ctx context.Context) (appStore, error) {
-	switch m.Config.Store.Driver {
+// openStore opens the store c names, once per process: SQLite in c's
+// data directory (vaultcli's checks for a missing key file first), or
+// Postgres. `proxyd run` (Main.Open) and every command that reads or
+// writes the owner's or the vault's state (cliStore) open it here and
+// nowhere else. A Postgres error names the store (postgres.Describe),
+// never the DSN.
+func openStore(ctx context.Context, c Config) (appStore, error) {
+	switch c.Store.Driver {
 	case "postgres":
-		if err := os.MkdirAll(m.dataDir, 0o700); err != nil {
-			return nil, agentvault.Wrap(agentvault.CodeInternal, err, "cannot create the data directory")
-		}
-		st, err := postgres.Open(ctx, m.Config.Store.DSN)
+		st, err := postgres.Open(ctx, c.Store.DSN)
 		if err != nil {
-			return nil, err
+			return nil, agentvault.Wrap(agentvault.ErrorCode(err), err, "%s: %s", postgres.Describe(c.Store.DSN), agentvault.ErrorMessage(err))
 		}
 		return st, nil
 	default:
-		st, err := vaultcli.OpenSQLite(m.dataDir)
+		st, err := vaultcli.OpenSQLite(expandHome(c.DataDir))
 		if err != nil {
 			return nil, err
 		}

@@ -229,17 +229,16 @@ func p22Round(t *testing.T) {
 	}
 	_ = cmd.Wait()
 
-	v, closeVault, err := vaultcli.OpenDefault(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeVault()
 	st, err := sqlite.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	ctx := context.Background()
+	v, err := vaultcli.OpenStore(ctx, dir, st)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var lost []string
 	for _, l := range got {
 		kind, id, _ := strings.Cut(l, " ")

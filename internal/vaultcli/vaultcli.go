@@ -49,49 +49,24 @@ const (
 	DBFileName  = "vault.db"
 )
 
-// DefaultEnv is the real process environment over the data directory.
-func DefaultEnv(dataDir string) Env {
+// DefaultEnv is the real terminal (standard input, a no-echo prompt)
+// writing to stdout and stderr, over open, which opens the deployment's
+// vault: proxyd opens it over the store its config names (SQLite or
+// Postgres), this package never picks a file. dataDir holds the master
+// key file rotate-key replaces.
+func DefaultEnv(dataDir string, open func(context.Context) (*vault.Vault, func() error, error), stdout, stderr io.Writer) Env {
 	isTerminal, readPassword := termio.Stdin()
 	return Env{
-		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		Stdin: os.Stdin, Stdout: stdout, Stderr: stderr,
 		IsTerminal: isTerminal, ReadPassword: readPassword,
-		Open:    func(context.Context) (*vault.Vault, func() error, error) { return OpenDefault(dataDir) },
+		Open:    open,
 		KeyFile: filepath.Join(dataDir, KeyFileName),
 	}
 }
 
-// OpenDefault opens the vault under dataDir with no configuration: the key
-// file <data>/master.key (created at first start) and the SQLite database
-// <data>/vault.db. If <data>/master.key.old exists, a rotation was
-// interrupted; the old key is passed as a previous key so Open can finish it.
-// The returned func closes the store.
-func OpenDefault(dataDir string) (*vault.Vault, func() error, error) {
-	v, st, err := Open(context.Background(), dataDir)
-	if err != nil {
-		return nil, nil, err
-	}
-	return v, st.Close, nil
-}
-
-// Open opens the data directory's database once and the vault over it, and
-// returns both: a process that also needs the owner stores (proxyd) passes
-// the same *sqlite.Store to owner.New rather than opening the file again
-// (one handle per process, P22). The caller closes the store.
-func Open(ctx context.Context, dataDir string) (*vault.Vault, *sqlite.Store, error) {
-	st, err := OpenSQLite(dataDir)
-	if err != nil {
-		return nil, nil, err
-	}
-	v, err := OpenStore(ctx, dataDir, st)
-	if err != nil {
-		st.Close()
-		return nil, nil, err
-	}
-	return v, st, nil
-}
-
 // OpenSQLite opens the data directory's database (creating the directory),
-// refusing a database whose master key file is missing.
+// refusing a database whose master key file is missing. proxyd opens its
+// SQLite store here, once per process, for the daemon and the CLI alike.
 func OpenSQLite(dataDir string) (*sqlite.Store, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "cannot create the data directory %s: %s", dataDir, Reason(err))
@@ -117,7 +92,9 @@ func OpenSQLite(dataDir string) (*sqlite.Store, error) {
 // (created at first start of an empty store). A store that already holds
 // keys while the key file is missing is refused (sealed): a replica joining
 // a shared store needs the deployment's master.key copied to it first.
-// The caller keeps and closes st.
+// If <data>/master.key.old exists, a rotation was interrupted; the old key
+// is passed as a previous key so the vault can finish it. The caller keeps
+// and closes st.
 func OpenStore(ctx context.Context, dataDir string, st vault.Store) (*vault.Vault, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "cannot create the data directory")
@@ -676,7 +653,7 @@ func (c *cli) remove(args []string) int {
 }
 
 // rotateKey keeps the old key as <file>.old until the store is re-wrapped,
-// so a crash at any point leaves a key set that opens the vault (OpenDefault
+// so a crash at any point leaves a key set that opens the vault (OpenStore
 // finishes an interrupted rotation).
 func (c *cli) rotateKey(args []string) int {
 	fs, _ := newFlags("rotate-key")

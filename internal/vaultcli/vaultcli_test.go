@@ -25,7 +25,7 @@ func testEnv(dir, stdin string) (Env, *bytes.Buffer, *bytes.Buffer) {
 		Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errb,
 		IsTerminal:   func() bool { return false },
 		ReadPassword: func(string) ([]byte, error) { return nil, errors.New("no terminal") },
-		Open:         func(context.Context) (*vault.Vault, func() error, error) { return OpenDefault(dir) },
+		Open:         func(context.Context) (*vault.Vault, func() error, error) { return openSQLiteVault(dir) },
 		KeyFile:      filepath.Join(dir, KeyFileName),
 	}, &out, &errb
 }
@@ -106,7 +106,7 @@ func TestCLIAddRestartListRotateNoPlaintext(t *testing.T) {
 	}
 
 	// Read the values back through the service after the restart.
-	v, closeFn, err := OpenDefault(dir)
+	v, closeFn, err := openSQLiteVault(dir)
 	if err != nil {
 		t.Fatalf("reopen: %v", err)
 	}
@@ -253,7 +253,7 @@ type readerFunc func([]byte) (int, error)
 
 func (f readerFunc) Read(b []byte) (int, error) { return f(b) }
 
-func TestOpenDefaultRefusesMissingKeyForExistingDB(t *testing.T) {
+func TestOpenSQLiteRefusesMissingKeyForExistingDB(t *testing.T) {
 	dir := t.TempDir()
 	if r := runCLI(t, dir, "", "add-identity", "--name", "A"); r.code != 0 {
 		t.Fatal(r.stderr)
@@ -261,7 +261,7 @@ func TestOpenDefaultRefusesMissingKeyForExistingDB(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, KeyFileName)); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := OpenDefault(dir); !strings.Contains(err.Error(), "sealed") {
+	if _, _, err := openSQLiteVault(dir); !strings.Contains(err.Error(), "sealed") {
 		t.Fatalf("missing key: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, KeyFileName)); !errors.Is(err, os.ErrNotExist) {
@@ -295,21 +295,21 @@ func TestCLIInterruptedRotationRecovers(t *testing.T) {
 	if _, err := os.Stat(keyPath + ".old"); !errors.Is(err, os.ErrNotExist) {
 		t.Fatal(".old not removed after the rotation was finished")
 	}
-	v, closeFn, err := OpenDefault(dir)
+	v, closeFn, err := openSQLiteVault(dir)
 	if err != nil || v.ActiveKeyID() != vault.KeyIDFor(newKey) {
 		t.Fatalf("vault not on the new key: %v", err)
 	}
 	closeFn()
 }
 
-// TestRotateKeyWhileAnotherProcessHasTheVaultOpen: proxyd (OpenDefault)
+// TestRotateKeyWhileAnotherProcessHasTheVaultOpen: proxyd (OpenSQLite, OpenStore)
 // stays open while the CLI rotates; it keeps releasing and writing.
 func TestRotateKeyWhileAnotherProcessHasTheVaultOpen(t *testing.T) {
 	dir := t.TempDir()
 	if r := runCLI(t, dir, password+"\n\n", "add-login", "--site", "github.com", "--username", "g"); r.code != 0 {
 		t.Fatal(r.stderr)
 	}
-	v, closeFn, err := OpenDefault(dir)
+	v, closeFn, err := openSQLiteVault(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,4 +376,19 @@ func TestRotateKeyFailureKeepsTheWorkingKey(t *testing.T) {
 	if r := runCLI(t, dir, "", "list"); r.code != 0 || !strings.Contains(r.stdout, "github") {
 		t.Fatalf("vault unusable after a failed rotation: %s", r.stderr)
 	}
+}
+
+// openSQLiteVault opens dir's SQLite store and the vault over it, as
+// proxyd does on a SQLite deployment; the func closes the store.
+func openSQLiteVault(dir string) (*vault.Vault, func() error, error) {
+	st, err := OpenSQLite(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	v, err := OpenStore(context.Background(), dir, st)
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	return v, st.Close, nil
 }

@@ -1,7 +1,9 @@
 // Package ownercli is `proxyd owner ...`: the owner's commands on the
 // appliance itself, above all the first-run `set-password` that creates the
-// dashboard account, plus API keys, authorized sites and approvals for
-// owners who prefer a shell.
+// dashboard account, plus API keys, authorized sites, approvals and card
+// pauses for owners who prefer a shell. It never opens a store itself:
+// proxyd hands it the owner service over the store the deployment's config
+// names, so a command changes what every replica reads.
 //
 // A password is read from a no-echo prompt on a terminal, or one line of
 // stdin; it must never be taken from an argument or the environment, and a
@@ -16,9 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -26,9 +26,7 @@ import (
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/internal/cardcheck"
 	"github.com/agentvault/agentvault/internal/termio"
-	"github.com/agentvault/agentvault/internal/vaultcli"
 	"github.com/agentvault/agentvault/owner"
-	"github.com/agentvault/agentvault/store/sqlite"
 	"github.com/agentvault/agentvault/vault"
 )
 
@@ -41,70 +39,25 @@ type Env struct {
 	// Open opens the owner service; the returned func closes it.
 	Open func(ctx context.Context) (*owner.Service, func() error, error)
 	// Items, when set, lists the vault's items so that `pending` names the
-	// card or login an approval is about; without it (or when it fails)
-	// the item's id is shown.
+	// card or login an approval is about (without it, or when it fails,
+	// the item's id is shown), and pause-card and resume-card find a card
+	// by its label or id (without it the argument is taken as the id; when
+	// it fails they fail and say why).
 	Items func(ctx context.Context) ([]vault.Item, error)
 }
 
-// DBFileName is the database under the data directory (shared with the
-// vault: internal/vaultcli.DBFileName).
-const DBFileName = "vault.db"
-
-// DefaultEnv is the real process environment over dataDir and org.
-func DefaultEnv(dataDir, org string) Env {
+// DefaultEnv is the real terminal (standard input, a no-echo prompt)
+// writing to stdout and stderr, over open (the owner service over the
+// store the deployment's config names: proxyd opens it, this package never
+// picks a file) and items (the vault's items: pending names the card or
+// login, pause-card and resume-card find a card by label; see Env.Items).
+func DefaultEnv(open func(context.Context) (*owner.Service, func() error, error), items func(context.Context) ([]vault.Item, error), stdout, stderr io.Writer) Env {
 	isTerminal, readPassword := termio.Stdin()
 	return Env{
-		Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr,
+		Stdin: os.Stdin, Stdout: stdout, Stderr: stderr,
 		IsTerminal: isTerminal, ReadPassword: readPassword,
-		Open: func(context.Context) (*owner.Service, func() error, error) {
-			if err := os.MkdirAll(dataDir, 0o700); err != nil {
-				return nil, nil, agentvault.Wrap(agentvault.CodeInternal, err, "cannot create the data directory %s: %s", dataDir, pathReason(err))
-			}
-			db := filepath.Join(dataDir, DBFileName)
-			if f, err := os.OpenFile(db, os.O_RDWR, 0); err == nil {
-				f.Close()
-			} else if !errors.Is(err, fs.ErrNotExist) {
-				return nil, nil, agentvault.Wrap(agentvault.CodeInternal, err, "cannot open %s: %s", db, pathReason(err))
-			}
-			st, err := sqlite.Open(db)
-			if err != nil {
-				return nil, nil, err
-			}
-			svc, err := owner.New(owner.Config{Store: st, Org: org})
-			if err != nil {
-				st.Close()
-				return nil, nil, err
-			}
-			return svc, st.Close, nil
-		},
-		Items: func(ctx context.Context) ([]vault.Item, error) {
-			// Only an existing vault is read: naming items never creates a
-			// master key.
-			if _, err := os.Stat(filepath.Join(dataDir, vaultcli.KeyFileName)); err != nil {
-				return nil, err
-			}
-			st, err := sqlite.Open(filepath.Join(dataDir, DBFileName))
-			if err != nil {
-				return nil, err
-			}
-			defer st.Close()
-			v, err := vaultcli.OpenStore(ctx, dataDir, st)
-			if err != nil {
-				return nil, err
-			}
-			return v.List(ctx, org)
-		},
+		Open: open, Items: items,
 	}
-}
-
-// pathReason is the system's reason for a failed file operation without
-// Go's wrapping ("permission denied"); the caller names the path.
-func pathReason(err error) string {
-	var pe *fs.PathError
-	if errors.As(err, &pe) {
-		return pe.Err.Error()
-	}
-	return err.Error()
 }
 
 const usage = `usage: owner <command> [flags]
@@ -121,6 +74,8 @@ commands:
   remove-site <host>
   pending                    lists approvals waiting for the owner
   approve <approval-id> | deny <approval-id>
+  pause-card <card>          refuses every fill and release of the card (its label or id) until
+  resume-card <card>         resume-card; grants already given end at their next request
 `
 
 const (
@@ -425,6 +380,7 @@ func (c *cli) commands() map[string]func([]string) int {
 		"set-password": c.setPassword, "create-key": c.createKey, "keys": c.keys, "revoke": c.revoke,
 		"sites": c.sites, "authorize-site": c.authorizeSite, "remove-site": c.removeSite,
 		"pending": c.pending, "approve": c.decide(true), "deny": c.decide(false),
+		"pause-card": c.setPaused(true), "resume-card": c.setPaused(false),
 	}
 }
 
@@ -437,4 +393,54 @@ func Commands() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// setPaused pauses or resumes a card: its rules keep everything else.
+// Every release re-reads them (owner.Service.Recheck), so an open grant
+// of the card ends at its next request on every replica.
+func (c *cli) setPaused(paused bool) func([]string) int {
+	name, done := "pause-card", "paused: every fill and release of it is refused until `proxyd owner resume-card %s`\n"
+	if !paused {
+		name, done = "resume-card", "resumed: it may be used again under its rules (%s)\n"
+	}
+	return func(args []string) int {
+		ref, ok := c.one(name, args)
+		if !ok {
+			return exitUsage
+		}
+		return c.with(func(s *owner.Service) error {
+			id, what, err := c.card(ref)
+			if err != nil {
+				return err
+			}
+			p, err := s.CardPolicy(c.ctx, id)
+			if err != nil {
+				return err
+			}
+			p.Rules.Paused = paused
+			if err := s.SetCardPolicy(c.ctx, p, "owner:cli"); err != nil {
+				return err
+			}
+			fmt.Fprintf(c.env.Stdout, "%s "+done, strings.ToUpper(what[:1])+what[1:], ref)
+			return nil
+		})
+	}
+}
+
+// card finds a card by its id or label among the vault's items; without
+// Items the reference is taken as the card's id.
+func (c *cli) card(ref string) (id, what string, err error) {
+	if c.env.Items == nil {
+		return ref, "card " + ref, nil
+	}
+	items, err := c.env.Items(c.ctx)
+	if err != nil {
+		return "", "", err
+	}
+	for _, it := range items {
+		if it.Card != nil && (it.ID == ref || it.Label == ref) {
+			return it.ID, cardcheck.Describe(it), nil
+		}
+	}
+	return "", "", agentvault.Errorf(agentvault.CodeNotFound, "no card %q in the vault (`proxyd vault list` shows each card's label and id)", ref)
 }

@@ -170,29 +170,40 @@ func TestPendingPrintsEachColumnOnceWithHeaders(t *testing.T) {
 	}
 }
 
-// TestP11_PendingNamesTheCardAndThePage: over the real data directory
-// (DefaultEnv), `pending` names the card an approval is about (label, last
-// 4, expiry) and the page, without the page's query or fragment.
-func TestP11_PendingNamesTheCardAndThePage(t *testing.T) {
+// vaultEnv is an Env over a real SQLite store holding a vault (the owner
+// service and the vault's items over one handle, as proxyd wires it) with
+// one card.
+func vaultEnv(t *testing.T) (ownercli.Env, *bytes.Buffer, *bytes.Buffer, vault.Item) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	st, err := sqlite.Open(filepath.Join(dir, ownercli.DBFileName))
+	st, err := sqlite.Open(filepath.Join(dir, vaultcli.DBFileName))
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { st.Close() })
 	v, err := vaultcli.OpenStore(ctx, dir, st)
 	if err != nil {
 		t.Fatal(err)
 	}
 	card, err := v.AddCard(ctx, "default", "owner", vault.CardInput{Number: vault.NewSecret([]byte("4242424242424242")),
 		CVV: vault.NewSecret([]byte("737")), ExpiryMonth: 4, ExpiryYear: 2030, AnySite: true})
-	st.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := ownercli.DefaultEnv(dir, "default")
 	var out, errb bytes.Buffer
-	e.Stdout, e.Stderr = &out, &errb
+	e := ownercli.DefaultEnv(func(context.Context) (*owner.Service, func() error, error) {
+		s, err := owner.New(owner.Config{Store: st, Org: "default"})
+		return s, func() error { return nil }, err
+	}, func(ctx context.Context) ([]vault.Item, error) { return v.List(ctx, "default") }, &out, &errb)
+	return e, &out, &errb, card
+}
+
+// TestP11_PendingNamesTheCardAndThePage: with the vault's items, `pending`
+// names the card an approval is about (label, last 4, expiry) and the
+// page, without the page's query or fragment.
+func TestP11_PendingNamesTheCardAndThePage(t *testing.T) {
+	ctx := context.Background()
+	e, out, errb, card := vaultEnv(t)
 	s, closeFn, err := e.Open(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -215,5 +226,51 @@ func TestP11_PendingNamesTheCardAndThePage(t *testing.T) {
 	}
 	if strings.Contains(got, "ada") || strings.Contains(got, "step") || strings.Contains(got, card.ID) {
 		t.Errorf("pending shows the query, the fragment or a bare id:\n%s", got)
+	}
+}
+
+// TestPauseAndResumeCard: pause-card takes a card's label (or id), pauses
+// it keeping its other rules, and resume-card undoes it; a reference that
+// is no card changes nothing.
+func TestPauseAndResumeCard(t *testing.T) {
+	ctx := context.Background()
+	e, out, errb, card := vaultEnv(t)
+	s, _, err := e.Open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := policy.MustAmount("50.00 EUR")
+	if err := s.SetCardPolicy(ctx, owner.CardPolicy{CardID: card.ID, Rules: policy.CardPolicy{PerPurchaseCap: &limit}}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	rules := func() policy.CardPolicy {
+		t.Helper()
+		p, err := s.CardPolicy(ctx, card.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Rules
+	}
+	if code := ownercli.Run(ctx, []string{"pause-card", card.Label}, e); code != 0 {
+		t.Fatalf("pause-card: exit %d: %s", code, errb)
+	}
+	if r := rules(); !r.Paused || r.PerPurchaseCap == nil || r.PerPurchaseCap.String() != limit.String() {
+		t.Fatalf("after pause-card: %+v", r)
+	}
+	if !strings.Contains(out.String(), "visa •••• 4242") || !strings.Contains(out.String(), "paused") {
+		t.Errorf("pause-card says %q", out)
+	}
+	if code := ownercli.Run(ctx, []string{"resume-card", card.ID}, e); code != 0 {
+		t.Fatalf("resume-card: exit %d: %s", code, errb)
+	}
+	if r := rules(); r.Paused || r.PerPurchaseCap == nil {
+		t.Fatalf("after resume-card: %+v", r)
+	}
+	errb.Reset()
+	if code := ownercli.Run(ctx, []string{"pause-card", "99"}, e); code == 0 || !strings.Contains(errb.String(), `no card "99"`) {
+		t.Fatalf("pause-card of no card: exit %d: %s", code, errb)
+	}
+	if rules().Paused {
+		t.Fatal("pausing no card paused one")
 	}
 }

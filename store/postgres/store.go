@@ -80,12 +80,17 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	return s, nil
 }
 
-// connErr reports a failed connection. pgconn's messages name host, user
-// and database, never the password; the cause stays for logs only.
+// connErr reports a failed connection with the reason the network or the
+// server gave ("connection refused", "password authentication failed for
+// user ..."), never the DSN; the caller names the store (Describe). The
+// cause stays for logs only.
 func connErr(err error) error {
 	var ae *agentvault.Error
 	if errors.As(err, &ae) {
 		return err
+	}
+	if r := connReason(err); r != "" {
+		return agentvault.Wrap(agentvault.CodeInternal, err, "cannot connect to the Postgres store: %s", r)
 	}
 	return agentvault.Wrap(agentvault.CodeInternal, err, "cannot connect to the Postgres store")
 }
@@ -101,6 +106,13 @@ func checkDurability(ctx context.Context, c *pgx.Conn) error {
 	if err := c.QueryRow(ctx, `SELECT current_setting('fsync'), current_setting('synchronous_commit')`).Scan(&fsync, &syncCommit); err != nil {
 		return err
 	}
+	return durable(fsync, syncCommit)
+}
+
+// durable is the store's durability rule over the server's fsync and
+// synchronous_commit settings (checkDurability at every connection,
+// Health.Durable for proxyd doctor).
+func durable(fsync, syncCommit string) error {
 	if fsync != "on" || syncCommit == "off" {
 		return agentvault.Errorf(agentvault.CodeInternal, "the Postgres store needs fsync on and synchronous_commit not off (fsync %q, synchronous_commit %q)", fsync, syncCommit)
 	}
