@@ -87,8 +87,10 @@ func (c *callState) notify(ctx context.Context, msg string) {
 
 // askedWhat says what the owner is asked, in a few words ("approve new
 // site shop.example"). Only kinds, the site and the amount: never a value.
-func askedWhat(kind, reason, site string, amount *control.OrderTotal) string {
+func askedWhat(kind, reason, site, login string, amount *control.OrderTotal) string {
 	switch kind {
+	case "totp_replace":
+		return "approve " + replaceWhat(login, site)
 	case "new_destination":
 		return "approve new site " + site
 	case "cvv_entry":
@@ -107,6 +109,14 @@ func askedWhat(kind, reason, site string, amount *control.OrderTotal) string {
 		return s
 	}
 	return "decide on " + site + " (" + kind + ")"
+}
+
+// replaceWhat names a TOTP replacement: the login and its site.
+func replaceWhat(login, site string) string {
+	if login == "" {
+		return "replacing a login's authenticator secret on " + site
+	}
+	return "replacing the authenticator secret of login " + sanitizeValue(login) + " on " + site
 }
 
 // refusalFor is the code a wait that ended without a yes gets when proxyd
@@ -132,7 +142,7 @@ func refusalFor(kind string, expired bool) agentvault.Code {
 // the call's answer gets a note saying what was asked and how it ended.
 func (s *Server) waitOwner(ctx context.Context, ss *Session, p *control.Pending) error {
 	call := callOf(ctx)
-	what := askedWhat(p.Kind, p.Reason, p.Site, p.Amount)
+	what := askedWhat(p.Kind, p.Reason, p.Site, p.Login, p.Amount)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// The wait also ends when the server closes or the session is closed.

@@ -243,7 +243,7 @@ func TestAskedWhat(t *testing.T) {
 		{"purchase", "purchase", nil, "approve a purchase on shop.example", agentvault.CodeApprovalDenied},
 		{"cvv_entry", "cvv_entry", nil, "enter the card's security code for shop.example", agentvault.CodeCVVEntryRequired},
 	} {
-		if got := askedWhat(c.kind, c.reason, "shop.example", c.amount); got != c.want {
+		if got := askedWhat(c.kind, c.reason, "shop.example", "", c.amount); got != c.want {
 			t.Errorf("%s: %q", c.kind, got)
 		}
 		if got := refusalFor(c.kind, false); got != c.code {

@@ -3,7 +3,7 @@ package postgres
 // migrations are applied in order, each in its own transaction under an
 // advisory lock (replicas starting together migrate once), and recorded in
 // schema_migrations. Never edit a shipped migration: append a new one. They
-// mirror store/sqlite's migrations 1 to 4, 50, 61, 62 and 70 (same tables,
+// mirror store/sqlite's migrations 1 to 4, 50, 61, 62, 70, 71 and 224 (same tables,
 // same meaning), with Postgres types: bytea, boolean, bigint nanoseconds
 // for times (exact round trips, as SQLite), identity columns for sequence
 // numbers.
@@ -205,6 +205,13 @@ ALTER TABLE approvals ADD COLUMN page text NOT NULL DEFAULT '';
 	// age. Mirrors store/sqlite's migration 71.
 	9: `
 CREATE INDEX proxy_sessions_key ON proxy_sessions (api_key_id, ended);
+`,
+	// An approval may ask about replacing a login's TOTP seed
+	// (owner.KindTOTPReplace, P24). Mirrors store/sqlite's migration 224.
+	10: `
+ALTER TABLE approvals DROP CONSTRAINT approvals_kind_check;
+ALTER TABLE approvals ADD CONSTRAINT approvals_kind_check
+	CHECK (kind IN ('new_destination', 'purchase', 'cvv_entry', 'signup', 'totp_replace'));
 `,
 }
 

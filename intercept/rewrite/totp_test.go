@@ -1,4 +1,4 @@
-package broker
+package rewrite
 
 import (
 	"strings"
@@ -20,11 +20,11 @@ func TestSeed004_TOTPSecretReadWhereTheHintPoints(t *testing.T) {
 		{"by id, grouped text", TOTPLocator{ID: "secret"}, sec},
 		{"by tag index, otpauth attribute", TOTPLocator{Tag: "div", Index: 0}, "otpauth://totp/Shop:me?secret=" + sec + "&digits=6&period=30"},
 	} {
-		shown, got, ok := findTOTPSeed([]byte(page), tc.loc)
-		if !ok || got != tc.want {
-			t.Fatalf("%s: got ok=%v %q", tc.name, ok, got)
+		got, ok := FindTOTPSeed([]byte(page), tc.loc)
+		if !ok || got.Value != tc.want || got.Key != sec {
+			t.Fatalf("%s: got ok=%v %q (key %q)", tc.name, ok, got.Value, got.Key)
 		}
-		out := string(maskTOTP([]byte(page), shown))
+		out := string(MaskTOTP([]byte(page), got))
 		if strings.Contains(out, sec) || strings.Contains(out, "JBSW Y3DP") {
 			t.Fatalf("%s: the seed is still in the page sent to the browser", tc.name)
 		}
@@ -32,10 +32,10 @@ func TestSeed004_TOTPSecretReadWhereTheHintPoints(t *testing.T) {
 			t.Fatalf("%s: masked the wrong thing", tc.name)
 		}
 	}
-	if _, _, ok := findTOTPSeed([]byte(page), TOTPLocator{ID: "nope"}); ok {
+	if _, ok := FindTOTPSeed([]byte(page), TOTPLocator{ID: "nope"}); ok {
 		t.Fatal("a locator that matches nothing read a seed")
 	}
-	if _, _, ok := findTOTPSeed([]byte(`<p id="x">short ABC234</p>`), TOTPLocator{ID: "x"}); ok {
+	if _, ok := FindTOTPSeed([]byte(`<p id="x">short ABC234</p>`), TOTPLocator{ID: "x"}); ok {
 		t.Fatal("a run under 80 bits was taken for a seed")
 	}
 }
