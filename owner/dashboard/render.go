@@ -87,6 +87,8 @@ var funcs = template.FuncMap{
 			return "Security code"
 		case owner.KindSignup:
 			return "Signup"
+		case owner.KindTOTPReplace:
+			return "New authenticator secret"
 		}
 		return string(k)
 	},
@@ -137,6 +139,10 @@ func approveMeans(a owner.Approval) string {
 		return "Approving sends the security code you type to " + a.Site + " for this one purchase; it is not stored."
 	case owner.KindSignup:
 		return "Approving lets the agent create an account on " + a.Site + "."
+	case owner.KindTOTPReplace:
+		return "Approving replaces the authenticator (TOTP) secret stored for this login with the one the page below showed on " + a.Site +
+			", and deletes the current one: codes the vault fills will then come from the new secret. Approve only if you asked for a new authenticator on " +
+			a.Site + " just now; denying keeps the stored secret and deletes the new one."
 	}
 	return ""
 }
@@ -160,6 +166,8 @@ func reasonText(reason string) string {
 		return "This card's security code is not stored; it must be typed for this purchase."
 	case policy.ReasonCVVAgain:
 		return "The security code was already used for this purchase; the agent asks to enter it again."
+	case policy.Reason(owner.KindTOTPReplace):
+		return "An agent read a new authenticator secret for a login that already has one."
 	}
 	return reason
 }
@@ -195,7 +203,8 @@ func itemName(it vault.Item) string {
 		// Label, last 4 and expiry tell two cards of one brand apart.
 		return fmt.Sprintf("%s •••• %s (card %s, exp %02d/%02d)", strings.ToUpper(brand[:1])+brand[1:], it.Card.Last4, it.Label, it.Card.ExpiryMonth, it.Card.ExpiryYear%100)
 	case it.Kind == vault.KindLogin && it.Login != nil:
-		return it.Login.Site + " login"
+		// The label tells two logins of one site apart.
+		return it.Login.Site + " login " + it.Label
 	}
 	return string(it.Kind) + " " + it.Label
 }
