@@ -176,7 +176,7 @@ func reasonText(reason string) string {
 // approvalItem is a vault item as an approval names it.
 type approvalItem struct {
 	Kind vault.Kind
-	Name string // itemName
+	Name string // approvalItemName
 }
 
 // kindLabel heads the item's line: "Card", "Login", or "Item" for one the
@@ -193,6 +193,16 @@ func (it approvalItem) kindLabel() string {
 	return strings.ToUpper(string(it.Kind[:1])) + string(it.Kind[1:])
 }
 
+// approvalItemName is how an approval names its item: a login also by its
+// label, which tells two logins of one site apart (the owner is asked
+// about one of them, e.g. replacing its authenticator secret).
+func approvalItemName(it vault.Item) string {
+	if it.Kind == vault.KindLogin && it.Login != nil {
+		return itemName(it) + " " + it.Label
+	}
+	return itemName(it)
+}
+
 func itemName(it vault.Item) string {
 	switch {
 	case it.Kind == vault.KindCard && it.Card != nil:
@@ -203,8 +213,7 @@ func itemName(it vault.Item) string {
 		// Label, last 4 and expiry tell two cards of one brand apart.
 		return fmt.Sprintf("%s •••• %s (card %s, exp %02d/%02d)", strings.ToUpper(brand[:1])+brand[1:], it.Card.Last4, it.Label, it.Card.ExpiryMonth, it.Card.ExpiryYear%100)
 	case it.Kind == vault.KindLogin && it.Login != nil:
-		// The label tells two logins of one site apart.
-		return it.Login.Site + " login " + it.Label
+		return it.Login.Site + " login"
 	}
 	return string(it.Kind) + " " + it.Label
 }
