@@ -53,7 +53,8 @@ func (s *Server) declareTOTPHint(ctx context.Context, ss *Session, in declareHin
 	if err := redact.ValidateHintSelector(in.Selector, ss.gate.Filled()); err != nil {
 		return nil, err
 	}
-	u, err := url.Parse(ss.page.URL())
+	pageURL := ss.page.URL()
+	u, err := url.Parse(pageURL)
 	if err != nil || u.Hostname() == "" {
 		return nil, agentvault.Errorf(agentvault.CodeInsecurePage, "the page has no address: open the enrolment page first")
 	}
@@ -64,7 +65,7 @@ func (s *Server) declareTOTPHint(ctx context.Context, ss *Session, in declareHin
 	if err != nil {
 		return nil, err
 	}
-	armed, err := hc.ArmTOTPCapture(ctx, control.TOTPArmIn{Session: ss.ctl.ID, Label: in.Label, PageURL: u.String(),
+	armed, err := hc.ArmTOTPCapture(ctx, control.TOTPArmIn{Session: ss.ctl.ID, Label: in.Label, PageURL: pageURL,
 		Locator: control.TOTPLocator{ID: loc.ID, Tag: loc.Tag, Index: loc.Index}})
 	if err != nil {
 		return nil, err

@@ -31,7 +31,7 @@ var hintKinds = []control.HintKind{{
 	FrameAllowed: true,
 }, {
 	Kind:          "login.totp_secret",
-	Purpose:       "Where an authenticator enrolment page shows its secret (text or an otpauth:// URI); the vault reads it from the page's response and stores it on the login named by label, so tokens.totp fills become current codes. The page is loaded again and shows the secret masked.",
+	Purpose:       "Where an authenticator enrolment page shows its secret (text or an otpauth:// URI); the vault reads it from the page's response and stores it on the login named by label, so tokens.totp fills become current codes. The page is loaded again and shows the secret masked. Declare it on the site's enrolment page itself: a secret the page echoed from its own address or form is refused (totp_seed_untrusted), and a login that already has a secret keeps it until the account owner approves the new one.",
 	Reads:         []string{"text"},
 	FrameAllowed:  false,
 	Preconditions: "this session signed in as the login (fill_login); the page is https:// (or loopback http://)",
