@@ -149,22 +149,27 @@ func (a *Accounts) settle(ctx context.Context, ap Approval) (vault.Item, error) 
 	if err != nil {
 		return vault.Item{}, err
 	}
+	defer clear(raw)
 	seed := vault.NewSecret(raw)
-	clear(raw)
 	defer seed.Wipe()
+	// The staged copy goes first: a seed once stored is never stored
+	// again by a later settle, over a secret the owner may have set since.
+	if err := a.cfg.Vault.RemoveBlob(ctx, name); err != nil {
+		return vault.Item{}, err
+	}
+	delete(a.staged, ap.ID)
 	got, err := a.cfg.Vault.UpdateLogin(ctx, a.svc.org, ap.ItemID, vault.LoginUpdate{TOTP: seed, Actor: "approval:" + ap.ID})
 	if err != nil {
+		// Kept for the next settle, which tries again.
+		if serr := a.cfg.Vault.SealBlob(ctx, name, raw); serr != nil {
+			a.svc.log.Warn("approved totp seed lost", "approval", ap.ID, "code", string(agentvault.ErrorCode(serr)))
+		} else {
+			a.staged[ap.ID] = true
+		}
 		return vault.Item{}, writeUnknown(err)
 	}
 	a.countChange(ctx, ap.APIKeyID, ap.ItemID, ChangeTOTPEnrolled)
 	a.svc.log.Info("totp replacement stored", "approval", ap.ID)
-	// Stored: a failed removal only means the same seed is stored again
-	// by the next settle.
-	if err := a.cfg.Vault.RemoveBlob(ctx, name); err != nil {
-		a.svc.log.Warn("staged totp seed not removed", "approval", ap.ID, "code", string(agentvault.ErrorCode(err)))
-		return got, nil
-	}
-	delete(a.staged, ap.ID)
 	return got, nil
 }
 
