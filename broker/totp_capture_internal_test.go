@@ -15,7 +15,9 @@ import (
 // loginVault holds one login, for the TOTP capture's rules.
 type loginVault struct{ login vault.Item }
 
-func (v loginVault) List(context.Context, string) ([]vault.Item, error) { return []vault.Item{v.login}, nil }
+func (v loginVault) List(context.Context, string) ([]vault.Item, error) {
+	return []vault.Item{v.login}, nil
+}
 
 func (v loginVault) GetByLabel(_ context.Context, _ string, k vault.Kind, label string) (vault.Item, error) {
 	if k == vault.KindLogin && label == v.login.Label {
