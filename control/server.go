@@ -201,19 +201,6 @@ func NewHandler(svc Service, token string, log *slog.Logger) http.Handler {
 	})
 }
 
-// writePending answers 202 with the Pending in err's chain, when there is
-// one: a call that waits on the owner (authorize, a TOTP take).
-func writePending(w http.ResponseWriter, err error) bool {
-	var p *Pending
-	if err == nil || !errors.As(err, &p) {
-		return false
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusAccepted)
-	_ = json.NewEncoder(w).Encode(p)
-	return true
-}
-
 // waitParam reads an optional long-poll duration, capped at MaxWait.
 func waitParam(v string) (time.Duration, error) {
 	if v == "" {
@@ -281,4 +268,17 @@ func WriteError(w http.ResponseWriter, err error) {
 	h.Set("X-Agentvault-Code", string(agentvault.ErrorCode(err)))
 	w.WriteHeader(HTTPStatus(agentvault.ErrorCode(err)))
 	_, _ = w.Write(body)
+}
+
+// writePending answers 202 with the Pending in err's chain, when there is
+// one: a call that waits on the owner (authorize, a TOTP take).
+func writePending(w http.ResponseWriter, err error) bool {
+	var p *Pending
+	if err == nil || !errors.As(err, &p) {
+		return false
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusAccepted)
+	_ = json.NewEncoder(w).Encode(p)
+	return true
 }
