@@ -129,6 +129,10 @@ const (
 	// Page hints (seed 004, declare_page_hint).
 	CodeHintUnresolved Code = "hint_unresolved"
 	CodeHintUncertain  Code = "hint_uncertain"
+	// login.totp_secret read a seed the page echoed from its own request
+	// (its address, form, referrer or cookies): text the agent chose, not
+	// one the site issued; nothing was stored (P24).
+	CodeTOTPSeedUntrusted Code = "totp_seed_untrusted"
 	// browser_login (seed 000): the login did not conclude. Category
 	// unprocessable: a client must not retry them on its own (a retry
 	// submits the password again); the model decides.

@@ -1,27 +1,42 @@
 package broker
 
 import (
-	"bytes"
 	"context"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/vault"
-	"golang.org/x/net/html"
 )
 
 // TOTP enrolment (seed 004, declare_page_hint login.totp_secret). The
-// authenticator seed an enrolment page shows is read here, from the bytes of
-// the response that delivered the page, never by the agent and never by the
-// browser: mcpd arms a capture for the session with the element's locator
-// (computed by the browser without reading it), reloads the page, and the
-// proxy hands that document's bytes to CaptureTOTP before the browser gets
-// them. The seed is kept in the capture until TakeTOTPCapture hands it to
-// the vault (owner.Accounts.EnrollTOTP), and it is masked out of the bytes
-// the browser is sent, so the agent cannot read it back from the page.
+// authenticator seed an enrolment page shows is read from the bytes of the
+// response that delivered the page, never by the agent and never by the
+// browser: mcpd arms a capture for the session with the page's URL and the
+// element's locator (computed by the browser without reading it), reloads
+// the page, and the proxy hands that document to the capture before the
+// browser gets it. The HTML reading is intercept/rewrite's (FindTOTPSeed,
+// MaskTOTP); this file decides what may be taken (P24, "a stored secret
+// changes only from a source the owner trusts"):
+//
+//   - Binding. A capture reads one document: the answer to a GET of
+//     exactly the URL the hint was declared on (origin by package
+//     hostname, path and query as sent). Any other document, from the
+//     same host or not, passes untouched and leaves the capture armed,
+//     until its short expiry.
+//   - Reflection. A page may show text the request carried, and the agent
+//     chooses that text: the URL, the body, the Referer (the page it came
+//     from) and the cookies (a page script may set them from what the
+//     agent typed). A seed that shares a run of reflectRun base32
+//     characters with any of them, or with the armed URL, is refused
+//     (totp_seed_untrusted) and nothing is taken.
+//
+// A seed that passes is kept in the capture until TakeTOTPCapture hands it
+// to the vault (owner.Accounts.EnrollTOTP, which only adds: replacing a
+// login's seed waits for the owner), and it is masked out of the bytes the
+// browser is sent, so the agent cannot read it back from the page.
 
 // TOTPLocator says where the seed sits on the page as the browser found
 // the element the hint named: its id when it has one, else its tag and its
@@ -35,16 +50,79 @@ type TOTPLocator struct {
 // totpCaptureTTL is how long an armed capture waits for its document.
 const totpCaptureTTL = 30 * time.Second
 
-// maxCaptureBody bounds the document a capture parses.
-const maxCaptureBody = 2 << 20
+// MaxTOTPDocument bounds the document a capture reads.
+const MaxTOTPDocument = 2 << 20
 
-// TOTPMask replaces the seed in what the browser is sent.
-const TOTPMask = "[stored in vault]"
+// reflectRun is how many consecutive base32 characters a seed may share
+// with text the request carried before it counts as reflected: 40 bits,
+// which a random seed matches by chance far less than once in a billion
+// captures, and short enough to catch a seed the page built from the
+// agent's text and its own words ("Results for JBSW...").
+const reflectRun = 8
+
+// TOTPRequest is the request of a document the proxy received for a
+// session, as it went upstream.
+type TOTPRequest struct {
+	Method string
+	// Origin is the tunnel's destination (the scheme is always https).
+	Origin hostname.Origin
+	// Path is the escaped path and RawQuery the query, as sent.
+	Path     string
+	RawQuery string
+	// Body, Referer and Cookie are what else of the request a page may
+	// show back.
+	Body    []byte
+	Referer string
+	Cookie  string
+}
+
+// TOTPFound is what the proxy's HTML reading found where the locator points.
+type TOTPFound struct {
+	OK       bool   // the element holds a seed
+	TooLarge bool   // the document is over MaxTOTPDocument: not read
+	Value    string // the seed to store: a base32 key or an otpauth:// URI
+	Key      string // its base32 key, normalised (rewrite.NormBase32)
+}
+
+// boundPage is the one document a capture reads.
+type boundPage struct {
+	origin      hostname.Origin
+	path, query string
+}
+
+// pageOf reads the URL a hint was declared on.
+func pageOf(raw string) (boundPage, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || u.User != nil || u.Opaque != "" {
+		return boundPage{}, agentvault.Errorf(agentvault.CodeInvalidHint, "the page's address is not a URL: open the enrolment page first")
+	}
+	if u.Scheme != "https" {
+		return boundPage{}, agentvault.Errorf(agentvault.CodeInsecurePage, "an authenticator secret is read only from an https:// page the proxy carries")
+	}
+	o, err := hostname.Parse(u.Host, 443)
+	if err != nil {
+		return boundPage{}, agentvault.Errorf(agentvault.CodeInvalidHint, "the page's host is not a host name")
+	}
+	return boundPage{origin: o, path: pathOrRoot(u.EscapedPath()), query: u.RawQuery}, nil
+}
+
+func pathOrRoot(p string) string {
+	if p == "" {
+		return "/"
+	}
+	return p
+}
+
+// reads reports whether r is the request whose answer p is.
+func (p boundPage) reads(r TOTPRequest) bool {
+	return r.Method == "GET" && r.Origin == p.origin && pathOrRoot(r.Path) == p.path && r.RawQuery == p.query
+}
 
 type totpCapture struct {
 	id      string
 	item    vault.Item
-	host    string
+	page    boundPage
+	armed   string // the URL as mcpd gave it, fragment and all
 	loc     TOTPLocator
 	expires time.Time
 	done    chan struct{}
@@ -52,21 +130,31 @@ type totpCapture struct {
 	err     error
 }
 
-// ArmTOTPCapture arms a capture of login label's seed from the next HTML
-// document host sends session s. The session must have signed in as that
-// login (its password released in this session) and host must be in the
-// login's scope: sensitive_data_blocked otherwise, the same answer whether
-// or not the login exists.
-func (ss *Broker) ArmTOTPCapture(ctx context.Context, s *Session, label, host string, loc TOTPLocator) (string, error) {
+// open reports whether c still waits for its document at now.
+func (c *totpCapture) open(now time.Time) bool {
+	return c != nil && c.seed.IsZero() && c.err == nil && now.Before(c.expires)
+}
+
+// ArmTOTPCapture arms a capture of login label's seed from the answer to
+// the next GET of pageURL (the page the hint was declared on) in session s.
+// The session must have signed in as that login (its password released in
+// this session) and the page's host must be in the login's scope:
+// sensitive_data_blocked otherwise, the same answer whether or not the
+// login exists.
+func (ss *Broker) ArmTOTPCapture(ctx context.Context, s *Session, label, pageURL string, loc TOTPLocator) (string, error) {
 	notSignedIn := agentvault.Errorf(agentvault.CodeSensitiveDataBlocked, "this session has not signed in as that login: sign in with fill_login first")
 	if loc.ID == "" && (loc.Tag == "" || loc.Index < 0) {
 		return "", agentvault.Errorf(agentvault.CodeHintUnresolved, "the hint does not point at an element")
+	}
+	page, err := pageOf(pageURL)
+	if err != nil {
+		return "", err
 	}
 	item, err := ss.Vault.GetByLabel(ctx, s.Key.Org, vault.KindLogin, label)
 	if err != nil {
 		return "", notSignedIn
 	}
-	if !ss.policy().ScopeAdmits(item, host) {
+	if !ss.policy().ScopeAdmits(item, page.origin.Host) {
 		return "", notSignedIn
 	}
 	s.mu.Lock()
@@ -80,7 +168,7 @@ func (ss *Broker) ArmTOTPCapture(ctx context.Context, s *Session, label, host st
 	if c := s.capture; c != nil {
 		c.seed.Wipe()
 	}
-	c := &totpCapture{id: randomID("tc_", 12), item: item, host: host, loc: loc,
+	c := &totpCapture{id: randomID("tc_", 12), item: item, page: page, armed: pageURL, loc: loc,
 		expires: ss.now().Add(totpCaptureTTL), done: make(chan struct{})}
 	s.capture = c
 	return c.id, nil
@@ -96,46 +184,147 @@ func (s *Session) markSignedIn(itemID string) {
 	s.signedIn[itemID] = true
 }
 
-// TOTPCaptureWanted reports whether s has an armed capture waiting for a
-// document from host: the proxy hands response bytes over only then.
-func (ss *Broker) TOTPCaptureWanted(s *Session, host string) bool {
+// TOTPCaptureFor reports whether s has an armed capture bound to the
+// answer of r, and where its seed sits: the proxy reads a document only
+// then. Every other response passes untouched and leaves the capture as
+// it was.
+func (ss *Broker) TOTPCaptureFor(s *Session, r TOTPRequest) (TOTPLocator, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.capture
-	return c != nil && c.host == host && c.seed.IsZero() && c.err == nil && ss.now().Before(c.expires)
+	if !c.open(ss.now()) || !c.page.reads(r) {
+		return TOTPLocator{}, false
+	}
+	return c.loc, true
 }
 
-// CaptureTOTP takes the decoded body of an HTML document host sent s and,
-// when a capture is armed for it, reads the seed where the locator points
-// and returns the body with the seed masked. Any other body comes back as
-// it was. A document where the element holds no seed ends the capture with
-// hint_unresolved (the page is sent on unchanged: it held no seed).
-func (ss *Broker) CaptureTOTP(s *Session, host string, body []byte) []byte {
+// CaptureTOTP decides on what the proxy read from the answer to r: it
+// reports whether the seed was taken, in which case the proxy masks it in
+// what the browser gets. A document with no seed where the hint points, a
+// document too large to read, and a seed the request itself carried end
+// the capture with the reason (hint_unresolved, totp_seed_untrusted) and
+// the page is sent on unchanged. A request the capture is not bound to
+// changes nothing.
+func (ss *Broker) CaptureTOTP(s *Session, r TOTPRequest, found TOTPFound) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.capture
-	if c == nil || c.host != host || !c.seed.IsZero() || c.err != nil || !ss.now().Before(c.expires) {
-		return body
+	if !c.open(ss.now()) || !c.page.reads(r) {
+		return false
 	}
 	defer close(c.done)
-	if len(body) > maxCaptureBody {
+	switch {
+	case found.TooLarge:
 		c.err = agentvault.Errorf(agentvault.CodeHintUnresolved, "the enrolment page is too large to read")
-		return body
-	}
-	shown, seed, ok := findTOTPSeed(body, c.loc)
-	if !ok {
+	case !found.OK || found.Key == "":
 		c.err = agentvault.Errorf(agentvault.CodeHintUnresolved, "no authenticator secret where the hint points")
-		return body
+	case reflected(found.Key, r, c.armed):
+		c.err = agentvault.Errorf(agentvault.CodeTOTPSeedUntrusted,
+			"the secret where the hint points is text the page echoed from its own address, form, referrer or cookies, not one the site issued: nothing was stored; declare the hint on the site's enrolment page, or let the owner enter the secret on the dashboard")
+	default:
+		c.seed = vault.NewSecret([]byte(found.Value))
+		return true
 	}
-	c.seed = vault.NewSecret([]byte(seed))
-	return maskTOTP(body, shown)
+	return false
 }
 
-// TOTPCaptured is a finished capture: the login and its seed, which the
-// caller stores and wipes.
+// reflected reports whether key shares a run of reflectRun base32
+// characters with anything r carried or with the armed URL, each read raw
+// and percent-decoded (up to three times: a page may decode twice).
+func reflected(key string, r TOTPRequest, armed string) bool {
+	if len(key) < reflectRun {
+		return true
+	}
+	for _, src := range []string{r.Path, r.RawQuery, string(r.Body), r.Referer, r.Cookie, armed} {
+		for range 4 {
+			if sharesRun(base32Letters(src), key) {
+				return true
+			}
+			dec := percentDecode(src)
+			if dec == src {
+				break
+			}
+			src = dec
+		}
+	}
+	return false
+}
+
+// sharesRun reports whether text holds any reflectRun characters of key in
+// a row.
+func sharesRun(text, key string) bool {
+	if len(text) < reflectRun {
+		return false
+	}
+	for i := 0; i+reflectRun <= len(key); i++ {
+		if strings.Contains(text, key[i:i+reflectRun]) {
+			return true
+		}
+	}
+	return false
+}
+
+// base32Letters keeps the characters of the base32 alphabet in s, upper
+// case: whatever a page puts between them (spaces, dashes, punctuation,
+// '=' padding, parameter names' separators) it can drop when it shows
+// them.
+func base32Letters(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'A' && c <= 'Z', c >= '2' && c <= '7':
+			b.WriteByte(c)
+		case c >= 'a' && c <= 'z':
+			b.WriteByte(c - 'a' + 'A')
+		}
+	}
+	return b.String()
+}
+
+// percentDecode decodes %XX escapes and '+' as a form does, leaving a
+// malformed escape as it is (a page decodes leniently too).
+func percentDecode(s string) string {
+	if !strings.ContainsAny(s, "%+") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]):
+			b.WriteByte(unhex(s[i+1])<<4 | unhex(s[i+2]))
+			i += 2
+		case c == '+':
+			b.WriteByte(' ')
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0'
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10
+	}
+	return c - 'A' + 10
+}
+
+// TOTPCaptured is a finished capture: the login, its seed (which the
+// caller stores and wipes) and the page it came from.
 type TOTPCaptured struct {
 	Item vault.Item
 	Seed vault.Secret
+	// Page is the URL the hint was declared on, Site its host.
+	Page string
+	Site string
 }
 
 // TakeTOTPCapture waits (up to wait) for capture id of s and hands its seed
@@ -165,157 +354,5 @@ func (ss *Broker) TakeTOTPCapture(ctx context.Context, s *Session, id string, wa
 	if c.seed.IsZero() {
 		return TOTPCaptured{}, agentvault.Errorf(agentvault.CodeHintUnresolved, "the enrolment page was not seen again in time: declare the hint again")
 	}
-	return TOTPCaptured{Item: c.item, Seed: c.seed}, nil
-}
-
-var (
-	base32Run   = regexp.MustCompile(`[A-Za-z2-7][A-Za-z2-7 \-]{14,}[A-Za-z2-7]=*`)
-	otpauthInAt = regexp.MustCompile(`otpauth://totp/[^\s"'<>]+`)
-)
-
-// findTOTPSeed reads the element loc names in an HTML document: an
-// otpauth://totp URI in its attributes or text, else a base32 run of 16 to
-// 128 characters (spaces and hyphens between groups allowed) in its text or
-// value. shown lists the forms the seed takes in the bytes, to mask.
-func findTOTPSeed(body []byte, loc TOTPLocator) (shown []string, seed string, ok bool) {
-	doc, err := html.Parse(bytes.NewReader(body))
-	if err != nil {
-		return nil, "", false
-	}
-	el := locate(doc, loc)
-	if el == nil {
-		return nil, "", false
-	}
-	var texts []string
-	for _, a := range el.Attr {
-		texts = append(texts, a.Val)
-	}
-	texts = append(texts, textOf(el))
-	for _, t := range texts {
-		if u := otpauthInAt.FindString(t); u != "" {
-			pu, err := url.Parse(html.UnescapeString(u))
-			if err != nil {
-				continue
-			}
-			sec := normBase32(pu.Query().Get("secret"))
-			if !validBase32(sec) {
-				continue
-			}
-			return []string{u, html.UnescapeString(u), pu.Query().Get("secret"), sec}, pu.String(), true
-		}
-	}
-	for _, t := range texts {
-		for _, run := range base32Run.FindAllString(t, -1) {
-			sec := normBase32(run)
-			if validBase32(sec) {
-				return []string{strings.TrimSpace(run), sec, strings.ToLower(sec)}, sec, true
-			}
-		}
-	}
-	return nil, "", false
-}
-
-func normBase32(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if r == ' ' || r == '-' || r == '=' {
-			return -1
-		}
-		return r
-	}, s)
-	return strings.ToUpper(s)
-}
-
-func validBase32(s string) bool {
-	if len(s) < 16 || len(s) > 128 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'A' && r <= 'Z' || r >= '2' && r <= '7') {
-			return false
-		}
-	}
-	return true
-}
-
-func locate(doc *html.Node, loc TOTPLocator) *html.Node {
-	var found *html.Node
-	n := 0
-	var walk func(*html.Node)
-	walk = func(x *html.Node) {
-		if found != nil {
-			return
-		}
-		if x.Type == html.ElementNode {
-			if loc.ID != "" {
-				for _, a := range x.Attr {
-					if a.Key == "id" && a.Val == loc.ID {
-						found = x
-						return
-					}
-				}
-			} else if strings.EqualFold(x.Data, loc.Tag) {
-				if n == loc.Index {
-					found = x
-					return
-				}
-				n++
-			}
-		}
-		for c := x.FirstChild; c != nil; c = c.NextSibling {
-			walk(c)
-		}
-	}
-	walk(doc)
-	return found
-}
-
-func textOf(n *html.Node) string {
-	var b strings.Builder
-	var walk func(*html.Node)
-	walk = func(x *html.Node) {
-		if x.Type == html.TextNode {
-			b.WriteString(x.Data)
-		}
-		for c := x.FirstChild; c != nil; c = c.NextSibling {
-			walk(c)
-		}
-	}
-	walk(n)
-	return b.String()
-}
-
-// maskTOTP replaces every form of the seed in body by TOTPMask, longest
-// first so a URI goes whole.
-func maskTOTP(body []byte, shown []string) []byte {
-	forms := append([]string(nil), shown...)
-	for i := range forms {
-		for j := i + 1; j < len(forms); j++ {
-			if len(forms[j]) > len(forms[i]) {
-				forms[i], forms[j] = forms[j], forms[i]
-			}
-		}
-	}
-	out := body
-	for _, f := range forms {
-		if len(f) < 16 {
-			continue
-		}
-		out = bytes.ReplaceAll(out, []byte(f), []byte(TOTPMask))
-	}
-	// The same seed shown in groups elsewhere on the page ("JBSW Y3DP ...").
-	var secs []string
-	for _, f := range forms {
-		if n := normBase32(f); validBase32(n) {
-			secs = append(secs, n)
-		}
-	}
-	return base32Run.ReplaceAllFunc(out, func(m []byte) []byte {
-		n := normBase32(string(m))
-		for _, s := range secs {
-			if strings.Contains(n, s) {
-				return []byte(TOTPMask)
-			}
-		}
-		return m
-	})
+	return TOTPCaptured{Item: c.item, Seed: c.seed, Page: c.armed, Site: c.page.origin.Host}, nil
 }

@@ -127,12 +127,18 @@ func (c *Client) Authorize(ctx context.Context, sessionID string, req AuthorizeR
 	var pending Pending
 	status, err := c.doStatus(ctx, http.MethodPost, sessionPath(sessionID, "authorize"), req, &out, &pending)
 	if err == nil && status == http.StatusAccepted {
-		return AuthorizeResponse{}, agentvault.Wrap(agentvault.CodeApprovalPending, &pending, "waiting for the owner (%s)", pending.Reason)
+		return AuthorizeResponse{}, pendingError(&pending)
 	}
 	return out, err
 }
 
-// PendingOf returns the pending approval inside an Authorize error.
+// pendingError is the approval_pending error a 202 answer becomes.
+func pendingError(p *Pending) error {
+	return agentvault.Wrap(agentvault.CodeApprovalPending, p, "waiting for the owner (%s)", p.Reason)
+}
+
+// PendingOf returns the pending approval inside an Authorize or
+// TakeTOTPCapture error.
 func PendingOf(err error) (*Pending, bool) {
 	var p *Pending
 	if errors.As(err, &p) {

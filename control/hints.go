@@ -7,9 +7,12 @@ import (
 
 // Page hints on the control API (seed 004, declare_page_hint and
 // list_page_hint_kinds). The kinds come from proxyd, which accepts them; a
-// login.totp_secret hint arms a capture of the authenticator seed from the
-// next enrolment document the session's browser loads from the host, then
-// collects it into the vault. No answer holds the seed.
+// login.totp_secret hint arms a capture of the authenticator seed bound to
+// the page the hint was declared on (the answer to mcpd's reload of that
+// URL, nothing else), then collects it into the vault. A login that has a
+// seed already is changed only once the owner approved: take answers 202
+// with a Pending (like authorize), mcpd waits on it, and takes again with
+// its WaitID. No answer holds the seed.
 
 // Paths of the hint calls on the control API (all POST).
 const (
@@ -41,11 +44,13 @@ type TOTPLocator struct {
 	Index int    `json:"index"`
 }
 
-// TOTPArmIn arms a capture for login Label on Host in Session.
+// TOTPArmIn arms a capture for login Label in Session, bound to PageURL:
+// the page's address as the browser has it (https, host, port, path and
+// query), the one document the capture reads.
 type TOTPArmIn struct {
 	Session string      `json:"session"`
 	Label   string      `json:"label"`
-	Host    string      `json:"host"`
+	PageURL string      `json:"pageUrl"`
 	Locator TOTPLocator `json:"locator"`
 }
 
@@ -55,10 +60,13 @@ type TOTPArmOut struct {
 }
 
 // TOTPTakeIn waits up to TimeoutMs for the capture and stores the seed.
+// With WaitID (the Pending an earlier take answered), it collects the
+// outcome of the owner's decision on replacing the login's seed instead.
 type TOTPTakeIn struct {
 	Session   string `json:"session"`
 	CaptureID string `json:"captureId"`
 	TimeoutMs int    `json:"timeoutMs,omitempty"`
+	WaitID    string `json:"waitId,omitempty"`
 }
 
 // TOTPTakeOut is what declare_page_hint answers: stored, and the code's
@@ -102,6 +110,9 @@ func hintRoutes(mux *routeMux, svc HintService, reply func(http.ResponseWriter, 
 			return
 		}
 		v, err := svc.TakeTOTPCapture(r.Context(), in)
+		if writePending(w, err) {
+			return
+		}
 		reply(w, r, v, err)
 	})
 }
@@ -118,10 +129,17 @@ func (c *Client) ArmTOTPCapture(ctx context.Context, in TOTPArmIn) (TOTPArmOut, 
 	return out, c.do(ctx, http.MethodPost, TOTPCaptureArmPath, in, &out)
 }
 
-// TakeTOTPCapture waits for the capture and stores the seed.
+// TakeTOTPCapture waits for the capture and stores the seed. When the
+// owner must decide first (the login has a seed), the error has code
+// approval_pending and PendingOf(err) gives what to wait on.
 func (c *Client) TakeTOTPCapture(ctx context.Context, in TOTPTakeIn) (TOTPTakeOut, error) {
 	var out TOTPTakeOut
-	return out, c.do(ctx, http.MethodPost, TOTPCaptureTakePath, in, &out)
+	var pending Pending
+	status, err := c.doStatus(ctx, http.MethodPost, TOTPCaptureTakePath, in, &out, &pending)
+	if err == nil && status == http.StatusAccepted {
+		return TOTPTakeOut{}, pendingError(&pending)
+	}
+	return out, err
 }
 
 var _ HintService = (*Client)(nil)

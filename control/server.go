@@ -120,11 +120,7 @@ func NewHandler(svc Service, token string, log *slog.Logger) http.Handler {
 			return
 		}
 		resp, err := svc.Authorize(r.Context(), r.PathValue("id"), req)
-		var p *Pending
-		if err != nil && errors.As(err, &p) {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusAccepted)
-			_ = json.NewEncoder(w).Encode(p)
+		if writePending(w, err) {
 			return
 		}
 		reply(w, r, resp, err)
@@ -315,4 +311,17 @@ func WriteError(w http.ResponseWriter, err error) {
 	h.Set("X-Agentvault-Code", string(agentvault.ErrorCode(err)))
 	w.WriteHeader(HTTPStatus(agentvault.ErrorCode(err)))
 	_, _ = w.Write(body)
+}
+
+// writePending answers 202 with the Pending in err's chain, when there is
+// one: a call that waits on the owner (authorize, a TOTP take).
+func writePending(w http.ResponseWriter, err error) bool {
+	var p *Pending
+	if err == nil || !errors.As(err, &p) {
+		return false
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusAccepted)
+	_ = json.NewEncoder(w).Encode(p)
+	return true
 }

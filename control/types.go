@@ -114,17 +114,20 @@ type ErrorBody struct {
 const WaitsPath = "/v1/waits"
 
 // Pending is the 202 answer of authorize when the owner must decide first
-// (a new site, a purchase over a threshold, a live CVV). The client returns
-// it inside an approval_pending error (see PendingOf); wait on WaitID, then
-// authorize again once the status is approved.
+// (a new site, a purchase over a threshold, a live CVV), and of a TOTP take
+// that would replace a login's seed. The client returns it inside an
+// approval_pending error (see PendingOf); wait on WaitID, then authorize
+// (or take with the WaitID) again once the status is approved.
 type Pending struct {
-	Pending   bool        `json:"pending"`
-	WaitID    string      `json:"waitId"`
-	Kind      string      `json:"kind"`
-	Reason    string      `json:"reason"`
-	Site      string      `json:"site"`
-	Amount    *OrderTotal `json:"amount,omitempty"`
-	ExpiresAt time.Time   `json:"expiresAt"`
+	Pending bool        `json:"pending"`
+	WaitID  string      `json:"waitId"`
+	Kind    string      `json:"kind"`
+	Reason  string      `json:"reason"`
+	Site    string      `json:"site"`
+	Amount  *OrderTotal `json:"amount,omitempty"`
+	// Login is the label of the login a totp_replace approval is about.
+	Login     string    `json:"login,omitempty"`
+	ExpiresAt time.Time `json:"expiresAt"`
 }
 
 func (p *Pending) Error() string { return "waiting for the owner: " + p.WaitID }

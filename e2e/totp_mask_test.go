@@ -65,7 +65,7 @@ func TestP23_TOTPEnrolmentSecretMaskedInChromium(t *testing.T) {
 	must(t, "sign in", page.Locator("#sign-in").Click())
 	must(t, "account page", page.Locator("#account").WaitFor(wait))
 
-	armed, err := ap.ctl.ArmTOTPCapture(ctx, control.TOTPArmIn{Session: s.ID, Label: label, Host: "login.test",
+	armed, err := ap.ctl.ArmTOTPCapture(ctx, control.TOTPArmIn{Session: s.ID, Label: label, PageURL: ap.m.Login.URL + "/account/2fa",
 		Locator: control.TOTPLocator{ID: "totp-secret"}})
 	if err != nil {
 		t.Fatalf("arm the capture: %v", err)

@@ -1011,11 +1011,15 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, prot
 		}
 		return resp, nil
 	}
-	if req.Method == http.MethodGet && s.broker.TOTPCaptureWanted(t.sess, t.dest.Host) {
-		if err := s.captureTOTP(t.sess, t.dest.Host, resp); err != nil {
-			resp.Body.Close()
-			cancel()
-			return nil, err
+	if req.Method == http.MethodGet {
+		tr := broker.TOTPRequest{Method: req.Method, Origin: t.dest, Path: req.URL.EscapedPath(), RawQuery: req.URL.RawQuery}
+		if loc, ok := s.broker.TOTPCaptureFor(t.sess, tr); ok {
+			tr.Body, tr.Referer, tr.Cookie = body, req.Header.Get("Referer"), strings.Join(req.Header.Values("Cookie"), "; ")
+			if err := s.captureTOTP(t.sess, tr, loc, resp); err != nil {
+				resp.Body.Close()
+				cancel()
+				return nil, err
+			}
 		}
 	}
 	scrubbed, err := s.scrubResponse(s.scrubberFor(ctx, t.sess, t.dest.Host), req.Method, resp)

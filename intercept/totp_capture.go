@@ -11,13 +11,13 @@ import (
 	"github.com/agentvault/agentvault/intercept/rewrite"
 )
 
-// captureTOTP hands an HTML document's decoded bytes to the broker for a
-// session that armed a TOTP enrolment capture (declare_page_hint
-// login.totp_secret) and sends on what the broker returns, the seed
-// masked. The proxy reads nothing itself: finding the seed is the
-// broker's. Other responses, and every response of other sessions, never
-// come here.
-func (s *Server) captureTOTP(sess *broker.Session, host string, resp *http.Response) error {
+// captureTOTP hands the HTML document answering r to the broker for a
+// session whose armed TOTP capture (declare_page_hint login.totp_secret)
+// is bound to exactly that request: rewrite reads the seed where the
+// locator points, the broker decides whether it is taken, and the page
+// goes on with it masked when it was. Other responses, and every response
+// of other sessions, never come here.
+func (s *Server) captureTOTP(sess *broker.Session, r broker.TOTPRequest, loc broker.TOTPLocator, resp *http.Response) error {
 	if resp.StatusCode != http.StatusOK {
 		return nil
 	}
@@ -37,7 +37,15 @@ func (s *Server) captureTOTP(sess *broker.Session, host string, resp *http.Respo
 	if err != nil {
 		return err
 	}
-	out := s.broker.CaptureTOTP(sess, host, plain)
+	out := plain
+	if len(plain) > broker.MaxTOTPDocument {
+		s.broker.CaptureTOTP(sess, r, broker.TOTPFound{TooLarge: true})
+	} else {
+		seed, ok := rewrite.FindTOTPSeed(plain, rewrite.TOTPLocator{ID: loc.ID, Tag: loc.Tag, Index: loc.Index})
+		if s.broker.CaptureTOTP(sess, r, broker.TOTPFound{OK: ok, Value: seed.Value, Key: seed.Key}) {
+			out = rewrite.MaskTOTP(plain, seed)
+		}
+	}
 	resp.Body = nopBody(out)
 	resp.Header.Del("Content-Encoding")
 	resp.ContentLength = int64(len(out))

@@ -9,7 +9,7 @@ import (
 	"encoding/base32"
 	"encoding/binary"
 	"fmt"
-	"github.com/agentvault/agentvault/broker"
+	"io"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -19,8 +19,10 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/broker"
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/intercept"
+	"github.com/agentvault/agentvault/intercept/rewrite"
 	"github.com/agentvault/agentvault/store/sqlite"
 	"github.com/agentvault/agentvault/vault"
 )
@@ -179,5 +181,114 @@ func TestP23_TOTPLoginAgainstSiteThatChecksTheCode(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("no substitute release of the TOTP code audited (%d release records)", len(recs))
+	}
+}
+
+// TestP24_TOTPCaptureThroughTheProxy: a session signed in as a login arms
+// a capture the way declare_page_hint does, over a real proxy listener and
+// a TLS site. A page of the same site that echoes its query (a search
+// page) is not read while the capture waits for the enrolment page: it
+// reaches the client as the site sent it and the capture stays armed; the
+// enrolment page is read and masked. A capture declared on the echoing page
+// itself, or on a page that echoes the request's Referer or a cookie a
+// page script set, refuses the echoed text (totp_seed_untrusted) and sends
+// the page on unmasked.
+func TestP24_TOTPCaptureThroughTheProxy(t *testing.T) {
+	ctx := context.Background()
+	const (
+		siteSeed  = "MFRGGZDFMZTWQ2LKNNWG23TPOBYXE43U"
+		agentSeed = "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP"
+	)
+	e := startProxy(t, nil)
+	e.addLogin("trail", "example.com", "Cobol-1959!")
+	page := func(w http.ResponseWriter, shown string) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = fmt.Fprintf(w, "<!doctype html><html><body><p>Your key:</p><code>%s</code></body></html>", shown)
+	}
+	up := startUpstream(t, e.upCA, func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/session":
+			_, _ = io.WriteString(w, "signed in")
+		case "/account/2fa":
+			page(w, siteSeed)
+		case "/search":
+			page(w, r.URL.Query().Get("q"))
+		case "/welcome":
+			page(w, r.Referer())
+		case "/notes":
+			c, _ := r.Cookie("note")
+			if c != nil {
+				v, _ := url.QueryUnescape(c.Value)
+				page(w, v)
+			}
+		}
+	})
+	s, pw := e.session()
+	client := e.client(s, pw, false)
+	signIn := hostURL(up, "login.example.com", "/session")
+	a, err := e.authorize(s, tok("login", "trail", "password"), signIn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.PostForm(signIn, url.Values{"password": {a.Value}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	get := func(raw string, hdr http.Header) string {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, raw, nil)
+		for k, vs := range hdr {
+			req.Header[k] = vs
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", raw, resp.StatusCode, codeOf(resp))
+		}
+		return readAll(t, resp.Body)
+	}
+	loc := broker.TOTPLocator{Tag: "code", Index: 0}
+	enrol := hostURL(up, "login.example.com", "/account/2fa")
+	search := hostURL(up, "login.example.com", "/search?q="+agentSeed)
+
+	// Armed on the enrolment page: the search page is not read.
+	id, err := e.sessions.ArmTOTPCapture(ctx, s, "trail", enrol, loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := get(search, nil); !strings.Contains(body, agentSeed) || strings.Contains(body, rewrite.TOTPMask) {
+		t.Fatal("the search page was read by a capture armed on the enrolment page")
+	}
+	if body := get(enrol, nil); strings.Contains(body, siteSeed) || !strings.Contains(body, rewrite.TOTPMask) {
+		t.Fatal("the enrolment page was not read after the search page")
+	}
+	got, err := e.sessions.TakeTOTPCapture(ctx, s, id, 5*time.Second)
+	if err != nil || string(got.Seed.InsecureRawBytes()) != siteSeed {
+		t.Fatalf("take: %v (the site's seed: %v)", err, err == nil && string(got.Seed.InsecureRawBytes()) == siteSeed)
+	}
+
+	// Echoed text, wherever the capture was declared, is refused.
+	for _, tc := range []struct {
+		name, page string
+		hdr        http.Header
+	}{
+		{"declared on the search page", search, nil},
+		{"the Referer echoed", hostURL(up, "login.example.com", "/welcome"), http.Header{"Referer": {hostURL(up, "login.example.com", "/x?k=") + agentSeed}}},
+		{"a cookie a page script set", hostURL(up, "login.example.com", "/notes"), http.Header{"Cookie": {"note=" + url.QueryEscape(strings.ToLower(agentSeed[:16]+" "+agentSeed[16:]))}}},
+	} {
+		id, err := e.sessions.ArmTOTPCapture(ctx, s, "trail", tc.page, loc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body := get(tc.page, tc.hdr); strings.Contains(body, rewrite.TOTPMask) {
+			t.Errorf("%s: the echoed text was masked as a seed", tc.name)
+		}
+		if _, err := e.sessions.TakeTOTPCapture(ctx, s, id, 5*time.Second); agentvault.ErrorCode(err) != agentvault.CodeTOTPSeedUntrusted {
+			t.Errorf("%s: take answered %v, want totp_seed_untrusted", tc.name, err)
+		}
 	}
 }

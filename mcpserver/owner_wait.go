@@ -87,8 +87,10 @@ func (c *callState) notify(ctx context.Context, msg string) {
 
 // askedWhat says what the owner is asked, in a few words ("approve new
 // site shop.example"). Only kinds, the site and the amount: never a value.
-func askedWhat(kind, reason, site string, amount *control.OrderTotal) string {
+func askedWhat(kind, reason, site, login string, amount *control.OrderTotal) string {
 	switch kind {
+	case "totp_replace":
+		return "approve " + replaceWhat(login, site)
 	case "new_destination":
 		return "approve new site " + site
 	case "cvv_entry":
@@ -107,6 +109,14 @@ func askedWhat(kind, reason, site string, amount *control.OrderTotal) string {
 		return s
 	}
 	return "decide on " + site + " (" + kind + ")"
+}
+
+// replaceWhat names a TOTP replacement: the login and its site.
+func replaceWhat(login, site string) string {
+	if login == "" {
+		return "replacing a login's authenticator secret on " + site
+	}
+	return "replacing the authenticator secret of login " + sanitizeValue(login) + " on " + site
 }
 
 // refusalFor is the code a wait that ended without a yes gets when proxyd
@@ -132,7 +142,11 @@ func refusalFor(kind string, expired bool) agentvault.Code {
 // the call's answer gets a note saying what was asked and how it ended.
 func (s *Server) waitOwner(ctx context.Context, ss *Session, p *control.Pending) error {
 	call := callOf(ctx)
-	what := askedWhat(p.Kind, p.Reason, p.Site, p.Amount)
+	what := askedWhat(p.Kind, p.Reason, p.Site, p.Login, p.Amount)
+	nothing := "Nothing was typed in this field."
+	if p.Kind == "totp_replace" {
+		nothing = "The login's stored authenticator secret is unchanged."
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// The wait also ends when the server closes or the session is closed.
@@ -167,13 +181,13 @@ func (s *Server) waitOwner(ctx context.Context, ss *Session, p *control.Pending)
 		if left <= 0 {
 			code := refusalFor(p.Kind, true)
 			return ended("no answer in time", agentvault.Errorf(code,
-				"Waited for the owner to %s; no answer came in time. Nothing was typed in this field. Tell the user and let them retry.", what))
+				"Waited for the owner to %s; no answer came in time. %s Tell the user and let them retry.", what, nothing))
 		}
 		poll := min(s.waitPoll, left)
 		ans, err := s.cfg.Control.Wait(ctx, p.WaitID, poll)
 		if ctx.Err() != nil {
 			return ended("stopped waiting", agentvault.Errorf(agentvault.CodeTimeout,
-				"Stopped waiting for the owner to %s: the call was cancelled, or the session or the server is closing. Nothing was typed in this field.", what))
+				"Stopped waiting for the owner to %s: the call was cancelled, or the session or the server is closing. %s", what, nothing))
 		}
 		if err != nil {
 			return ended("the wait failed", agentvault.Errorf(agentvault.ErrorCode(err),
@@ -203,6 +217,6 @@ func (s *Server) waitOwner(ctx context.Context, ss *Session, p *control.Pending)
 		if ans.Message != "" {
 			msg += " " + ans.Message + "."
 		}
-		return ended(how, agentvault.Errorf(code, "%s Nothing was typed in this field. Tell the user; do not retry it on your own.", msg))
+		return ended(how, agentvault.Errorf(code, "%s %s Tell the user; do not retry it on your own.", msg, nothing))
 	}
 }

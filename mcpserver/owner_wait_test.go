@@ -234,16 +234,18 @@ func TestAskedWhat(t *testing.T) {
 	eur := &control.OrderTotal{Amount: "12.50", Currency: "EUR"}
 	for _, c := range []struct {
 		kind, reason string
+		login        string
 		amount       *control.OrderTotal
 		want         string
 		code         agentvault.Code
 	}{
-		{"new_destination", "new_destination", nil, "approve new site shop.example", agentvault.CodeDestinationUnauthorized},
-		{"purchase", "over_threshold", eur, "approve a purchase of EUR 12.50 on shop.example (over_threshold)", agentvault.CodeApprovalDenied},
-		{"purchase", "purchase", nil, "approve a purchase on shop.example", agentvault.CodeApprovalDenied},
-		{"cvv_entry", "cvv_entry", nil, "enter the card's security code for shop.example", agentvault.CodeCVVEntryRequired},
+		{"new_destination", "new_destination", "", nil, "approve new site shop.example", agentvault.CodeDestinationUnauthorized},
+		{"purchase", "over_threshold", "", eur, "approve a purchase of EUR 12.50 on shop.example (over_threshold)", agentvault.CodeApprovalDenied},
+		{"purchase", "purchase", "", nil, "approve a purchase on shop.example", agentvault.CodeApprovalDenied},
+		{"cvv_entry", "cvv_entry", "", nil, "enter the card's security code for shop.example", agentvault.CodeCVVEntryRequired},
+		{"totp_replace", "totp_replace", "shop", nil, "approve replacing the authenticator secret of login shop on shop.example", agentvault.CodeApprovalDenied},
 	} {
-		if got := askedWhat(c.kind, c.reason, "shop.example", c.amount); got != c.want {
+		if got := askedWhat(c.kind, c.reason, "shop.example", c.login, c.amount); got != c.want {
 			t.Errorf("%s: %q", c.kind, got)
 		}
 		if got := refusalFor(c.kind, false); got != c.code {
@@ -252,6 +254,11 @@ func TestAskedWhat(t *testing.T) {
 	}
 	if refusalFor("purchase", true) != agentvault.CodeApprovalExpired {
 		t.Error("an expired purchase is approval_expired")
+	}
+	// The seed's pending reasons are a closed list: a TOTP replacement is
+	// the owner approving an agent's login write, signup_approval.
+	if r := ownerReason(&control.Pending{Kind: "totp_replace", Reason: "totp_replace"}); r != "signup_approval" {
+		t.Errorf("totp_replace's pending reason is %q", r)
 	}
 }
 

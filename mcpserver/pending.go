@@ -165,6 +165,10 @@ func ownerReason(p *control.Pending) string {
 		return p.Kind
 	case "signup":
 		return "signup_approval"
+	case "totp_replace":
+		// The seed's reasons are a closed list; the owner approving an
+		// agent's write to a login is signup_approval's kind of question.
+		return "signup_approval"
 	case "challenge", "challenge_handoff":
 		return "challenge_handoff"
 	case "purchase":
@@ -198,6 +202,9 @@ func ownerSentence(tool string, p *control.Pending) string {
 	case "signup":
 		what = fmt.Sprintf("approve a signup on %s", site)
 		email = "Approve a signup on " + site
+	case "totp_replace":
+		what = "approve " + replaceWhat(p.Login, site)
+		email = "Authenticator replacement: " + site
 	default:
 		what = fmt.Sprintf("complete a challenge on %s", site)
 		email = "Complete a step on " + site

@@ -29,10 +29,13 @@ const (
 // declareTOTPHint is declare_page_hint login.totp_secret (seed 004). The
 // agent points at the element showing the enrolment secret; mcpd asks the
 // browser where that element sits (no text is read), arms a capture at
-// proxyd for this session and the page's host, and loads the page again:
-// proxyd reads the secret from that document's bytes, masks it in what
-// the browser gets, and stores it on the login. The agent gets stored,
-// digits and period, never the secret.
+// proxyd for this session bound to the page's URL, and loads the page
+// again: proxyd reads the secret from that document's bytes (refusing one
+// the page echoed from its own request, totp_seed_untrusted), masks it in
+// what the browser gets, and stores it on the login. A login that already
+// has a secret keeps it until the owner approves the new one: the call
+// waits on the owner like a fill does (waitOwner), then collects the
+// outcome. The agent gets stored, digits and period, never the secret.
 func (s *Server) declareTOTPHint(ctx context.Context, ss *Session, in declareHintIn) (*mcp.CallToolResult, error) {
 	hc, ok := s.cfg.Control.(HintControl)
 	if !ok {
@@ -50,7 +53,8 @@ func (s *Server) declareTOTPHint(ctx context.Context, ss *Session, in declareHin
 	if err := redact.ValidateHintSelector(in.Selector, ss.gate.Filled()); err != nil {
 		return nil, err
 	}
-	u, err := url.Parse(ss.page.URL())
+	pageURL := ss.page.URL()
+	u, err := url.Parse(pageURL)
 	if err != nil || u.Hostname() == "" {
 		return nil, agentvault.Errorf(agentvault.CodeInsecurePage, "the page has no address: open the enrolment page first")
 	}
@@ -61,7 +65,7 @@ func (s *Server) declareTOTPHint(ctx context.Context, ss *Session, in declareHin
 	if err != nil {
 		return nil, err
 	}
-	armed, err := hc.ArmTOTPCapture(ctx, control.TOTPArmIn{Session: ss.ctl.ID, Label: in.Label, Host: u.Hostname(),
+	armed, err := hc.ArmTOTPCapture(ctx, control.TOTPArmIn{Session: ss.ctl.ID, Label: in.Label, PageURL: pageURL,
 		Locator: control.TOTPLocator{ID: loc.ID, Tag: loc.Tag, Index: loc.Index}})
 	if err != nil {
 		return nil, err
@@ -69,9 +73,21 @@ func (s *Server) declareTOTPHint(ctx context.Context, ss *Session, in declareHin
 	if err := ss.page.Reload(totpReloadTimeout); err != nil {
 		return nil, err
 	}
-	got, err := hc.TakeTOTPCapture(ctx, control.TOTPTakeIn{Session: ss.ctl.ID, CaptureID: armed.CaptureID, TimeoutMs: int(totpTakeTimeout.Milliseconds())})
-	if err != nil {
-		return nil, err
+	take := control.TOTPTakeIn{Session: ss.ctl.ID, CaptureID: armed.CaptureID, TimeoutMs: int(totpTakeTimeout.Milliseconds())}
+	got, err := hc.TakeTOTPCapture(ctx, take)
+	for round := 0; err != nil; round++ {
+		p, ok := control.PendingOf(err)
+		if !ok || agentvault.ErrorCode(err) != agentvault.CodeApprovalPending {
+			return nil, err
+		}
+		if round >= maxOwnerRounds {
+			return nil, agentvault.Errorf(agentvault.CodeApprovalPending, "the owner's answer on the new authenticator secret did not arrive; stopped waiting")
+		}
+		if err := s.waitOwner(ctx, ss, p); err != nil {
+			return nil, err
+		}
+		take.WaitID = p.WaitID
+		got, err = hc.TakeTOTPCapture(ctx, take)
 	}
 	return jsonAnswer(okStatus(), map[string]any{"kind": in.Kind, "accepted": true, "stored": got.Stored,
 		"digits": got.Digits, "period": got.Period})

@@ -100,6 +100,11 @@ type LoginVault interface {
 	List(ctx context.Context, org string) ([]vault.Item, error)
 	Remove(ctx context.Context, org, id string) error
 	FreeLoginLabel(ctx context.Context, org, domain string) (string, error)
+	// A TOTP seed waiting for the owner's approval is a sealed blob
+	// (totp_replace.go).
+	SealBlob(ctx context.Context, name string, data []byte) error
+	OpenBlob(ctx context.Context, name string) ([]byte, error)
+	RemoveBlob(ctx context.Context, name string) error
 }
 
 // AccountsConfig wires Accounts. Zero limits take the defaults above.
@@ -132,6 +137,14 @@ type Accounts struct {
 	// mu makes one login per approved request in this process; the
 	// store's SetSignupLogin makes it one across processes.
 	mu sync.Mutex
+	// totpMu orders TOTP writes (totp_replace.go): an add and a staging
+	// of one login, and the settling of a staged seed. staged lists the
+	// replacement approvals whose seed this process staged or found
+	// staged, until settled; scanned reports whether the recent approvals
+	// were read for staged seeds since the process started.
+	totpMu  sync.Mutex
+	staged  map[string]bool
+	scanned bool
 }
 
 // NewAccounts returns the account logic over cfg.
@@ -162,8 +175,9 @@ func NewAccounts(cfg AccountsConfig) (*Accounts, error) {
 	if cfg.Authenticate == nil {
 		cfg.Authenticate = cfg.Service.AuthenticateKey
 	}
-	a := &Accounts{cfg: cfg, svc: cfg.Service}
+	a := &Accounts{cfg: cfg, svc: cfg.Service, staged: map[string]bool{}}
 	a.limiter = policy.NewRateLimiter(cfg.WritesPerMinute, time.Minute/time.Duration(cfg.WritesPerMinute), cfg.Service.now)
+	cfg.Service.staged.Store(a)
 	return a, nil
 }
 
@@ -646,20 +660,6 @@ func (a *Accounts) countChange(ctx context.Context, keyID, loginID, change strin
 	if err := a.cfg.Store.AppendLoginChange(ctx, LoginChange{Org: a.svc.org, APIKeyID: keyID, LoginID: loginID, Change: change, At: a.svc.now().UTC()}); err != nil {
 		a.svc.log.Warn("login change not counted", "change", change, "code", string(agentvault.ErrorCode(err)))
 	}
-}
-
-// EnrollTOTP stores an authenticator seed on a login (the secret comes
-// from the enrolment page's response, read by proxyd, never by an agent).
-func (a *Accounts) EnrollTOTP(ctx context.Context, keyID, loginID string, seed vault.Secret) (vault.Item, error) {
-	if err := a.dailyBudget(ctx); err != nil {
-		return vault.Item{}, err
-	}
-	got, err := a.cfg.Vault.UpdateLogin(ctx, a.svc.org, loginID, vault.LoginUpdate{TOTP: seed, Actor: keyID})
-	if err != nil {
-		return vault.Item{}, writeUnknown(err)
-	}
-	a.countChange(ctx, keyID, loginID, ChangeTOTPEnrolled)
-	return got, nil
 }
 
 // writeUnknown turns a store failure during a write into

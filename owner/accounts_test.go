@@ -17,6 +17,7 @@ type accountsEnv struct {
 	svc   *owner.Service
 	acc   *owner.Accounts
 	v     *vault.Vault
+	st    *sqlite.Store
 	clock *clock
 	key   string // may create logins
 	keyID string
@@ -48,7 +49,7 @@ func newAccounts(t *testing.T, cfg owner.AccountsConfig) *accountsEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &accountsEnv{svc: svc, acc: acc, v: v, clock: c}
+	e := &accountsEnv{svc: svc, acc: acc, v: v, st: st, clock: c}
 	k, key, _ := svc.CreateAPIKey(ctx, "agent", owner.Scope{AllCards: true, AllLogins: true, CanCreateLogins: true})
 	e.key, e.keyID = key, k.ID
 	_, e.other, _ = svc.CreateAPIKey(ctx, "other agent", owner.Scope{AllLogins: true, CanCreateLogins: true})

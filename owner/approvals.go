@@ -30,7 +30,8 @@ type ApprovalRequest struct {
 	TTL time.Duration
 	// Subject names what a signup approval is about (its signup request):
 	// two requests for one site are two questions (seed 004: a second
-	// create_login opens a second, unrelated request).
+	// create_login opens a second, unrelated request). For a TOTP
+	// replacement it names the capture.
 	Subject string
 }
 
@@ -51,6 +52,8 @@ func (r ApprovalRequest) dedupeKey(org string) string {
 	case KindNewDestination:
 	case KindSignup:
 		parts = append(parts, r.Subject)
+	case KindTOTPReplace:
+		parts = append(parts, r.ItemID, r.Subject)
 	default:
 		parts = append(parts, r.Reason, amount, r.CardID, r.APIKeyID, r.Session)
 	}
@@ -71,6 +74,9 @@ func (s *Service) RequestApproval(ctx context.Context, r ApprovalRequest) (Appro
 	r.Site = site
 	if (r.Kind == KindPurchase || r.Kind == KindCVVEntry) && r.CardID == "" {
 		return Approval{}, agentvault.Errorf(agentvault.CodeInvalidInput, "a purchase or CVV approval names its card")
+	}
+	if r.Kind == KindTOTPReplace && r.ItemID == "" {
+		return Approval{}, agentvault.Errorf(agentvault.CodeInvalidInput, "a TOTP replacement names its login")
 	}
 	if r.Reason == "" {
 		r.Reason = string(r.Kind)
@@ -164,6 +170,11 @@ func (s *Service) Decide(ctx context.Context, id string, approve bool, by string
 		status = StatusApproved
 	}
 	a, err := s.st.DecideApproval(ctx, id, status, by, s.now().UTC())
+	if err == nil && a.Kind == KindTOTPReplace {
+		// The staged seed goes in (a yes) or away (a no) before anyone
+		// waiting on the answer hears it.
+		s.settleStaged(ctx, a)
+	}
 	s.wake(id)
 	if err != nil {
 		return a, err
@@ -198,6 +209,7 @@ func (s *Service) RunSweeper(ctx context.Context, every time.Duration) {
 			if _, err := s.SweepExpired(ctx); err != nil && ctx.Err() == nil {
 				s.log.Warn("approval sweep failed", "code", string(agentvault.ErrorCode(err)))
 			}
+			s.sweepStaged(ctx)
 		}
 	}
 }
@@ -292,6 +304,11 @@ func (a Approval) Outcome() error {
 		return agentvault.Errorf(agentvault.CodeCVVEntryRequired, "the owner did not enter the security code")
 	case KindSignup:
 		return agentvault.Errorf(agentvault.CodeSignupNotEnabled, "the owner did not approve this signup")
+	case KindTOTPReplace:
+		if a.Status == StatusDenied {
+			return agentvault.Errorf(agentvault.CodeApprovalDenied, "the owner did not approve replacing this login's authenticator secret: the stored one is kept and the new one discarded")
+		}
+		return agentvault.Errorf(agentvault.CodeApprovalExpired, "the owner did not answer in time: this login's stored authenticator secret is kept and the new one discarded")
 	}
 	if a.Status == StatusDenied {
 		return agentvault.Errorf(agentvault.CodeApprovalDenied, "the owner denied this purchase")

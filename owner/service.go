@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentvault/agentvault"
@@ -68,6 +69,9 @@ type Service struct {
 
 	mu      sync.Mutex
 	waiters map[string]map[chan struct{}]struct{}
+	// staged settles TOTP replacements once decided (totp_replace.go);
+	// nil until NewAccounts.
+	staged atomic.Pointer[Accounts]
 }
 
 // New returns a Service.

@@ -85,12 +85,17 @@ const (
 	KindPurchase       ApprovalKind = "purchase"
 	KindCVVEntry       ApprovalKind = "cvv_entry"
 	KindSignup         ApprovalKind = "signup"
+	// KindTOTPReplace asks whether the authenticator seed an agent's
+	// login.totp_secret capture read may replace the one a login holds
+	// (ItemID the login, Site the page's host, Page the page). The seed
+	// waits sealed in the vault, never in the approval (P24).
+	KindTOTPReplace ApprovalKind = "totp_replace"
 )
 
 // Valid reports whether k is one of the kinds above.
 func (k ApprovalKind) Valid() bool {
 	switch k {
-	case KindNewDestination, KindPurchase, KindCVVEntry, KindSignup:
+	case KindNewDestination, KindPurchase, KindCVVEntry, KindSignup, KindTOTPReplace:
 		return true
 	}
 	return false

@@ -7,17 +7,20 @@ import (
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/broker"
 	"github.com/agentvault/agentvault/control"
-	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/vault"
 )
 
 // Page hints on the control API (seed 004): the kinds this appliance
 // accepts, and TOTP enrolment (declare_page_hint login.totp_secret). The
-// seed is read by the broker from the enrolment document's bytes; here it
-// becomes the login's TOTP through owner.Accounts.EnrollTOTP (audited by
-// the vault, counted against the daily changes) and the write is listed in
-// the session's report as "label:totp_enrolled".
+// seed is read from the answer to mcpd's reload of the page the hint was
+// declared on (the broker binds the capture to that URL and refuses a seed
+// the request itself carried); here it goes to owner.Accounts.EnrollTOTP,
+// which stores it on a login without one (audited by the vault, counted
+// against the daily changes) and asks the owner before replacing one
+// (take answers 202 pending; mcpd takes again with the wait id once the
+// owner decided). A stored seed is listed in the session's report as
+// "label:totp_enrolled".
 
 // hintKinds are the kinds declare_page_hint accepts on this appliance.
 var hintKinds = []control.HintKind{{
@@ -28,7 +31,7 @@ var hintKinds = []control.HintKind{{
 	FrameAllowed: true,
 }, {
 	Kind:          "login.totp_secret",
-	Purpose:       "Where an authenticator enrolment page shows its secret (text or an otpauth:// URI); the vault reads it from the page's response and stores it on the login named by label, so tokens.totp fills become current codes. The page is loaded again and shows the secret masked.",
+	Purpose:       "Where an authenticator enrolment page shows its secret (text or an otpauth:// URI); the vault reads it from the page's response and stores it on the login named by label, so tokens.totp fills become current codes. The page is loaded again and shows the secret masked. Declare it on the site's enrolment page itself: a secret the page echoed from its own address or form is refused (totp_seed_untrusted), and a login that already has a secret keeps it until the account owner approves the new one.",
 	Reads:         []string{"text"},
 	FrameAllowed:  false,
 	Preconditions: "this session signed in as the login (fill_login); the page is https:// (or loopback http://)",
@@ -52,11 +55,10 @@ func (c *controlService) ArmTOTPCapture(ctx context.Context, in control.TOTPArmI
 	if _, err := c.accountsOn(); err != nil {
 		return control.TOTPArmOut{}, err
 	}
-	host, err := hostname.Host(in.Host)
-	if err != nil {
-		return control.TOTPArmOut{}, agentvault.Errorf(agentvault.CodeInvalidHint, "the page's host is not a host name")
+	if in.PageURL == "" {
+		return control.TOTPArmOut{}, agentvault.Errorf(agentvault.CodeInvalidHint, "the capture needs the page's URL: update mcpd to this proxyd's version")
 	}
-	id, err := c.broker.ArmTOTPCapture(ctx, s, in.Label, host,
+	id, err := c.broker.ArmTOTPCapture(ctx, s, in.Label, in.PageURL,
 		broker.TOTPLocator{ID: in.Locator.ID, Tag: in.Locator.Tag, Index: in.Locator.Index})
 	if err != nil {
 		return control.TOTPArmOut{}, err
@@ -73,16 +75,27 @@ func (c *controlService) TakeTOTPCapture(ctx context.Context, in control.TOTPTak
 	if err != nil {
 		return control.TOTPTakeOut{}, err
 	}
-	wait := time.Duration(in.TimeoutMs) * time.Millisecond
-	if wait <= 0 || wait > maxTOTPTake {
-		wait = maxTOTPTake
+	var it vault.Item
+	if in.WaitID != "" {
+		it, err = acc.FinishTOTPReplacement(ctx, s.Key.ID, s.ID, in.WaitID)
+	} else {
+		wait := time.Duration(in.TimeoutMs) * time.Millisecond
+		if wait <= 0 || wait > maxTOTPTake {
+			wait = maxTOTPTake
+		}
+		got, terr := c.broker.TakeTOTPCapture(ctx, s, in.CaptureID, wait)
+		if terr != nil {
+			return control.TOTPTakeOut{}, terr
+		}
+		defer got.Seed.Wipe()
+		it, err = acc.EnrollTOTP(ctx, owner.TOTPEnrolment{KeyID: s.Key.ID, Session: s.ID, LoginID: got.Item.ID,
+			Site: got.Site, Page: got.Page, Seed: got.Seed})
 	}
-	got, err := c.broker.TakeTOTPCapture(ctx, s, in.CaptureID, wait)
-	if err != nil {
-		return control.TOTPTakeOut{}, err
+	if a, ok := owner.PendingOf(err); ok {
+		p := &control.Pending{Pending: true, WaitID: a.ID, Kind: string(a.Kind), Reason: a.Reason, Site: a.Site,
+			Login: acc.LoginLabel(ctx, a.ItemID), ExpiresAt: a.Expires}
+		return control.TOTPTakeOut{}, agentvault.Wrap(agentvault.CodeApprovalPending, p, "waiting for the owner (%s)", a.Reason)
 	}
-	defer got.Seed.Wipe()
-	it, err := acc.EnrollTOTP(ctx, s.Key.ID, got.Item.ID, got.Seed)
 	if err != nil {
 		return control.TOTPTakeOut{}, err
 	}

@@ -888,6 +888,18 @@ func (v *Vault) openBlob(ctx context.Context, name string) ([]byte, error) {
 	return open(dekLookup(dek), rec.Data, blobAAD(name))
 }
 
+// RemoveBlob deletes blob name (e.g. a staged TOTP seed the owner turned
+// down); a blob that is not there is no error.
+func (v *Vault) RemoveBlob(ctx context.Context, name string) error {
+	if name == "" || strings.HasPrefix(name, reservedBlobPrefix) {
+		return invalid("blob name must be a single line not starting with %q", reservedBlobPrefix)
+	}
+	if err := v.store.DeleteBlob(ctx, name); err != nil && !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	return nil
+}
+
 // OpenOrCreateBlob returns blob name, sealing create()'s bytes as it when
 // there is none yet: exactly once across every process sharing the store
 // (replicas starting together on an empty Postgres all end with the first

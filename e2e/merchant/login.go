@@ -71,6 +71,7 @@ func (a *accounts) routes() http.Handler {
 	mux.HandleFunc("POST /logout", a.logout)
 	mux.HandleFunc("GET /account/2fa", a.totpSetup)
 	mux.HandleFunc("POST /account/2fa", a.totpConfirm)
+	mux.HandleFunc("GET /search", a.search)
 	mux.HandleFunc("GET /login/otp", a.otpPage)
 	mux.HandleFunc("POST /login/otp", a.otpCheck)
 	mux.HandleFunc("/echo", echo)

@@ -47,6 +47,28 @@ func (m *Merchant) TOTPEnrolled(email string) bool {
 	return ok
 }
 
+// EnrollTOTPSecret turns email's authenticator on with secret, as if the
+// owner had set it up before (the vault holds the same seed).
+func (m *Merchant) EnrollTOTPSecret(email, secret string) {
+	m.accounts.mu.Lock()
+	defer m.accounts.mu.Unlock()
+	m.accounts.totp().enrolled[strings.ToLower(email)] = secret
+}
+
+// EnrolledTOTPSecret is the secret email's authenticator has on, "" when
+// it is off.
+func (m *Merchant) EnrolledTOTPSecret(email string) string {
+	m.accounts.mu.Lock()
+	defer m.accounts.mu.Unlock()
+	return m.accounts.totp().enrolled[strings.ToLower(email)]
+}
+
+// search is the site's search page: it shows the query back, as search
+// pages do (a page that reflects text its visitor chose).
+func (a *accounts) search(w http.ResponseWriter, r *http.Request) {
+	render(w, searchTmpl, map[string]any{"Q": r.URL.Query().Get("q")})
+}
+
 func totpCode(secret string, t time.Time) string {
 	key, err := base32.StdEncoding.WithPadding(base32.NoPadding).DecodeString(secret)
 	if err != nil {
@@ -199,3 +221,7 @@ var otpTmpl = template.Must(template.New("otp").Parse(`<!doctype html><html lang
 <button type="submit" id="otp-submit">Verify</button>
 {{if .Error}}<p id="otp-error" role="alert">{{.Error}}</p>{{end}}</form>
 </main></body></html>`))
+
+var searchTmpl = template.Must(template.New("search").Parse(`<!doctype html><html lang="en"><head><meta charset="utf-8">
+<title>Search · Trailhead Club</title></head><body>
+<main id="search"><h1>Search</h1><p>No results for <code id="query">{{.Q}}</code>.</p></main></body></html>`))

@@ -120,6 +120,39 @@ func TestP11_ApprovalsNameTheItemAndThePage(t *testing.T) {
 		"<td>New site</td><td>shop.example</td><td>Visa "+card)
 }
 
+// TestP24_TOTPReplacementNamesTheLoginAndTheSite: the owner's question on
+// a new authenticator secret for a login that has one says which login
+// (its site and label) and which site, the page it came from without its
+// query, and what a yes and a no do.
+func TestP24_TOTPReplacementNamesTheLoginAndTheSite(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if _, err := e.svc.RequestApproval(ctx, owner.ApprovalRequest{Kind: owner.KindTOTPReplace, Reason: string(owner.KindTOTPReplace),
+		Site: "github.com", ItemID: e.login.ID, Page: "https://github.com/settings/2fa?q=JBSWY3DPEHPK3PXP", APIKeyID: "avk_1",
+		Session: "s_1", Subject: "tc_1"}); err != nil {
+		t.Fatal(err)
+	}
+	e.signIn(ownerPW)
+	code, body := e.get("/")
+	if code != 200 {
+		t.Fatalf("approvals: %d", code)
+	}
+	for _, want := range []string{
+		"New authenticator secret on <span class=\"site\">github.com</span>",
+		"<dt>Login</dt><dd>github.com login " + e.login.Label + "</dd>",
+		`<code class="page">https://github.com/settings/2fa</code>`,
+		"Approving replaces the authenticator (TOTP) secret stored for this login",
+		"denying keeps the stored secret",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the Approvals page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "JBSWY3DP") {
+		t.Error("the Approvals page shows the page's query")
+	}
+}
+
 // TestActivityCountsOnlyValuesSentToSites: an authorization (the agent got
 // a stand-in; the value stayed here) is not counted as a value released;
 // a substitution (the value went to a site) is.

@@ -363,7 +363,7 @@ func (h *Handler) approvalsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	items := make(map[string]approvalItem, len(list))
 	for _, it := range list {
-		items[it.ID] = approvalItem{Kind: it.Kind, Name: itemName(it)}
+		items[it.ID] = approvalItem{Kind: it.Kind, Name: approvalItemName(it)}
 	}
 	var handoffs []HandoffView
 	if h.handoffs != nil {

@@ -95,6 +95,8 @@ var funcs = template.FuncMap{
 			return "Security code"
 		case owner.KindSignup:
 			return "Signup"
+		case owner.KindTOTPReplace:
+			return "New authenticator secret"
 		}
 		return string(k)
 	},
@@ -145,6 +147,10 @@ func approveMeans(a owner.Approval) string {
 		return "Approving sends the security code you type to " + a.Site + " for this one purchase; it is not stored."
 	case owner.KindSignup:
 		return "Approving lets the agent create an account on " + a.Site + "."
+	case owner.KindTOTPReplace:
+		return "Approving replaces the authenticator (TOTP) secret stored for this login with the one the page below showed on " + a.Site +
+			", and deletes the current one: codes the vault fills will then come from the new secret. Approve only if you asked for a new authenticator on " +
+			a.Site + " just now; denying keeps the stored secret and deletes the new one."
 	}
 	return ""
 }
@@ -168,6 +174,8 @@ func reasonText(reason string) string {
 		return "This card's security code is not stored; it must be typed for this purchase."
 	case policy.ReasonCVVAgain:
 		return "The security code was already used for this purchase; the agent asks to enter it again."
+	case policy.Reason(owner.KindTOTPReplace):
+		return "An agent read a new authenticator secret for a login that already has one."
 	}
 	return reason
 }
@@ -176,7 +184,7 @@ func reasonText(reason string) string {
 // approvalItem is a vault item as an approval names it.
 type approvalItem struct {
 	Kind vault.Kind
-	Name string // itemName
+	Name string // approvalItemName
 }
 
 // kindLabel heads the item's line: "Card", "Login", or "Item" for one the
@@ -191,6 +199,16 @@ func (it approvalItem) kindLabel() string {
 		return "Item"
 	}
 	return strings.ToUpper(string(it.Kind[:1])) + string(it.Kind[1:])
+}
+
+// approvalItemName is how an approval names its item: a login also by its
+// label, which tells two logins of one site apart (the owner is asked
+// about one of them, e.g. replacing its authenticator secret).
+func approvalItemName(it vault.Item) string {
+	if it.Kind == vault.KindLogin && it.Login != nil {
+		return itemName(it) + " " + it.Label
+	}
+	return itemName(it)
 }
 
 func itemName(it vault.Item) string {

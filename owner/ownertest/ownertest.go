@@ -27,6 +27,7 @@ func Run(t *testing.T, open func(t *testing.T) owner.Store) {
 	t.Run("Destinations", func(t *testing.T) { destinations(t, open(t)) })
 	t.Run("ApprovalsLifecycle", func(t *testing.T) { approvals(t, open(t)) })
 	t.Run("ApprovalItemAndPage", func(t *testing.T) { approvalItemPage(t, open(t)) })
+	t.Run("EveryApprovalKind", func(t *testing.T) { everyKind(t, open(t)) })
 	t.Run("ApprovalsDedupeUnderConcurrency", func(t *testing.T) { dedupeConcurrent(t, open(t)) })
 	t.Run("DecideOnlyOnce", func(t *testing.T) { decideOnce(t, open(t)) })
 	t.Run("AccountsAndSessions", func(t *testing.T) { accounts(t, open(t)) })
@@ -174,6 +175,24 @@ func destinations(t *testing.T, st owner.Store) {
 func newApproval(id string, kind owner.ApprovalKind) owner.Approval {
 	return owner.Approval{ID: id, Org: "o", Kind: kind, Reason: "over_threshold", Site: "shop.example", Amount: amt("12.34 EUR"),
 		CardID: "itm_c", APIKeyID: "avk_1", Session: "s_1", Created: t0, Expires: t0.Add(15 * time.Minute), Status: owner.StatusPending}
+}
+
+// everyKind: the store keeps an approval of every kind the owner can be
+// asked (a schema that lists kinds must list a new one too).
+func everyKind(t *testing.T, st owner.Store) {
+	ctx := context.Background()
+	for _, k := range []owner.ApprovalKind{owner.KindNewDestination, owner.KindPurchase, owner.KindCVVEntry, owner.KindSignup, owner.KindTOTPReplace} {
+		if !k.Valid() {
+			t.Fatalf("%s is not a valid kind", k)
+		}
+		a := newApproval("apr_k_"+string(k), k)
+		if _, created, err := st.CreateApproval(ctx, a, "kind "+string(k), t0); err != nil || !created {
+			t.Fatalf("create a %s approval: %v %v", k, created, err)
+		}
+		if got, err := st.GetApproval(ctx, a.ID); err != nil || got.Kind != k {
+			t.Fatalf("read a %s approval: %+v %v", k, got, err)
+		}
+	}
 }
 
 // approvalItemPage: the item and page an approval shows come back from

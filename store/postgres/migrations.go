@@ -3,7 +3,7 @@ package postgres
 // migrations are applied in order, each in its own transaction under an
 // advisory lock (replicas starting together migrate once), and recorded in
 // schema_migrations. Never edit a shipped migration: append a new one. They
-// mirror store/sqlite's migrations 1 to 4, 50, 51, 61, 62, 70 and 71 (same tables,
+// mirror store/sqlite's migrations 1 to 4, 50, 51, 61, 62, 70, 71 and 224 (same tables,
 // same meaning), with Postgres types: bytea, boolean, bigint nanoseconds
 // for times (exact round trips, as SQLite), identity columns for sequence
 // numbers.
@@ -209,6 +209,13 @@ CREATE INDEX proxy_sessions_key ON proxy_sessions (api_key_id, ended);
 	// Who made each API key binding and whether its person consented
 	// (credentials.go). Mirrors store/sqlite's migration 51.
 	10: credKeyConsentMigration,
+	// An approval may ask about replacing a login's TOTP seed
+	// (owner.KindTOTPReplace, P24). Mirrors store/sqlite's migration 224.
+	11: `
+ALTER TABLE approvals DROP CONSTRAINT approvals_kind_check;
+ALTER TABLE approvals ADD CONSTRAINT approvals_kind_check
+	CHECK (kind IN ('new_destination', 'purchase', 'cvv_entry', 'signup', 'totp_replace'));
+`,
 }
 
 // LatestSchemaVersion is the version Open migrates to.
