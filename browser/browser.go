@@ -253,7 +253,7 @@ func (b *Browser) NewSession(opts SessionOptions) (*Session, error) {
 	if err != nil {
 		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "open browser context")
 	}
-	s := &Session{b: b, ctx: bctx, popupArrived: make(chan struct{}, 1)}
+	s := &Session{b: b, ctx: bctx, popupArrived: make(chan struct{}, 1), watchKey: newWatchKey()}
 	// Refusals proxyd answers inside the tunnel carry its code in a header
 	// (read from the response's initial headers: no round trip, safe in an
 	// event callback).

@@ -1,12 +1,5 @@
 package browser
 
-import "github.com/mxschmitt/playwright-go"
-
-func RawAria(s *Session) (string, error) {
-	p, _ := s.page()
-	return p.AriaSnapshot(playwright.PageAriaSnapshotOptions{Mode: playwright.AriaSnapshotModeAi, Depth: playwright.Int(30)})
-}
-
 var MatchFieldsForTest = matchFields
 
 type DomField = domField
@@ -15,10 +8,13 @@ func NewDomField(role, name, sel string) DomField { return domField{role, name, 
 
 var ChooseOptionForTest = chooseOption
 
-func StripValuesForTest(raw string) (string, []Field) {
-	y, f, _ := stripValues(raw)
+func CompactForTest(raw string) (string, []Field) {
+	y, f, _ := compactSnapshot(raw)
 	return y, f
 }
+
+// SnapshotWalks is how many accessibility walks snapshots have made.
+func SnapshotWalks() int64 { return snapshotWalks.Load() }
 
 // RefLookups is how many per-ref selector lookups snapshots have made.
 func RefLookups() int64 { return refLookups.Load() }

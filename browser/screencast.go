@@ -144,6 +144,7 @@ func num(v any) int {
 
 // ClickAt clicks the page at viewport coordinates (CSS pixels).
 func (lp *LivePage) ClickAt(x, y float64) error {
+	lp.s.acted()
 	if err := lp.p.Mouse().Click(x, y); err != nil {
 		return agentvault.Wrap(agentvault.CodeUnknownTarget, err, "the click did not reach the page")
 	}
@@ -153,6 +154,7 @@ func (lp *LivePage) ClickAt(x, y float64) error {
 // Type types text into whatever has focus, one key event per character.
 // The text is the owner's: it is never logged or returned.
 func (lp *LivePage) Type(text string) error {
+	lp.s.acted()
 	if err := lp.p.Keyboard().Type(text); err != nil {
 		return agentvault.Errorf(agentvault.CodeUnknownTarget, "the keys did not reach the page")
 	}
@@ -161,6 +163,7 @@ func (lp *LivePage) Type(text string) error {
 
 // Press sends one named key (Enter, Tab, Backspace, ...).
 func (lp *LivePage) Press(key string) error {
+	lp.s.acted()
 	if err := lp.p.Keyboard().Press(key); err != nil {
 		return agentvault.Errorf(agentvault.CodeUnknownTarget, "the key did not reach the page")
 	}

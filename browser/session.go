@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentvault/agentvault"
@@ -43,7 +44,26 @@ type Session struct {
 	refusals          []Refusal
 	closed            bool
 	netlog            *netLog // get_network_log, when started (netlog.go)
+
+	// epoch counts the actions taken on the session's pages (clicks, keys,
+	// fills, navigations, the owner's input in a hand-off): a kept reading
+	// is only reused within one epoch, since a pointer or focus move can
+	// change what shows without any DOM change. navs counts main-frame
+	// navigations, so a click can tell it navigated.
+	epoch, navs atomic.Uint64
+	// snapMu orders the page readings (snapshot.go): last is the kept
+	// whole-page reading, partial the refs of a part snapshot taken since
+	// (nil when Playwright can resolve every ref of the last reading), and
+	// watchKey the name of the change watcher in each frame.
+	snapMu   sync.Mutex
+	last     *reading
+	partial  map[string]bool
+	watchKey string
 }
+
+// acted records an action on the page: the kept reading is not reused
+// after it.
+func (s *Session) acted() { s.epoch.Add(1) }
 
 // Refusal is a request of the session that proxyd refused inside the tunnel.
 type Refusal struct {
@@ -75,6 +95,11 @@ type popup struct {
 
 // watch registers the popup listener of a page.
 func (s *Session) watch(p playwright.Page, opener playwright.Page) {
+	p.OnFrameNavigated(func(f playwright.Frame) {
+		if f.ParentFrame() == nil {
+			s.navs.Add(1)
+		}
+	})
 	p.OnPopup(func(child playwright.Page) {
 		s.mu.Lock()
 		s.queue = append(s.queue, popup{page: child, opener: p})
@@ -155,10 +180,28 @@ func (s *Session) locator(t Target) (playwright.Locator, playwright.Page, error)
 	if strings.TrimSpace(t.Selector) == "" {
 		return nil, nil, agentvault.Errorf(agentvault.CodeInvalidInput, "selector is empty")
 	}
+	for _, sel := range []string{t.Selector, t.Frame} {
+		if ref, ok := ariaRef(sel); ok {
+			s.restoreRefs(p, ref)
+		}
+	}
 	if t.Frame != "" {
 		return p.FrameLocator(t.Frame).Locator(t.Selector), p, nil
 	}
 	return p.Locator(t.Selector), p, nil
+}
+
+// ariaRef returns the ref a selector names with aria-ref= (its first one).
+func ariaRef(sel string) (string, bool) {
+	i := strings.Index(sel, "aria-ref=")
+	if i < 0 {
+		return "", false
+	}
+	ref := sel[i+len("aria-ref="):]
+	if j := strings.IndexAny(ref, " >]"); j >= 0 {
+		ref = ref[:j]
+	}
+	return ref, ref != ""
 }
 
 // Goto navigates the current page and waits for its load event.
@@ -168,6 +211,7 @@ func (s *Session) Goto(url string, timeout time.Duration) error {
 		return err
 	}
 	before := p.URL()
+	s.acted()
 	resp, err := p.Goto(url, playwright.PageGotoOptions{Timeout: ms(timeout), WaitUntil: playwright.WaitUntilStateLoad})
 	if err != nil {
 		return navError(err)
@@ -184,33 +228,29 @@ func (s *Session) Goto(url string, timeout time.Duration) error {
 	return nil
 }
 
-// warmWait bounds how long Goto waits, after the load event, for the page
-// to be ready for reading.
+// warmWait bounds how long Goto (and a click or key that navigated) waits,
+// after the load event, for the page's first reading.
 const warmWait = 2 * time.Second
 
-// warm readies a freshly loaded page for reading, the way a snapshot reads
-// it: Playwright injects its selector and snapshot engine into each
-// document on first use, and the first walk of a tree pays for the
-// renderer's cold style and accessibility caches. Done here, behind the
-// load, the first snapshot_page on the page costs what a later one does
-// (playwright-mcp's navigate does the same work: it answers with a
-// snapshot). Frames are warmed in parallel; the tree's refs are kept, so
-// the agent's first snapshot shows the same refs. A page that does not
-// answer within warmWait is left to warm on first use.
+// warm takes the freshly loaded page's first whole-page reading, the one a
+// snapshot_page would take: Playwright injects its selector and snapshot
+// engine into each document on first use, the first walk of a tree pays
+// for the renderer's cold style and accessibility caches, and the change
+// watchers start in every frame. A snapshot that finds the page unchanged
+// since answers from this reading (playwright-mcp's navigate does the same
+// walk: it answers with a snapshot). A page that does not finish within
+// warmWait is left reading in the background; the next snapshot waits for
+// that reading rather than starting a second one.
 func (s *Session) warm(p playwright.Page) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		var wg sync.WaitGroup
-		for _, f := range p.Frames() {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, _ = f.Evaluate(fieldsScript)
-			}()
+		s.snapMu.Lock()
+		defer s.snapMu.Unlock()
+		if cur, err := s.page(); err != nil || cur != p {
+			return
 		}
-		_, _ = p.AriaSnapshot(playwright.PageAriaSnapshotOptions{Mode: playwright.AriaSnapshotModeAi, Depth: playwright.Int(MaxSnapshotDepth), Timeout: ms(warmWait)})
-		wg.Wait()
+		_, _ = s.readPage(p, MaxSnapshotDepth)
 	}()
 	t := time.NewTimer(warmWait)
 	defer t.Stop()
@@ -218,6 +258,18 @@ func (s *Session) warm(p playwright.Page) {
 	case <-done:
 	case <-t.C:
 	}
+}
+
+// settleNavigation waits, after a click or key, for the load of a document
+// it navigated the main frame to (up to timeout; Playwright's click already
+// waited for the navigation to commit), then warms it. A click that did not
+// navigate returns at once.
+func (s *Session) settleNavigation(p playwright.Page, navsBefore uint64, timeout time.Duration) {
+	if s.navs.Load() == navsBefore || p.IsClosed() {
+		return
+	}
+	_ = p.WaitForLoadState(playwright.PageWaitForLoadStateOptions{State: playwright.LoadStateLoad, Timeout: ms(timeout)})
+	s.warm(p)
 }
 
 // RefusalHeader is the header proxyd sets on a refusal it answers inside a
@@ -295,25 +347,31 @@ func (s *Session) TakeNewTabs() bool {
 
 // Click clicks the target.
 func (s *Session) Click(t Target, timeout time.Duration) (Action, error) {
-	loc, _, err := s.locator(t)
+	loc, p, err := s.locator(t)
 	if err != nil {
 		return Action{}, err
 	}
+	s.acted()
+	navs := s.navs.Load()
 	if err := loc.Click(playwright.LocatorClickOptions{Timeout: ms(timeout)}); err != nil {
 		return Action{}, actionError("click", t, timeout, err)
 	}
+	s.settleNavigation(p, navs, timeout)
 	return Action{NewTab: s.TakeNewTabs()}, nil
 }
 
 // Press sends one key or chord to the target.
 func (s *Session) Press(t Target, key string, timeout time.Duration) (Action, error) {
-	loc, _, err := s.locator(t)
+	loc, p, err := s.locator(t)
 	if err != nil {
 		return Action{}, err
 	}
+	s.acted()
+	navs := s.navs.Load()
 	if err := loc.Press(key, playwright.LocatorPressOptions{Timeout: ms(timeout)}); err != nil {
 		return Action{}, actionError("press", t, timeout, err)
 	}
+	s.settleNavigation(p, navs, timeout)
 	return Action{NewTab: s.TakeNewTabs()}, nil
 }
 
@@ -357,6 +415,7 @@ func (s *Session) Fill(t Target, value string, timeout time.Duration) error {
 		// about which field gets a card value.
 		loc = loc.First()
 	}
+	s.acted()
 	if err := loc.Fill(value, playwright.LocatorFillOptions{Timeout: ms(timeout)}); err != nil {
 		return fillError(t, timeout, err)
 	}
@@ -400,6 +459,7 @@ func (s *Session) SelectOption(t Target, value string, timeout time.Duration) er
 	if !ok {
 		return agentvault.Errorf(agentvault.CodeInvalidInput, "%s has no option matching the value given (%d options)", t, len(opts))
 	}
+	s.acted()
 	if _, err := loc.SelectOption(playwright.SelectOptionValues{Values: &[]string{pick}}, playwright.LocatorSelectOptionOptions{Timeout: ms(timeout)}); err != nil {
 		return fillError(t, timeout, err)
 	}
@@ -663,6 +723,7 @@ func (s *Session) WaitForPopup(timeout time.Duration) (PopupResult, error) {
 			s.stack = append(s.stack, pg)
 			s.announced = s.opened
 			s.mu.Unlock()
+			s.acted()
 			_ = pg.WaitForLoadState(playwright.PageWaitForLoadStateOptions{State: playwright.LoadStateDomcontentloaded, Timeout: ms(5 * time.Second)})
 			return PopupResult{URL: pg.URL(), Child: child}, nil
 		}
@@ -683,6 +744,7 @@ func (s *Session) ClosePopup() (string, string, error) {
 		s.mu.Unlock()
 		return "", "", agentvault.Errorf(agentvault.CodeSessionEnded, "the browser session is closed")
 	}
+	s.epoch.Add(1)
 	var cur playwright.Page
 	if len(s.stack) > 1 {
 		cur = s.stack[len(s.stack)-1]

@@ -1,7 +1,9 @@
 package browser
 
 import (
-	"encoding/json"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"regexp"
 	"strings"
 	"sync"
@@ -33,54 +35,90 @@ type Field struct {
 type Snapshot struct {
 	YAML   string
 	Fields []Field
+	// Reused is true when the page had not changed since the last reading
+	// and that reading was returned without walking the page again.
+	Reused bool
 }
 
-// fieldRoles are the roles a fill can target; their inline values are cut
-// from the YAML and they get a CSS selector.
-var fieldRoles = map[string]bool{
-	"textbox": true, "searchbox": true, "spinbutton": true, "combobox": true,
-	"checkbox": true, "radio": true, "slider": true, "switch": true, "listbox": true,
+// SnapshotOptions says which part of the page to read. The zero value reads
+// the whole page, every frame included, at MaxSnapshotDepth.
+type SnapshotOptions struct {
+	// Depth limits the walk (MaxSnapshotDepth when 0 or above it).
+	Depth int
+	// Selector reads only the element it names and what is inside it
+	// (iframes included). It must match exactly one element.
+	Selector string
+	// Frame is the CSS selector of an iframe (nested iframes chained with
+	// Playwright's enter-frame separator): the snapshot reads that frame's
+	// document, or Selector inside it.
+	Frame string
 }
 
-// snapLine splits "  - role "name" [attr] [ref=e5]: value".
-var snapLine = regexp.MustCompile(`^(\s*)- ([a-z]+)((?: "(?:[^"\\]|\\.)*")?(?: \[[^\]]*\])*)(:.*)?$`)
-var refAttr = regexp.MustCompile(`\[ref=([a-z0-9]+)\]`)
-var nameAttr = regexp.MustCompile(`^ ("(?:[^"\\]|\\.)*")`)
-
-// snapName reads the quoted accessible name at the start of attrs.
-func snapName(attrs string) string {
-	m := nameAttr.FindStringSubmatch(attrs)
-	if m == nil {
-		return ""
-	}
-	var n string
-	if err := json.Unmarshal([]byte(m[1]), &n); err != nil {
-		return strings.Trim(m[1], `"`)
-	}
-	return n
-}
-
-// Snapshot captures the accessibility tree (Playwright's AI mode: refs, and
-// the content of iframes, cross-origin ones included). Field values are
-// removed: a snapshot shows names and structure, never what is typed.
-//
-// The field selectors cost no round trip after the tree: every document's
-// field list is taken by one script per frame while the tree is captured,
-// and each iframe of the tree is paired with its frame afterwards by the
-// fields it shows (resolveSelectors).
+// Snapshot captures the whole page's accessibility tree to depth.
 func (s *Session) Snapshot(depth int) (Snapshot, error) {
+	return s.SnapshotOf(SnapshotOptions{Depth: depth})
+}
+
+// SnapshotOf captures the accessibility tree (Playwright's AI mode: refs,
+// and the content of iframes, cross-origin ones included), rewritten to
+// what an agent acts on and reads (compact.go). Field values are removed: a
+// snapshot shows names and structure, never what is typed.
+//
+// A whole-page reading is kept: every frame runs a change watcher (DOM
+// mutations, shadow roots, focus, input and form state, loads and
+// animations), and a later whole-page snapshot at the same depth, with no
+// action of this session in between, no frame changed and no frame come or
+// gone, answers from the kept reading after one check per frame instead of
+// walking the page again. The same check returns each changed document's
+// field list, so the field selectors cost no round trip after the tree.
+func (s *Session) SnapshotOf(o SnapshotOptions) (Snapshot, error) {
 	p, err := s.page()
 	if err != nil {
 		return Snapshot{}, err
 	}
+	depth := o.Depth
 	if depth <= 0 || depth > MaxSnapshotDepth {
 		depth = MaxSnapshotDepth
 	}
-	all := p.Frames()
-	lists := make(chan frameDoc, len(all))
-	for _, f := range all {
-		go func() { lists <- frameDoc{f, parseDocFields(f.Evaluate(fieldsScript))} }()
+	s.snapMu.Lock()
+	defer s.snapMu.Unlock()
+	if o.Selector == "" && o.Frame == "" {
+		return s.readPage(p, depth)
 	}
+	return s.readPart(p, o, depth)
+}
+
+// reading is the last whole-page snapshot and what it was taken from.
+type reading struct {
+	page   playwright.Page
+	depth  int
+	epoch  uint64
+	tokens map[playwright.Frame]string
+	docs   map[playwright.Frame]docFields
+	snap   Snapshot
+}
+
+// frameListWait bounds how long a snapshot waits for a frame's check; a
+// frame whose renderer is busy past it counts as changed and its fields
+// are resolved through refs.
+const frameListWait = 2 * time.Second
+
+// readPage is the whole-page snapshot; the caller holds snapMu.
+func (s *Session) readPage(p playwright.Page, depth int) (Snapshot, error) {
+	epoch := s.epoch.Load()
+	prev := s.last
+	if prev != nil && prev.page != p {
+		prev = nil
+	}
+	frames := p.Frames()
+	checks := s.checkFrames(frames, prev)
+	if prev != nil && prev.depth == depth && prev.epoch == epoch && s.partial == nil && unchanged(prev.tokens, checks) {
+		out := prev.snap
+		out.Fields = append([]Field(nil), prev.snap.Fields...)
+		out.Reused = true
+		return out, nil
+	}
+	snapshotWalks.Add(1)
 	raw, err := p.AriaSnapshot(playwright.PageAriaSnapshotOptions{
 		Mode:    playwright.AriaSnapshotModeAi,
 		Depth:   playwright.Int(depth),
@@ -89,177 +127,292 @@ func (s *Session) Snapshot(depth int) (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, agentvault.Wrap(agentvault.CodeInternal, err, "accessibility snapshot failed (the page may have been navigating: ask again)")
 	}
-	// A frame whose script has not answered shortly after the tree (a
-	// renderer busy with its own work) is resolved through refs instead.
 	docs := map[playwright.Frame]docFields{}
-	late := time.NewTimer(frameListWait)
-	defer late.Stop()
-collect:
-	for range all {
-		select {
-		case d := <-lists:
-			docs[d.frame] = d.doc
-		case <-late.C:
-			break collect
+	tokens := map[playwright.Frame]string{}
+	for f, c := range checks {
+		tokens[f] = c.token
+		switch {
+		case c.doc.ok:
+			docs[f] = c.doc
+		case c.token != "" && prev != nil && prev.tokens[f] == c.token:
+			docs[f] = prev.docs[f]
 		}
 	}
-	yaml, fields, frames := stripValues(raw)
-	s.resolveSelectors(p, fields, frames, docs)
-	return Snapshot{YAML: yaml, Fields: fields}, nil
+	yaml, fields, refs := compactSnapshot(raw)
+	s.resolveSelectors(p, p.MainFrame(), "", fields, refs, docs)
+	snap := Snapshot{YAML: yaml, Fields: fields}
+	s.last = &reading{page: p, depth: depth, epoch: epoch, tokens: tokens, docs: docs, snap: snap}
+	s.last.snap.Fields = append([]Field(nil), fields...)
+	s.partial = nil
+	return snap, nil
 }
 
-// frameListWait bounds how long a snapshot waits, after the tree, for a
-// frame's field list.
-const frameListWait = 2 * time.Second
+// unchanged reports whether every frame answered its check with the token
+// it had at the kept reading, and no frame came or went.
+func unchanged(prev map[playwright.Frame]string, now map[playwright.Frame]frameCheck) bool {
+	if len(prev) != len(now) {
+		return false
+	}
+	for f, c := range now {
+		if c.token == "" || prev[f] != c.token {
+			return false
+		}
+	}
+	return true
+}
 
-type frameDoc struct {
-	frame playwright.Frame
+// frameCheck is one frame's answer to watchScript: its change token ("" when
+// it did not answer) and, when the token moved, its field list.
+type frameCheck struct {
+	token string
 	doc   docFields
 }
 
-type frameRef struct {
-	ref      string // the iframe element's ref
-	parent   string // ref of the enclosing iframe, "" at top
-	selector string
-}
-
-// stripValues drops the inline value of every field line and collects the
-// field and iframe refs, with each field's enclosing iframe.
-func stripValues(raw string) (string, []Field, map[string]*frameRef) {
-	lines := strings.Split(raw, "\n")
-	type open struct {
-		indent int
-		ref    string
+// checkFrames asks every frame, in parallel, whether its document changed
+// since prev, and for the field list of each one that did.
+func (s *Session) checkFrames(frames []playwright.Frame, prev *reading) map[playwright.Frame]frameCheck {
+	type answer struct {
+		f playwright.Frame
+		c frameCheck
 	}
-	var stack []open // enclosing iframes
-	frames := map[string]*frameRef{}
-	var fields []Field
-	out := make([]string, 0, len(lines))
-	// valueIndent is the indent of a field line whose value was cut; a
-	// deeper line that is not an element (a YAML block scalar's text) is
-	// part of that value and is dropped too. AI mode writes values inline,
-	// so this is a second line of defence.
-	valueIndent := -1
-	for _, ln := range lines {
-		m := snapLine.FindStringSubmatch(ln)
-		if m == nil {
-			if valueIndent >= 0 && len(ln)-len(strings.TrimLeft(ln, " ")) > valueIndent {
-				continue
+	ch := make(chan answer, len(frames))
+	for _, f := range frames {
+		known := ""
+		if prev != nil {
+			known = prev.tokens[f]
+		}
+		go func() {
+			v, err := f.Evaluate(watchScript, []any{s.watchKey, known})
+			c := frameCheck{}
+			if m, ok := v.(map[string]any); ok && err == nil {
+				c.token, _ = m["tok"].(string)
+				if d, ok := m["doc"]; ok {
+					c.doc = parseDocFields(d, nil)
+				}
 			}
-			out = append(out, ln)
-			continue
-		}
-		indent := len(m[1])
-		valueIndent = -1
-		for len(stack) > 0 && indent <= stack[len(stack)-1].indent {
-			stack = stack[:len(stack)-1]
-		}
-		role, attrs, rest := m[2], m[3], m[4]
-		ref := ""
-		if r := refAttr.FindStringSubmatch(attrs); r != nil {
-			ref = r[1]
-		}
-		enclosing := ""
-		if len(stack) > 0 {
-			enclosing = stack[len(stack)-1].ref
-		}
-		switch {
-		case role == "iframe" && ref != "":
-			frames[ref] = &frameRef{ref: ref, parent: enclosing}
-			stack = append(stack, open{indent: indent, ref: ref})
-		case fieldRoles[role]:
-			if rest != "" && rest != ":" {
-				rest = "" // the value: never shown
-				valueIndent = indent
-			}
-			ln = m[1] + "- " + role + attrs + rest
-			if ref != "" {
-				fields = append(fields, Field{Ref: ref, Role: role, Name: snapName(attrs), Frame: enclosing})
-			}
-		}
-		out = append(out, ln)
+			ch <- answer{f, c}
+		}()
 	}
-	return strings.Join(foldOptions(out), "\n"), fields, frames
-}
-
-// plainOption is an option line with no ref and no children: a <select>'s
-// option (a listbox's options that carry refs are left alone).
-var plainOption = regexp.MustCompile(`^(\s*)- option((?: "(?:[^"\\]|\\.)*")?(?: \[(?:selected|disabled|checked)\])*)$`)
-
-// foldOptions writes each run of two or more sibling plain options on one
-// line, `- options: "A" [selected], "B", ...`: the same names and states in
-// a fraction of the characters (a country or year list is most of a
-// checkout's snapshot otherwise).
-func foldOptions(lines []string) []string {
-	out := lines[:0]
-	for i := 0; i < len(lines); {
-		m := plainOption.FindStringSubmatch(lines[i])
-		if m == nil {
-			out = append(out, lines[i])
-			i++
-			continue
-		}
-		j := i + 1
-		items := []string{strings.TrimPrefix(m[2], " ")}
-		for ; j < len(lines); j++ {
-			n := plainOption.FindStringSubmatch(lines[j])
-			if n == nil || n[1] != m[1] {
-				break
+	out := make(map[playwright.Frame]frameCheck, len(frames))
+	late := time.NewTimer(frameListWait)
+	defer late.Stop()
+	for range frames {
+		select {
+		case a := <-ch:
+			out[a.f] = a.c
+		case <-late.C:
+			for _, f := range frames {
+				if _, ok := out[f]; !ok {
+					out[f] = frameCheck{}
+				}
 			}
-			items = append(items, strings.TrimPrefix(n[2], " "))
+			return out
 		}
-		if j-i < 2 {
-			out = append(out, lines[i])
-		} else {
-			out = append(out, m[1]+"- options: "+strings.Join(items, ", "))
-		}
-		i = j
 	}
 	return out
 }
 
-// cssOf computes a short CSS selector unique in the element's document:
-// id, then a distinguishing attribute, then an nth-of-type path. It never
-// reads the element's value.
-const cssOf = `(el) => {
-	const doc = el.ownerDocument;
-	const esc = (v) => CSS.escape(v);
-	const uniq = (s) => { try { const l = doc.querySelectorAll(s); return l.length === 1 && l[0] === el; } catch (e) { return false; } };
-	const tag = el.tagName.toLowerCase();
-	if (el.id && uniq('#' + esc(el.id))) return '#' + esc(el.id);
-	for (const a of ['name', 'data-testid', 'autocomplete', 'title', 'aria-label', 'placeholder', 'type']) {
-		const v = el.getAttribute(a);
-		if (!v || v.length > 80) continue;
-		const s = tag + '[' + a + '="' + v.replace(/["\\]/g, '\\$&') + '"]';
-		if (uniq(s)) return s;
-	}
-	const parts = [];
-	let e = el;
-	while (e && e.nodeType === 1 && e !== doc.documentElement) {
-		if (e !== el && e.id && uniq('#' + esc(e.id))) { parts.unshift('#' + esc(e.id)); return parts.join(' > '); }
-		let p = e.tagName.toLowerCase();
-		const par = e.parentElement;
-		if (par) {
-			const same = Array.from(par.children).filter((c) => c.tagName === e.tagName);
-			if (same.length > 1) p += ':nth-of-type(' + (same.indexOf(e) + 1) + ')';
+// readPart is a snapshot of one element or one frame; the caller holds
+// snapMu. A part read with a selector leaves Playwright's ref lookup of that
+// frame knowing only the part's refs: the refs it showed are kept in
+// s.partial, and an action on any other ref walks the page once first
+// (restoreRefs).
+func (s *Session) readPart(p playwright.Page, o SnapshotOptions, depth int) (Snapshot, error) {
+	root := p.MainFrame()
+	var loc playwright.Locator
+	if o.Frame != "" {
+		h, err := p.Locator(o.Frame).ElementHandle(playwright.LocatorElementHandleOptions{Timeout: ms(3 * time.Second)})
+		if err != nil {
+			return Snapshot{}, partError("frame", o.Frame, err)
 		}
-		parts.unshift(p);
-		e = par;
+		f, err := h.ContentFrame()
+		go h.Dispose()
+		if err != nil || f == nil {
+			return Snapshot{}, agentvault.Errorf(agentvault.CodeInvalidInput, "frame %s is not an iframe with a document", o.Frame)
+		}
+		root = f
+		sel := o.Selector
+		if sel == "" {
+			sel = "body"
+		}
+		loc = p.FrameLocator(o.Frame).Locator(sel)
+	} else {
+		loc = p.Locator(o.Selector)
 	}
-	return parts.join(' > ');
+	docCh := make(chan docFields, 1)
+	go func() { docCh <- parseDocFields(loc.Evaluate(scopedFieldsScript, nil, playwright.LocatorEvaluateOptions{Timeout: ms(frameListWait)})) }()
+	snapshotWalks.Add(1)
+	raw, err := loc.AriaSnapshot(playwright.LocatorAriaSnapshotOptions{
+		Mode:    playwright.AriaSnapshotModeAi,
+		Depth:   playwright.Int(depth),
+		Timeout: ms(5 * time.Second),
+	})
+	if err != nil {
+		what, sel := "selector", o.Selector
+		if o.Selector == "" {
+			what, sel = "frame", o.Frame
+		}
+		return Snapshot{}, partError(what, sel, err)
+	}
+	yaml, fields, refs := compactSnapshot(raw)
+	s.resolveSelectors(p, root, o.Frame, fields, refs, map[playwright.Frame]docFields{root: <-docCh})
+	if o.Selector != "" {
+		shown := map[string]bool{}
+		for _, m := range refAttr.FindAllStringSubmatch(yaml, -1) {
+			shown[m[1]] = true
+		}
+		s.partial = shown
+	}
+	return Snapshot{YAML: yaml, Fields: fields}, nil
+}
+
+// partError explains a selector or frame a part snapshot could not read,
+// without Playwright's text (it can quote the page).
+func partError(what, sel string, err error) error {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "strict mode violation"):
+		return agentvault.Wrap(agentvault.CodeInvalidInput, err, "%s %s matches more than one element; narrow it", what, sel)
+	case errors.Is(err, playwright.ErrTimeout), strings.Contains(msg, "does not match any"):
+		return agentvault.Wrap(agentvault.CodeFieldNotFound, err, "%s %s matches nothing on the page", what, sel)
+	case strings.Contains(msg, "Unexpected token"), strings.Contains(msg, "not a valid selector"), strings.Contains(msg, "Unknown engine"):
+		return agentvault.Wrap(agentvault.CodeInvalidInput, err, "%s %s is not a valid selector", what, sel)
+	}
+	return agentvault.Wrap(agentvault.CodeInternal, err, "snapshot of %s %s failed (the page may have been navigating: ask again)", what, sel)
+}
+
+// restoreRefs makes every ref of the page resolvable again after a part
+// snapshot, for an action on ref (a ref the part showed needs nothing).
+func (s *Session) restoreRefs(p playwright.Page, ref string) {
+	s.snapMu.Lock()
+	defer s.snapMu.Unlock()
+	if s.partial == nil || s.partial[ref] {
+		return
+	}
+	snapshotWalks.Add(1)
+	if _, err := p.AriaSnapshot(playwright.PageAriaSnapshotOptions{Mode: playwright.AriaSnapshotModeAi, Depth: playwright.Int(MaxSnapshotDepth), Timeout: ms(10 * time.Second)}); err == nil {
+		s.partial = nil
+	}
+}
+
+var refAttr = regexp.MustCompile(`\[ref=([a-z0-9]+)\]`)
+
+// snapshotWalks counts accessibility walks of a page, for tests.
+var snapshotWalks atomic.Int64
+
+func newWatchKey() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return "__av" + hex.EncodeToString(b)
+}
+
+// watchScript runs in every frame at each whole-page snapshot. On its first
+// run in a document it installs the change watcher under a random,
+// non-enumerable name: a MutationObserver over the document and every open
+// shadow root, and capture listeners for the events that change what the
+// tree shows without a mutation (focus, input, change, loads, animations,
+// toggles, resize). Each run takes pending mutations, watches shadow roots
+// created since, and compares a fingerprint of the focus and of the
+// checked and selected state of the form controls (set by scripts without
+// an attribute). It answers the document's token, and its field list when
+// the token differs from the one the caller knew. It reads no value.
+const watchScript = `([key, known]) => {
+	let st = window[key];
+	if (!st) {
+		st = {doc: Math.random().toString(36).slice(2), ver: 0, fp: '', roots: new WeakSet(), ids: new WeakMap(), next: 1};
+		const bump = () => { st.ver++; };
+		st.obs = new MutationObserver(bump);
+		for (const t of ['input', 'change', 'focusin', 'focusout', 'animationstart', 'animationend', 'transitionend', 'toggle', 'resize', 'pageshow']) window.addEventListener(t, bump, true);
+		for (const t of ['load', 'error']) document.addEventListener(t, bump, true);
+		Object.defineProperty(window, key, {value: st});
+	}
+	if (st.obs.takeRecords().length) st.ver++;
+	const roots = [document];
+	const find = (n) => { for (const el of n.querySelectorAll('*')) if (el.shadowRoot) { roots.push(el.shadowRoot); find(el.shadowRoot); } };
+	find(document);
+	for (const r of roots) {
+		if (!st.roots.has(r)) {
+			st.roots.add(r);
+			st.obs.observe(r, {subtree: true, childList: true, attributes: true, characterData: true});
+			st.ver++;
+		}
+	}
+	const id = (el) => { if (!el) return 0; let v = st.ids.get(el); if (!v) { v = st.next++; st.ids.set(el, v); } return v; };
+	let fp = id(document.activeElement) + ':';
+	for (const r of roots) for (const el of r.querySelectorAll('input[type=checkbox],input[type=radio],select')) {
+		fp += el.tagName === 'SELECT' ? el.selectedIndex + ',' : (el.checked ? '1' : '0') + (el.indeterminate ? 'i' : '');
+	}
+	if (fp !== st.fp) { st.fp = fp; st.ver++; }
+	const tok = st.doc + ':' + st.ver;
+	if (tok === known) return {tok};
+	return {tok, doc: (` + fieldsFunc + `)(document)};
 }`
+
+// scopedFieldsScript lists the fields under one element (a part snapshot's
+// root): the greedy matching by role and name must not reach a same-named
+// field outside the part.
+const scopedFieldsScript = `(el) => (` + fieldsFunc + `)(el)`
+
+// cssFactory builds, for one document, the function that computes a short
+// CSS selector naming exactly one element: id, then a distinguishing
+// attribute, then an nth-of-type path. Playwright's CSS pierces open shadow
+// roots, so uniqueness is checked across the document and all of them; an
+// element inside a shadow root that has no such selector gets its host's
+// selector, ">>", and a path inside the shadow root. It never reads a value.
+const cssFactory = `(doc) => {
+	const roots = [doc];
+	const find = (n) => { for (const el of n.querySelectorAll('*')) if (el.shadowRoot) { roots.push(el.shadowRoot); find(el.shadowRoot); } };
+	find(doc);
+	const esc = (v) => CSS.escape(v);
+	const count = (list, s, el) => { let n = 0, hit = false; for (const r of list) { let l; try { l = r.querySelectorAll(s); } catch (e) { return false; } n += l.length; if (n > 1) return false; if (l.length === 1) hit = l[0] === el; } return n === 1 && hit; };
+	const within = (root) => { const out = [root]; const f = (n) => { for (const el of n.querySelectorAll('*')) if (el.shadowRoot) { out.push(el.shadowRoot); f(el.shadowRoot); } }; f(root); return out; };
+	const cssOf = (el) => {
+		const tag = el.tagName.toLowerCase();
+		const uniq = (s) => count(roots, s, el);
+		if (el.id && uniq('#' + esc(el.id))) return '#' + esc(el.id);
+		for (const a of ['name', 'data-testid', 'autocomplete', 'title', 'aria-label', 'placeholder', 'type']) {
+			const v = el.getAttribute(a);
+			if (!v || v.length > 80) continue;
+			const s = tag + '[' + a + '="' + v.replace(/["\\]/g, '\\$&') + '"]';
+			if (uniq(s)) return s;
+		}
+		const top = el.getRootNode();
+		const inShadow = top !== doc && top.host;
+		const local = inShadow ? within(top) : roots;
+		const parts = [];
+		let e = el;
+		while (e && e.nodeType === 1 && e !== doc.documentElement) {
+			if (e !== el && e.id && count(local, '#' + esc(e.id), e)) { parts.unshift('#' + esc(e.id)); break; }
+			let p = e.tagName.toLowerCase();
+			const sibs = e.parentElement ? e.parentElement.children : (e.parentNode ? e.parentNode.children : []);
+			const same = Array.from(sibs).filter((c) => c.tagName === e.tagName);
+			if (same.length > 1) p += ':nth-of-type(' + (same.indexOf(e) + 1) + ')';
+			parts.unshift(p);
+			e = e.parentElement;
+		}
+		const path = parts.join(' > ');
+		return inShadow ? cssOf(top.host) + ' >> ' + path : path;
+	};
+	return cssOf;
+}`
+
+// cssOf is the per-element form of cssFactory, for a field a document's
+// list did not cover.
+const cssOf = `(el) => (` + cssFactory + `)(el.ownerDocument)(el)`
 
 const enterFrame = " >> internal:control=enter-frame >> "
 
-// fieldsScript describes one document without reading any value: its
-// fields in document order (role, best-effort accessible name, unique CSS
-// selector), its iframes (CSS selector and position in window.frames), and
+// fieldsFunc describes the fields under root (a document or an element)
+// without reading any value: each field in the order the accessibility tree
+// shows them (shadow roots and slots followed the way Playwright's walk
+// follows them) with its role, best-effort accessible name and unique CSS
+// selector; the iframes (CSS selector and position in window.frames); and
 // the document's own position in its parent's window.frames. Window
 // identity is comparable across origins, so a frame and the iframe element
 // holding it are paired exactly, whatever the tree shows or hides.
-const fieldsScript = `() => {
-	const cssOf = ` + cssOf + `;
-	const doc = document;
+const fieldsFunc = `(root) => {
+	const doc = root.nodeType === 9 ? root : root.ownerDocument;
+	const cssOf = (` + cssFactory + `)(doc);
 	const norm = (t) => (t || '').replace(/\s+/g, ' ').trim();
 	const textOf = (n, skip) => {
 		let out = '';
@@ -271,8 +424,9 @@ const fieldsScript = `() => {
 		return out;
 	};
 	const nameOf = (el) => {
+		const home = el.getRootNode();
 		const lb = el.getAttribute('aria-labelledby');
-		if (lb) { const t = lb.split(/\s+/).map((id) => { const e = doc.getElementById(id); return e ? textOf(e, null) : ''; }).join(' '); if (norm(t)) return norm(t); }
+		if (lb && home.getElementById) { const t = lb.split(/\s+/).map((id) => { const e = home.getElementById(id); return e ? textOf(e, null) : ''; }).join(' '); if (norm(t)) return norm(t); }
 		const al = el.getAttribute('aria-label'); if (norm(al)) return norm(al);
 		const labels = el.labels ? Array.from(el.labels) : [];
 		if (labels.length) { const t = labels.map((l) => textOf(l, el)).join(' '); if (norm(t)) return norm(t); }
@@ -294,13 +448,22 @@ const fieldsScript = `() => {
 		return el.checkVisibility ? el.checkVisibility({visibilityProperty: true}) : true;
 	};
 	const out = [];
-	for (const el of doc.querySelectorAll('input,select,textarea,[role],[contenteditable]')) {
-		const role = roleOf(el);
-		if (!role || !shown(el)) continue;
-		out.push({role, name: nameOf(el), sel: cssOf(el)});
-	}
+	const iframes = [];
+	const visit = (el) => {
+		if (el.tagName === 'IFRAME' || el.tagName === 'FRAME') { iframes.push(el); return; }
+		if (el.tagName === 'INPUT' || el.tagName === 'SELECT' || el.tagName === 'TEXTAREA' || el.hasAttribute('role') || el.hasAttribute('contenteditable')) {
+			const role = roleOf(el);
+			if (role && shown(el)) out.push({role, name: nameOf(el), sel: cssOf(el)});
+		}
+		if (el.tagName === 'SLOT') {
+			const as = el.assignedElements({flatten: true});
+			if (as.length) { for (const c of as) visit(c); return; }
+		}
+		for (const c of (el.shadowRoot || el).children) visit(c);
+	};
+	visit(root.nodeType === 9 ? root.documentElement : root);
 	const frames = [];
-	for (const el of doc.querySelectorAll('iframe,frame')) {
+	for (const el of iframes) {
 		const w = el.contentWindow;
 		if (!w) continue;
 		for (let i = 0; i < window.frames.length; i++) {
@@ -322,7 +485,7 @@ type domField struct {
 	role, name, sel string
 }
 
-// docFields is what fieldsScript says about one document. ok is false when
+// docFields is what fieldsFunc says about one document. ok is false when
 // the script did not run (the frame went away, navigation): its fields are
 // then resolved one ref at a time.
 type docFields struct {
@@ -362,16 +525,18 @@ func parseDocFields(v any, err error) docFields {
 }
 
 // resolveSelectors fills in Selector and turns Frame from the enclosing
-// iframe's ref into its selector chain. Each document's fields were listed
-// by one script (docs, by frame) and are matched to the snapshot's fields in
-// order by role and accessible name. An iframe of the tree is paired with
-// the one child frame of its parent's frame whose list holds every named
-// field the tree shows inside it; it gets its CSS selector from its parent
-// document's list. Whatever that leaves open (an iframe with no named field
-// or with a twin, a frame whose list did not come, a field that does not
-// match exactly, an iframe its parent's script cannot see, such as one in a
-// shadow root) is resolved through its ref, one round trip each.
-func (s *Session) resolveSelectors(p playwright.Page, fields []Field, frames map[string]*frameRef, byFrameDoc map[playwright.Frame]docFields) {
+// iframe's ref into its selector chain, prefixed with base (the iframe a
+// frame snapshot was taken in). root is the frame the tree's top belongs
+// to. Each document's fields were listed by one script (byFrameDoc) and are
+// matched to the snapshot's fields in order by role and accessible name. An
+// iframe of the tree is paired with the one child frame of its parent's
+// frame whose list holds every named field the tree shows inside it; it
+// gets its CSS selector from its parent document's list. Whatever that
+// leaves open (an iframe with no named field or with a twin, a frame whose
+// list did not come, a field that does not match exactly, an iframe its
+// parent's script cannot see) is resolved through its ref, one round trip
+// each.
+func (s *Session) resolveSelectors(p playwright.Page, root playwright.Frame, base string, fields []Field, frames map[string]*frameRef, byFrameDoc map[playwright.Frame]docFields) {
 	byFrame := map[string][]int{}
 	for i := range fields {
 		byFrame[fields[i].Frame] = append(byFrame[fields[i].Frame], i)
@@ -389,9 +554,8 @@ func (s *Session) resolveSelectors(p playwright.Page, fields []Field, frames map
 			r = f.parent
 		}
 	}
-	main := p.MainFrame()
-	docs := map[string]docFields{"": byFrameDoc[main]}
-	frameOf := map[string]playwright.Frame{"": main}
+	docs := map[string]docFields{"": byFrameDoc[root]}
+	frameOf := map[string]playwright.Frame{"": root}
 	var pair func(ref string) playwright.Frame
 	pair = func(ref string) playwright.Frame {
 		if f, ok := frameOf[ref]; ok {
@@ -431,7 +595,7 @@ func (s *Session) resolveSelectors(p playwright.Page, fields []Field, frames map
 			// The script runs in the frame holding the matched root; with no
 			// match it must not run at all (it would describe another
 			// document).
-			v, err := p.FrameLocator("aria-ref="+ref).Locator(":root").EvaluateAll(`(els) => els.length === 1 ? (`+fieldsScript+`)() : null`, nil)
+			v, err := p.FrameLocator("aria-ref="+ref).Locator(":root").EvaluateAll(`(els) => els.length === 1 ? (`+fieldsFunc+`)(document) : null`, nil)
 			d := parseDocFields(v, err)
 			mu.Lock()
 			docs[ref] = d
@@ -482,9 +646,12 @@ func (s *Session) resolveSelectors(p playwright.Page, fields []Field, frames map
 			parts = append([]string{f.selector}, parts...)
 			ref = f.parent
 		}
+		if base != "" {
+			parts = append([]string{base}, parts...)
+		}
 		return strings.Join(parts, enterFrame)
 	}
-	frameSel := map[string]string{}
+	frameSel := map[string]string{"": base}
 	for fref := range byFrame {
 		if fref != "" {
 			frameSel[fref] = chain(fref)
@@ -499,11 +666,10 @@ func (s *Session) resolveSelectors(p playwright.Page, fields []Field, frames map
 	}
 	wg.Wait()
 	for i := range fields {
-		if fields[i].Frame != "" {
-			fields[i].Frame = frameSel[fields[i].Frame]
-			if fields[i].Frame == "" {
-				fields[i].Selector = ""
-			}
+		fr := fields[i].Frame
+		fields[i].Frame = frameSel[fr]
+		if fr != "" && fields[i].Frame == "" {
+			fields[i].Selector = ""
 		}
 	}
 }

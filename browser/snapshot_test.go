@@ -81,7 +81,7 @@ func TestStripValues(t *testing.T) {
 		"  - text: Total EUR 42.50\n" +
 		"  - iframe [ref=e5]:\n" +
 		"    - textbox \"CVC\" [ref=f1e1]: \"737\"\n"
-	yaml, fields := browser.StripValuesForTest(raw)
+	yaml, fields := browser.CompactForTest(raw)
 	for _, bad := range []string{"4242", "secret", "737"} {
 		if strings.Contains(yaml, bad) {
 			t.Fatalf("value left in:\n%s", yaml)

@@ -67,6 +67,7 @@ func (s *Session) Reload(timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
+	s.acted()
 	resp, err := p.Reload(playwright.PageReloadOptions{Timeout: ms(timeout), WaitUntil: playwright.WaitUntilStateLoad})
 	if err != nil {
 		return navError(err)

@@ -122,16 +122,16 @@ func TestStatusErrorMapping(t *testing.T) {
 
 func TestPageLines(t *testing.T) {
 	lines := []string{"aaaa", "bbbb", "cccc", "dddd"}
-	got, next := pageLines(lines, 0, 9)
+	got, next := snapshotText(lines, nil, 0, 9)
 	if got != "aaaa\nbbbb" || next != 2 {
 		t.Fatalf("page 1: %q %d", got, next)
 	}
-	got, next = pageLines(lines, next, 9)
+	got, next = snapshotText(lines, nil, next, 9)
 	if got != "cccc\ndddd" || next != 0 {
 		t.Fatalf("page 2: %q %d", got, next)
 	}
 	// A line longer than a page is cut, and paging still advances.
-	got, next = pageLines([]string{strings.Repeat("z", 30), "y"}, 0, 10)
+	got, next = snapshotText([]string{strings.Repeat("z", 30), "y"}, nil, 0, 10)
 	if got != strings.Repeat("z", 10) || next != 1 {
 		t.Fatalf("long line: %q %d", got, next)
 	}

@@ -15,8 +15,10 @@ import (
 
 type snapshotIn struct {
 	SessionArg
-	Depth  int `json:"depth,omitempty" jsonschema:"How deep to walk the tree (default and maximum 30)."`
-	Cursor int `json:"cursor,omitempty" jsonschema:"Line offset of the next page of a truncated snapshot; pass it with the depth the truncation note names."`
+	Depth    int    `json:"depth,omitempty" jsonschema:"How deep to walk the tree (default and maximum 30). Lower it only when nesting, not width, overflows a page of the answer: it saves characters, not time."`
+	Cursor   int    `json:"cursor,omitempty" jsonschema:"Line offset of the next page of a truncated snapshot: pass it with the depth, selector and frame the truncation note names. Paging an unchanged page walks nothing again."`
+	Selector string `json:"selector,omitempty" jsonschema:"Read only this element and what is inside it, e.g. form#shipping: a CSS or Playwright selector matching exactly one element, or aria-ref=eN from an earlier snapshot. One walk of that part, not of the whole page, and an answer of that part only."`
+	Frame    string `json:"frame,omitempty" jsonschema:"CSS selector of an iframe, as in fill_checkout (e.g. iframe[title='Secure payment input frame']): read only that frame's document, or selector inside it. Field selectors then name that frame."`
 }
 
 type outcomeIn struct {
@@ -42,61 +44,113 @@ func (s *Server) snapshotPage(ctx context.Context, in snapshotIn) (*mcp.CallTool
 	if depth <= 0 || depth > browser.MaxSnapshotDepth {
 		depth = browser.MaxSnapshotDepth
 	}
-	snap, err := ss.page.Snapshot(depth)
+	snap, err := ss.page.SnapshotOf(browser.SnapshotOptions{Depth: depth, Selector: in.Selector, Frame: in.Frame})
 	if err != nil {
 		return nil, err
 	}
 	lines := strings.Split(strings.TrimRight(snap.YAML, "\n"), "\n")
-	if len(snap.Fields) > 0 {
-		lines = append(lines, "# Field selectors (pass selector, and frame when named, to fill_checkout / fill_login)")
-		for _, f := range snap.Fields {
-			if f.Selector == "" {
-				lines = append(lines, fmt.Sprintf("# %s: (no CSS selector could be computed)", f.Ref))
-				continue
-			}
-			l := fmt.Sprintf("# %s: selector=%s", f.Ref, f.Selector)
-			if f.Frame != "" {
-				l += " frame=" + f.Frame
-			}
-			lines = append(lines, l)
-		}
-	}
-	text, next := pageLines(lines, in.Cursor, snapshotPageSize)
+	text, next := snapshotText(lines, snap.Fields, in.Cursor, snapshotPageSize-snapshotNoteRoom)
 	if next > 0 {
-		text += fmt.Sprintf("\n# truncated: call snapshot_page again with cursor=%d depth=%d for the rest", next, depth)
+		note := fmt.Sprintf("cursor=%d depth=%d", next, depth)
+		if in.Selector != "" {
+			note += " selector=" + in.Selector
+		}
+		if in.Frame != "" {
+			note += " frame=" + in.Frame
+		}
+		text += "\n# truncated: call snapshot_page again with " + note + " for the rest"
 	}
 	return prose(okStatus(), text+lateTabNotice(ss)), nil
 }
 
-// pageLines returns the lines from cursor on that fit in max characters,
-// and the cursor of the next page (0 when nothing is left). At least one
-// line is returned so paging always advances.
-func pageLines(lines []string, cursor, max int) (string, int) {
+// snapshotNoteRoom is what a page of a snapshot keeps free for the
+// truncation note.
+const snapshotNoteRoom = 400
+
+// fieldsHeader starts the field selector section of each page.
+const fieldsHeader = "# Field selectors (pass selector, and frame when named, to fill_checkout / fill_login)"
+
+// snapshotText is one page of a snapshot: the YAML lines from cursor on
+// and, after them, the field selector line of every field whose ref those
+// lines show, all within limit characters; and the cursor of the next page (0 when nothing is left). Every
+// field's ref is on exactly one page, with its selector on that page. At
+// least one line is taken, so paging always advances.
+func snapshotText(lines []string, fields []browser.Field, cursor, limit int) (string, int) {
 	if cursor < 0 || cursor >= len(lines) {
 		if cursor == 0 {
 			return "", 0
 		}
 		return "# cursor past the end of the snapshot", 0
 	}
+	byRef := make(map[string]string, len(fields))
+	for _, f := range fields {
+		l := "# " + f.Ref + ": (no CSS selector could be computed)"
+		if f.Selector != "" {
+			l = "# " + f.Ref + ": selector=" + f.Selector
+			if f.Frame != "" {
+				l += " frame=" + f.Frame
+			}
+		}
+		byRef[f.Ref] = l
+	}
 	var b strings.Builder
+	var sel []string
+	used := 0
 	i := cursor
 	for ; i < len(lines); i++ {
 		l := lines[i]
-		if len(l) > max {
-			l = l[:max]
+		if len(l) > limit {
+			l = l[:limit]
 		}
-		if i > cursor && b.Len()+1+len(l) > max {
+		cost := len(l)
+		if i > cursor {
+			cost++
+		}
+		var add []string
+		for _, ref := range lineRefs(l) {
+			if s, ok := byRef[ref]; ok {
+				add = append(add, s)
+				cost += len(s) + 1
+			}
+		}
+		if len(add) > 0 && len(sel) == 0 {
+			cost += len(fieldsHeader) + 1
+		}
+		if i > cursor && used+cost > limit {
 			break
 		}
 		if i > cursor {
 			b.WriteByte('\n')
 		}
 		b.WriteString(l)
+		sel = append(sel, add...)
+		used += cost
+	}
+	if len(sel) > 0 {
+		b.WriteString("\n" + fieldsHeader + "\n" + strings.Join(sel, "\n"))
 	}
 	if i >= len(lines) {
 		return b.String(), 0
 	}
 	return b.String(), i
+}
+
+// lineRefs lists the refs a snapshot line shows.
+func lineRefs(l string) []string {
+	var out []string
+	for {
+		i := strings.Index(l, "[ref=")
+		if i < 0 {
+			return out
+		}
+		l = l[i+5:]
+		j := strings.IndexByte(l, ']')
+		if j < 0 {
+			return out
+		}
+		out = append(out, l[:j])
+		l = l[j:]
+	}
 }
 
 // observeAnswer is observe_page's JSON, after the status keys.

@@ -1,30 +1,44 @@
-// Command benchmcp runs mcpd and @playwright/mcp side by side on the same
-// HTTPS checkout (the e2e test merchant: about 30 fields and a cross-origin
-// card iframe), both over MCP stdio, in one run, and prints each step's
-// median per server and their ratio (mcpd/playwright-mcp).
+// Command benchmcp runs mcpd and @playwright/mcp side by side on the page
+// corpus of e2e/corpus (a long product listing, a checkout with five
+// cross-origin iframes, a page built in shadow DOM, selects with hundreds of
+// options, a single-page app that renders after its load, a checkout whose
+// payment frame mounts late), both over MCP stdio, in one run, and prints,
+// per page and step, each server's median, their ratio (mcpd/playwright-mcp)
+// and the snapshot's size in characters for both.
 //
 // mcpd goes through proxyd as in production: proxyd's Main runs in this
-// process with the merchant's CA among its upstream roots, and mcpd (built
-// from ./cmd/mcpd) reaches it over the control API. playwright-mcp loads the
-// same merchant directly; its Chromium (Debian's, never a download) is told
-// to ignore certificate errors (--ignore-https-errors) with an in-memory
-// profile (--isolated), and to settle for 0 ms after an action
-// (--timeout-settle 0).
+// process with the corpus CA among its upstream roots and a card the owner
+// allows anywhere, and mcpd (built from ./cmd/mcpd) reaches it over the
+// control API; its token fill asks proxyd to authorize the card number.
+// playwright-mcp loads the same pages directly; its Chromium (Debian's, never
+// a download) is told to ignore certificate errors (--ignore-https-errors)
+// with an in-memory profile (--isolated), and to settle for 0 ms after an
+// action (--timeout-settle 0). Each acts the way an agent drives it: mcpd by
+// CSS selectors, playwright-mcp by the refs of its latest snapshot.
 //
-// The servers take turns on every iteration of every step (which one goes
-// first alternates), so a busy neighbour on the machine slows both alike.
-// Startup is timed from process start to the end of the first navigate,
-// -starts times per server in each run. BENCH_STDERR=1 passes the servers'
-// stderr through; BENCH_DUMP=dir writes each server's last steady snapshot
-// answer there.
+// The servers take turns on every call (which one goes first alternates), so
+// a busy neighbour on the machine slows both alike. On every page, each
+// iteration runs: open the page (then wait until it has rendered, untimed),
+// snapshot twice (the first after the navigation, then a steady one), click
+// a button that does not navigate, type in a field, type in a field of a
+// cross-origin iframe (where the page has one), click a link that navigates
+// and snapshot, submit a form that posts and snapshot. The token fill (mcpd:
+// a card number token through proxyd's authorize; playwright-mcp: the same
+// digits typed) runs last on the pages that take a card, because mcpd
+// refuses snapshots for the rest of a session once a token was filled.
+// Startup is timed from process start to the end of the first navigate.
+// BENCH_STDERR=1 passes the servers' stderr through; BENCH_DUMP=dir writes
+// each server's steady snapshot answer per page there.
+//
 // It is a benchmark, not a test: `make bench-mcp` installs @playwright/mcp
 // into .cache/bench-mcp and runs it; neither `make test` nor `make run`
-// needs it. It must never print what a field holds: the values typed are
-// fixed literals, and only timings and sizes are printed.
+// needs it. It never prints what a field holds: the values typed are fixed
+// literals and a test card, and only timings and sizes are printed.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -39,121 +53,149 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentvault/agentvault/e2e/merchant"
+	"github.com/agentvault/agentvault/e2e/corpus"
 	"github.com/agentvault/agentvault/proxyd"
+	"github.com/agentvault/agentvault/vault"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
+// Steps in the order they are printed.
 const (
-	payFrame = `iframe[title='Secure payment input frame']`
-	cardSel  = `#card-number`
-	plainSel = `#first-name`
-	clickSel = `#apply-promo`
+	stStartup   = "startup + first navigate"
+	stNavigate  = "navigate (open_page)"
+	stSnapFirst = "snapshot, first after open_page"
+	stSnap      = "snapshot, steady"
+	stClick     = "click (no navigation)"
+	stType      = "type a plain field"
+	stTypeFrame = "type in an iframe"
+	stNavClick  = "click that navigates"
+	stSnapNav   = "snapshot, first after that click"
+	stPost      = "form post (click submit)"
+	stSnapPost  = "snapshot, first after the post"
+	stToken     = "token fill in the card iframe"
 )
 
-// steps in the order they are printed.
-var steps = []string{
-	"startup + first navigate",
-	"navigate (reload)",
-	"snapshot, first after a load",
-	"snapshot, steady",
-	"click a button",
-	"type a plain field",
-	"type in the card iframe",
-}
+var steps = []string{stNavigate, stSnapFirst, stSnap, stClick, stType, stTypeFrame, stNavClick, stSnapNav, stPost, stSnapPost, stToken}
+
+// testCard is a Luhn-valid test number; the bench types it, it is no secret.
+const testCard = "4000000000000077"
 
 func main() {
 	runs := flag.Int("runs", 3, "whole runs, each with fresh mcpd and playwright-mcp processes")
-	iters := flag.Int("n", 10, "iterations of each step per run")
+	iters := flag.Int("n", 5, "iterations of each page's steps per run")
 	starts := flag.Int("starts", 3, "startups of each server per run (a fresh process each)")
+	only := flag.String("pages", "", "comma-separated page names to run (default: all)")
 	pwCLI := flag.String("playwright-mcp", os.Getenv("PLAYWRIGHT_MCP"), "path to @playwright/mcp's cli.js")
-	only := flag.String("only", "", "run one side alone for profiling: mcpd or playwright-mcp")
 	flag.Parse()
 	log.SetFlags(0)
-	if *pwCLI == "" && *only != "mcpd" {
+	if *pwCLI == "" {
 		log.Fatal("benchmcp: set --playwright-mcp (or PLAYWRIGHT_MCP) to @playwright/mcp's cli.js; make bench-mcp does")
 	}
-	if err := run(*runs, *iters, *starts, *pwCLI, *only); err != nil {
+	pages := corpus.Pages()
+	if *only != "" {
+		want := strings.Split(*only, ",")
+		pages = slices.DeleteFunc(pages, func(p corpus.Page) bool { return !slices.Contains(want, p.Name) })
+	}
+	if err := run(*runs, *iters, *starts, *pwCLI, pages); err != nil {
 		log.Fatal("benchmcp: ", err)
 	}
 }
 
 type env struct {
-	root, tmp string
-	mcpdBin   string
-	mcpdArgs  []string
-	mcpdEnv   []string
-	pwCLI     string
-	pwArgs    []string
-	checkout  string
-	product   string
+	tmp      string
+	mcpdBin  string
+	mcpdArgs []string
+	mcpdEnv  []string
+	pwArgs   []string
+	c        *corpus.Corpus
 }
 
-func run(runs, iters, starts int, pwCLI, only string) error {
+// results: side -> page -> step -> values.
+type results map[string]map[string]map[string][]float64
+
+func (r results) add(side, page, step string, v float64) {
+	if r[side] == nil {
+		r[side] = map[string]map[string][]float64{}
+	}
+	if r[side][page] == nil {
+		r[side][page] = map[string][]float64{}
+	}
+	r[side][page][step] = append(r[side][page][step], v)
+}
+
+func (r results) get(side, page, step string) []float64 {
+	return r[side][page][step]
+}
+
+// sizes of a page's snapshot: playwright-mcp's answer; mcpd's answers over
+// every page of it, and its first page alone.
+type sizes struct {
+	pw, mcpd, mcpdFirst, mcpdPages int
+}
+
+func run(runs, iters, starts int, pwCLI string, pages []corpus.Page) error {
 	e, stop, err := setup(pwCLI)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	fmt.Printf("load average before: %s\n", loadavg())
-	all := map[string]map[string][]float64{"mcpd": {}, "playwright-mcp": {}} // side -> step -> per-run medians
-	sizes := map[string]int{}
+	fmt.Printf("load average before: %s (%d CPUs)\n", loadavg(), runtime.NumCPU())
+	perRun := results{} // per-run medians
+	sz := map[string]sizes{}
 	for r := range runs {
-		res, sz, err := oneRun(e, r, iters, starts, only)
+		res, s, err := oneRun(e, r, iters, starts, pages)
 		if err != nil {
 			return fmt.Errorf("run %d: %w", r+1, err)
 		}
-		for k, v := range sz {
-			sizes[k] = v
+		for k, v := range s {
+			sz[k] = v
 		}
-		fmt.Printf("\nrun %d (load average %s), median ms over %d iterations (%d startups):\n", r+1, loadavg(), iters, starts)
-		printTable(func(side, step string) (float64, bool) {
-			d := res[side][step]
-			if len(d) == 0 {
-				return 0, false
+		fmt.Printf("\nrun %d done (load average %s)\n", r+1, loadavg())
+		for side, bp := range res {
+			for page, bs := range bp {
+				for step, v := range bs {
+					perRun.add(side, page, step, median(v))
+				}
 			}
-			m := median(d)
-			all[side][step] = append(all[side][step], m)
-			return m, true
-		})
-	}
-	fmt.Printf("\nall %d runs, median of the per-run medians (ms):\n", runs)
-	printTable(func(side, step string) (float64, bool) {
-		d := all[side][step]
-		if len(d) == 0 {
-			return 0, false
 		}
-		return median(d), true
-	})
-	fmt.Printf("\nsteady snapshot size (characters of the answer): mcpd %d, playwright-mcp %d\n", sizes["mcpd"], sizes["playwright-mcp"])
+	}
+	fmt.Printf("\nmedian ms of the per-run medians (%d runs, %d iterations per page per run), mcpd/playwright-mcp and each run's ratio:\n", runs, iters)
+	row := func(page, step string) {
+		pw, md := perRun.get("playwright-mcp", page, step), perRun.get("mcpd", page, step)
+		if len(pw) == 0 || len(md) == 0 {
+			return
+		}
+		var per []string
+		for i := range min(len(pw), len(md)) {
+			per = append(per, fmt.Sprintf("%.2f", md[i]/pw[i]))
+		}
+		fmt.Printf("| %-9s | %-33s | %8.1f | %8.1f | %5.2f | %s |\n", page, step, median(pw), median(md), median(md)/median(pw), strings.Join(per, ", "))
+	}
+	fmt.Printf("| %-9s | %-33s | %8s | %8s | %5s | %s |\n", "page", "step", "pw ms", "mcpd ms", "ratio", "per run")
+	fmt.Printf("|%s|%s|%s|%s|%s|%s|\n", strings.Repeat("-", 11), strings.Repeat("-", 35), strings.Repeat("-", 10), strings.Repeat("-", 10), strings.Repeat("-", 7), strings.Repeat("-", 10))
+	row("all", stStartup)
+	for _, p := range pages {
+		for _, st := range steps {
+			row(p.Name, st)
+		}
+	}
+	fmt.Printf("\nsnapshot size, characters of the answer (mcpd: every page of it, cursor by cursor; its first page alone):\n")
+	fmt.Printf("| %-9s | %8s | %8s | %5s | %10s | %5s |\n", "page", "pw", "mcpd", "ratio", "mcpd first", "pages")
+	for _, p := range pages {
+		s := sz[p.Name]
+		fmt.Printf("| %-9s | %8d | %8d | %5.2f | %10d | %5d |\n", p.Name, s.pw, s.mcpd, float64(s.mcpd)/float64(max(s.pw, 1)), s.mcpdFirst, s.mcpdPages)
+	}
 	fmt.Printf("load average after: %s\n", loadavg())
 	return nil
-}
-
-func printTable(get func(side, step string) (float64, bool)) {
-	fmt.Printf("| %-30s | %14s | %8s | %7s |\n", "step", "playwright-mcp", "mcpd", "mcpd/pw")
-	fmt.Printf("|%s|%s|%s|%s|\n", strings.Repeat("-", 32), strings.Repeat("-", 16), strings.Repeat("-", 10), strings.Repeat("-", 9))
-	for _, st := range steps {
-		pw, okp := get("playwright-mcp", st)
-		md, okm := get("mcpd", st)
-		cell := func(v float64, ok bool) string {
-			if !ok {
-				return "-"
-			}
-			return fmt.Sprintf("%.1f", v)
-		}
-		ratio := "-"
-		if okp && okm && pw > 0 {
-			ratio = fmt.Sprintf("%.2f", md/pw)
-		}
-		fmt.Printf("| %-30s | %14s | %8s | %7s |\n", st, cell(pw, okp), cell(md, okm), ratio)
-	}
 }
 
 func median(v []float64) float64 {
 	s := slices.Clone(v)
 	slices.Sort(s)
 	n := len(s)
+	if n == 0 {
+		return 0
+	}
 	if n%2 == 1 {
 		return s[n/2]
 	}
@@ -177,8 +219,8 @@ func repoRoot() string {
 	return filepath.Dir(filepath.Dir(filepath.Dir(file)))
 }
 
-// setup starts the merchant and proxyd, builds mcpd, and returns how to
-// start both servers.
+// setup starts the corpus and proxyd (with a card allowed on any site),
+// builds mcpd, and returns how to start both servers.
 func setup(pwCLI string) (*env, func(), error) {
 	root := repoRoot()
 	tmp, err := os.MkdirTemp("", "agentvault-benchmcp-")
@@ -194,16 +236,16 @@ func setup(pwCLI string) (*env, func(), error) {
 	}
 	fail := func(err error) (*env, func(), error) { stop(); return nil, nil, err }
 
-	m, err := merchant.Start(merchant.Options{})
+	c, err := corpus.Start()
 	if err != nil {
 		return fail(err)
 	}
-	closers = append(closers, m.Close)
+	closers = append(closers, c.Close)
 	dataDir := filepath.Join(tmp, "proxyd")
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return fail(err)
 	}
-	caPath, err := m.WriteCA(dataDir)
+	caPath, err := c.WriteCA(dataDir)
 	if err != nil {
 		return fail(err)
 	}
@@ -212,13 +254,19 @@ func setup(pwCLI string) (*env, func(), error) {
 	pm.Config.DataDir = dataDir
 	pm.Config.Listen = proxyd.ListenConfig{Proxy: "127.0.0.1:0", Control: "127.0.0.1:0", Admin: "127.0.0.1:0"}
 	pm.Config.UnsafeAllowPrivateRanges = true
-	pm.Config.UnsafeTestHosts = m.HostMap()
 	pm.Config.TLS.ExtraRoots = []string{caPath}
 	pm.Config.Log = proxyd.LogConfig{Level: "error", Format: "json"}
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := pm.Open(ctx); err != nil {
 		cancel()
 		return fail(fmt.Errorf("proxyd Open: %w", err))
+	}
+	if _, err := pm.Vault.AddCard(ctx, proxyd.DefaultOrg, "owner", vault.CardInput{
+		Number: vault.NewSecret([]byte(testCard)), CVV: vault.NewSecret([]byte("123")),
+		ExpiryMonth: 12, ExpiryYear: time.Now().Year() + 3, Holder: "Bench Card", AnySite: true,
+	}); err != nil {
+		cancel()
+		return fail(fmt.Errorf("add the bench card: %w", err))
 	}
 	done := make(chan error, 1)
 	go func() { done <- pm.Run(ctx) }()
@@ -243,16 +291,14 @@ func setup(pwCLI string) (*env, func(), error) {
 		node = "/usr/bin/node"
 	}
 	e := &env{
-		root: root, tmp: tmp, mcpdBin: bin, pwCLI: pwCLI,
+		tmp: tmp, mcpdBin: bin, c: c,
 		mcpdArgs: []string{
 			"--control-url", "http://" + pm.ControlAddr.String(),
 			"--control-token-file", filepath.Join(dataDir, proxyd.ControlTokenFile),
 			"--api-key-file", filepath.Join(dataDir, proxyd.APIKeyFile),
 			"--driver-dir", driver, "--chromium", chromium, "--log-level", "error",
 		},
-		mcpdEnv:  []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dataDir, "PLAYWRIGHT_NODEJS_PATH=" + node},
-		checkout: m.Shop.URL + "/checkout",
-		product:  m.Shop.URL + "/products/trail-shoes",
+		mcpdEnv: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dataDir, "PLAYWRIGHT_NODEJS_PATH=" + node},
 	}
 	// playwright-mcp gets the same Chromium flags as mcpd's browser where
 	// they matter for speed (no GPU, no background networking).
@@ -268,14 +314,15 @@ func setup(pwCLI string) (*env, func(), error) {
 
 // server is one MCP server under test.
 type server struct {
-	name  string
-	cs    *mcp.ClientSession
-	times map[string][]float64
-	// snapSize is the length of the latest steady snapshot answer.
-	snapSize int
-	// refs found in playwright-mcp's snapshot (it types by ref).
-	plainRef, cardRef string
+	name string
+	cs   *mcp.ClientSession
+	// last is playwright-mcp's latest snapshot text: it acts by its refs.
+	last string
+	// cardToken is mcpd's card number token, from its catalog.
+	cardToken string
 }
+
+func (s *server) mcpd() bool { return s.name == "mcpd" }
 
 func (s *server) call(tool string, args map[string]any) (string, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -300,11 +347,10 @@ func (s *server) call(tool string, args map[string]any) (string, time.Duration, 
 		}
 		return text, d, fmt.Errorf("%s %s refused: %s", s.name, tool, first)
 	}
+	if !s.mcpd() && strings.Contains(text, "[ref=") {
+		s.last = text
+	}
 	return text, d, nil
-}
-
-func (s *server) record(step string, d time.Duration) {
-	s.times[step] = append(s.times[step], float64(d.Microseconds())/1000)
 }
 
 func start(e *env, name string) (*server, time.Time, error) {
@@ -329,17 +375,28 @@ func start(e *env, name string) (*server, time.Time, error) {
 	if err != nil {
 		return nil, t0, fmt.Errorf("start %s: %w", name, err)
 	}
-	return &server{name: name, cs: cs, times: map[string][]float64{}}, t0, nil
+	return &server{name: name, cs: cs}, t0, nil
 }
 
-var (
-	pwPlainRef = regexp.MustCompile(`textbox "First name" \[ref=([a-z0-9]+)\]`)
-	pwCardRef  = regexp.MustCompile(`textbox "Card number[^"]*" \[ref=([a-z0-9]+)\]`)
-)
+// ref finds the ref playwright-mcp's latest snapshot gives the target.
+func (s *server) ref(t corpus.Target) (string, error) {
+	re := regexp.MustCompile(regexp.QuoteMeta(t.Role+" "+jsonQuote(t.Name)) + `(?: \[[a-z]+(?:=[a-z0-9]+)?\])* \[ref=([a-z0-9]+)\]`)
+	m := re.FindStringSubmatch(s.last)
+	if m == nil {
+		return "", fmt.Errorf("playwright-mcp's snapshot has no ref for %s %q", t.Role, t.Name)
+	}
+	return m[1], nil
+}
 
-// Each step, as each server is driven.
-func navigate(s *server, url string) (time.Duration, error) {
-	if s.name == "mcpd" {
+func jsonQuote(v string) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// Each action, as each server is driven.
+
+func (s *server) navigate(url string) (time.Duration, error) {
+	if s.mcpd() {
 		_, d, err := s.call("open_page", map[string]any{"url": url})
 		return d, err
 	}
@@ -347,55 +404,96 @@ func navigate(s *server, url string) (time.Duration, error) {
 	return d, err
 }
 
-func snapshot(s *server) (string, time.Duration, error) {
-	if s.name == "mcpd" {
+func (s *server) ready(p corpus.Page) error {
+	if p.Ready.Selector == "" {
+		return nil
+	}
+	if s.mcpd() {
+		args := map[string]any{"selector": p.Ready.Selector, "timeout": 20000}
+		if p.Ready.Frame != "" {
+			args["frame"] = p.Ready.Frame
+		}
+		_, _, err := s.call("wait_for_selector", args)
+		return err
+	}
+	_, _, err := s.call("browser_wait_for", map[string]any{"text": p.ReadyText})
+	return err
+}
+
+func (s *server) snapshot() (string, time.Duration, error) {
+	if s.mcpd() {
 		return s.call("snapshot_page", map[string]any{})
 	}
-	text, d, err := s.call("browser_snapshot", map[string]any{})
-	if err == nil {
-		if m := pwPlainRef.FindStringSubmatch(text); m != nil {
-			s.plainRef = m[1]
+	return s.call("browser_snapshot", map[string]any{})
+}
+
+func (s *server) click(t corpus.Target) (time.Duration, error) {
+	if s.mcpd() {
+		args := map[string]any{"selector": t.Selector}
+		if t.Frame != "" {
+			args["frame"] = t.Frame
 		}
-		if m := pwCardRef.FindStringSubmatch(text); m != nil {
-			s.cardRef = m[1]
+		_, d, err := s.call("click", args)
+		return d, err
+	}
+	ref, err := s.ref(t)
+	if err != nil {
+		return 0, err
+	}
+	_, d, err := s.call("browser_click", map[string]any{"target": ref, "element": t.Name})
+	return d, err
+}
+
+func (s *server) typeIn(t corpus.Target, value string) (time.Duration, error) {
+	if s.mcpd() {
+		f := map[string]any{"selector": t.Selector, "value": value}
+		if t.Frame != "" {
+			f["frame"] = t.Frame
 		}
-	}
-	return text, d, err
-}
-
-func click(s *server, sel string) (time.Duration, error) {
-	if s.name == "mcpd" {
-		_, d, err := s.call("click", map[string]any{"selector": sel})
+		_, d, err := s.call("fill_checkout", map[string]any{"fields": []map[string]any{f}})
 		return d, err
 	}
-	_, d, err := s.call("browser_click", map[string]any{"target": sel, "element": sel})
+	ref, err := s.ref(t)
+	if err != nil {
+		return 0, err
+	}
+	_, d, err := s.call("browser_type", map[string]any{"target": ref, "element": t.Name, "text": value})
 	return d, err
 }
 
-func typePlain(s *server, v string) (time.Duration, error) {
-	if s.name == "mcpd" {
-		_, d, err := s.call("fill_checkout", map[string]any{"fields": []map[string]any{{"selector": plainSel, "value": v}}})
-		return d, err
+// snapshotSize pages through mcpd's snapshot of the current page and adds
+// up the answers; playwright-mcp's is one answer.
+func (s *server) snapshotSize() (total, first, pages int, text string, err error) {
+	if !s.mcpd() {
+		text, _, err = s.snapshot()
+		return len(text), len(text), 1, text, err
 	}
-	_, d, err := s.call("browser_type", map[string]any{"target": s.plainRef, "element": "First name", "text": v})
-	return d, err
+	args := map[string]any{}
+	cursor := regexp.MustCompile(`# truncated: call snapshot_page again with cursor=(\d+) depth=(\d+)`)
+	for {
+		t, _, err := s.call("snapshot_page", args)
+		if err != nil {
+			return 0, 0, 0, "", err
+		}
+		if pages == 0 {
+			first, text = len(t), t
+		}
+		total += len(t)
+		pages++
+		m := cursor.FindStringSubmatch(t)
+		if m == nil || pages > 50 {
+			return total, first, pages, text, nil
+		}
+		var c, d int
+		fmt.Sscan(m[1], &c)
+		fmt.Sscan(m[2], &d)
+		args = map[string]any{"cursor": c, "depth": d}
+	}
 }
 
-func typeCard(s *server, v string) (time.Duration, error) {
-	if s.name == "mcpd" {
-		_, d, err := s.call("fill_checkout", map[string]any{"fields": []map[string]any{{"selector": cardSel, "frame": payFrame, "value": v}}})
-		return d, err
-	}
-	_, d, err := s.call("browser_type", map[string]any{"target": s.cardRef, "element": "Card number", "text": v})
-	return d, err
-}
-
-// oneRun starts both servers and takes every step iters times.
-func oneRun(e *env, r, iters, starts int, only string) (map[string]map[string][]float64, map[string]int, error) {
+// oneRun starts both servers and drives every page.
+func oneRun(e *env, r, iters, starts int, pages []corpus.Page) (results, map[string]sizes, error) {
 	names := []string{"mcpd", "playwright-mcp"}
-	if only != "" {
-		names = []string{only}
-	}
 	if r%2 == 1 {
 		slices.Reverse(names)
 	}
@@ -405,10 +503,8 @@ func oneRun(e *env, r, iters, starts int, only string) (map[string]map[string][]
 			_ = s.cs.Close()
 		}
 	}()
-	// Startup: process start, MCP initialize, browser launch, first page;
-	// starts times per server, taking turns, and the last ones stay for the
-	// other steps.
-	startTimes := map[string][]float64{}
+	all := results{}
+	first := e.c.URL(pages[0])
 	for k := range starts {
 		order := slices.Clone(names)
 		if k%2 == 1 {
@@ -420,104 +516,158 @@ func oneRun(e *env, r, iters, starts int, only string) (map[string]map[string][]
 			if err != nil {
 				return nil, nil, err
 			}
-			_, err = navigate(s, e.product)
+			_, err = s.navigate(first)
 			d := time.Since(t0)
+			if err != nil {
+				_ = s.cs.Close()
+				return nil, nil, err
+			}
 			if last {
 				servers = append(servers, s)
 			} else {
 				_ = s.cs.Close()
 			}
-			if err != nil {
-				return nil, nil, err
-			}
-			startTimes[n] = append(startTimes[n], float64(d.Microseconds())/1000)
+			all.add(n, "all", stStartup, ms(d))
 		}
 	}
 	slices.SortFunc(servers, func(a, b *server) int { return slices.Index(names, a.name) - slices.Index(names, b.name) })
 	for _, s := range servers {
-		s.times[steps[0]] = startTimes[s.name]
-	}
-	// A cart, so the checkout renders.
-	for _, s := range servers {
-		if _, err := click(s, "#add-to-cart"); err != nil {
-			return nil, nil, err
-		}
-		if s.name == "mcpd" {
-			if _, _, err := s.call("wait_for_selector", map[string]any{"selector": "#checkout"}); err != nil {
+		if s.mcpd() {
+			cat, _, err := s.call("get_token_catalog", map[string]any{})
+			if err != nil {
 				return nil, nil, err
 			}
-		}
-		if _, err := navigate(s, e.checkout); err != nil {
-			return nil, nil, err
-		}
-		if _, _, err := snapshot(s); err != nil {
-			return nil, nil, err
+			var c struct {
+				Cards []struct {
+					Tokens map[string]string `json:"tokens"`
+				} `json:"cards"`
+			}
+			if err := json.Unmarshal([]byte(cat), &c); err != nil || len(c.Cards) == 0 || c.Cards[0].Tokens["number"] == "" {
+				return nil, nil, errors.New("mcpd's catalog has no card number token")
+			}
+			s.cardToken = c.Cards[0].Tokens["number"]
 		}
 	}
-	turn := func(i int) []*server {
-		o := slices.Clone(servers)
-		if i%2 == 1 {
-			slices.Reverse(o)
+	// step runs f on both servers, taking turns, and records its time.
+	turn := 0
+	step := func(page, name string, f func(s *server) (time.Duration, error)) error {
+		order := slices.Clone(servers)
+		if turn%2 == 1 {
+			slices.Reverse(order)
 		}
-		return o
-	}
-	each := func(step string, f func(s *server, i int) (time.Duration, error)) error {
-		for i := range iters {
-			for _, s := range turn(i) {
-				d, err := f(s, i)
-				if err != nil {
-					return err
-				}
-				s.record(step, d)
+		turn++
+		for _, s := range order {
+			d, err := f(s)
+			if err != nil {
+				return fmt.Errorf("%s, %s: %w", page, name, err)
+			}
+			if name != "" {
+				all.add(s.name, page, name, ms(d))
 			}
 		}
 		return nil
 	}
-	// A load, then the first snapshot on it.
-	if err := each(steps[1], func(s *server, i int) (time.Duration, error) {
-		d, err := navigate(s, e.checkout)
-		if err != nil {
-			return d, err
-		}
-		_, d2, err := snapshot(s)
-		s.record(steps[2], d2)
+	untimed := func(f func(s *server) error) func(s *server) (time.Duration, error) {
+		return func(s *server) (time.Duration, error) { return 0, f(s) }
+	}
+	snap := func(s *server) (time.Duration, error) {
+		_, d, err := s.snapshot()
 		return d, err
-	}); err != nil {
-		return nil, nil, err
 	}
-	if err := each(steps[3], func(s *server, i int) (time.Duration, error) {
-		text, d, err := snapshot(s)
-		s.snapSize = len(text)
-		if dir := os.Getenv("BENCH_DUMP"); dir != "" {
-			_ = os.WriteFile(filepath.Join(dir, s.name+".txt"), []byte(text), 0o600)
+	sz := map[string]sizes{}
+	for _, p := range pages {
+		url := e.c.URL(p)
+		for i := range iters {
+			steps := []struct {
+				name string
+				f    func(s *server) (time.Duration, error)
+			}{
+				{stNavigate, func(s *server) (time.Duration, error) { return s.navigate(url) }},
+				{"", untimed(func(s *server) error { return s.ready(p) })},
+				{stSnapFirst, snap},
+				{stSnap, snap},
+			}
+			if i == 0 {
+				steps = append(steps, struct {
+					name string
+					f    func(s *server) (time.Duration, error)
+				}{"", untimed(func(s *server) error {
+					total, first, n, text, err := s.snapshotSize()
+					if err != nil {
+						return err
+					}
+					cur := sz[p.Name]
+					if s.mcpd() {
+						cur.mcpd, cur.mcpdFirst, cur.mcpdPages = total, first, n
+					} else {
+						cur.pw = total
+					}
+					sz[p.Name] = cur
+					if dir := os.Getenv("BENCH_DUMP"); dir != "" {
+						_ = os.WriteFile(filepath.Join(dir, p.Name+"."+s.name+".txt"), []byte(text), 0o600)
+					}
+					return nil
+				})})
+			}
+			type st = struct {
+				name string
+				f    func(s *server) (time.Duration, error)
+			}
+			steps = append(steps,
+				st{stClick, func(s *server) (time.Duration, error) { return s.click(p.Click) }},
+				st{stType, func(s *server) (time.Duration, error) { return s.typeIn(p.Type, fmt.Sprintf("Ada%d", i)) }},
+			)
+			if p.FrameType.Selector != "" {
+				steps = append(steps, st{stTypeFrame, func(s *server) (time.Duration, error) { return s.typeIn(p.FrameType, fmt.Sprintf("Ada Bench %d", i)) }})
+			}
+			steps = append(steps,
+				st{stNavClick, func(s *server) (time.Duration, error) { return s.click(p.Nav) }},
+				st{"", untimed(func(s *server) error { return s.ready(p) })},
+				st{stSnapNav, snap},
+				st{stPost, func(s *server) (time.Duration, error) { return s.click(p.Post) }},
+				st{"", untimed(func(s *server) error { return s.ready(p) })},
+				st{stSnapPost, snap},
+			)
+			for _, x := range steps {
+				if err := step(p.Name, x.name, x.f); err != nil {
+					return nil, nil, err
+				}
+			}
 		}
-		return d, err
-	}); err != nil {
-		return nil, nil, err
 	}
-	if err := each(steps[4], func(s *server, i int) (time.Duration, error) { return click(s, clickSel) }); err != nil {
-		return nil, nil, err
-	}
-	for _, s := range servers {
-		if s.name != "mcpd" && (s.plainRef == "" || s.cardRef == "") {
-			return nil, nil, errors.New("playwright-mcp's snapshot has no ref for the first-name or card-number field")
+	// The token fills last: mcpd refuses snapshots once one was filled.
+	for _, p := range pages {
+		if p.Card.Selector == "" {
+			continue
+		}
+		url := e.c.URL(p)
+		prep := []func(s *server) error{
+			func(s *server) error { _, err := s.navigate(url); return err },
+			func(s *server) error { return s.ready(p) },
+			func(s *server) error { _, _, err := s.snapshot(); return err },
+		}
+		for _, f := range prep {
+			if err := step(p.Name, "", untimed(f)); err != nil {
+				return nil, nil, err
+			}
+		}
+		for range iters {
+			if err := step(p.Name, stToken, func(s *server) (time.Duration, error) {
+				if s.mcpd() {
+					return s.typeIn(p.Card, s.cardToken)
+				}
+				return s.typeIn(p.Card, testCard)
+			}); err != nil {
+				return nil, nil, err
+			}
+			// A click between two numbers: mcpd owes the card's security
+			// code after a number, and an action spends that.
+			if err := step(p.Name, "", untimed(func(s *server) error { _, err := s.click(p.Click); return err })); err != nil {
+				return nil, nil, err
+			}
 		}
 	}
-	if err := each(steps[5], func(s *server, i int) (time.Duration, error) {
-		return typePlain(s, fmt.Sprintf("Ada%d", i))
-	}); err != nil {
-		return nil, nil, err
-	}
-	if err := each(steps[6], func(s *server, i int) (time.Duration, error) {
-		return typeCard(s, "4000 0000 0000 "+fmt.Sprintf("%04d", i))
-	}); err != nil {
-		return nil, nil, err
-	}
-	res := map[string]map[string][]float64{}
-	sizes := map[string]int{}
-	for _, s := range servers {
-		res[s.name] = s.times
-		sizes[s.name] = s.snapSize
-	}
-	return res, sizes, nil
+	return all, sz, nil
 }
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
