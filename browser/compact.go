@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // The snapshot's YAML is Playwright's AI-mode accessibility tree, rewritten
@@ -329,9 +330,27 @@ func compactNode(n *snapNode) []*snapNode {
 	} else if pointerImplied[n.role] {
 		n.pointer = false
 	}
-	if n.inline != "" && n.name != "" && (n.role == "img" || strings.Contains(strings.ToLower(n.name), strings.ToLower(normSpace(yamlText(n.inline))))) {
-		// The symbols a named image draws; a label its name already says.
+	if n.inline != "" && n.name != "" && (n.role == "img" || glyphs(yamlText(n.inline)) || strings.Contains(strings.ToLower(n.name), strings.ToLower(normSpace(yamlText(n.inline))))) {
+		// The symbols a named image draws, an icon glyph on a named
+		// control, a label its name already says.
 		n.inline = ""
+	}
+	if n.name == "" && n.ref != "" && (n.role == "link" || n.role == "button") {
+		// A control whose only content is an image is named by it.
+		var img *snapNode
+		others := 0
+		for _, c := range n.children {
+			switch {
+			case c.kind == 'e' && c.role == "img" && c.name != "" && c.ref == "" && len(c.children) == 0:
+				img = c
+			case c.kind != 'p':
+				others++
+			}
+		}
+		if img != nil && others == 0 && n.inline == "" {
+			n.name = img.name
+			n.children = slicesDelete(n.children, img)
+		}
 	}
 	if (n.role == "generic" || n.role == "none") && n.name == "" && n.ref == "" {
 		n.attrs = nil // [active] on a wrapper: the focused field says it
@@ -368,6 +387,26 @@ func yamlText(v string) string {
 }
 
 func normSpace(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// glyphs reports whether s has no letter or digit: an icon's symbols.
+func glyphs(s string) bool {
+	for _, r := range s {
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			return false
+		}
+	}
+	return true
+}
+
+func slicesDelete(list []*snapNode, n *snapNode) []*snapNode {
+	out := list[:0]
+	for _, c := range list {
+		if c != n {
+			out = append(out, c)
+		}
+	}
+	return out
+}
 
 // renderSnapshot writes the tree back as YAML lines.
 func renderSnapshot(list []*snapNode) []string {

@@ -31,3 +31,27 @@ func ParseDocFieldsForTest(v any, err error) (bool, []string, map[int]string, in
 }
 
 var FoldOptionsForTest = foldOptions
+
+// PageEvalForTest runs script in the current page (or in the document of
+// the iframe frame names) the way the page's own scripts would: no action
+// of the session is recorded.
+func PageEvalForTest(s *Session, frame, script string) error {
+	p, err := s.page()
+	if err != nil {
+		return err
+	}
+	if frame == "" {
+		_, err = p.Evaluate(script)
+		return err
+	}
+	h, err := p.Locator(frame).ElementHandle()
+	if err != nil {
+		return err
+	}
+	f, err := h.ContentFrame()
+	if err != nil {
+		return err
+	}
+	_, err = f.Evaluate(script)
+	return err
+}

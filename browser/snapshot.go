@@ -221,7 +221,11 @@ func (s *Session) readPart(p playwright.Page, o SnapshotOptions, depth int) (Sna
 	root := p.MainFrame()
 	var loc playwright.Locator
 	if o.Frame != "" {
-		h, err := p.Locator(o.Frame).ElementHandle(playwright.LocatorElementHandleOptions{Timeout: ms(3 * time.Second)})
+		fl := p.Locator(o.Frame)
+		if err := one(fl, "frame", o.Frame); err != nil {
+			return Snapshot{}, err
+		}
+		h, err := fl.ElementHandle(playwright.LocatorElementHandleOptions{Timeout: ms(3 * time.Second)})
 		if err != nil {
 			return Snapshot{}, partError("frame", o.Frame, err)
 		}
@@ -238,6 +242,11 @@ func (s *Session) readPart(p playwright.Page, o SnapshotOptions, depth int) (Sna
 		loc = p.FrameLocator(o.Frame).Locator(sel)
 	} else {
 		loc = p.Locator(o.Selector)
+	}
+	if o.Selector != "" {
+		if err := one(loc, "selector", o.Selector); err != nil {
+			return Snapshot{}, err
+		}
 	}
 	docCh := make(chan docFields, 1)
 	go func() { docCh <- parseDocFields(loc.Evaluate(scopedFieldsScript, nil, playwright.LocatorEvaluateOptions{Timeout: ms(frameListWait)})) }()
@@ -264,6 +273,21 @@ func (s *Session) readPart(p playwright.Page, o SnapshotOptions, depth int) (Sna
 		s.partial = shown
 	}
 	return Snapshot{YAML: yaml, Fields: fields}, nil
+}
+
+// one checks that a part's selector names exactly one element, and says so
+// at once when it does not (a snapshot would wait for one).
+func one(loc playwright.Locator, what, sel string) error {
+	n, err := loc.Count()
+	switch {
+	case err != nil:
+		return partError(what, sel, err)
+	case n == 0:
+		return agentvault.Errorf(agentvault.CodeFieldNotFound, "%s %s matches nothing on the page", what, sel)
+	case n > 1:
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "%s %s matches %d elements; narrow it to one", what, sel, n)
+	}
+	return nil
 }
 
 // partError explains a selector or frame a part snapshot could not read,
@@ -374,6 +398,13 @@ const cssFactory = `(doc) => {
 			const v = el.getAttribute(a);
 			if (!v || v.length > 80) continue;
 			const s = tag + '[' + a + '="' + v.replace(/["\\]/g, '\\$&') + '"]';
+			if (uniq(s)) return s;
+		}
+		const type = (el.getAttribute('type') || '').toLowerCase();
+		const name = el.getAttribute('name'), opt = el.getAttribute('value');
+		if ((type === 'radio' || type === 'checkbox') && name && opt && name.length + opt.length < 120) {
+			// A choice's value attribute names the option (it is not input).
+			const s = tag + '[name="' + name.replace(/["\\]/g, '\\$&') + '"][value="' + opt.replace(/["\\]/g, '\\$&') + '"]';
 			if (uniq(s)) return s;
 		}
 		const top = el.getRootNode();

@@ -7,8 +7,8 @@
 // and the snapshot's size in characters for both.
 //
 // mcpd goes through proxyd as in production: proxyd's Main runs in this
-// process with the corpus CA among its upstream roots and a card the owner
-// allows anywhere, and mcpd (built from ./cmd/mcpd) reaches it over the
+// process with the corpus CA among its upstream roots, a card allowed on
+// any site and the corpus's sites authorized by the owner, and mcpd (built from ./cmd/mcpd) reaches it over the
 // control API; its token fill asks proxyd to authorize the card number.
 // playwright-mcp loads the same pages directly; its Chromium (Debian's, never
 // a download) is told to ignore certificate errors (--ignore-https-errors)
@@ -267,6 +267,14 @@ func setup(pwCLI string) (*env, func(), error) {
 	}); err != nil {
 		cancel()
 		return fail(fmt.Errorf("add the bench card: %w", err))
+	}
+	// The owner has authorized the corpus's sites: a fill is not held for
+	// an approval (this measures the server, not the owner).
+	for _, o := range append([]string{c.Pages}, c.Frames[:]...) {
+		if err := pm.Owner.AuthorizeSite(ctx, o, "bench"); err != nil {
+			cancel()
+			return fail(fmt.Errorf("authorize %s: %w", o, err))
+		}
 	}
 	done := make(chan error, 1)
 	go func() { done <- pm.Run(ctx) }()

@@ -11,6 +11,8 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"fmt"
+	"io"
+	"log"
 	"math/big"
 	"net"
 	"net/http"
@@ -60,7 +62,7 @@ func Pages() []Page {
 		{
 			Name: "listing", Path: "/listing",
 			Type:  Target{Selector: "#q", Role: "searchbox", Name: "Search products"},
-			Click: Target{Selector: "#toggle-filters", Role: "button", Name: "Hide filters"},
+			Click: Target{Selector: "#toggle-filters", Role: "button", Name: "Grid view"},
 			Nav:   Target{Selector: "#next-page", Role: "link", Name: "Next page"},
 			Post:  Target{Selector: "#subscribe", Role: "button", Name: "Subscribe"},
 		},
@@ -181,6 +183,7 @@ func Start() (*Corpus, error) {
 		srv := &http.Server{
 			Handler:           handlers[i],
 			ReadHeaderTimeout: 10 * time.Second,
+			ErrorLog:          log.New(io.Discard, "", 0),
 			TLSConfig:         &tls.Config{Certificates: []tls.Certificate{leaf}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}},
 		}
 		done := make(chan struct{})

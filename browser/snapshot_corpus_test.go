@@ -1,0 +1,227 @@
+package browser_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/browser"
+	"github.com/agentvault/agentvault/browser/browsertest"
+	"github.com/agentvault/agentvault/e2e/corpus"
+)
+
+// openCorpus serves the page corpus and opens a browser session trusting it.
+func openCorpus(t *testing.T) (*corpus.Corpus, *browser.Session) {
+	t.Helper()
+	browsertest.SkipIfNoBrowser(t)
+	c, err := corpus.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	b, err := browser.Launch(browser.Config{DriverDir: browsertest.DriverDir(), TrustSPKI: []string{c.SPKI()}})
+	if err != nil {
+		t.Fatalf("launch: %v", err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	s, err := b.NewSession(browser.SessionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return c, s
+}
+
+func corpusPage(t *testing.T, name string) corpus.Page {
+	t.Helper()
+	for _, p := range corpus.Pages() {
+		if p.Name == name {
+			return p
+		}
+	}
+	t.Fatalf("no corpus page %s", name)
+	return corpus.Page{}
+}
+
+func gotoPage(t *testing.T, c *corpus.Corpus, s *browser.Session, name string) corpus.Page {
+	t.Helper()
+	p := corpusPage(t, name)
+	if err := s.Goto(c.URL(p), 30*time.Second); err != nil {
+		t.Fatalf("goto %s: %v", name, err)
+	}
+	if p.Ready.Selector != "" {
+		if err := s.WaitFor(browser.Target{Selector: p.Ready.Selector, Frame: p.Ready.Frame}, "visible", 20*time.Second); err != nil {
+			t.Fatalf("%s did not render: %v", name, err)
+		}
+	}
+	return p
+}
+
+func snap(t *testing.T, s *browser.Session, o browser.SnapshotOptions) browser.Snapshot {
+	t.Helper()
+	sn, err := s.SnapshotOf(o)
+	if err != nil {
+		t.Fatalf("snapshot %+v: %v", o, err)
+	}
+	return sn
+}
+
+// TestSnapshotKeptReading: a whole-page snapshot of a page that has not
+// changed answers from the kept reading without walking the page; any
+// change the tree could show makes the next one walk it again and show it:
+// a script's DOM change, a checkbox a script ticks (no mutation), a change
+// inside a cross-origin frame, inside a shadow root, a new shadow root, and
+// every action of the session.
+func TestSnapshotKeptReading(t *testing.T) {
+	c, s := openCorpus(t)
+	gotoPage(t, c, s, "checkout5")
+	walks := browser.SnapshotWalks()
+	for i := range 2 {
+		if sn := snap(t, s, browser.SnapshotOptions{}); !sn.Reused {
+			t.Fatalf("snapshot %d after open walked the page again", i+1)
+		}
+	}
+	if n := browser.SnapshotWalks() - walks; n != 0 {
+		t.Fatalf("%d walks for an unchanged page", n)
+	}
+	changed := func(name, frame, script, want string) {
+		t.Helper()
+		if script != "" {
+			if err := browser.PageEvalForTest(s, frame, script); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+		sn := snap(t, s, browser.SnapshotOptions{})
+		if sn.Reused || !strings.Contains(sn.YAML, want) {
+			t.Fatalf("%s: reused %v, %q shown %v", name, sn.Reused, want, strings.Contains(sn.YAML, want))
+		}
+		if sn := snap(t, s, browser.SnapshotOptions{}); !sn.Reused {
+			t.Fatalf("%s: the snapshot after it walked again", name)
+		}
+	}
+	changed("DOM change", "", `document.querySelector('h2').textContent = 'Contact details'`, `heading "Contact details"`)
+	changed("checked by a script", "", `document.getElementById('news').checked = true`, `checkbox "Email me with news and offers" [checked]`)
+	changed("cross-origin frame", `iframe[title="Chat widget"]`, `document.querySelector('p').textContent = 'We are away'`, "We are away")
+	if _, err := s.Click(browser.Target{Selector: "#apply-promo"}, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	changed("click", "", "", "Enter a valid discount code or gift card")
+	if err := s.Fill(browser.Target{Selector: "#company"}, "Zebracorp", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	sn := snap(t, s, browser.SnapshotOptions{})
+	if sn.Reused || strings.Contains(sn.YAML, "Zebracorp") {
+		t.Fatalf("after a fill: reused %v, value shown %v", sn.Reused, strings.Contains(sn.YAML, "Zebracorp"))
+	}
+	if sn := snap(t, s, browser.SnapshotOptions{Depth: 5}); sn.Reused {
+		t.Fatal("a reading at another depth was reused")
+	}
+
+	gotoPage(t, c, s, "shadow")
+	if sn := snap(t, s, browser.SnapshotOptions{}); !sn.Reused {
+		t.Fatal("first snapshot of the shadow page walked again")
+	}
+	changed("inside a shadow root", "", `document.querySelector('promo-box').shadowRoot.getElementById('promo-status').textContent = 'Code accepted'`, "Code accepted")
+	changed("a new shadow root", "", `document.querySelector('main').attachShadow({mode: 'open'}).innerHTML = '<p>Replaced by a shadow root</p>'`, "Replaced by a shadow root")
+}
+
+// TestSnapshotParts: a selector reads only that element's part, a frame
+// only that frame's document, each with field selectors that name exactly
+// one element (the frame's selector as the fields' frame); a ref the part
+// did not show still resolves afterwards; a selector matching nothing or
+// several elements is refused at once.
+func TestSnapshotParts(t *testing.T) {
+	c, s := openCorpus(t)
+	gotoPage(t, c, s, "listing")
+	whole := snap(t, s, browser.SnapshotOptions{})
+	next := ""
+	for _, l := range strings.Split(whole.YAML, "\n") {
+		if strings.Contains(l, `link "Next page" [ref=`) {
+			next = strings.SplitN(strings.SplitN(l, "[ref=", 2)[1], "]", 2)[0]
+		}
+	}
+	if next == "" {
+		t.Fatalf("no Next page link in:\n%.2000s", whole.YAML)
+	}
+	part := snap(t, s, browser.SnapshotOptions{Selector: "#filters"})
+	if !strings.Contains(part.YAML, `checkbox "Jackets (`) || strings.Contains(part.YAML, "Add to cart") || strings.Contains(part.YAML, "Next page") {
+		t.Fatalf("the filters part:\n%s", part.YAML)
+	}
+	if len(part.Fields) != 29 {
+		t.Fatalf("%d fields in the filters part, want 29", len(part.Fields))
+	}
+	for _, f := range part.Fields {
+		if n, err := s.Count(browser.Target{Selector: f.Selector, Frame: f.Frame}); err != nil || n.Count != 1 {
+			t.Fatalf("field %s selector %q matches %d (%v)", f.Ref, f.Selector, n.Count, err)
+		}
+	}
+	// The part left Playwright knowing only its refs; a ref from the whole
+	// page still works.
+	if n, err := s.Count(browser.Target{Selector: "aria-ref=" + next}); err != nil || n.Count != 1 {
+		t.Fatalf("a ref outside the part: %+v %v", n, err)
+	}
+	_, err := s.SnapshotOf(browser.SnapshotOptions{Selector: "#no-such-element"})
+	if agentvault.ErrorCode(err) != agentvault.CodeFieldNotFound {
+		t.Fatalf("no match: %v", err)
+	}
+	_, err = s.SnapshotOf(browser.SnapshotOptions{Selector: "li.card"})
+	if agentvault.ErrorCode(err) != agentvault.CodeInvalidInput {
+		t.Fatalf("many matches: %v", err)
+	}
+
+	p := gotoPage(t, c, s, "checkout5")
+	fr := snap(t, s, browser.SnapshotOptions{Frame: p.Card.Frame})
+	if !strings.Contains(fr.YAML, `textbox "Card number"`) || strings.Contains(fr.YAML, "First name") || strings.Contains(fr.YAML, "Security code") {
+		t.Fatalf("the card number frame:\n%s", fr.YAML)
+	}
+	if len(fr.Fields) != 1 || fr.Fields[0].Selector != "#card-number" || fr.Fields[0].Frame != p.Card.Frame {
+		t.Fatalf("frame fields %+v", fr.Fields)
+	}
+	in := snap(t, s, browser.SnapshotOptions{Selector: "form#shipping"})
+	if !strings.Contains(in.YAML, `textbox "First name"`) || strings.Contains(in.YAML, "Card number") || strings.Contains(in.YAML, "Order summary") {
+		t.Fatalf("the shipping form:\n%s", in.YAML)
+	}
+}
+
+// TestSnapshotShadowFields: fields inside shadow roots get selectors that
+// name exactly one element (Playwright's CSS pierces open shadow roots, so
+// uniqueness is over all of them).
+func TestSnapshotShadowFields(t *testing.T) {
+	c, s := openCorpus(t)
+	gotoPage(t, c, s, "shadow")
+	sn := snap(t, s, browser.SnapshotOptions{})
+	if len(sn.Fields) < 20 {
+		t.Fatalf("%d fields", len(sn.Fields))
+	}
+	sels := map[string]bool{}
+	for _, f := range sn.Fields {
+		sels[f.Selector] = true
+		if n, err := s.Count(browser.Target{Selector: f.Selector, Frame: f.Frame}); err != nil || n.Count != 1 {
+			t.Fatalf("field %s %q selector %q matches %d (%v)", f.Ref, f.Name, f.Selector, n.Count, err)
+		}
+	}
+	for _, want := range []string{"#ship-name", "#qty", `input[name="colour"][value="Navy"]`} {
+		if !sels[want] {
+			t.Fatalf("no field selector %s among %v", want, sels)
+		}
+	}
+}
+
+// TestClickThatNavigatesReadsTheNewPage: a click on a link returns once the
+// page it led to has loaded and been read: the next snapshot answers from
+// that reading.
+func TestClickThatNavigatesReadsTheNewPage(t *testing.T) {
+	c, s := openCorpus(t)
+	gotoPage(t, c, s, "listing")
+	if _, err := s.Click(browser.Target{Selector: "#next-page"}, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(s.URL(), "page=2") {
+		t.Fatalf("url %s", s.URL())
+	}
+	sn := snap(t, s, browser.SnapshotOptions{})
+	if !sn.Reused || !strings.Contains(sn.YAML, "Showing 85–168") {
+		t.Fatalf("reused %v, page 2 shown %v", sn.Reused, strings.Contains(sn.YAML, "Showing 85–168"))
+	}
+}
