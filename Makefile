@@ -99,13 +99,17 @@ bench:
 	cd bench && env PROXYD=1 DUR=$(BENCH_DUR) REPS=$(BENCH_REPS) $(BENCH_ENV) ./run.sh
 	./scripts/test-postgres.sh -run '^$$' -bench AuditRelease ./store/...
 
-# mcpd against @playwright/mcp, side by side on the e2e merchant's checkout
-# over MCP stdio (e2e/benchmcp). @playwright/mcp is a benchmark-only
-# dependency: installed here into .cache/bench-mcp, never by run or test, and
-# it drives Debian's Chromium (no browser download).
+# mcpd against @playwright/mcp, side by side over MCP stdio on the page
+# corpus of e2e/corpus (listing, five-frame checkout, shadow DOM, big
+# selects, single-page app, late payment frame), every step on every page
+# (e2e/benchmcp; BENCH_MCP_ARGS='-pages spa,latepay' runs some). It prints
+# per page and step both medians and the ratio, and the snapshot sizes.
+# @playwright/mcp is a benchmark-only dependency: installed here into
+# .cache/bench-mcp, never by run or test, and it drives Debian's Chromium (no
+# browser download).
 PW_MCP_VERSION := 0.0.83
 BENCH_MCP := $(CACHE)/bench-mcp
-BENCH_MCP_ARGS ?= -runs 3 -n 10
+BENCH_MCP_ARGS ?= -runs 3 -n 5
 bench-mcp: deps
 	@if ! grep -qs '"version": "$(PW_MCP_VERSION)"' $(BENCH_MCP)/node_modules/@playwright/mcp/package.json; then \
 		echo "installing @playwright/mcp@$(PW_MCP_VERSION) into $(BENCH_MCP)"; \

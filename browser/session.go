@@ -59,6 +59,22 @@ type Session struct {
 	last     *reading
 	partial  map[string]bool
 	watchKey string
+	// noReadings stops the readings navigations take ahead of a snapshot
+	// (SetReadings), once snapshots are refused for the session.
+	noReadings atomic.Bool
+}
+
+// SetReadings says whether navigations should read the page ahead of a
+// snapshot (warm). Off, none is taken and the kept reading is dropped: once
+// a session's snapshots are refused (P19) a reading would be work for
+// nothing, and page data held for no one.
+func (s *Session) SetReadings(on bool) {
+	if wasOff := s.noReadings.Swap(!on); on || wasOff {
+		return
+	}
+	s.snapMu.Lock()
+	s.last = nil
+	s.snapMu.Unlock()
 }
 
 // acted records an action on the page: the kept reading is not reused
@@ -242,6 +258,9 @@ const warmWait = 2 * time.Second
 // warmWait is left reading in the background; the next snapshot waits for
 // that reading rather than starting a second one.
 func (s *Session) warm(p playwright.Page) {
+	if s.noReadings.Load() {
+		return
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

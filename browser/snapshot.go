@@ -69,8 +69,9 @@ func (s *Session) Snapshot(depth int) (Snapshot, error) {
 // animations), and a later whole-page snapshot at the same depth, with no
 // action of this session in between, no frame changed and no frame come or
 // gone, answers from the kept reading after one check per frame instead of
-// walking the page again. The same check returns each changed document's
-// field list, so the field selectors cost no round trip after the tree.
+// walking the page again. Otherwise the field lists of the documents that
+// changed are taken while the tree is walked, so the field selectors cost
+// no round trip after the tree.
 func (s *Session) SnapshotOf(o SnapshotOptions) (Snapshot, error) {
 	p, err := s.page()
 	if err != nil {
@@ -93,7 +94,7 @@ type reading struct {
 	page   playwright.Page
 	depth  int
 	epoch  uint64
-	tokens map[playwright.Frame]string
+	tokens map[playwright.Frame]string // each frame's change token, taken before the walk
 	docs   map[playwright.Frame]docFields
 	snap   Snapshot
 }
@@ -111,12 +112,26 @@ func (s *Session) readPage(p playwright.Page, depth int) (Snapshot, error) {
 		prev = nil
 	}
 	frames := p.Frames()
-	checks := s.checkFrames(frames, prev)
-	if prev != nil && prev.depth == depth && prev.epoch == epoch && s.partial == nil && unchanged(prev.tokens, checks) {
+	tokens := s.checkFrames(frames)
+	if prev != nil && prev.depth == depth && prev.epoch == epoch && s.partial == nil && unchanged(prev.tokens, tokens) {
 		out := prev.snap
 		out.Fields = append([]Field(nil), prev.snap.Fields...)
 		out.Reused = true
 		return out, nil
+	}
+	// The field lists of the documents that changed are taken while the
+	// tree is walked (the tokens above were taken before it, so a change
+	// during the walk shows in the next check).
+	docs := map[playwright.Frame]docFields{}
+	lists := make(chan frameDoc, len(frames))
+	asked := 0
+	for _, f := range frames {
+		if tok := tokens[f]; tok != "" && prev != nil && prev.tokens[f] == tok && prev.docs[f].ok {
+			docs[f] = prev.docs[f]
+			continue
+		}
+		asked++
+		go func() { lists <- frameDoc{f, parseDocFields(f.Evaluate(fieldsScript))} }()
 	}
 	snapshotWalks.Add(1)
 	raw, err := p.AriaSnapshot(playwright.PageAriaSnapshotOptions{
@@ -127,15 +142,17 @@ func (s *Session) readPage(p playwright.Page, depth int) (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, agentvault.Wrap(agentvault.CodeInternal, err, "accessibility snapshot failed (the page may have been navigating: ask again)")
 	}
-	docs := map[playwright.Frame]docFields{}
-	tokens := map[playwright.Frame]string{}
-	for f, c := range checks {
-		tokens[f] = c.token
-		switch {
-		case c.doc.ok:
-			docs[f] = c.doc
-		case c.token != "" && prev != nil && prev.tokens[f] == c.token:
-			docs[f] = prev.docs[f]
+	// A frame whose list has not come shortly after the tree (a renderer
+	// busy with its own work) is resolved through refs instead.
+	late := time.NewTimer(frameListWait)
+	defer late.Stop()
+collect:
+	for range asked {
+		select {
+		case d := <-lists:
+			docs[d.frame] = d.doc
+		case <-late.C:
+			break collect
 		}
 	}
 	yaml, fields, refs := compactSnapshot(raw)
@@ -147,63 +164,54 @@ func (s *Session) readPage(p playwright.Page, depth int) (Snapshot, error) {
 	return snap, nil
 }
 
+type frameDoc struct {
+	frame playwright.Frame
+	doc   docFields
+}
+
 // unchanged reports whether every frame answered its check with the token
 // it had at the kept reading, and no frame came or went.
-func unchanged(prev map[playwright.Frame]string, now map[playwright.Frame]frameCheck) bool {
+func unchanged(prev, now map[playwright.Frame]string) bool {
 	if len(prev) != len(now) {
 		return false
 	}
-	for f, c := range now {
-		if c.token == "" || prev[f] != c.token {
+	for f, tok := range now {
+		if tok == "" || prev[f] != tok {
 			return false
 		}
 	}
 	return true
 }
 
-// frameCheck is one frame's answer to watchScript: its change token ("" when
-// it did not answer) and, when the token moved, its field list.
-type frameCheck struct {
-	token string
-	doc   docFields
-}
-
-// checkFrames asks every frame, in parallel, whether its document changed
-// since prev, and for the field list of each one that did.
-func (s *Session) checkFrames(frames []playwright.Frame, prev *reading) map[playwright.Frame]frameCheck {
+// checkFrames asks every frame, in parallel, for its change token ("" for
+// a frame that did not answer within frameListWait).
+func (s *Session) checkFrames(frames []playwright.Frame) map[playwright.Frame]string {
 	type answer struct {
-		f playwright.Frame
-		c frameCheck
+		f   playwright.Frame
+		tok string
 	}
 	ch := make(chan answer, len(frames))
 	for _, f := range frames {
-		known := ""
-		if prev != nil {
-			known = prev.tokens[f]
-		}
 		go func() {
-			v, err := f.Evaluate(watchScript, []any{s.watchKey, known})
-			c := frameCheck{}
-			if m, ok := v.(map[string]any); ok && err == nil {
-				c.token, _ = m["tok"].(string)
-				if d, ok := m["doc"]; ok {
-					c.doc = parseDocFields(d, nil)
-				}
+			v, err := f.Evaluate(watchScript, s.watchKey)
+			tok, _ := v.(string)
+			if err != nil {
+				tok = ""
 			}
-			ch <- answer{f, c}
+			ch <- answer{f, tok}
 		}()
 	}
-	out := make(map[playwright.Frame]frameCheck, len(frames))
+	out := make(map[playwright.Frame]string, len(frames))
 	late := time.NewTimer(frameListWait)
 	defer late.Stop()
 	for range frames {
 		select {
 		case a := <-ch:
-			out[a.f] = a.c
+			out[a.f] = a.tok
 		case <-late.C:
 			for _, f := range frames {
 				if _, ok := out[f]; !ok {
-					out[f] = frameCheck{}
+					out[f] = ""
 				}
 			}
 			return out
@@ -249,7 +257,9 @@ func (s *Session) readPart(p playwright.Page, o SnapshotOptions, depth int) (Sna
 		}
 	}
 	docCh := make(chan docFields, 1)
-	go func() { docCh <- parseDocFields(loc.Evaluate(scopedFieldsScript, nil, playwright.LocatorEvaluateOptions{Timeout: ms(frameListWait)})) }()
+	go func() {
+		docCh <- parseDocFields(loc.Evaluate(scopedFieldsScript, nil, playwright.LocatorEvaluateOptions{Timeout: ms(frameListWait)}))
+	}()
 	snapshotWalks.Add(1)
 	raw, err := loc.AriaSnapshot(playwright.LocatorAriaSnapshotOptions{
 		Mode:    playwright.AriaSnapshotModeAi,
@@ -330,17 +340,17 @@ func newWatchKey() string {
 	return "__av" + hex.EncodeToString(b)
 }
 
-// watchScript runs in every frame at each whole-page snapshot. On its first
-// run in a document it installs the change watcher under a random,
-// non-enumerable name: a MutationObserver over the document and every open
-// shadow root, and capture listeners for the events that change what the
-// tree shows without a mutation (focus, input, change, loads, animations,
-// toggles, resize). Each run takes pending mutations, watches shadow roots
-// created since, and compares a fingerprint of the focus and of the
-// checked and selected state of the form controls (set by scripts without
-// an attribute). It answers the document's token, and its field list when
-// the token differs from the one the caller knew. It reads no value.
-const watchScript = `([key, known]) => {
+// watchScript runs in every frame at each whole-page snapshot, before the
+// walk. On its first run in a document it installs the change watcher under
+// a random, non-enumerable name: a MutationObserver over the document and
+// every open shadow root, and capture listeners for the events that change
+// what the tree shows without a mutation (focus, input, change, loads,
+// animations, toggles, resize). Each run takes pending mutations, watches
+// shadow roots created since, and compares a fingerprint of the focus and
+// of the checked and selected state of the form controls (set by scripts
+// without an attribute). It answers the document's change token. It reads
+// no value.
+const watchScript = `(key) => {
 	let st = window[key];
 	if (!st) {
 		st = {doc: Math.random().toString(36).slice(2), ver: 0, fp: '', roots: new WeakSet(), ids: new WeakMap(), next: 1};
@@ -367,10 +377,11 @@ const watchScript = `([key, known]) => {
 		fp += el.tagName === 'SELECT' ? el.selectedIndex + ',' : (el.checked ? '1' : '0') + (el.indeterminate ? 'i' : '');
 	}
 	if (fp !== st.fp) { st.fp = fp; st.ver++; }
-	const tok = st.doc + ':' + st.ver;
-	if (tok === known) return {tok};
-	return {tok, doc: (` + fieldsFunc + `)(document)};
+	return st.doc + ':' + st.ver;
 }`
+
+// fieldsScript lists one document's fields (fieldsFunc).
+const fieldsScript = `() => (` + fieldsFunc + `)(document)`
 
 // scopedFieldsScript lists the fields under one element (a part snapshot's
 // root): the greedy matching by role and name must not reach a same-named

@@ -179,6 +179,7 @@ func (s *Server) openPage(ctx context.Context, in openPageIn) (*mcp.CallToolResu
 		ss.page = p
 	}
 	ss.action()
+	readings(ss)
 	if err := ss.page.Goto(in.URL, navTimeout); err != nil {
 		return nil, err
 	}
@@ -194,6 +195,7 @@ func (s *Server) click(ctx context.Context, in clickIn) (*mcp.CallToolResult, er
 	defer ss.mu.Unlock()
 	ss.action()
 	ss.lastAction = in.Selector
+	readings(ss)
 	seen := ss.page.RefusalCount()
 	act, err := ss.page.Click(browser.Target{Selector: in.Selector, Frame: in.Frame}, ms(in.Timeout, actionTimeout, waitMax))
 	if err != nil {
@@ -201,6 +203,10 @@ func (s *Server) click(ctx context.Context, in clickIn) (*mcp.CallToolResult, er
 	}
 	return prose(okStatus(), "Clicked "+in.Selector+newTabNotice(act)+refusalNotice(ss.page.RefusalsSince(seen))), nil
 }
+
+// readings lets the browser read a page a navigation lands on ahead of
+// snapshot_page only while snapshot_page can still answer (P19).
+func readings(ss *Session) { ss.page.SetReadings(!ss.gate.Filled()) }
 
 func newTabNotice(a browser.Action) string {
 	if !a.NewTab {
@@ -248,6 +254,7 @@ func (s *Server) press(ctx context.Context, in pressIn) (*mcp.CallToolResult, er
 	}
 	ss.action()
 	ss.lastAction = in.Selector
+	readings(ss)
 	seen := ss.page.RefusalCount()
 	act, err := ss.page.Press(browser.Target{Selector: in.Selector, Frame: in.Frame}, in.Key, actionTimeout)
 	if err != nil {

@@ -306,7 +306,7 @@ func setup(pwCLI string) (*env, func(), error) {
 			"--api-key-file", filepath.Join(dataDir, proxyd.APIKeyFile),
 			"--driver-dir", driver, "--chromium", chromium, "--log-level", "error",
 		},
-		mcpdEnv: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dataDir, "PLAYWRIGHT_NODEJS_PATH=" + node},
+		mcpdEnv: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dataDir, "PLAYWRIGHT_NODEJS_PATH=" + node, "AV_SNAP_TRACE=" + os.Getenv("AV_SNAP_TRACE")},
 	}
 	// playwright-mcp gets the same Chromium flags as mcpd's browser where
 	// they matter for speed (no GPU, no background networking).
@@ -652,7 +652,13 @@ func oneRun(e *env, r, iters, starts int, pages []corpus.Page) (results, map[str
 		prep := []func(s *server) error{
 			func(s *server) error { _, err := s.navigate(url); return err },
 			func(s *server) error { return s.ready(p) },
-			func(s *server) error { _, _, err := s.snapshot(); return err },
+			func(s *server) error {
+				if s.mcpd() {
+					return nil // refused once a token was filled; mcpd fills by CSS
+				}
+				_, _, err := s.snapshot() // the refs playwright-mcp types by
+				return err
+			},
 		}
 		for _, f := range prep {
 			if err := step(p.Name, "", untimed(f)); err != nil {
