@@ -50,8 +50,8 @@ func gotoPage(t *testing.T, c *corpus.Corpus, s *browser.Session, name string) c
 	if err := s.Goto(c.URL(p), 30*time.Second); err != nil {
 		t.Fatalf("goto %s: %v", name, err)
 	}
-	if p.Ready.Selector != "" {
-		if err := s.WaitFor(browser.Target{Selector: p.Ready.Selector, Frame: p.Ready.Frame}, "visible", 20*time.Second); err != nil {
+	if p.Ready != "" {
+		if err := s.WaitFor(browser.Target{Selector: p.Ready}, "attached", 20*time.Second); err != nil {
 			t.Fatalf("%s did not render: %v", name, err)
 		}
 	}

@@ -412,19 +412,21 @@ func (s *server) navigate(url string) (time.Duration, error) {
 	return d, err
 }
 
+// ready waits, untimed, until a page that renders after its load has
+// rendered. Neither server reads the page to find out: mcpd waits for the
+// element to be attached, playwright-mcp evaluates a script that polls for
+// it (its browser_wait_for would answer with a snapshot, a reading the
+// first snapshot after it would profit from).
 func (s *server) ready(p corpus.Page) error {
-	if p.Ready.Selector == "" {
+	if p.Ready == "" {
 		return nil
 	}
 	if s.mcpd() {
-		args := map[string]any{"selector": p.Ready.Selector, "timeout": 20000}
-		if p.Ready.Frame != "" {
-			args["frame"] = p.Ready.Frame
-		}
-		_, _, err := s.call("wait_for_selector", args)
+		_, _, err := s.call("wait_for_selector", map[string]any{"selector": p.Ready, "state": "attached", "timeout": 20000})
 		return err
 	}
-	_, _, err := s.call("browser_wait_for", map[string]any{"text": p.ReadyText})
+	fn := `() => new Promise((done) => { const t = setInterval(() => { if (document.querySelector(` + jsonQuote(p.Ready) + `)) { clearInterval(t); done(true); } }, 20); })`
+	_, _, err := s.call("browser_evaluate", map[string]any{"function": fn})
 	return err
 }
 

@@ -39,12 +39,10 @@ type Page struct {
 	Name string
 	// Path is where the page is served on the page origin.
 	Path string
-	// Ready, when set, is visible once the page has rendered what it
-	// renders after its load (the SPA's list, the late payment frame's
-	// card field); ReadyText is a text the top document shows at the same
-	// moment, for a client that waits by text.
-	Ready     Target
-	ReadyText string
+	// Ready, when set, is a CSS selector of the top document that matches
+	// once the page has rendered what it renders after its load (the SPA's
+	// list, the late payment frame's fields).
+	Ready string
 	// Type is a plain text field; Click a button that changes the page
 	// without navigating; Nav a link that navigates to the same shape;
 	// Post the submit button of a form that posts and lands on the same
@@ -90,14 +88,14 @@ func Pages() []Page {
 			Post:  Target{Selector: "#save", Role: "button", Name: "Save and continue"},
 		},
 		{
-			Name: "spa", Path: "/spa", Ready: Target{Selector: "#app[data-ready]"}, ReadyText: "products shown",
+			Name: "spa", Path: "/spa", Ready: "#app[data-ready]",
 			Type:  Target{Selector: "#filter", Role: "textbox", Name: "Filter products"},
 			Click: Target{Selector: "#in-stock", Role: "button", Name: "In stock only"},
 			Nav:   Target{Selector: "#view-more", Role: "link", Name: "View all deals"},
 			Post:  Target{Selector: "#spa-submit", Role: "button", Name: "Request a callback"},
 		},
 		{
-			Name: "latepay", Path: "/latepay", Ready: Target{Selector: "#card-number", Frame: payFrame}, ReadyText: "Payment form ready",
+			Name: "latepay", Path: "/latepay", Ready: "#pay-status[data-ready]",
 			Type:      Target{Selector: "#email", Role: "textbox", Name: "Email"},
 			Click:     Target{Selector: "#gift", Role: "checkbox", Name: "This is a gift"},
 			Nav:       Target{Selector: "#change-shipping", Role: "link", Name: "Change shipping"},
