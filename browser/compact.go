@@ -12,16 +12,21 @@ import (
 // so that it keeps what an agent acts on and reads, and drops what it never
 // acts on (issue 23):
 //   - a generic wrapper with no name is replaced by its children (its text,
-//     if it has only text);
-//   - refs stay on elements an agent can act on (interactiveRoles, anything
-//     Playwright saw a pointer cursor on, iframes), never on a field; other
-//     elements lose theirs, and [cursor=pointer] goes where the role already
-//     says it is clickable;
+//     if it has only text), so is the main landmark and a list item holding
+//     one element;
+//   - refs stay on elements an agent can act on (interactiveRoles, fields
+//     among them, anything Playwright saw a pointer cursor on, iframes);
+//     other elements lose theirs, and [cursor=pointer] goes where the role
+//     already says it is clickable;
 //   - a text that repeats the name of its parent or of an element next to
 //     it (a field's label beside the field) is dropped, so is an image with
-//     no name, an image that repeats such a name, and the symbols inside a
-//     named image (a star rating's ★★★☆☆);
-//   - a field's value is never shown (inline, or as a text child);
+//     no name, an image that repeats such a name, a heading that repeats its
+//     region's, the symbols inside a named image (a star rating's ★★★☆☆) and
+//     an icon glyph or label text a control's name already says; a link or
+//     button whose only content is an image takes the image's name; texts
+//     side by side read as one;
+//   - a field's value is never shown (inline, or as a text child); its
+//     placeholder goes on its line;
 //   - runs of a select's plain options go on one line (foldOptions).
 // Every field keeps its ref; the field list and the iframe refs are taken
 // from the tree as it is rewritten.
@@ -250,6 +255,8 @@ func compactNodes(list []*snapNode, parent *snapNode) []*snapNode {
 			text = yamlText(n.inline)
 		case n.kind == 'e' && n.role == "img" && n.ref == "" && len(n.children) == 0:
 			text = n.name
+		case n.kind == 'e' && n.role == "heading" && n.ref == "" && len(n.children) == 0 && n.inline == "" && normSpace(n.name) == normSpace(pname):
+			continue // a region named by its own heading
 		default:
 			kept = append(kept, n)
 			continue
@@ -314,9 +321,15 @@ func compactNode(n *snapNode) []*snapNode {
 	field := fieldRoles[n.role]
 	if field {
 		// A field's value never shows: not inline, not as text below it.
+		// Its placeholder (a format hint, "MM / YY") goes on its line.
 		n.inline = ""
 		var ch []*snapNode
 		for _, c := range n.children {
+			if ph, ok := strings.CutPrefix(c.raw, "- /placeholder: "); ok && c.kind == 'p' {
+				q, _ := json.Marshal(yamlText(ph))
+				n.attrs = append(n.attrs, "[placeholder="+string(q)+"]")
+				continue
+			}
 			if c.kind != 't' && c.kind != 'r' {
 				ch = append(ch, c)
 			}
@@ -354,6 +367,11 @@ func compactNode(n *snapNode) []*snapNode {
 	}
 	if (n.role == "generic" || n.role == "none") && n.name == "" && n.ref == "" {
 		n.attrs = nil // [active] on a wrapper: the focused field says it
+	}
+	if n.role == "main" && n.name == "" && n.ref == "" && len(n.attrs) == 0 && n.inline == "" {
+		// The main landmark is what is not in the banner, navigation or
+		// footer: its wrapper says nothing more.
+		return n.children
 	}
 	if textOnly[n.role] && n.name == "" && n.ref == "" && len(n.attrs) == 0 {
 		if n.inline != "" && len(n.children) == 0 {
@@ -525,9 +543,28 @@ func compactSnapshot(raw string) (string, []Field, map[string]*frameRef) {
 // option (a listbox's options that carry refs are left alone).
 var plainOption = regexp.MustCompile(`^(\s*)- option((?: "(?:[^"\\]|\\.)*")?(?: \[(?:selected|disabled|checked)\])*)$`)
 
+// optionItem is one option of a folded line: its name bare, or JSON-quoted
+// when bare it could be misread (quotes, "|", brackets, YAML punctuation),
+// then its states.
+func optionItem(m string) string {
+	m = strings.TrimPrefix(m, " ")
+	if !strings.HasPrefix(m, `"`) {
+		return strings.TrimSpace(`"" ` + m) // an option with no name: its states only
+	}
+	end := quotedEnd(m)
+	var name string
+	if end < 0 || json.Unmarshal([]byte(m[:end]), &name) != nil || name == "" {
+		return m
+	}
+	if name != strings.TrimSpace(name) || strings.ContainsAny(name, "\"|[]{}#`\\\n\r") || strings.Contains(name, ": ") ||
+		strings.HasSuffix(name, ":") || strings.ContainsAny(name[:1], "&*!%@'>?,-") {
+		return m
+	}
+	return name + m[end:]
+}
 // foldOptions writes each run of two or more sibling plain options on one
-// line, `- options: "A" [selected], "B", ...`: the same names and states in
-// a fraction of the characters (a country or year list is most of a
+// line, `- options: A [selected] | B | ...`: the same names and states in a
+// fraction of the characters (a country or year list is most of a
 // checkout's snapshot otherwise).
 func foldOptions(lines []string) []string {
 	out := lines[:0]
@@ -539,18 +576,18 @@ func foldOptions(lines []string) []string {
 			continue
 		}
 		j := i + 1
-		items := []string{strings.TrimPrefix(m[2], " ")}
+		items := []string{optionItem(m[2])}
 		for ; j < len(lines); j++ {
 			n := plainOption.FindStringSubmatch(lines[j])
 			if n == nil || n[1] != m[1] {
 				break
 			}
-			items = append(items, strings.TrimPrefix(n[2], " "))
+			items = append(items, optionItem(n[2]))
 		}
 		if j-i < 2 {
 			out = append(out, lines[i])
 		} else {
-			out = append(out, m[1]+"- options: "+strings.Join(items, ", "))
+			out = append(out, m[1]+"- options: "+strings.Join(items, " | "))
 		}
 		i = j
 	}

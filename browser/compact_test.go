@@ -56,7 +56,7 @@ func TestCompactSnapshot(t *testing.T) {
 		}
 	}
 	for _, keep := range []string{
-		`- link "Home" [ref=e3]:`, `- /url: /p/1`, `- /placeholder: 1234 1234 1234 1234`,
+		`- link "Home" [ref=e3]:`, `- /url: /p/1`, `textbox "Card" [placeholder="1234 1234 1234 1234"] [ref=e8]`,
 		`'textbox "Code: promo" [ref=e9]'`, `checkbox "Gift" [checked] [ref=e12]`,
 		`img "4 out of 5 stars"`, `- text: (231) €79.00`, `button "Add Trail Runner to cart" [ref=e21]`,
 		`- generic [ref=e22] [cursor=pointer]: Open chat`, `heading "Shipping" [level=2]`,

@@ -131,7 +131,7 @@ func TestParseDocFields(t *testing.T) {
 }
 
 // TestFoldOptions: runs of sibling plain options go on one line with every
-// name and state kept; options with refs or children, a lone option and
+// name and state kept (a name that could be misread stays quoted); options with refs or children, a lone option and
 // options at another depth stay as they are.
 func TestFoldOptions(t *testing.T) {
 	for _, tc := range []struct {
@@ -140,7 +140,7 @@ func TestFoldOptions(t *testing.T) {
 		want []string
 	}{
 		{"select", []string{`- combobox "Country" [ref=e4]:`, `  - option "Select" [selected]`, `  - option "Austria"`, `  - option "Say \"hi\", ok" [disabled]`, `- button "Go" [ref=e5]`},
-			[]string{`- combobox "Country" [ref=e4]:`, `  - options: "Select" [selected], "Austria", "Say \"hi\", ok" [disabled]`, `- button "Go" [ref=e5]`}},
+			[]string{`- combobox "Country" [ref=e4]:`, `  - options: Select [selected] | Austria | "Say \"hi\", ok" [disabled]`, `- button "Go" [ref=e5]`}},
 		{"lone option", []string{`- combobox "A" [ref=e1]:`, `  - option "Only" [selected]`},
 			[]string{`- combobox "A" [ref=e1]:`, `  - option "Only" [selected]`}},
 		{"listbox options with refs", []string{`- listbox "L" [ref=e1]:`, `  - option "One" [ref=e2]`, `  - option "Two" [ref=e3] [cursor=pointer]`},
@@ -148,7 +148,7 @@ func TestFoldOptions(t *testing.T) {
 		{"option with children", []string{`  - option "One":`, `    - img`, `  - option "Two"`},
 			[]string{`  - option "One":`, `    - img`, `  - option "Two"`}},
 		{"two selects in a row", []string{`  - option "a"`, `  - option "b"`, `    - option "c"`, `    - option "d"`},
-			[]string{`  - options: "a", "b"`, `    - options: "c", "d"`}},
+			[]string{`  - options: a | b`, `    - options: c | d`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := browser.FoldOptionsForTest(append([]string(nil), tc.in...))

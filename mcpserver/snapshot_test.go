@@ -63,7 +63,7 @@ func corpusURL(t *testing.T, c *corpus.Corpus, name string) (string, corpus.Page
 var (
 	truncNote = regexp.MustCompile(`\n# truncated: call snapshot_page again with cursor=(\d+) depth=(\d+)[^\n]*$`)
 	refIn     = regexp.MustCompile(`\[ref=([a-z0-9]+)\]`)
-	fieldLine = regexp.MustCompile(`(?m)^  *- (textbox|searchbox|spinbutton|combobox|checkbox|radio|slider|switch|listbox)\b[^\n]*\[ref=([a-z0-9]+)\]`)
+	fieldLine = regexp.MustCompile(`(?m)^ *- (textbox|searchbox|spinbutton|combobox|checkbox|radio|slider|switch|listbox)\b[^\n]*\[ref=([a-z0-9]+)\]`)
 	selLine   = regexp.MustCompile(`(?m)^# ([a-z0-9]+): selector=`)
 )
 

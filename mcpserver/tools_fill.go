@@ -63,21 +63,46 @@ func isRef(sel string) bool { return redact.IsRefSelector(sel) }
 func (s *Server) authorize(ctx context.Context, ss *Session, token string, cls fieldClass, frame string) (string, error) {
 	for round := 0; ; round++ {
 		req := control.AuthorizeRequest{Token: token, PageURL: ss.page.URL(), CVVSpent: cls.cvvSpent}
+		// The page's total is read while the frame is looked up: two
+		// reads of the page, one wait.
+		type read struct {
+			t  browser.OrderTotal
+			ok bool
+		}
+		var hinted *control.OrderTotal
+		var total chan read
+		if cls.isNumber() {
+			if t, ok := hintedTotal(ss); ok {
+				hinted = t
+			} else {
+				total = make(chan read, 1)
+				go func() {
+					t, ok := ss.page.ReadOrderTotal()
+					total <- read{t, ok}
+				}()
+			}
+		}
 		if frame != "" {
 			fu, err := ss.page.FrameURL(frame)
 			if err != nil {
+				if total != nil {
+					<-total
+				}
 				return "", err
 			}
 			req.FrameURL = fu
 		}
 		if err := s.refuseClientSideEncryption(cmp.Or(req.FrameURL, req.PageURL)); err != nil {
+			if total != nil {
+				<-total
+			}
 			return "", err
 		}
-		if cls.isNumber() {
-			if t, ok := hintedTotal(ss); ok {
-				req.OrderTotal, ss.orderTotal = t, t
-			} else if t, ok := ss.page.ReadOrderTotal(); ok {
-				req.OrderTotal = &control.OrderTotal{Amount: t.Amount, Currency: t.Currency}
+		if hinted != nil {
+			req.OrderTotal, ss.orderTotal = hinted, hinted
+		} else if total != nil {
+			if r := <-total; r.ok {
+				req.OrderTotal = &control.OrderTotal{Amount: r.t.Amount, Currency: r.t.Currency}
 				ss.orderTotal = req.OrderTotal
 			}
 		}

@@ -68,7 +68,7 @@ func (s *Server) snapshotPage(ctx context.Context, in snapshotIn) (*mcp.CallTool
 const snapshotNoteRoom = 400
 
 // fieldsHeader starts the field selector section of each page.
-const fieldsHeader = "# Field selectors (pass selector, and frame when named, to fill_checkout / fill_login)"
+const fieldsHeader = "# Field selectors (for fill_checkout / fill_login)"
 
 // snapshotText is one page of a snapshot: the YAML lines from cursor on
 // and, after them, the field selector line of every field whose ref those
