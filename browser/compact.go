@@ -562,6 +562,7 @@ func optionItem(m string) string {
 	}
 	return name + m[end:]
 }
+
 // foldOptions writes each run of two or more sibling plain options on one
 // line, `- options: A [selected] | B | ...`: the same names and states in a
 // fraction of the characters (a country or year list is most of a
