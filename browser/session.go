@@ -269,7 +269,7 @@ func (s *Session) warm(p playwright.Page) {
 		if cur, err := s.page(); err != nil || cur != p {
 			return
 		}
-		_, _ = s.readPage(p, MaxSnapshotDepth)
+		_, _ = s.readPage(p, MaxSnapshotDepth, false)
 	}()
 	t := time.NewTimer(warmWait)
 	defer t.Stop()

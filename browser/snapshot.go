@@ -84,7 +84,7 @@ func (s *Session) SnapshotOf(o SnapshotOptions) (Snapshot, error) {
 	s.snapMu.Lock()
 	defer s.snapMu.Unlock()
 	if o.Selector == "" && o.Frame == "" {
-		return s.readPage(p, depth)
+		return s.readPage(p, depth, true)
 	}
 	return s.readPart(p, o, depth)
 }
@@ -95,8 +95,12 @@ type reading struct {
 	depth  int
 	epoch  uint64
 	tokens map[playwright.Frame]string // each frame's change token, taken before the walk
-	docs   map[playwright.Frame]docFields
-	snap   Snapshot
+	refs   map[string]*frameRef
+	// resolved says whether the fields have their selectors yet; docs are
+	// the field lists they were resolved from.
+	resolved bool
+	docs     map[playwright.Frame]docFields
+	snap     Snapshot
 }
 
 // frameListWait bounds how long a snapshot waits for a frame's check; a
@@ -105,7 +109,7 @@ type reading struct {
 const frameListWait = 2 * time.Second
 
 // readPage is the whole-page snapshot; the caller holds snapMu.
-func (s *Session) readPage(p playwright.Page, depth int) (Snapshot, error) {
+func (s *Session) readPage(p playwright.Page, depth int, resolve bool) (Snapshot, error) {
 	epoch := s.epoch.Load()
 	prev := s.last
 	if prev != nil && prev.page != p {
@@ -114,6 +118,9 @@ func (s *Session) readPage(p playwright.Page, depth int) (Snapshot, error) {
 	frames := p.Frames()
 	tokens := s.checkFrames(frames)
 	if prev != nil && prev.depth == depth && prev.epoch == epoch && s.partial == nil && unchanged(prev.tokens, tokens) {
+		if resolve && !prev.resolved {
+			s.resolve(p, prev, s.fieldListsAsync(frames, prev, tokens)())
+		}
 		out := prev.snap
 		out.Fields = append([]Field(nil), prev.snap.Fields...)
 		out.Reused = true
@@ -121,17 +128,12 @@ func (s *Session) readPage(p playwright.Page, depth int) (Snapshot, error) {
 	}
 	// The field lists of the documents that changed are taken while the
 	// tree is walked (the tokens above were taken before it, so a change
-	// during the walk shows in the next check).
-	docs := map[playwright.Frame]docFields{}
-	lists := make(chan frameDoc, len(frames))
-	asked := 0
-	for _, f := range frames {
-		if tok := tokens[f]; tok != "" && prev != nil && prev.tokens[f] == tok && prev.docs[f].ok {
-			docs[f] = prev.docs[f]
-			continue
-		}
-		asked++
-		go func() { lists <- frameDoc{f, parseDocFields(f.Evaluate(fieldsScript))} }()
+	// during the walk shows in the next check). A reading taken ahead of
+	// any snapshot (warm) leaves them for the snapshot that first needs
+	// them: the navigation that took it waits for the tree alone.
+	var lists func() map[playwright.Frame]docFields
+	if resolve {
+		lists = s.fieldListsAsync(frames, prev, tokens)
 	}
 	snapshotWalks.Add(1)
 	raw, err := p.AriaSnapshot(playwright.PageAriaSnapshotOptions{
@@ -140,28 +142,60 @@ func (s *Session) readPage(p playwright.Page, depth int) (Snapshot, error) {
 		Timeout: ms(10 * time.Second),
 	})
 	if err != nil {
+		if lists != nil {
+			go lists()
+		}
 		return Snapshot{}, agentvault.Wrap(agentvault.CodeInternal, err, "accessibility snapshot failed (the page may have been navigating: ask again)")
 	}
-	// A frame whose list has not come shortly after the tree (a renderer
-	// busy with its own work) is resolved through refs instead.
-	late := time.NewTimer(frameListWait)
-	defer late.Stop()
-collect:
-	for range asked {
-		select {
-		case d := <-lists:
-			docs[d.frame] = d.doc
-		case <-late.C:
-			break collect
-		}
-	}
 	yaml, fields, refs := compactSnapshot(raw)
-	s.resolveSelectors(p, p.MainFrame(), "", fields, refs, docs)
-	snap := Snapshot{YAML: yaml, Fields: fields}
-	s.last = &reading{page: p, depth: depth, epoch: epoch, tokens: tokens, docs: docs, snap: snap}
-	s.last.snap.Fields = append([]Field(nil), fields...)
+	r := &reading{page: p, depth: depth, epoch: epoch, tokens: tokens, refs: refs, snap: Snapshot{YAML: yaml, Fields: fields}}
+	if lists != nil {
+		s.resolve(p, r, lists())
+	}
+	s.last = r
 	s.partial = nil
-	return snap, nil
+	out := r.snap
+	out.Fields = append([]Field(nil), r.snap.Fields...)
+	return out, nil
+}
+
+// resolve gives a reading's fields their selectors from the documents'
+// field lists.
+func (s *Session) resolve(p playwright.Page, r *reading, docs map[playwright.Frame]docFields) {
+	s.resolveSelectors(p, p.MainFrame(), "", r.snap.Fields, r.refs, docs)
+	r.docs, r.resolved = docs, true
+}
+
+// fieldListsAsync starts taking the field list of every frame whose token
+// moved since prev (the others' lists are prev's) and returns the wait for
+// them. A frame whose list has not come within frameListWait of that wait
+// (a renderer busy with its own work) is left out: its fields are resolved
+// through refs.
+func (s *Session) fieldListsAsync(frames []playwright.Frame, prev *reading, tokens map[playwright.Frame]string) func() map[playwright.Frame]docFields {
+	docs := map[playwright.Frame]docFields{}
+	ch := make(chan frameDoc, len(frames))
+	asked := 0
+	for _, f := range frames {
+		if tok := tokens[f]; tok != "" && prev != nil && prev.tokens[f] == tok && prev.docs[f].ok {
+			docs[f] = prev.docs[f]
+			continue
+		}
+		asked++
+		go func() { ch <- frameDoc{f, parseDocFields(f.Evaluate(fieldsScript))} }()
+	}
+	return func() map[playwright.Frame]docFields {
+		late := time.NewTimer(frameListWait)
+		defer late.Stop()
+		for range asked {
+			select {
+			case d := <-ch:
+				docs[d.frame] = d.doc
+			case <-late.C:
+				return docs
+			}
+		}
+		return docs
+	}
 }
 
 type frameDoc struct {
