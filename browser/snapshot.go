@@ -116,10 +116,17 @@ func (s *Session) readPage(p playwright.Page, depth int, resolve bool) (Snapshot
 		prev = nil
 	}
 	frames := p.Frames()
+	var lists func() map[playwright.Frame]docFields
+	if resolve && prev != nil && !prev.resolved {
+		// A navigation's reading whose fields have no selectors yet: their
+		// lists are needed whatever the check says, so they are asked for
+		// with it.
+		lists = s.fieldListsAsync(frames, nil, nil)
+	}
 	tokens := s.checkFrames(frames)
 	if prev != nil && prev.depth == depth && prev.epoch == epoch && s.partial == nil && unchanged(prev.tokens, tokens) {
-		if resolve && !prev.resolved {
-			s.resolve(p, prev, s.fieldListsAsync(frames, prev, tokens)())
+		if lists != nil {
+			s.resolve(p, prev, lists())
 		}
 		out := prev.snap
 		out.Fields = append([]Field(nil), prev.snap.Fields...)
@@ -131,8 +138,7 @@ func (s *Session) readPage(p playwright.Page, depth int, resolve bool) (Snapshot
 	// during the walk shows in the next check). A reading taken ahead of
 	// any snapshot (warm) leaves them for the snapshot that first needs
 	// them: the navigation that took it waits for the tree alone.
-	var lists func() map[playwright.Frame]docFields
-	if resolve {
+	if resolve && lists == nil {
 		lists = s.fieldListsAsync(frames, prev, tokens)
 	}
 	snapshotWalks.Add(1)
