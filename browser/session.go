@@ -681,22 +681,44 @@ func toInt(v any) int {
 // FrameURL is the URL of the document inside the iframe that frameSelector
 // names on the current page.
 func (s *Session) FrameURL(frameSelector string) (string, error) {
-	p, err := s.page()
+	h, err := s.FrameOf(frameSelector)
 	if err != nil {
 		return "", err
 	}
+	return h.URL(), nil
+}
+
+// FrameHandle is the frame an iframe element held when it was looked up.
+// Its URL is read when asked (Playwright follows the frame's navigations),
+// so a caller that needs a frame's URL twice in one call looks it up once.
+type FrameHandle struct{ f playwright.Frame }
+
+// URL is the frame's current document URL.
+func (h *FrameHandle) URL() string { return h.f.URL() }
+
+// Gone reports whether the frame left the page (its iframe was removed):
+// look the selector up again.
+func (h *FrameHandle) Gone() bool { return h.f.IsDetached() }
+
+// FrameOf looks up the frame inside the iframe that frameSelector names on
+// the current page (its first match).
+func (s *Session) FrameOf(frameSelector string) (*FrameHandle, error) {
+	p, err := s.page()
+	if err != nil {
+		return nil, err
+	}
 	h, err := p.Locator(frameSelector).First().ElementHandle(playwright.LocatorElementHandleOptions{Timeout: ms(3 * time.Second)})
 	if err != nil {
-		return "", agentvault.Wrap(agentvault.CodeFieldNotFound, err, "frame %s not found", frameSelector)
+		return nil, agentvault.Wrap(agentvault.CodeFieldNotFound, err, "frame %s not found", frameSelector)
 	}
 	// The handle is released off the answer's path: one round trip fewer
 	// on every fill into a frame.
 	defer func() { go h.Dispose() }()
 	f, err := h.ContentFrame()
 	if err != nil || f == nil {
-		return "", agentvault.Wrap(agentvault.CodeFieldNotFound, err, "%s is not an iframe with a document", frameSelector)
+		return nil, agentvault.Wrap(agentvault.CodeFieldNotFound, err, "%s is not an iframe with a document", frameSelector)
 	}
-	return f.URL(), nil
+	return &FrameHandle{f}, nil
 }
 
 // PopupResult says where WaitForPopup landed.

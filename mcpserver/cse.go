@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/browser"
 )
 
 // refuseClientSideEncryption refuses a fill into a frame (or page) whose
@@ -26,8 +27,10 @@ func (s *Server) refuseClientSideEncryption(frameURL string) error {
 // client-side-encryption frame. A batch of literals only is not checked:
 // nothing in it is substituted, so the encryption takes nothing from it. A
 // frame that cannot be resolved yet is left to the fill (which waits for
-// it); authorize checks the frame of every token again.
-func (s *Server) checkFramesBeforeTyping(ss *Session, fields []FillField) error {
+// it); authorize checks the frame of every token again. The frames it
+// resolved are kept in frames for authorize (their URLs are read again
+// there: a frame that navigated in between is seen at its new address).
+func (s *Server) checkFramesBeforeTyping(ss *Session, fields []FillField, frames frameCache) error {
 	seen := map[string]bool{}
 	for _, f := range fields {
 		if seen[f.Frame] {
@@ -36,7 +39,7 @@ func (s *Server) checkFramesBeforeTyping(ss *Session, fields []FillField) error 
 		seen[f.Frame] = true
 		u := ss.page.URL()
 		if f.Frame != "" {
-			fu, err := ss.page.FrameURL(f.Frame)
+			fu, err := frames.url(ss, f.Frame)
 			if err != nil {
 				continue
 			}
@@ -47,4 +50,24 @@ func (s *Server) checkFramesBeforeTyping(ss *Session, fields []FillField) error 
 		}
 	}
 	return nil
+}
+
+// frameCache keeps, for one fill call, each frame selector's frame: the
+// batch's check and each token's authorize look a frame up once between
+// them. A frame whose iframe was removed meanwhile is looked up again.
+type frameCache map[string]*browser.FrameHandle
+
+// url is the current URL of the frame selector names.
+func (c frameCache) url(ss *Session, selector string) (string, error) {
+	if h := c[selector]; h != nil && !h.Gone() {
+		return h.URL(), nil
+	}
+	h, err := ss.page.FrameOf(selector)
+	if err != nil {
+		return "", err
+	}
+	if c != nil {
+		c[selector] = h
+	}
+	return h.URL(), nil
 }

@@ -61,6 +61,11 @@ func isRef(sel string) bool { return redact.IsRefSelector(sel) }
 // must decide first, it waits for them (waitOwner) and asks again, reading
 // the page afresh: the total may have changed while the owner looked.
 func (s *Server) authorize(ctx context.Context, ss *Session, token string, cls fieldClass, frame string) (string, error) {
+	return s.authorizeIn(ctx, ss, token, cls, frame, nil)
+}
+
+// authorizeIn is authorize with the frames this fill call looked up.
+func (s *Server) authorizeIn(ctx context.Context, ss *Session, token string, cls fieldClass, frame string, frames frameCache) (string, error) {
 	for round := 0; ; round++ {
 		req := control.AuthorizeRequest{Token: token, PageURL: ss.page.URL(), CVVSpent: cls.cvvSpent}
 		// The page's total is read while the frame is looked up: two
@@ -83,7 +88,7 @@ func (s *Server) authorize(ctx context.Context, ss *Session, token string, cls f
 			}
 		}
 		if frame != "" {
-			fu, err := ss.page.FrameURL(frame)
+			fu, err := frames.url(ss, frame)
 			if err != nil {
 				if total != nil {
 					<-total
@@ -166,8 +171,9 @@ func (s *Server) fillCheckout(ctx context.Context, in fillCheckoutIn) (*mcp.Call
 	}
 	// The client-side-encryption refusal is about substitution: a batch of
 	// literals has nothing to substitute, and skips the frame lookups.
+	frames := frameCache{}
 	if slices.ContainsFunc(classes, func(c fieldClass) bool { return c.isToken }) {
-		if err := s.checkFramesBeforeTyping(ss, in.Fields); err != nil {
+		if err := s.checkFramesBeforeTyping(ss, in.Fields, frames); err != nil {
 			return nil, withFilled(err, 0, m)
 		}
 	}
@@ -185,7 +191,7 @@ func (s *Server) fillCheckout(ctx context.Context, in fillCheckoutIn) (*mcp.Call
 			// The gate closes before the first token is typed, so a snapshot
 			// racing the fill is already refused.
 			ss.gate.MarkFilled()
-			typed, fillErr = s.authorize(ctx, ss, values[i], classes[i], f.Frame)
+			typed, fillErr = s.authorizeIn(ctx, ss, values[i], classes[i], f.Frame, frames)
 			if fillErr != nil {
 				break
 			}
