@@ -32,6 +32,7 @@ const (
 // it), keeping the old one's final report. ss.mu is held. It reports
 // whether it replaced.
 func (s *Server) replaceDead(ctx context.Context, ss *Session) (bool, error) {
+	ss.events.Wait()
 	rctx, cancel := context.WithTimeout(ctx, reportTimeout)
 	rep, err := s.cfg.Control.Report(rctx, ss.ctl.ID)
 	cancel()

@@ -448,6 +448,7 @@ func (s *Server) closeSession(ctx context.Context, ss *Session) (control.CloseRe
 			ss.teardownErr = "the browser context did not close cleanly"
 		}
 	}
+	ss.events.Wait()
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	ss.closeAnswer, ss.closeErr = s.cfg.Control.CloseSession(ctx, ss.ctl.ID)

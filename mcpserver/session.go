@@ -35,6 +35,9 @@ type Session struct {
 	// checkout token was filled since (detect_challenge's ambiguousOnly).
 	loginPassword bool
 	orderTotal    *control.OrderTotal
+	// events counts fill events still on their way to proxyd
+	// (reportFill); a read of the report waits for them.
+	events sync.WaitGroup
 	// hints are the page hints declared on the current page (tools_hints.go).
 	hints hintState
 

@@ -23,12 +23,20 @@ func newCorpusHarness(t *testing.T) (*harness, *corpus.Corpus) {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
+	ctl := &standInControl{}
+	return newControlHarness(t, ctl, ctl, c.SPKI()), c
+}
+
+// newControlHarness is newHarness with ctl answering for proxyd (stand
+// keeps what it records), trusting the test shop and the extra SPKIs.
+func newControlHarness(t *testing.T, ctl Control, stand *standInControl, spki ...string) *harness {
+	t.Helper()
+	browsertest.SkipIfNoBrowser(t)
 	site := browsertest.Start(t)
 	logs := &syncBuffer{}
-	ctl := &standInControl{}
 	srv, err := New(Config{
 		Control: ctl, APIKey: "avk_test", DriverDir: browsertest.DriverDir(),
-		ExtraTrustSPKI: []string{site.SPKI, c.SPKI()}, UnsafeDirectBrowser: true,
+		ExtraTrustSPKI: append([]string{site.SPKI}, spki...), UnsafeDirectBrowser: true,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {
@@ -46,7 +54,7 @@ func newCorpusHarness(t *testing.T) (*harness, *corpus.Corpus) {
 		cancel()
 		srv.Close()
 	})
-	return &harness{t: t, site: site, ctl: ctl, cs: cs, srv: srv, logs: logs}, c
+	return &harness{t: t, site: site, ctl: stand, cs: cs, srv: srv, logs: logs}
 }
 
 func corpusURL(t *testing.T, c *corpus.Corpus, name string) (string, corpus.Page) {

@@ -243,6 +243,9 @@ func (s *Server) fillCheckout(ctx context.Context, in fillCheckoutIn) (*mcp.Call
 // reportFill tells proxyd which kinds were filled (best effort: proxyd
 // records authorizations itself; the event adds kinds it cannot see, such
 // as identity values typed as is).
+//
+// It goes on its own, so the fill answers without waiting for it; every
+// read of the session's report waits for it first (ss.events).
 func (s *Server) reportFill(ctx context.Context, ss *Session, kinds map[string]bool) {
 	var ks []string
 	for _, k := range []string{"identity", "address", "card", "cvv", "login"} {
@@ -250,9 +253,16 @@ func (s *Server) reportFill(ctx context.Context, ss *Session, kinds map[string]b
 			ks = append(ks, k)
 		}
 	}
-	if err := s.cfg.Control.Event(ctx, ss.ctl.ID, control.EventRequest{Type: control.EventFill, Kinds: ks}); err != nil {
-		s.log.Warn("fill event not recorded", "code", string(agentvault.ErrorCode(err)))
-	}
+	id := ss.ctl.ID
+	ss.events.Add(1)
+	go func() {
+		defer ss.events.Done()
+		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reportTimeout)
+		defer cancel()
+		if err := s.cfg.Control.Event(ectx, id, control.EventRequest{Type: control.EventFill, Kinds: ks}); err != nil {
+			s.log.Warn("fill event not recorded", "code", string(agentvault.ErrorCode(err)))
+		}
+	}()
 }
 
 func (s *Server) fillLogin(ctx context.Context, in fillLoginIn) (*mcp.CallToolResult, error) {

@@ -459,6 +459,7 @@ func (s *Server) getRunReport(ctx context.Context, in noIn) (*mcp.CallToolResult
 	if ss == nil {
 		return nil, agentvault.Errorf(agentvault.CodeNoPage, "get_run_report needs an open session: no session was started (call open_page first).")
 	}
+	ss.events.Wait()
 	rctx, cancel := context.WithTimeout(ctx, reportTimeout)
 	defer cancel()
 	replaced, earlier := ss.segments()
