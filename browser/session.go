@@ -115,6 +115,14 @@ func (s *Session) watch(p playwright.Page, opener playwright.Page) {
 		if f.ParentFrame() == nil {
 			s.navs.Add(1)
 		}
+		if !s.noReadings.Load() {
+			// The change watcher goes in as a document arrives, off the
+			// event's path: the first evaluate in a document's world pays
+			// for Playwright's helper script, and a snapshot's check,
+			// which the walk waits for, should not (a frame that mounts
+			// late meets its first snapshot with it in place).
+			go func() { _, _ = f.Evaluate(watchScript, s.watchKey) }()
+		}
 	})
 	p.OnPopup(func(child playwright.Page) {
 		s.mu.Lock()

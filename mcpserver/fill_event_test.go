@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentvault/agentvault/control"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // slowEvents holds every event until released: a proxyd slow to record
@@ -34,8 +36,17 @@ func TestFillEventDoesNotHoldTheFill(t *testing.T) {
 		}
 	})
 	h.ok("open_page", map[string]any{"url": h.site.CheckoutURL()})
-	// The event is still held here: the fill answered without it.
-	if got := h.ok("fill_checkout", map[string]any{"fields": []map[string]any{{"selector": "#email", "value": "av_identity_1_email_u7x2k"}}}); !strings.HasPrefix(got, "status=ok filled=1/1") {
+	// The event is still held while the fill answers (a fill that waited
+	// for it would never answer: the bound only keeps the test from
+	// hanging).
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := h.cs.CallTool(ctx, &mcp.CallToolParams{Name: "fill_checkout", Arguments: map[string]any{
+		"fields": []map[string]any{{"selector": "#email", "value": "av_identity_1_email_u7x2k"}}}})
+	if err != nil {
+		t.Fatalf("the fill did not answer while its event was held: %v", err)
+	}
+	if got := text(r); !strings.HasPrefix(got, "status=ok filled=1/1") {
 		t.Fatalf("fill: %q", got)
 	}
 	done := make(chan string, 1)

@@ -413,19 +413,20 @@ func (s *server) navigate(url string) (time.Duration, error) {
 }
 
 // ready waits, untimed, until a page that renders after its load has
-// rendered. Neither server reads the page to find out: mcpd waits for the
-// element to be attached, playwright-mcp evaluates a script that polls for
-// it (its browser_wait_for would answer with a snapshot, a reading the
-// first snapshot after it would profit from).
+// rendered. Neither server reads the page to find out, and each returns
+// once the page has laid the content out: mcpd waits for the element to be
+// visible, playwright-mcp evaluates a script that polls for it and then
+// waits for two animation frames (its browser_wait_for would answer with a
+// snapshot, a reading the first snapshot after it would profit from).
 func (s *server) ready(p corpus.Page) error {
 	if p.Ready == "" {
 		return nil
 	}
 	if s.mcpd() {
-		_, _, err := s.call("wait_for_selector", map[string]any{"selector": p.Ready, "state": "attached", "timeout": 20000})
+		_, _, err := s.call("wait_for_selector", map[string]any{"selector": p.Ready, "timeout": 20000})
 		return err
 	}
-	fn := `() => new Promise((done) => { const t = setInterval(() => { if (document.querySelector(` + jsonQuote(p.Ready) + `)) { clearInterval(t); done(true); } }, 20); })`
+	fn := `() => new Promise((done) => { const t = setInterval(() => { if (document.querySelector(` + jsonQuote(p.Ready) + `)) { clearInterval(t); requestAnimationFrame(() => requestAnimationFrame(() => done(true))); } }, 20); })`
 	_, _, err := s.call("browser_evaluate", map[string]any{"function": fn})
 	return err
 }
