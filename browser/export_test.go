@@ -1,5 +1,7 @@
 package browser
 
+import "github.com/mxschmitt/playwright-go"
+
 var MatchFieldsForTest = matchFields
 
 type DomField = domField
@@ -54,4 +56,14 @@ func PageEvalForTest(s *Session, frame, script string) error {
 	}
 	_, err = f.Evaluate(script)
 	return err
+}
+
+// RawAria is Playwright's own AI-mode snapshot of the current page, for
+// the benchmark that compares against it.
+func RawAria(s *Session) (string, error) {
+	p, err := s.page()
+	if err != nil {
+		return "", err
+	}
+	return p.AriaSnapshot(playwright.PageAriaSnapshotOptions{Mode: playwright.AriaSnapshotModeAi, Depth: playwright.Int(MaxSnapshotDepth)})
 }
