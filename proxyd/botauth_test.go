@@ -1,0 +1,402 @@
+package proxyd_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/internal/httpsigtest"
+	"github.com/agentvault/agentvault/internal/webtls"
+	"github.com/agentvault/agentvault/proxyd"
+	"github.com/agentvault/agentvault/vault"
+)
+
+// sigSite is a merchant site that checks every request with the
+// independent verifier (package httpsigtest) and records what it found.
+type sigSite struct {
+	h1, h2 *httptest.Server
+	caPath string
+	v      *httpsigtest.Verifier
+
+	mu   sync.Mutex
+	seen []sigSeen
+}
+
+type sigSeen struct {
+	host, path, proto string
+	signed            bool
+	tags              []string
+	keyID             string
+	err               error
+	msg               httpsigtest.Message
+}
+
+// newSigSite starts the site on two listeners, one speaking HTTP/1.1 only
+// and one HTTP/2, with a certificate for the test names. verifier is set
+// once proxyd runs (it needs the directory's trust root).
+func newSigSite(t *testing.T) *sigSite {
+	t.Helper()
+	s := &sigSite{}
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sig site CA"}, IsCA: true,
+		BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(48 * time.Hour)}
+	caDER, _ := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	caCert, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "shop.test"},
+		DNSNames: []string{"shop.test", "www.shop.test", "pay.test"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(48 * time.Hour)}
+	der, _ := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	leaf := tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+	h := http.HandlerFunc(s.serve)
+	s.h1 = httptest.NewUnstartedServer(h)
+	s.h1.TLS = &tls.Config{Certificates: []tls.Certificate{leaf}}
+	s.h1.StartTLS()
+	s.h2 = httptest.NewUnstartedServer(h)
+	s.h2.EnableHTTP2 = true
+	s.h2.TLS = &tls.Config{Certificates: []tls.Certificate{leaf}}
+	s.h2.StartTLS()
+	t.Cleanup(s.h1.Close)
+	t.Cleanup(s.h2.Close)
+	s.caPath = filepath.Join(t.TempDir(), "sig-site-ca.pem")
+	if err := os.WriteFile(s.caPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (s *sigSite) serve(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	m := httpsigtest.FromRequest(r)
+	m.Header = r.Header.Clone()
+	seen := sigSeen{host: strings.Split(r.Host, ":")[0], path: r.URL.Path, proto: r.Proto, signed: httpsigtest.Signed(r.Header), msg: m}
+	if seen.signed {
+		sigs, err := s.v.Verify(r.Context(), m)
+		seen.err = err
+		for _, sg := range sigs {
+			seen.tags = append(seen.tags, sg.Tag)
+			seen.keyID = sg.KeyID
+		}
+	}
+	s.mu.Lock()
+	s.seen = append(s.seen, seen)
+	s.mu.Unlock()
+	if seen.err != nil {
+		http.Error(w, "signature refused", http.StatusUnauthorized)
+		return
+	}
+	_, _ = io.WriteString(w, "ok")
+}
+
+func (s *sigSite) last() sigSeen {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seen[len(s.seen)-1]
+}
+
+func (s *sigSite) port(srv *httptest.Server) string {
+	_, p, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	return p
+}
+
+// verifierFor trusts proxyd's dashboard root, where the directory is.
+func verifierFor(t *testing.T, m *proxyd.Main, now func() time.Time) *httpsigtest.Verifier {
+	t.Helper()
+	pool := x509.NewCertPool()
+	b, err := os.ReadFile(filepath.Join(m.DataDir(), webtls.LocalCAFile))
+	if err != nil || !pool.AppendCertsFromPEM(b) {
+		t.Fatalf("the dashboard root: %v", err)
+	}
+	return &httpsigtest.Verifier{Now: now, Client: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}}
+}
+
+// proxyClientProto is proxyClient speaking HTTP/1.1 or HTTP/2 to proxyd.
+func proxyClientProto(m *proxyd.Main, s control.CreateSessionResponse, h2 bool) *http.Client {
+	c := proxyClient(m, s)
+	if !h2 {
+		tr := c.Transport.(*http.Transport)
+		tr.ForceAttemptHTTP2 = false
+		tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	}
+	return c
+}
+
+// testClock is a settable clock for Main.Now.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *testClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *testClock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// startBotAuthMain runs Main with its dashboard, the directory on it, the
+// site's names resolving to loopback and the owner's choice of sites.
+func startBotAuthMain(t *testing.T, site *sigSite, clk *testClock, logs io.Writer, sites ...proxyd.BotAuthSite) *proxyd.Main {
+	t.Helper()
+	m := proxyd.NewMain()
+	m.Config.DataDir = t.TempDir()
+	m.Config.Listen = proxyd.ListenConfig{Proxy: "127.0.0.1:0", Control: "127.0.0.1:0", Admin: "127.0.0.1:0", Dashboard: "127.0.0.1:0"}
+	m.Config.UnsafeAllowPrivateRanges = true
+	m.Config.UnsafeTestHosts = map[string]string{"shop.test": "127.0.0.1", "www.shop.test": "127.0.0.1", "pay.test": "127.0.0.1"}
+	m.Config.TLS.ExtraRoots = []string{site.caPath}
+	m.Config.Policy.AuthorizedDestinations = []string{"shop.test"}
+	m.Config.BotAuth = proxyd.BotAuthConfig{Directory: "dashboard", Window: 2 * time.Minute, Sites: sites}
+	m.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if clk != nil {
+		m.Now = clk.now
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := m.Open(ctx); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return m
+}
+
+// botAuthSeed reads the signing keys' private halves from the vault: the
+// canary every sink is searched for.
+func botAuthSeeds(t *testing.T, v *vault.Vault) [][]byte {
+	t.Helper()
+	b, err := v.OpenBlob(context.Background(), "botauth.keys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kr struct {
+		Keys []struct {
+			Seed []byte `json:"seed"`
+		} `json:"keys"`
+	}
+	if err := json.Unmarshal(b, &kr); err != nil || len(kr.Keys) == 0 {
+		t.Fatalf("keyring: %v", err)
+	}
+	var out [][]byte
+	for _, k := range kr.Keys {
+		out = append(out, k.Seed)
+	}
+	return out
+}
+
+// keyLeaks names the first sink holding a private key in a common encoding.
+func keyLeaks(seeds [][]byte, sinks map[string][]byte) string {
+	for _, seed := range seeds {
+		priv := ed25519.NewKeyFromSeed(seed)
+		for _, enc := range []string{
+			base64.StdEncoding.EncodeToString(seed), base64.RawStdEncoding.EncodeToString(seed), base64.RawURLEncoding.EncodeToString(seed),
+			hex.EncodeToString(seed), strings.ToUpper(hex.EncodeToString(seed)),
+			base64.StdEncoding.EncodeToString(priv), base64.RawURLEncoding.EncodeToString(priv), hex.EncodeToString(priv),
+		} {
+			for name, b := range sinks {
+				// The first 24 characters are already distinctive (about 144
+				// bits): a partial print counts too.
+				if bytes.Contains(b, []byte(enc[:24])) {
+					return name
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// TestBotAuth_SignsChosenSitesOverH1AndH2 is issue 29's proof at proxyd's
+// level: with shop.test chosen (and Visa TAP on for it), every request the
+// agent sends there through proxyd, over HTTP/1.1 or HTTP/2 on either leg,
+// reaches the site signed, and the site's own verifier (written from the
+// RFCs, fetching and checking the directory on the dashboard) accepts it:
+// browsing with TAP's browsing tag, the request carrying the card with its
+// payment tag. pay.test, not chosen, receives no signature field. Each
+// signed request class is audited once while the session runs and counted
+// when it ends; the metric counts by class and tag with no host; the
+// private key is in no log, metric, page or command output (P11).
+func TestBotAuth_SignsChosenSitesOverH1AndH2(t *testing.T) {
+	site := newSigSite(t)
+	logs := &syncBuf{}
+	m := startBotAuthMain(t, site, nil, logs, proxyd.BotAuthSite{Host: "shop.test", TAP: []string{"browse", "pay"}})
+	site.v = verifierFor(t, m, nil)
+	ctx := context.Background()
+	if _, err := m.Vault.AddCard(ctx, proxyd.DefaultOrg, "owner", vault.CardInput{
+		Number: vault.NewSecret([]byte("4242424242424242")), CVV: vault.NewSecret([]byte("737")), ExpiryMonth: 12, ExpiryYear: 2031, AnySite: true,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ctl := control.NewClient("http://"+m.ControlAddr.String(), m.ControlToken, nil)
+	sess, err := ctl.CreateSession(ctx, m.APIKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed := 0
+	for _, clientH2 := range []bool{false, true} {
+		for _, up := range []*httptest.Server{site.h1, site.h2} {
+			name := fmt.Sprintf("client h2=%v, site %s", clientH2, map[bool]string{true: "h2", false: "h1"}[up == site.h2])
+			c := proxyClientProto(m, sess, clientH2)
+			base := "https://shop.test:" + site.port(up)
+			resp, err := c.Get(base + "/products/1?color=red")
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			resp.Body.Close()
+			got := site.last()
+			wantProto := map[bool]string{true: "HTTP/2.0", false: "HTTP/1.1"}[up == site.h2]
+			if resp.StatusCode != 200 || got.err != nil || !slices.Equal(got.tags, []string{"web-bot-auth", "agent-browser-auth"}) || got.proto != wantProto {
+				t.Fatalf("%s: browsing: status %d, site verdict %v, tags %v, proto %s", name, resp.StatusCode, got.err, got.tags, got.proto)
+			}
+			// The payment: the card's stand-in becomes the real number in
+			// the body; the signature says it is the agent paying.
+			a, err := ctl.Authorize(ctx, sess.ID, control.AuthorizeRequest{Token: cardToken(t, ctl, m), PageURL: base + "/checkout"})
+			if err != nil {
+				t.Fatalf("%s: authorize: %v", name, err)
+			}
+			resp, err = c.Post(base+"/v1/payment_intents/pi_1/confirm", "application/x-www-form-urlencoded", strings.NewReader(url.Values{"card[number]": {a.Value}}.Encode()))
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			resp.Body.Close()
+			got = site.last()
+			if resp.StatusCode != 200 || got.err != nil || !slices.Equal(got.tags, []string{"web-bot-auth", "agent-payer-auth"}) {
+				t.Fatalf("%s: payment: status %d (%s), site verdict %v, tags %v", name, resp.StatusCode, resp.Header.Get("X-Agentvault-Code"), got.err, got.tags)
+			}
+			// A site not chosen by the owner receives no signature field.
+			resp, err = c.Get("https://pay.test:" + site.port(up) + "/")
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			resp.Body.Close()
+			if got = site.last(); got.host != "pay.test" || got.signed {
+				t.Fatalf("%s: pay.test (not chosen) received a signature field", name)
+			}
+			signed += 2
+		}
+	}
+	if site.v.Fetches() != 1 {
+		t.Errorf("the site fetched the directory %d times, want once", site.v.Fetches())
+	}
+
+	// The agent's own signature fields are refused, never forwarded.
+	req, _ := http.NewRequest(http.MethodGet, "https://pay.test:"+site.port(site.h2)+"/", nil)
+	req.Header.Set("Signature-Agent", `sig1="https://impostor.example"`)
+	before := len(site.seen)
+	if resp, err := proxyClient(m, sess).Do(req); err != nil || resp.Header.Get("X-Agentvault-Code") != "signature_headers_refused" {
+		t.Fatalf("the agent's own Signature-Agent: %v %v", resp, err)
+	}
+	if len(site.seen) != before {
+		t.Fatal("the refused request reached the site")
+	}
+
+	// One audit record per class (session, site, tag) while it runs...
+	recs, err := m.Vault.Audit(ctx, vault.AuditFilter{Org: proxyd.DefaultOrg, Action: vault.AuditSign})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var purposes []string
+	for _, r := range recs {
+		if r.Destination != "shop.test" || r.Session != sess.ID || r.Actor != proxyd.DefaultKeyID {
+			t.Errorf("audit record %+v", r)
+		}
+		purposes = append(purposes, r.Purpose)
+	}
+	slices.Sort(purposes)
+	if want := []string{"agent-browser-auth", "agent-payer-auth", "web-bot-auth"}; !slices.Equal(purposes, want) {
+		t.Errorf("audit while the session runs: %v, want one record per class %v", purposes, want)
+	}
+	// ... and the counts when it ends.
+	if _, err := ctl.CloseSession(ctx, sess.ID); err != nil {
+		t.Fatal(err)
+	}
+	recs, _ = m.Vault.Audit(ctx, vault.AuditFilter{Org: proxyd.DefaultOrg, Action: vault.AuditSign})
+	var counts []string
+	for _, r := range recs {
+		if strings.Contains(r.Purpose, "requests signed") {
+			counts = append(counts, r.Purpose)
+		}
+	}
+	slices.Sort(counts)
+	want := []string{fmt.Sprintf("agent-browser-auth: %d requests signed", signed/2), fmt.Sprintf("agent-payer-auth: %d requests signed", signed/2), fmt.Sprintf("web-bot-auth: %d requests signed", signed)}
+	if !slices.Equal(counts, want) {
+		t.Errorf("counts at the session's end %v, want %v", counts, want)
+	}
+
+	metrics := scrape(t, m)
+	if metrics[`agentvault_botauth_signed_requests_total{site_class="tap",tag="web-bot-auth"}`] != float64(signed) ||
+		metrics[`agentvault_botauth_signed_requests_total{site_class="tap",tag="agent-payer-auth"}`] != float64(signed/2) ||
+		metrics[`agentvault_botauth_signed_requests_total{site_class="identity",tag="web-bot-auth"}`] != 0 {
+		t.Errorf("signature metric: %v", metrics)
+	}
+	raw, _ := http.Get("http://" + m.AdminAddr.String() + "/metrics")
+	rawMetrics, _ := io.ReadAll(raw.Body)
+	raw.Body.Close()
+	if bytes.Contains(rawMetrics, []byte("shop.test")) {
+		t.Error("a host name is in the metrics (P15)")
+	}
+
+	// P11: the private key is nowhere.
+	dirResp, err := site.v.Client.Get(m.BotAuthOrigin() + "/.well-known/http-message-signatures-directory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirBody, _ := io.ReadAll(dirResp.Body)
+	dirResp.Body.Close()
+	var status, errOut bytes.Buffer
+	if code := proxyd.RunCLI(ctx, []string{"botauth", "status", "--data", m.DataDir()}, &status, &errOut); code != 0 {
+		t.Fatalf("botauth status: %d %s", code, errOut.String())
+	}
+	if !strings.Contains(status.String(), m.BotAuthKeys().Active().ID()) {
+		t.Errorf("status does not list the key in use: %s", status.String())
+	}
+	var hdrs bytes.Buffer
+	for _, s := range site.seen {
+		_ = s.msg.Header.Write(&hdrs)
+	}
+	if sink := keyLeaks(botAuthSeeds(t, m.Vault), map[string][]byte{"proxyd logs": []byte(logs.String()), "metrics": rawMetrics,
+		"directory": dirBody, "botauth status": status.Bytes(), "what the sites received": hdrs.Bytes()}); sink != "" {
+		t.Fatalf("the private signing key appears in %s", sink)
+	}
+}
+
+// cardToken is the vault's first card number token, from the catalog.
+func cardToken(t *testing.T, ctl *control.Client, m *proxyd.Main) string {
+	t.Helper()
+	cat, err := ctl.Catalog(context.Background(), m.APIKey, "")
+	i := bytes.Index(cat, []byte("av_card_1_number_"))
+	if err != nil || i < 0 {
+		t.Fatalf("no card token in the catalog: %v", err)
+	}
+	return string(cat[i : i+len("av_card_1_number_")+5])
+}
