@@ -400,3 +400,157 @@ func cardToken(t *testing.T, ctl *control.Client, m *proxyd.Main) string {
 	}
 	return string(cat[i : i+len("av_card_1_number_")+5])
 }
+
+// waitFor polls cond until it holds, failing after a generous bound (a
+// running proxyd reloads the keyring and the sites every few seconds).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestBotAuth_RotationAndCLI: `proxyd botauth rotate` on the running
+// appliance's store makes a new key sign within proxyd's reload; the
+// directory then lists both keys, and a signature the old key made just
+// before still verifies at the site until its window ends; once every
+// signature of the old key has expired, the directory drops it. `botauth
+// enable` and `disable` choose sites for a running proxyd; a site the
+// config names cannot be disabled from the command line.
+func TestBotAuth_RotationAndCLI(t *testing.T) {
+	site := newSigSite(t)
+	clk := &testClock{t: time.Now()}
+	m := startBotAuthMain(t, site, clk, io.Discard, proxyd.BotAuthSite{Host: "shop.test"})
+	site.v = verifierFor(t, m, clk.now)
+	ctx := context.Background()
+	ctl := control.NewClient("http://"+m.ControlAddr.String(), m.ControlToken, nil)
+	sess, err := ctl.CreateSession(ctx, m.APIKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := proxyClient(m, sess)
+	get := func(u string) sigSeen {
+		t.Helper()
+		resp, err := c.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return site.last()
+	}
+	shop := "https://shop.test:" + site.port(site.h2)
+	pay := "https://pay.test:" + site.port(site.h2)
+	// The CLI reads the deployment's config file, as the owner's shell does.
+	if err := os.WriteFile(filepath.Join(m.DataDir(), "proxyd.yaml"), []byte("bot_auth:\n  directory: dashboard\n  window: 2m\n  sites:\n    - host: shop.test\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cli := func(args ...string) (int, string) {
+		var out, errOut bytes.Buffer
+		code := proxyd.RunCLI(ctx, append(args, "--data", m.DataDir()), &out, &errOut)
+		return code, out.String() + errOut.String()
+	}
+
+	first := get(shop + "/before")
+	oldID := m.BotAuthKeys().Active().ID()
+	if first.err != nil || first.keyID != oldID {
+		t.Fatalf("before rotation: %v, key %s (want %s)", first.err, first.keyID, oldID)
+	}
+	if code, out := cli("botauth", "rotate"); code != 0 || !strings.Contains(out, oldID) {
+		t.Fatalf("botauth rotate: %d %s", code, out)
+	}
+	var after sigSeen
+	waitFor(t, "the rotated key to sign", func() bool { after = get(shop + "/after"); return after.keyID != oldID })
+	if after.err != nil {
+		t.Fatalf("the site refused the new key's signature: %v", after.err)
+	}
+	d, err := site.v.FetchDirectory(ctx, m.BotAuthOrigin())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := d.Keys[oldID]; !ok || len(d.Keys) != 2 || d.Exp[oldID] == 0 {
+		t.Fatalf("after rotation the directory lists %d keys (old listed: %v, its exp %d)", len(d.Keys), ok, d.Exp[oldID])
+	}
+	// The old key's last signature, seen by another site within its window.
+	clk.add(time.Minute)
+	other := verifierFor(t, m, clk.now)
+	if _, err := other.Verify(ctx, first.msg); err != nil {
+		t.Fatalf("the old key's signature within its window, after rotation: %v", err)
+	}
+	// Past every old signature's expiry: out of the directory.
+	clk.add(10 * time.Minute)
+	d, err = verifierFor(t, m, clk.now).FetchDirectory(ctx, m.BotAuthOrigin())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := d.Keys[oldID]; ok || len(d.Keys) != 1 {
+		t.Fatalf("the retired key is still in the directory (%d keys)", len(d.Keys))
+	}
+
+	// Choosing a site from the command line, with TAP's payment tag.
+	if got := get(pay + "/"); got.signed {
+		t.Fatal("pay.test is signed before the owner chose it")
+	}
+	if code, out := cli("botauth", "enable", "pay.test", "--tap", "browse"); code != 0 || !strings.Contains(out, "pay.test") {
+		t.Fatalf("botauth enable: %d %s", code, out)
+	}
+	var p sigSeen
+	waitFor(t, "pay.test to be signed", func() bool { p = get(pay + "/"); return p.signed })
+	if p.err != nil || !slices.Equal(p.tags, []string{"web-bot-auth", "agent-browser-auth"}) {
+		t.Fatalf("pay.test after enable: %v %v", p.err, p.tags)
+	}
+	if code, out := cli("botauth", "status"); code != 0 || !strings.Contains(out, "pay.test") || !strings.Contains(out, "(cli)") || !strings.Contains(out, "(config)") {
+		t.Errorf("botauth status: %d %s", code, out)
+	}
+	if code, _ := cli("botauth", "disable", "pay.test"); code != 0 {
+		t.Fatal("botauth disable failed")
+	}
+	waitFor(t, "pay.test to be unsigned", func() bool { return !get(pay + "/").signed })
+	if code, out := cli("botauth", "disable", "shop.test"); code == 0 || !strings.Contains(out, "bot_auth.sites") {
+		t.Errorf("disabling a site the config names: %d %s", code, out)
+	}
+	if code, _ := cli("botauth", "enable", "pay.test", "--tap", "checkout"); code == 0 {
+		t.Error("an unknown TAP use was accepted")
+	}
+}
+
+// TestBotAuth_ConfigRules: bot_auth is off by default, and a config that
+// names sites without a directory, a bad origin, window or TAP use is
+// refused before anything listens (P17).
+func TestBotAuth_ConfigRules(t *testing.T) {
+	if c := proxyd.DefaultConfig(); c.BotAuth.Directory != "" || len(c.BotAuth.Sites) != 0 {
+		t.Fatalf("bot_auth is on by default: %+v", c.BotAuth)
+	}
+	for name, mod := range map[string]func(*proxyd.Config){
+		"sites without directory": func(c *proxyd.Config) { c.BotAuth.Sites = []proxyd.BotAuthSite{{Host: "shop.test"}} },
+		"dashboard off":           func(c *proxyd.Config) { c.Listen.Dashboard = ""; c.BotAuth.Directory = "dashboard" },
+		"bad directory":           func(c *proxyd.Config) { c.BotAuth.Directory = "somewhere" },
+		"http origin":             func(c *proxyd.Config) { c.BotAuth.Directory = "dashboard"; c.BotAuth.AgentOrigin = "http://agent.example" },
+		"origin with a path":      func(c *proxyd.Config) { c.BotAuth.Directory = "dashboard"; c.BotAuth.AgentOrigin = "https://agent.example/keys" },
+		"window too long":         func(c *proxyd.Config) { c.BotAuth.Directory = "dashboard"; c.BotAuth.Window = 2 * time.Hour },
+		"unknown TAP use": func(c *proxyd.Config) {
+			c.BotAuth.Directory = "dashboard"
+			c.BotAuth.Sites = []proxyd.BotAuthSite{{Host: "shop.test", TAP: []string{"checkout"}}}
+		},
+	} {
+		c := proxyd.DefaultConfig()
+		mod(&c)
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "bot_auth") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "proxyd.yaml")
+	_ = os.WriteFile(path, []byte("bot_auth:\n  directory: dashboard\n  sites:\n    - host: shop.example\n      tap: [pay]\n      extra: 1\n"), 0o600)
+	if _, err := proxyd.LoadConfig(path); err == nil {
+		t.Error("an unknown key under bot_auth.sites was accepted")
+	}
+	_ = os.WriteFile(path, []byte("bot_auth:\n  directory: dashboard\n  window: 2m\n  sites:\n    - host: shop.example\n      tap: [browse, pay]\n"), 0o600)
+	c, err := proxyd.LoadConfig(path)
+	if err != nil || c.BotAuth.Window != 2*time.Minute || len(c.BotAuth.Sites) != 1 {
+		t.Errorf("a good bot_auth section: %v %+v", err, c.BotAuth)
+	}
+}
