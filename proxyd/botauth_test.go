@@ -554,3 +554,62 @@ func TestBotAuth_ConfigRules(t *testing.T) {
 		t.Errorf("a good bot_auth section: %v %+v", err, c.BotAuth)
 	}
 }
+
+// TestBotAuth_OwnDirectoryListener: with bot_auth.directory a host:port,
+// the directory is served there over TLS (a leaf of the local root for a
+// local address), signed for the agent origin and unsigned under any other
+// name; the dashboard's route then answers 404; the listener is one of
+// proxyd's own, so the proxy refuses to reach it (P16).
+func TestBotAuth_OwnDirectoryListener(t *testing.T) {
+	m, _ := startMain(t, "", func(c *proxyd.Config) {
+		c.Listen.Dashboard = "127.0.0.1:0"
+		c.BotAuth = proxyd.BotAuthConfig{Directory: "127.0.0.1:0", Sites: []proxyd.BotAuthSite{{Host: "shop.test"}}}
+	})
+	origin := m.BotAuthOrigin()
+	if !strings.HasPrefix(origin, "https://127.0.0.1:") || strings.HasSuffix(origin, ":0") {
+		t.Fatalf("agent origin %q", origin)
+	}
+	v := verifierFor(t, m, nil)
+	ctx := context.Background()
+	d, err := v.FetchDirectory(ctx, origin)
+	if err != nil {
+		t.Fatalf("the site could not fetch and verify the directory: %v", err)
+	}
+	if _, ok := d.Keys[m.BotAuthKeys().Active().ID()]; !ok {
+		t.Error("the directory does not list the key in use")
+	}
+	// Under another name (localhost), the keys come unsigned: no proof
+	// binds them to a name that is not the agent's.
+	req, _ := http.NewRequest(http.MethodGet, origin+"/.well-known/http-message-signatures-directory", nil)
+	req.Host = "copy.example"
+	resp, err := v.Client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Signature") != "" || resp.Header.Get("Content-Type") != "application/http-message-signatures-directory+json" {
+		t.Errorf("directory under another name: %d, signature %q", resp.StatusCode, resp.Header.Get("Signature"))
+	}
+	resp, err = v.Client.Get("https://" + m.DashboardAddr.String() + "/.well-known/http-message-signatures-directory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("the dashboard serves the directory too: %d", resp.StatusCode)
+	}
+	ctl := control.NewClient("http://"+m.ControlAddr.String(), m.ControlToken, nil)
+	sess, err := ctl.CreateSession(ctx, m.APIKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The CONNECT is refused (403, proxy_loop): the client sees the status.
+	resp, err = proxyClient(m, sess).Get(origin + "/.well-known/http-message-signatures-directory")
+	if err == nil {
+		resp.Body.Close()
+		t.Fatalf("the proxy reached its own directory listener: %d", resp.StatusCode)
+	}
+	if !strings.Contains(err.Error(), "403") {
+		t.Errorf("CONNECT to the directory listener: %v", err)
+	}
+}
