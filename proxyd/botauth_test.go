@@ -561,7 +561,7 @@ func TestBotAuth_ConfigRules(t *testing.T) {
 // name; the dashboard's route then answers 404; the listener is one of
 // proxyd's own, so the proxy refuses to reach it (P16).
 func TestBotAuth_OwnDirectoryListener(t *testing.T) {
-	m, _ := startMain(t, "", func(c *proxyd.Config) {
+	m, logs := startMain(t, "", func(c *proxyd.Config) {
 		c.Listen.Dashboard = "127.0.0.1:0"
 		c.BotAuth = proxyd.BotAuthConfig{Directory: "127.0.0.1:0", Sites: []proxyd.BotAuthSite{{Host: "shop.test"}}}
 	})
@@ -609,7 +609,7 @@ func TestBotAuth_OwnDirectoryListener(t *testing.T) {
 		resp.Body.Close()
 		t.Fatalf("the proxy reached its own directory listener: %d", resp.StatusCode)
 	}
-	if !strings.Contains(err.Error(), "403") {
-		t.Errorf("CONNECT to the directory listener: %v", err)
+	if !strings.Contains(err.Error(), "Forbidden") || !strings.Contains(logs.String(), `"code":"proxy_loop"`) {
+		t.Errorf("CONNECT to the directory listener: %v, not refused as a loop", err)
 	}
 }
