@@ -321,3 +321,29 @@ func TestP11_KeyNeverPrints(t *testing.T) {
 		t.Error("the key does not print as its id")
 	}
 }
+
+// TestDirectorySignedForTheAgentOnly: the directory signs its response for
+// the agent origin's authority (with or without the default port) and
+// serves the keys unsigned under any other name.
+func TestDirectorySignedForTheAgentOnly(t *testing.T) {
+	kr, _ := botauth.NewKeyring(time.Now(), rand.Reader)
+	now := time.Now()
+	for authority, signed := range map[string]bool{"agent.example": true, "Agent.Example:443": true, "copy.example": false, "agent.example:8443": false, "": false} {
+		body, fields, err := botauth.Directory(kr.Published(now), authority, "agent.example", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := http.Header{}
+		for _, f := range fields {
+			h.Set(f.Name, f.Value)
+		}
+		if got := h.Get("Signature") != ""; got != signed {
+			t.Errorf("%q: signed %v, want %v", authority, got, signed)
+		}
+		if signed {
+			if _, err := httpsigtest.VerifyDirectory("https://agent.example", authority, h, body, now, 0); err != nil {
+				t.Errorf("%q: %v", authority, err)
+			}
+		}
+	}
+}

@@ -65,7 +65,8 @@ func Directory(keys []*Key, authority, agentAuthority string, now time.Time) ([]
 		{"Cache-Control", "max-age=" + strconv.Itoa(directoryMaxAge)},
 		{"Content-Digest", digest},
 	}
-	if authority == "" || !strings.EqualFold(authority, agentAuthority) {
+	authority = strings.TrimSuffix(strings.ToLower(authority), ":443")
+	if authority == "" || authority != strings.TrimSuffix(strings.ToLower(agentAuthority), ":443") {
 		return body, fields, nil
 	}
 	created := now.Unix()
@@ -73,7 +74,7 @@ func Directory(keys []*Key, authority, agentAuthority string, now time.Time) ([]
 	var inputs, sigs []string
 	for i, k := range keys {
 		label := "binding" + strconv.Itoa(i)
-		input, sig, err := directorySignature(k, strings.ToLower(authority), digest, created, expires)
+		input, sig, err := directorySignature(k, authority, digest, created, expires)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -512,6 +512,18 @@ func TestBotAuth_RotationAndCLI(t *testing.T) {
 	if code, out := cli("botauth", "disable", "shop.test"); code == 0 || !strings.Contains(out, "bot_auth.sites") {
 		t.Errorf("disabling a site the config names: %d %s", code, out)
 	}
+	// A reloaded config's sites apply too (SIGHUP runs Reload).
+	cfgPath := filepath.Join(m.DataDir(), "proxyd.yaml")
+	if err := os.WriteFile(cfgPath, []byte("bot_auth:\n  directory: dashboard\n  window: 2m\n  sites:\n    - host: shop.test\n    - host: pay.test\n      tap: [browse]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Reload(cfgPath); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "pay.test to be signed after the reload", func() bool { p = get(pay + "/"); return p.signed })
+	if p.err != nil || !slices.Equal(p.tags, []string{"web-bot-auth", "agent-browser-auth"}) {
+		t.Fatalf("pay.test after the reload: %v %v", p.err, p.tags)
+	}
 	if code, _ := cli("botauth", "enable", "pay.test", "--tap", "checkout"); code == 0 {
 		t.Error("an unknown TAP use was accepted")
 	}
