@@ -384,8 +384,17 @@ func TestBotAuth_SignsChosenSitesOverH1AndH2(t *testing.T) {
 	for _, s := range site.seen {
 		_ = s.msg.Header.Write(&hdrs)
 	}
+	// The owner sees the signed classes on the dashboard's Activity page.
+	if err := m.Owner.SetOwnerPassword(ctx, "owner@example.org", peoplePW); err != nil {
+		t.Fatal(err)
+	}
+	d, _ := signInAs(t, m, "owner@example.org", peoplePW, "")
+	_, _, activity := d.status(http.MethodGet, "/activity", nil)
+	if !strings.Contains(activity, "signed as the agent (agent-payer-auth)") || !strings.Contains(activity, "shop.test") {
+		t.Error("the Activity page does not show the signed request classes")
+	}
 	if sink := keyLeaks(botAuthSeeds(t, m.Vault), map[string][]byte{"proxyd logs": []byte(logs.String()), "metrics": rawMetrics,
-		"directory": dirBody, "botauth status": status.Bytes(), "what the sites received": hdrs.Bytes()}); sink != "" {
+		"directory": dirBody, "botauth status": status.Bytes(), "what the sites received": hdrs.Bytes(), "activity page": []byte(activity)}); sink != "" {
 		t.Fatalf("the private signing key appears in %s", sink)
 	}
 }
