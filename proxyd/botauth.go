@@ -18,7 +18,6 @@ import (
 	"github.com/agentvault/agentvault/authz"
 	"github.com/agentvault/agentvault/botauth"
 	"github.com/agentvault/agentvault/broker"
-	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/internal/webtls"
 	"github.com/agentvault/agentvault/vault"
@@ -403,7 +402,7 @@ func (b *botAuth) run(ctx context.Context, m *Main) {
 			host = strings.Trim(strings.SplitN(b.agentAuthority, "]", 2)[0], "[")
 		}
 		tc := webtls.TLSConfig{DataDir: m.dataDir, LocalCA: b.localCA, Hosts: []string{host}, Logger: m.Logger}
-		if !hostname.IsIP(host) && !localName(host) {
+		if !webtls.LocalRootCovers(host) {
 			// A public name: its certificate from ACME, on this listener.
 			tc.Domain, tc.Email = host, m.Config.Dashboard.Email
 		}
@@ -426,19 +425,6 @@ func (b *botAuth) run(ctx context.Context, m *Main) {
 			b.reload(ctx)
 		}
 	}
-}
-
-// localName reports a name the local root may vouch for (webtls).
-func localName(h string) bool {
-	if h == "localhost" {
-		return true
-	}
-	for _, s := range []string{".localhost", ".local", ".internal", ".lan", ".home.arpa"} {
-		if strings.HasSuffix(h, s) {
-			return true
-		}
-	}
-	return false
 }
 
 func (b *botAuth) close() {

@@ -549,9 +549,15 @@ func TestBotAuth_ConfigRules(t *testing.T) {
 		"sites without directory": func(c *proxyd.Config) { c.BotAuth.Sites = []proxyd.BotAuthSite{{Host: "shop.test"}} },
 		"dashboard off":           func(c *proxyd.Config) { c.Listen.Dashboard = ""; c.BotAuth.Directory = "dashboard" },
 		"bad directory":           func(c *proxyd.Config) { c.BotAuth.Directory = "somewhere" },
-		"http origin":             func(c *proxyd.Config) { c.BotAuth.Directory = "dashboard"; c.BotAuth.AgentOrigin = "http://agent.example" },
-		"origin with a path":      func(c *proxyd.Config) { c.BotAuth.Directory = "dashboard"; c.BotAuth.AgentOrigin = "https://agent.example/keys" },
-		"window too long":         func(c *proxyd.Config) { c.BotAuth.Directory = "dashboard"; c.BotAuth.Window = 2 * time.Hour },
+		"http origin": func(c *proxyd.Config) {
+			c.BotAuth.Directory = "dashboard"
+			c.BotAuth.AgentOrigin = "http://agent.example"
+		},
+		"origin with a path": func(c *proxyd.Config) {
+			c.BotAuth.Directory = "dashboard"
+			c.BotAuth.AgentOrigin = "https://agent.example/keys"
+		},
+		"window too long": func(c *proxyd.Config) { c.BotAuth.Directory = "dashboard"; c.BotAuth.Window = 2 * time.Hour },
 		"unknown TAP use": func(c *proxyd.Config) {
 			c.BotAuth.Directory = "dashboard"
 			c.BotAuth.Sites = []proxyd.BotAuthSite{{Host: "shop.test", TAP: []string{"checkout"}}}
