@@ -100,10 +100,11 @@ func TestLayeringRules(t *testing.T) {
 		"owner/notify":      {goproxy, playwright, mcpSDK, sqliteDrv, pgx, module + "/store/sqlite"},
 		"credentials":       {goproxy, playwright, mcpSDK, sqliteDrv, pgx, module + "/store/sqlite", module + "/owner", module + "/intercept"},
 		"skills":            {goproxy, playwright, mcpSDK, sqliteDrv, pgx, module + "/store/sqlite", module + "/owner", module + "/intercept"},
+		"botauth":           {goproxy, playwright, mcpSDK, sqliteDrv, pgx, module + "/vault", module + "/intercept", module + "/owner", module + "/broker"},
 	}
 	// Pure domain packages speak no HTTP themselves. (golang.org/x/net/publicsuffix
 	// reaches net/http/cookiejar for an interface, so this is a direct-import rule.)
-	noHTTP := []string{".", "tokens", "policy", "redact", "vault", "owner", "broker", "credentials", "skills"}
+	noHTTP := []string{".", "tokens", "policy", "redact", "vault", "owner", "broker", "credentials", "skills", "botauth"}
 	pkgs := listPackages(t)
 	for _, p := range pkgs {
 		name := rel(p.ImportPath)
@@ -167,6 +168,10 @@ func init() { domainImports["internal/webtls"] = []string{"."} }
 // internal/tcplb: test support (a TCP balancer), the standard library only.
 func init() { domainImports["internal/tcplb"] = []string{} }
 
+// internal/httpsigtest: test support (a site's verifier of signed requests),
+// the standard library only: it must not share code with botauth.
+func init() { domainImports["internal/httpsigtest"] = []string{} }
+
 // broker/sessionstoretest: the conformance suite of broker.SessionStore.
 func init() {
 	domainImports["broker/sessionstoretest"] = []string{".", "broker", "hostname", "policy", "tokens", "vault"}
@@ -175,6 +180,7 @@ func init() {
 var domainImports = map[string][]string{
 	".":                    {},
 	"hostname":             {"."},
+	"botauth":              {".", "hostname"},
 	"authz":                {"."},
 	"vault":                {".", "hostname"},
 	"tokens":               {".", "hostname", "vault"},

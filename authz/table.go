@@ -12,6 +12,9 @@ var table = map[Surface]map[string]Rule{
 		"GET /approvals.js": {Level: Public, What: "load the approvals script"},
 		"GET /signin":       {Level: Public, What: "open the sign-in page"},
 		"POST /signin":      {Level: Public, What: "sign in"},
+		// The agent's key directory (package botauth): sites fetch it to
+		// check the agent's signatures; it holds public keys only.
+		"GET /.well-known/http-message-signatures-directory": {Level: Public, What: "fetch the agent's public signing keys"},
 
 		// Every signed-in person, for their own things.
 		"POST /signout":                      {Level: Person, What: "sign out"},
@@ -141,5 +144,10 @@ var table = map[Surface]map[string]Rule{
 		"owner deny":           {Level: Shell, What: "deny a request"},
 		"owner pause-card":     {Level: Shell, What: "pause a card"},
 		"owner resume-card":    {Level: Shell, What: "resume a paused card"},
+
+		"botauth status":  {Level: Shell, What: "see which sites the agent's requests are signed for"},
+		"botauth enable":  {Level: Shell, What: "sign the agent's requests to a site"},
+		"botauth disable": {Level: Shell, What: "stop signing the agent's requests to a site"},
+		"botauth rotate":  {Level: Shell, What: "rotate the agent's signing key"},
 	},
 }

@@ -37,6 +37,7 @@ commands:
             opens a browser session and prints its proxy credential and CA path for curl
             (an https:// control URL is verified against <data>/ca.pem)
   ca        export                               prints the MITM CA certificate (PEM)
+  botauth   <botauth command> ...                the agent's signed identity: sites, Visa TAP, key rotation (proxyd botauth help)
   doctor                                         checks this deployment and prints what to fix
   data-dir                                       prints the data directory the other commands use
 
@@ -74,7 +75,7 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdDataDir(args[1:], common, stdout, stderr)
 	case "doctor":
 		return cmdDoctor(ctx, args[1:], common, stdout, stderr)
-	case "vault", "owner", "ca":
+	case "vault", "owner", "ca", "botauth":
 		return runStoreCommand(ctx, args, common, stdout, stderr)
 	case "session":
 		return cmdSession(ctx, args[1:], common, stdout, stderr)
@@ -88,7 +89,7 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // has (the command's own parser says what is wrong with those).
 func cliCommand(args []string) string {
 	switch args[0] {
-	case "vault", "owner", "ca", "session":
+	case "vault", "owner", "ca", "session", "botauth":
 		if len(args) < 2 || args[1] == "help" || args[1] == "-h" || args[1] == "--help" || strings.HasPrefix(args[1], "-") {
 			return ""
 		}
@@ -125,6 +126,9 @@ func CLICommands() []string {
 	for _, c := range ownercli.Commands() {
 		out = append(out, "owner "+c)
 	}
+	for _, c := range botAuthCommands {
+		out = append(out, "botauth "+c)
+	}
 	return out
 }
 
@@ -160,6 +164,8 @@ func runStoreCommand(ctx context.Context, args []string, common commonFlags, std
 		return code
 	case "owner":
 		return ownercli.Run(ctx, args[1:], ownercli.DefaultEnv(s.openOwner, s.items, stdout, stderr))
+	case "botauth":
+		return cmdBotAuth(ctx, args[1:], s, stdout, stderr)
 	default:
 		return cmdCA(ctx, args[1:], s, stdout, stderr)
 	}

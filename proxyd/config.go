@@ -46,6 +46,9 @@ type Config struct {
 	Dashboard       DashConfig        `yaml:"dashboard"`
 	Store           StoreConfig       `yaml:"store"`
 	Notify          NotifyConfig      `yaml:"notify"`
+	// BotAuth signs the agent's requests to the sites the owner chose
+	// (botauth.go); off by default.
+	BotAuth BotAuthConfig `yaml:"bot_auth"`
 }
 
 // NotifyConfig sets up the channels that tell the owner something waits for
@@ -307,6 +310,9 @@ func (c *Config) Validate() error {
 		return bad("proxy_url must be an http:// URL (the proxy speaks CONNECT)")
 	}
 	if err := c.Notify.validate(); err != nil {
+		return err
+	}
+	if err := c.BotAuth.validate(c.Listen); err != nil {
 		return err
 	}
 	switch c.Store.Driver {

@@ -119,6 +119,8 @@ type Main struct {
 	lock         *os.File // flock on <data>/proxyd.lock, held until Close
 	// daemonMetrics are proxyd's own series on Metrics.Registry.
 	daemonMetrics *daemonMetrics
+	// botAuth signs for the sites the owner chose (botauth.go); nil: off.
+	botAuth *botAuth
 }
 
 // pendingCount is the approvals_pending gauge's source.
@@ -273,8 +275,11 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		m.Logger.Warn("unsafe_test_hosts is set: named hosts resolve to fixed local addresses (tests only)")
 	}
 	resolver = namingResolver{next: resolver, log: m.Logger}
+	if err := m.openBotAuth(ctx); err != nil {
+		return err
+	}
 	m.Server, err = intercept.NewServer(intercept.Config{
-		CA: m.CA, Broker: m.Broker, Logger: m.Logger, Metrics: m.Metrics, WireAmount: wireAmount,
+		CA: m.CA, Broker: m.Broker, Logger: m.Logger, Metrics: m.Metrics, WireAmount: wireAmount, Signer: m.botAuthSigner(),
 		UnsafeAllowPrivateRanges: m.Config.UnsafeAllowPrivateRanges,
 		Resolver:                 resolver,
 		ExtraRoots:               roots,
@@ -402,7 +407,7 @@ func sessionStore(st appStore) (broker.SessionStore, broker.Notifier) {
 // reads them here.
 func (m *Main) Routes() (dash, ctl []string) {
 	if m.dashH != nil {
-		dash = m.dashH.Routes()
+		dash = append(m.dashH.Routes(), botAuthDirectoryRoute)
 	}
 	if m.controlSrv != nil {
 		ctl = control.Routes(m.controlSrv.Handler)
@@ -507,8 +512,9 @@ func (m *Main) Run(ctx context.Context) error {
 		m.dashCancel, m.dashDone = cancel, make(chan error, 1)
 		tc := webtls.TLSConfig{Domain: m.Config.Dashboard.Domain, Email: m.Config.Dashboard.Email, DataDir: m.dataDir,
 			LocalCA: m.dashCA, Hosts: dashboardHosts(m.Config.Listen.Dashboard), Logger: m.Logger}
-		go func() { m.dashDone <- webtls.Serve(dctx, m.dashL, m.dashH, tc) }()
+		go func() { m.dashDone <- webtls.Serve(dctx, m.dashL, m.dashboardHandler(), tc) }()
 	}
+	m.startBotAuth(sweepCtx)
 	go func() { m.serveErr <- m.Server.Serve(m.proxyL) }()
 	go func() { m.serveErr <- serveHTTP(m.controlSrv, m.controlL) }()
 	go func() { m.serveErr <- serveHTTP(m.adminSrv, m.adminL) }()
@@ -596,6 +602,9 @@ func (m *Main) Close() error {
 			_ = l.Close()
 		}
 	}
+	if m.botAuth != nil {
+		m.botAuth.close()
+	}
 	if m.Broker != nil {
 		m.Broker.CloseAll()
 		if m.Broker.SingleProcess && m.Broker.Store != nil {
@@ -630,6 +639,9 @@ func (m *Main) Reload(path string) error {
 	defer m.configMu.Unlock()
 	m.Config.Egress = c.Egress
 	m.Server.SetEgress(c.Egress.Mode == "strict", c.Egress.Allow)
+	if m.botAuth != nil {
+		m.botAuth.setConfig(c.BotAuth) // the sites; the rest needs a restart
+	}
 	m.Logger.Info("config reloaded", slog.String("egress", c.Egress.Mode))
 	return nil
 }
