@@ -167,6 +167,10 @@ func init() { domainImports["internal/webtls"] = []string{"."} }
 // internal/tcplb: test support (a TCP balancer), the standard library only.
 func init() { domainImports["internal/tcplb"] = []string{} }
 
+// internal/leakcheck: test support (the canary checks of P11), the standard
+// library only.
+func init() { domainImports["internal/leakcheck"] = []string{} }
+
 // broker/sessionstoretest: the conformance suite of broker.SessionStore.
 func init() {
 	domainImports["broker/sessionstoretest"] = []string{".", "broker", "hostname", "policy", "tokens", "vault"}
