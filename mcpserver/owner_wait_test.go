@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"context"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -219,15 +218,7 @@ func TestFillWaitsForOwner(t *testing.T) {
 		}
 	})
 
-	for _, s := range append(h.all, h.logs.String()) {
-		for _, v := range standIns {
-			// A 3-digit CVV stand-in is looked for as a whole number: the
-			// logs hold random durations and counts.
-			if found := strings.Contains(s, v); found && (len(v) >= 7 || regexp.MustCompile(`(^|[^0-9])`+regexp.QuoteMeta(v)+`([^0-9]|$)`).MatchString(s)) {
-				t.Fatalf("a typed stand-in (len %d) reached an answer or a log", len(v))
-			}
-		}
-	}
+	h.sweep(t)
 }
 
 func TestAskedWhat(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/browser/browsertest"
 	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/internal/leakcheck"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -29,9 +30,32 @@ type standInControl struct {
 	owner *ownerScript
 }
 
+// standIns are what the fake control answers authorize with. The card
+// number and the CVV are drawn per test binary, so that finding one in an
+// answer or a log is a leak and not a fixture (the email and the password
+// are the test portal's account, browsertest.PortalUser and PortalPassword).
 var standIns = map[string]string{
-	"number": "4242424242424242", "cvv": "737", "email": "agent.inbox@example.com",
+	"number": leakcheck.CardNumber("424242", 16), "cvv": leakcheck.Digits(3), "email": "agent.inbox@example.com",
 	"password": "Stand-In-Pass-9!", "name": "Jane Doe", "line1": "1 Main St",
+}
+
+// standInLeaks checks sinks for the typed stand-ins that are secrets or
+// stand in for one (the name and street are plain identity values).
+func standInLeaks() *leakcheck.Checker {
+	return leakcheck.New(
+		leakcheck.Value("card number stand-in", standIns["number"]), leakcheck.Value("cvv stand-in", standIns["cvv"]),
+		leakcheck.Value("email", standIns["email"]), leakcheck.Value("password stand-in", standIns["password"]))
+}
+
+// sweep checks every tool answer and the log for the typed stand-ins (P11
+// at the tool boundary).
+func (h *harness) sweep(t testing.TB) {
+	t.Helper()
+	l := standInLeaks()
+	for _, txt := range h.all {
+		l.Answer(t, "a tool answer", []byte(txt))
+	}
+	l.Logs(t, "mcpd's log", []byte(h.logs.String()))
 }
 
 func (c *standInControl) CreateSession(ctx context.Context, apiKey string) (control.CreateSessionResponse, error) {
@@ -121,7 +145,8 @@ func newHarnessWith(tb testing.TB, ctl *standInControl, copts *mcp.ClientOptions
 		Control: ctl, APIKey: "avk_test", DriverDir: browsertest.DriverDir(),
 		ExtraTrustSPKI: []string{site.SPKI}, UnsafeDirectBrowser: true,
 		WaitPoll: 50 * time.Millisecond,
-		Logger:   slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		// JSON: a string attribute is then told from a measured number (leakcheck).
+		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -302,13 +327,7 @@ func TestToolsCheckoutFlow(t *testing.T) {
 
 	// P11 at the tool boundary: no answer and no log line carried a typed
 	// value.
-	for _, txt := range append(h.all, h.logs.String()) {
-		for f, v := range standIns {
-			if strings.Contains(txt, v) {
-				t.Fatalf("a tool answer carried the %s value (%d chars)", f, len(v))
-			}
-		}
-	}
+	h.sweep(t)
 }
 
 // TestToolsObserveScrubsErrorText: a declined card puts its number into a
@@ -495,8 +514,8 @@ func TestP19_PageDataAfterFill(t *testing.T) {
 	if c["count"] != float64(1) {
 		t.Fatalf("count %v", c)
 	}
-	obs := h.ok("observe_page", nil)
-	if strings.Contains(obs, standIns["email"]) || strings.Contains(h.logs.String(), standIns["email"]) {
-		t.Fatal("the filled value reached an answer or the log")
-	}
+	h.ok("observe_page", nil)
+	// The filled value reached no answer (observe_page's included) and
+	// not the log.
+	h.sweep(t)
 }

@@ -13,9 +13,10 @@
 //     leak could take on the way out: raw, URL query and path escaping, JSON
 //     string escaping, HTML escaping and numeric entities, base64 (standard
 //     and URL alphabets) at each of the three alignments, and a card number
-//     grouped by four with spaces, dashes, %20 or +. A long value that is
-//     not random (a word, a well-known test card) is not a canary: plant a
-//     value drawn at run time.
+//     grouped by four with spaces, dashes, %20 or +. A long canary must be
+//     distinctive: drawn at run time (CardNumber, or random hex), or a
+//     fixture nothing prints unless it leaked; never a word or a well-known
+//     test card a page may show.
 //   - A short canary (MinShort to MinLong-1 bytes: a CVV, a PIN, a short
 //     stand-in) is looked for only where a value could actually leak, and
 //     only as a whole field: in the string values of structured output

@@ -183,3 +183,23 @@ func TestDigits(t *testing.T) {
 		}
 	}
 }
+
+func TestCardNumber(t *testing.T) {
+	for range 200 {
+		n := CardNumber("424242", 16)
+		sum := 0
+		for i := len(n) - 1; i >= 0; i-- {
+			v := int(n[i] - '0')
+			if (len(n)-1-i)%2 == 1 {
+				v *= 2
+				if v > 9 {
+					v -= 9
+				}
+			}
+			sum += v
+		}
+		if len(n) != 16 || !strings.HasPrefix(n, "424242") || sum%10 != 0 {
+			t.Fatalf("CardNumber = %q (Luhn sum %d)", n, sum)
+		}
+	}
+}
