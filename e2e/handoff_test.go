@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault/e2e/merchant"
+	"github.com/agentvault/agentvault/internal/leakcheck"
 	"github.com/mxschmitt/playwright-go"
 )
 
@@ -168,7 +169,7 @@ func TestHandoff_ChallengeE2E(t *testing.T) {
 			t.Errorf("durationMs %v", a["durationMs"])
 		}
 		if !strings.Contains(flash, "the challenge is gone") {
-			t.Errorf("the owner's page after giving it back says %q", redacted(flash))
+			t.Errorf("the owner's page after giving it back says %q", leakcheck.Redact(flash))
 		}
 		o := agent.must("get_session_outcome", map[string]any{"successSelector": "#order-success", "confirmsCheckout": true, "submitSelector": "#pay", "timeout": 15000}).json(t)
 		if o["outcome"] != "success" || o["corroborated"] != true {
@@ -247,29 +248,37 @@ func TestHandoff_ChallengeE2E(t *testing.T) {
 		}
 		lazy.must("close_session", map[string]any{})
 		lazy.close()
-		checkTranscript(t, "the second agent", lazy.transcript.Bytes(), typed)
+		typedLeaks(typed).Logs(t, "the second mcpd's log", lazy.logs.Bytes())
+		lazy.transcript.sweep(t, typedLeaks(typed), "the second agent's answers")
+		checkNoFrames(t, "the second agent", lazy.transcript.Bytes())
 	})
 
 	agent.close()
-	checkTranscript(t, "the agent", agent.transcript.Bytes(), typed)
-	checkTranscript(t, "mcpd's log", agent.stderr.Bytes(), typed)
-	for _, v := range typed {
-		if strings.Contains(string(oa.logs.Bytes()), v) {
-			t.Error("proxyd's log holds what the owner typed")
-		}
-	}
+	l := typedLeaks(typed)
+	agent.transcript.sweep(t, l, "the agent's answers")
+	l.Logs(t, "mcpd's log", agent.logs.Bytes())
+	l.Logs(t, "proxyd's log", oa.logs.Bytes())
+	checkNoFrames(t, "the agent", agent.transcript.Bytes())
+	checkNoFrames(t, "mcpd's log", agent.logs.Bytes())
 }
 
-// checkTranscript fails when what the owner typed, a frame of the live
-// view, or the hand-off's dashboard address is in data.
-func checkTranscript(t *testing.T, what string, data []byte, typed []string) {
-	t.Helper()
-	s := string(data)
+// typedLeaks is the P11 check for what the owner typed in a hand-off (a
+// bank's six-digit code).
+func typedLeaks(typed []string) *leakcheck.Checker {
+	var cs []leakcheck.Canary
 	for _, v := range typed {
-		if v != "" && strings.Contains(s, v) {
-			t.Errorf("%s holds what the owner typed", what)
+		if v != "" {
+			cs = append(cs, leakcheck.Value("code the owner typed", v))
 		}
 	}
+	return leakcheck.New(cs...)
+}
+
+// checkNoFrames fails when a frame of the live view or its address reached
+// the agent or a log: hand-off frames go to the owner only.
+func checkNoFrames(t *testing.T, what string, data []byte) {
+	t.Helper()
+	s := string(data)
 	for _, frame := range []string{"/9j/", "\xff\xd8\xff", "image/jpeg", "/handoffs/ho_"} {
 		if strings.Contains(s, frame) {
 			t.Errorf("%s holds a frame or the live view's address (%q)", what, frame)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentvault/agentvault/e2e/merchant"
+	"github.com/agentvault/agentvault/internal/leakcheck"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/proxyd"
@@ -123,9 +124,9 @@ func TestP18_Seed004OrderTotalHintInACrossOriginFrame(t *testing.T) {
 	if len(ch) != 1 || confirmPosts(ap.m) != 1 || ch[0].Amount != merchant.OverlayTotal || ch[0].Currency != "EUR" || ch[0].Last4 != ap.card.number[len(ap.card.number)-4:] {
 		t.Fatalf("the processor charged %d times (%d confirmations); want once, EUR %s on the vault's card", len(ch), confirmPosts(ap.m), merchant.OverlayTotal)
 	}
-	l := newLeaks(newCanary("card number", ap.card.number), shortCanary("cvv", ap.card.cvv))
-	l.check(t, "MCP results", agent.transcript.Bytes())
-	l.check(t, "mcpd stderr", agent.stderr.Bytes())
-	l.check(t, "proxyd logs", ap.logs.Bytes())
-	l.check(t, "proxyd metrics", ap.metrics(t))
+	l := leakcheck.New(leakcheck.Value("card number", ap.card.number), leakcheck.Value("cvv", ap.card.cvv))
+	agent.transcript.sweep(t, l, "MCP results")
+	l.Logs(t, "mcpd log", agent.logs.Bytes())
+	l.Logs(t, "proxyd logs", ap.logs.Bytes())
+	l.Metrics(t, "proxyd metrics", ap.metrics(t))
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentvault/agentvault/internal/leakcheck"
 	"github.com/agentvault/agentvault/mcpserver"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -77,7 +78,7 @@ type hostedAgent struct {
 	cs  *mcp.ClientSession
 	// session is the handle the agent passes on every call.
 	session    string
-	transcript syncBuffer
+	transcript answers
 }
 
 type keyTransport struct{ key string }
@@ -146,7 +147,7 @@ func (a *hostedAgent) must(name string, args map[string]any) answer {
 	a.t.Helper()
 	r := a.call(name, args)
 	if r.isErr || strings.HasPrefix(r.text, "status=pending") {
-		a.t.Fatalf("%s: %q", name, redacted(r.status()))
+		a.t.Fatalf("%s: %q", name, leakcheck.Redact(r.status()))
 	}
 	return r
 }
@@ -272,15 +273,15 @@ func TestP20_HostedCheckoutTwoAgents(t *testing.T) {
 	took := time.Since(started)
 	m := regexp.MustCompile(`^status=pending wait=(w_[a-z2-7]+) waiting_on_owner=true reason=new_destination`).FindStringSubmatch(first)
 	if m == nil || took >= 26*time.Second {
-		t.Fatalf("first fill on the processor after %v: %q", took, redacted(first))
+		t.Fatalf("first fill on the processor after %v: %q", took, leakcheck.Redact(first))
 	}
 	t.Logf("the first fill answered pending after %v", took.Round(time.Millisecond))
 	if !strings.Contains(first, "fill_checkout is waiting for the account owner to approve a new site") {
-		t.Errorf("the pending answer does not say what the owner is asked: %q", redacted(first))
+		t.Errorf("the pending answer does not say what the owner is asked: %q", leakcheck.Redact(first))
 	}
 	// Sent again while it runs, it joins: the same wait.
 	if again := a.raw(fillID, "fill_checkout", fill()); !strings.Contains(again, "wait="+m[1]) {
-		t.Fatalf("retransmission while running: %q", redacted(again))
+		t.Fatalf("retransmission while running: %q", leakcheck.Redact(again))
 	}
 	owner.decideNext(t, "approve")
 	var final answer
@@ -291,14 +292,14 @@ func TestP20_HostedCheckoutTwoAgents(t *testing.T) {
 		}
 	}
 	if final.isErr || !strings.HasPrefix(final.text, "status=ok filled=2/2 session="+a.session) {
-		t.Fatalf("the fill's own answer: %q", redacted(final.status()))
+		t.Fatalf("the fill's own answer: %q", leakcheck.Redact(final.status()))
 	}
 
 	t.Run("P20_RetransmittedFillTypesNothing", func(t *testing.T) {
 		fills := strings.Count(string(hm.logs.Bytes()), "tool=fill_checkout status=ok")
 		again := a.raw(fillID, "fill_checkout", fill())
 		if again != final.text {
-			t.Fatalf("the retransmitted fill answered %q, first %q", redacted(again), redacted(final.text))
+			t.Fatalf("the retransmitted fill answered %q, first %q", leakcheck.Redact(again), leakcheck.Redact(final.text))
 		}
 		if n := strings.Count(string(hm.logs.Bytes()), "tool=fill_checkout status=ok"); n != fills {
 			t.Fatalf("the retransmitted fill ran (%d fills logged, %d before)", n, fills)
@@ -319,7 +320,7 @@ func TestP20_HostedCheckoutTwoAgents(t *testing.T) {
 		// refusal on the wire from a slow page.
 		for _, l := range strings.Split(string(oa.logs.Bytes()), "\n") {
 			if strings.Contains(l, `"decision":"refused"`) || strings.Contains(l, `"decision":"substituted"`) {
-				t.Log(redacted(l))
+				t.Log(leakcheck.Redact(l))
 			}
 		}
 		t.Fatalf("outcome %v, corroborated %v, because %v", o["outcome"], o["corroborated"], o["notCorroboratedBecause"])
@@ -342,9 +343,9 @@ func TestP20_HostedCheckoutTwoAgents(t *testing.T) {
 		t.Fatalf("idle session: %q", ended.text)
 	}
 
-	l := newLeaks(newCanary("card number", oa.card.number), shortCanary("cvv", oa.card.cvv))
-	l.check(t, "agent A's answers", a.transcript.Bytes())
-	l.check(t, "agent B's answers", b.transcript.Bytes())
-	l.check(t, "mcpd logs", hm.logs.Bytes())
-	l.check(t, "proxyd logs", oa.logs.Bytes())
+	l := leakcheck.New(leakcheck.Value("card number", oa.card.number), leakcheck.Value("cvv", oa.card.cvv))
+	a.transcript.sweep(t, l, "agent A's answers")
+	b.transcript.sweep(t, l, "agent B's answers")
+	l.Logs(t, "mcpd logs", hm.logs.Bytes())
+	l.Logs(t, "proxyd logs", oa.logs.Bytes())
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentvault/agentvault/e2e/merchant"
+	"github.com/agentvault/agentvault/internal/leakcheck"
 	"github.com/agentvault/agentvault/proxyd"
 	"github.com/agentvault/agentvault/vault"
 	"github.com/mxschmitt/playwright-go"
@@ -75,7 +76,7 @@ func startPayInt(t *testing.T) *payIntRun {
 	}
 	r := &payIntRun{t: t, ap: ap}
 	r.shopPwd = "Sh-" + randomHex(10) + "!q"
-	planted.Store(r.shopPwd, struct{}{})
+	leakcheck.Plant(r.shopPwd)
 	if _, err := ap.vault.AddLogin(ctx, org, "owner", vault.LoginInput{
 		Site: "shop.test", Website: ap.m.Shop.URL + "/account/login", Email: shopperEmail, Password: vault.NewSecret([]byte(r.shopPwd)),
 	}); err != nil {
@@ -203,12 +204,12 @@ func (r *payIntRun) checkPaid(processor *merchant.Site, sentNumber string) {
 func (r *payIntRun) sweep() {
 	closed := r.agent.must("close_session", map[string]any{})
 	r.agent.close()
-	l := newLeaks(newCanary("card number", r.ap.card.number), shortCanary("cvv", r.ap.card.cvv), newCanary("shop password", r.shopPwd))
-	l.check(r.t, "MCP results", r.agent.transcript.Bytes())
-	l.check(r.t, "close_session answer", []byte(closed.text))
-	l.check(r.t, "mcpd stderr", r.agent.stderr.Bytes())
-	l.check(r.t, "proxyd logs", r.ap.logs.Bytes())
-	l.check(r.t, "proxyd metrics", r.ap.metrics(r.t))
+	l := leakcheck.New(leakcheck.Value("card number", r.ap.card.number), leakcheck.Value("cvv", r.ap.card.cvv), leakcheck.Value("shop password", r.shopPwd))
+	r.agent.transcript.sweep(r.t, l, "MCP results")
+	l.Answer(r.t, "close_session answer", []byte(closed.text))
+	l.Logs(r.t, "mcpd log", r.agent.logs.Bytes())
+	l.Logs(r.t, "proxyd logs", r.ap.logs.Bytes())
+	l.Metrics(r.t, "proxyd metrics", r.ap.metrics(r.t))
 }
 
 // mustSucceed fails a checkout that did not reach a corroborated success.
@@ -393,7 +394,7 @@ func TestPayInt_MerchantShapesInChromium(t *testing.T) {
 		must(t, "submit", page.Locator(submit).Click())
 		if err := page.Locator(successSel).WaitFor(playwright.LocatorWaitForOptions{Timeout: playwright.Float(15000)}); err != nil {
 			txt, _ := page.Locator("#form-error").TextContent()
-			t.Fatalf("no confirmation (%v); page error %q", err, redacted(txt))
+			t.Fatalf("no confirmation (%v); page error %q", err, leakcheck.Redact(txt))
 		}
 		if len(m.Orders()) != before+1 {
 			t.Fatal("no order placed")
@@ -455,7 +456,7 @@ func TestPayInt_MerchantShapesInChromium(t *testing.T) {
 		must(t, "pay", page.Locator("#pay-now").Click())
 		if err := page.Locator(successSel).WaitFor(playwright.LocatorWaitForOptions{Timeout: playwright.Float(15000)}); err != nil {
 			txt, _ := page.Locator("#form-error").TextContent()
-			t.Fatalf("no confirmation (%v); page error %q", err, redacted(txt))
+			t.Fatalf("no confirmation (%v); page error %q", err, leakcheck.Redact(txt))
 		}
 		if m.Vault.Count(grouped(number)) != 1 || !m.Vault.SawField(cvc) || m.Shop.Saw(number) || m.Shop.Saw(grouped(number)) {
 			t.Error("the card vault did not receive the grouped number and CVC, or the shop did")

@@ -203,8 +203,9 @@ func Plant(values ...string) {
 
 var longDigits = regexp.MustCompile(`\d[\d -]{10,}\d`)
 
-// Redact returns s with every planted long value (in any of its forms) and
-// any long run of digits replaced, for quoting page, log or tool text in a
+// Redact returns s with every planted value replaced (a long one in any of
+// its forms, a short one where it stands as a whole field), and any long run
+// of digits, for quoting page, log or tool text in a
 // failure message.
 func Redact(s string) string {
 	var vals []string
@@ -215,11 +216,14 @@ func Redact(s string) string {
 	// Longest first, so that a value inside another is not half replaced.
 	sort.Slice(vals, func(i, j int) bool { return len(vals[i]) > len(vals[j]) })
 	for _, v := range vals {
-		if len(v) < MinLong {
-			continue
-		}
 		for _, f := range formsOf(v) {
-			s = strings.ReplaceAll(s, string(f.b), "<redacted>")
+			if len(v) >= MinLong {
+				s = strings.ReplaceAll(s, string(f.b), "<redacted>")
+				continue
+			}
+			for at := bounded(s, string(f.b)); at >= 0; at = bounded(s, string(f.b)) {
+				s = s[:at] + "<redacted>" + s[at+len(f.b):]
+			}
 		}
 	}
 	return longDigits.ReplaceAllString(s, "<digits>")

@@ -160,6 +160,10 @@ func TestRedact(t *testing.T) {
 	if strings.Contains(got, "hunter2") || strings.Contains(got, "4111") {
 		t.Errorf("Redact left a value in place (%d bytes)", len(got))
 	}
+	Value("cvv", "917")
+	if got := Redact(`cvc=917&ms=1917`); got != `cvc=<redacted>&ms=1917` {
+		t.Errorf("Redact of a short value: %q", got)
+	}
 }
 
 func TestValueRefusesTooShort(t *testing.T) {

@@ -340,6 +340,9 @@ func shortInAnswer(cn Canary, data []byte) (Finding, bool) {
 		})
 		return f, found
 	}
+	if blobRe.Match(bytes.TrimSpace(data)) {
+		return Finding{}, false
+	}
 	for _, fm := range cn.forms {
 		if at := bounded(string(data), string(fm.b)); at >= 0 {
 			return Finding{Form: fm.how + " as a whole word", At: at}, true
