@@ -97,6 +97,8 @@ func TestShortFoundWhereItLeaks(t *testing.T) {
 		{Text, "<td>737</td>"},
 		{Text, "cc=4242&cvc=737&x=1"},
 		{Text, "cc=4242&cvc=737"},
+		{Text, "CVC\n737\nPay"},
+		{Text, "--b\r\nContent-Disposition: form-data; name=\"cvc\"\r\n\r\n737\r\n--b--"},
 	} {
 		if f := c.Find(tc.kind, "sink", []byte(tc.text)); len(f) == 0 {
 			t.Errorf("%v %q: the value went undetected", tc.kind, tc.text)

@@ -157,9 +157,10 @@ func shortInString(cn Canary, s string) (string, bool) {
 
 // delimiters are the contexts a short value has as a whole field in free
 // text: quoted, an element's text, a form or query value, a snapshot's
-// "textbox: value".
+// "textbox: value", a line of its own (rendered text, a multipart part).
 var delimiters = [][2]string{
 	{`"`, `"`}, {`'`, `'`}, {`\"`, `\"`}, {`>`, `<`}, {`=`, `&`}, {`=`, "\n"}, {`=`, "\r"}, {`: `, "\n"},
+	{"\n", "\n"}, {"\n", "\r"},
 }
 
 // quotes are the delimiters left for a log line that is not structured: in
