@@ -67,7 +67,7 @@ func TestP18_Seed004OrderTotalHintInACrossOriginFrame(t *testing.T) {
 	}
 	openOverlay := func() {
 		agent.must("open_page", map[string]any{"url": checkoutURL})
-		agent.must("wait_for_selector", map[string]any{"selector": "#card-number", "frame": overlayFrame, "timeout": 15000})
+		agent.must("wait_for_selector", map[string]any{"selector": "#card-number", "frame": overlayFrame, "timeout": 30000})
 		agent.must("fill_checkout", map[string]any{"fields": []map[string]any{
 			{"selector": "#exp-month", "value": ap.card.month, "kind": "select", "frame": overlayFrame},
 			{"selector": "#exp-year", "value": ap.card.year, "kind": "select", "frame": overlayFrame},
@@ -84,7 +84,7 @@ func TestP18_Seed004OrderTotalHintInACrossOriginFrame(t *testing.T) {
 		t.Errorf("refused number fill status %q, want filled=0/1", r.status())
 	}
 	agent.must("click", map[string]any{"selector": "#ov-pay", "frame": overlayFrame})
-	agent.must("wait_for_selector", map[string]any{"selector": "#ov-error:not(:empty)", "frame": overlayFrame, "timeout": 10000})
+	agent.must("wait_for_selector", map[string]any{"selector": "#ov-error:not(:empty)", "frame": overlayFrame, "timeout": 30000})
 	if n := len(ap.m.Charges()); n != 0 || confirmPosts(ap.m) != 0 || ap.m.Pay.Saw(ap.card.number) {
 		t.Fatalf("without the hint the processor got %d confirmations and charged %d times", confirmPosts(ap.m), n)
 	}
@@ -109,7 +109,7 @@ func TestP18_Seed004OrderTotalHintInACrossOriginFrame(t *testing.T) {
 		{"selector": "#card-cvc", "value": cvvTok, "frame": overlayFrame},
 	}})
 	agent.must("click", map[string]any{"selector": "#ov-pay", "frame": overlayFrame})
-	out := agent.must("get_session_outcome", map[string]any{"successSelector": "#order-success", "timeout": 20000}).json(t)
+	out := agent.must("get_session_outcome", map[string]any{"successSelector": "#order-success", "timeout": 30000}).json(t)
 	if out["outcome"] != "success" {
 		t.Fatalf("the hinted checkout did not complete: %v", out["outcome"])
 	}

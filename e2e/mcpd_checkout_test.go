@@ -94,10 +94,10 @@ func mcpCheckout(t *testing.T, ap *appliance) {
 	runStart := time.Now()
 	agent.must("open_page", map[string]any{"url": ap.m.Shop.URL + "/products/trail-shoes"})
 	agent.must("click", map[string]any{"selector": "#add-to-cart"})
-	agent.must("wait_for_selector", map[string]any{"selector": "#checkout", "timeout": 10000})
+	agent.must("wait_for_selector", map[string]any{"selector": "#checkout", "timeout": 30000})
 	agent.must("click", map[string]any{"selector": "#checkout"})
-	agent.must("wait_for_selector", map[string]any{"selector": "#place-order", "timeout": 10000})
-	agent.must("wait_for_selector", map[string]any{"selector": numberSel, "frame": payFrame, "timeout": 10000})
+	agent.must("wait_for_selector", map[string]any{"selector": "#place-order", "timeout": 30000})
+	agent.must("wait_for_selector", map[string]any{"selector": numberSel, "frame": payFrame, "timeout": 30000})
 
 	// Orientation before any fill: the snapshot works and reaches into the
 	// card iframe.
@@ -289,7 +289,7 @@ func TestMCPEmailFirstLogin(t *testing.T) {
 	agent.must("fill_login", map[string]any{"passwordSelector": "input[type='password']", "passwordToken": pwTok})
 	agent.must("click", map[string]any{"selector": "#sign-in"})
 	out := agent.must("get_session_outcome", map[string]any{
-		"successSelector": "#account", "failureSelector": "#signin-error:not(:empty)", "timeout": 15000,
+		"successSelector": "#account", "failureSelector": "#signin-error:not(:empty)", "timeout": 30000,
 	}).json(t)
 	if out["outcome"] != "success" {
 		obs := agent.call("observe_page", map[string]any{})
@@ -324,9 +324,9 @@ func TestMCPDeclinedCardIsNotConfirmed(t *testing.T) {
 	numberTok, cvvTok := findToken(cat.text, "card", "number"), findToken(cat.text, "card", "cvv")
 	agent.must("open_page", map[string]any{"url": ap.m.Shop.URL + "/products/headlamp"})
 	agent.must("click", map[string]any{"selector": "#add-to-cart"})
-	agent.must("wait_for_selector", map[string]any{"selector": "#checkout", "timeout": 10000})
+	agent.must("wait_for_selector", map[string]any{"selector": "#checkout", "timeout": 30000})
 	agent.must("click", map[string]any{"selector": "#checkout"})
-	agent.must("wait_for_selector", map[string]any{"selector": numberSel, "frame": payFrame, "timeout": 10000})
+	agent.must("wait_for_selector", map[string]any{"selector": numberSel, "frame": payFrame, "timeout": 30000})
 	agent.must("fill_checkout", map[string]any{"fields": []map[string]any{
 		{"selector": "#email", "value": "ada@example.org"},
 		{"selector": "#first-name", "value": "Ada"},

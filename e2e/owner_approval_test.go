@@ -43,10 +43,10 @@ func TestOwnerApprovesInDashboard(t *testing.T) {
 		for _, p := range products {
 			agent.must("open_page", map[string]any{"url": oa.m.Shop.URL + "/products/" + p})
 			agent.must("click", map[string]any{"selector": "#add-to-cart"})
-			agent.must("wait_for_selector", map[string]any{"selector": "#checkout", "timeout": 10000})
+			agent.must("wait_for_selector", map[string]any{"selector": "#checkout", "timeout": 30000})
 		}
 		agent.must("click", map[string]any{"selector": "#checkout"})
-		agent.must("wait_for_selector", map[string]any{"selector": numberSel, "frame": payFrame, "timeout": 10000})
+		agent.must("wait_for_selector", map[string]any{"selector": numberSel, "frame": payFrame, "timeout": 30000})
 		agent.must("fill_checkout", map[string]any{"fields": []map[string]any{
 			{"selector": "#email", "value": "ada@example.org"},
 			{"selector": "#first-name", "value": "Ada"},

@@ -111,7 +111,7 @@ func startOwnerAppliance(t *testing.T, threshold string) *ownerAppliance {
 func dashboardSPKI(t *testing.T, addr string) string {
 	t.Helper()
 	var lastErr error
-	for range 100 {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
 		c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, ServerName: "127.0.0.1"}) // only to read the leaf it presents
 		if err == nil {
 			leaf := c.ConnectionState().PeerCertificates[0]

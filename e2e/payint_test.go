@@ -109,7 +109,7 @@ func startPayInt(t *testing.T) *payIntRun {
 func (r *payIntRun) addToCart() {
 	r.agent.must("open_page", map[string]any{"url": r.ap.m.Shop.URL + "/products/trail-shoes"})
 	r.agent.must("click", map[string]any{"selector": "#add-to-cart"})
-	r.agent.must("wait_for_selector", map[string]any{"selector": "#checkout", "timeout": 10000})
+	r.agent.must("wait_for_selector", map[string]any{"selector": "#checkout", "timeout": 30000})
 }
 
 // outcome clicks submit and reads the outcome.
@@ -226,7 +226,7 @@ func TestPayInt_StripePaymentElement(t *testing.T) {
 	r := startPayInt(t)
 	r.addToCart()
 	r.agent.must("open_page", map[string]any{"url": r.ap.m.Shop.URL + "/pay/payment-element"})
-	r.agent.must("wait_for_selector", map[string]any{"selector": numberSel, "frame": peFrame, "timeout": 10000})
+	r.agent.must("wait_for_selector", map[string]any{"selector": numberSel, "frame": peFrame, "timeout": 30000})
 	r.agent.must("fill_checkout", map[string]any{"fields": []map[string]any{
 		{"selector": "#email", "value": "ada@example.org"},
 		{"selector": "#name", "value": "Ada Lovelace"},
@@ -246,7 +246,7 @@ func TestPayInt_StripeCardElement(t *testing.T) {
 	r := startPayInt(t)
 	r.addToCart()
 	r.agent.must("open_page", map[string]any{"url": r.ap.m.Shop.URL + "/pay/card-element"})
-	r.agent.must("wait_for_selector", map[string]any{"selector": "input[name='cardnumber']", "frame": ceNumberFrame, "timeout": 10000})
+	r.agent.must("wait_for_selector", map[string]any{"selector": "input[name='cardnumber']", "frame": ceNumberFrame, "timeout": 30000})
 	r.agent.must("fill_checkout", map[string]any{"fields": []map[string]any{
 		{"selector": "#email", "value": "ada@example.org"},
 		{"selector": "input[name='exp-date']", "value": r.expShort, "frame": ceExpiryFrame},
@@ -269,16 +269,16 @@ func TestPayInt_ShopifyCardFields(t *testing.T) {
 	}
 	r.addToCart()
 	r.agent.must("open_page", map[string]any{"url": r.ap.m.Shop.URL + "/cf/contact"})
-	r.agent.must("wait_for_selector", map[string]any{"selector": "#customer-password", "timeout": 10000})
+	r.agent.must("wait_for_selector", map[string]any{"selector": "#customer-password", "timeout": 30000})
 	r.agent.must("fill_login", map[string]any{
 		"usernameSelector": "#customer-email", "usernameToken": r.shopEmailTok,
 		"passwordSelector": "#customer-password", "passwordToken": r.shopPwdTok,
 	})
 	r.agent.must("click", map[string]any{"selector": "#sign-in"})
-	r.agent.must("wait_for_selector", map[string]any{"selector": "#checkout-email", "timeout": 10000})
+	r.agent.must("wait_for_selector", map[string]any{"selector": "#checkout-email", "timeout": 30000})
 	r.agent.must("fill_checkout", map[string]any{"fields": []map[string]any{{"selector": "#checkout-email", "value": "ada@example.org"}}})
 	r.agent.must("click", map[string]any{"selector": "#continue-to-shipping"})
-	r.agent.must("wait_for_selector", map[string]any{"selector": "#address1", "timeout": 10000})
+	r.agent.must("wait_for_selector", map[string]any{"selector": "#address1", "timeout": 30000})
 	r.agent.must("fill_checkout", map[string]any{"fields": []map[string]any{
 		{"selector": "#first-name", "value": "Ada"},
 		{"selector": "#last-name", "value": "Lovelace"},
@@ -288,7 +288,7 @@ func TestPayInt_ShopifyCardFields(t *testing.T) {
 		{"selector": "#country", "value": "DE", "kind": "select"},
 	}})
 	r.agent.must("click", map[string]any{"selector": "#continue-to-payment"})
-	r.agent.must("wait_for_selector", map[string]any{"selector": "#number", "frame": cfNumberFrame, "timeout": 10000})
+	r.agent.must("wait_for_selector", map[string]any{"selector": "#number", "frame": cfNumberFrame, "timeout": 30000})
 	r.agent.must("fill_checkout", map[string]any{"fields": []map[string]any{
 		{"selector": "#name", "value": "Ada Lovelace", "frame": cfNameFrame},
 		{"selector": "#expiry", "value": r.expShort, "frame": cfExpiryFrame},
@@ -308,7 +308,7 @@ func TestPayInt_ClientSideEncryptionRefused(t *testing.T) {
 	r := startPayInt(t)
 	r.addToCart()
 	r.agent.must("open_page", map[string]any{"url": r.ap.m.Shop.URL + "/pay/secured-fields"})
-	r.agent.must("wait_for_selector", map[string]any{"selector": "#encryptedCardNumber", "frame": securedFrame, "timeout": 10000})
+	r.agent.must("wait_for_selector", map[string]any{"selector": "#encryptedCardNumber", "frame": securedFrame, "timeout": 30000})
 	ans := r.agent.refused("fill_checkout", map[string]any{"fields": []map[string]any{
 		{"selector": "#email", "value": "ada@example.org"},
 		{"selector": "#encryptedExpiryMonth", "value": r.expMonth, "kind": "select", "frame": securedFrame},
@@ -340,7 +340,7 @@ func TestP2_CardPostedOutsideIntegrationRefused(t *testing.T) {
 	r := startPayInt(t)
 	r.addToCart()
 	r.agent.must("open_page", map[string]any{"url": r.ap.m.Shop.URL + "/pay/payment-element?post_to=collect"})
-	r.agent.must("wait_for_selector", map[string]any{"selector": numberSel, "frame": peFrame, "timeout": 10000})
+	r.agent.must("wait_for_selector", map[string]any{"selector": numberSel, "frame": peFrame, "timeout": 30000})
 	r.agent.must("fill_checkout", map[string]any{"fields": []map[string]any{
 		{"selector": "#email", "value": "ada@example.org"},
 		{"selector": "#exp-month", "value": r.expMonth, "kind": "select", "frame": peFrame},

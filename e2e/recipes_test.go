@@ -188,15 +188,15 @@ func scriptedCheckout(t *testing.T, a *mcpAgent, ap *appliance) checkoutRun {
 	}
 	c.must("open_page", map[string]any{"url": ap.m.Shop.URL + "/products/trail-shoes"})
 	c.must("click", map[string]any{"selector": "#add-to-cart"})
-	c.must("wait_for_selector", map[string]any{"selector": "#checkout", "timeout": 10000})
+	c.must("wait_for_selector", map[string]any{"selector": "#checkout", "timeout": 30000})
 	c.must("click", map[string]any{"selector": "#checkout"})
 	if run.usedRecipe {
 		// The recipe names the card field and its frame: wait for it
 		// directly, no snapshot.
 		num := sel["cardNumber"]
-		c.must("wait_for_selector", map[string]any{"selector": num.Selector, "frame": num.Frame, "timeout": 10000})
+		c.must("wait_for_selector", map[string]any{"selector": num.Selector, "frame": num.Frame, "timeout": 30000})
 	} else {
-		c.must("wait_for_selector", map[string]any{"selector": "iframe", "timeout": 10000})
+		c.must("wait_for_selector", map[string]any{"selector": "iframe", "timeout": 30000})
 		for i := 0; ; i++ {
 			snap := c.must("snapshot_page", map[string]any{})
 			sel = selectorsFromSnapshot(snap.text)

@@ -228,10 +228,10 @@ func (rs *replicaSet) fillCheckout(t *testing.T, agent *mcpAgent) {
 	}
 	agent.must("open_page", map[string]any{"url": rs.m.Shop.URL + "/products/trail-shoes"})
 	agent.must("click", map[string]any{"selector": "#add-to-cart"})
-	agent.must("wait_for_selector", map[string]any{"selector": "#checkout", "timeout": 10000})
+	agent.must("wait_for_selector", map[string]any{"selector": "#checkout", "timeout": 30000})
 	agent.must("click", map[string]any{"selector": "#checkout"})
-	agent.must("wait_for_selector", map[string]any{"selector": "#place-order", "timeout": 10000})
-	agent.must("wait_for_selector", map[string]any{"selector": numberSel, "frame": payFrame, "timeout": 10000})
+	agent.must("wait_for_selector", map[string]any{"selector": "#place-order", "timeout": 30000})
+	agent.must("wait_for_selector", map[string]any{"selector": numberSel, "frame": payFrame, "timeout": 30000})
 	agent.must("fill_checkout", map[string]any{"fields": []map[string]any{
 		{"selector": "#email", "value": "ada@example.org"},
 		{"selector": "#first-name", "value": "Ada"},

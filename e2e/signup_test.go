@@ -58,7 +58,7 @@ func signUp(t *testing.T, agent *mcpAgent, signupURL string, l signupLogin) {
 		"confirmPasswordSelector": "#signup-confirm",
 	})
 	agent.must("click", map[string]any{"selector": "#create-account"})
-	out := agent.must("get_session_outcome", map[string]any{"successSelector": "#account", "failureSelector": "#signup-error p", "timeout": 15000}).json(t)
+	out := agent.must("get_session_outcome", map[string]any{"successSelector": "#account", "failureSelector": "#signup-error p", "timeout": 30000}).json(t)
 	if out["outcome"] != "success" {
 		t.Fatalf("the site did not accept the sign-up: outcome %v", out["outcome"])
 	}
@@ -174,7 +174,7 @@ func TestP11_Seed004CreateLoginSignsUpThenSignsIn(t *testing.T) {
 
 	// A fresh browser session signs in with the new tokens.
 	signInTrailhead(t, agent, loginURL, l1.Tokens["email"], l1.Tokens["password"])
-	out := agent.must("get_session_outcome", map[string]any{"successSelector": "#account", "failureSelector": "#signin-error:not(:empty)", "timeout": 15000}).json(t)
+	out := agent.must("get_session_outcome", map[string]any{"successSelector": "#account", "failureSelector": "#signin-error:not(:empty)", "timeout": 30000}).json(t)
 	if out["outcome"] != "success" {
 		t.Fatalf("signing in with the new login: outcome %v (failed sign-ins at the site: %d)", out["outcome"], ap.m.FailedSignIns())
 	}

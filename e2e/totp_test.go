@@ -59,7 +59,7 @@ func TestSeed004_TOTPEnrolledThroughTheHint(t *testing.T) {
 	agent.refused("declare_page_hint", map[string]any{"kind": "login.totp_secret", "selector": "body", "label": label}, "sensitive_data_blocked")
 
 	signInTrailhead(t, agent, loginURL, emailTok, pwTok)
-	agent.must("wait_for_selector", map[string]any{"selector": "#account", "timeout": 15000})
+	agent.must("wait_for_selector", map[string]any{"selector": "#account", "timeout": 30000})
 	agent.must("open_page", map[string]any{"url": ap.m.Login.URL + "/account/2fa"})
 	got := agent.must("declare_page_hint", map[string]any{"kind": "login.totp_secret", "selector": "#totp-secret", "label": label}).json(t)
 	if got["stored"] != true || got["digits"] != float64(6) || got["period"] != float64(30) {
@@ -77,7 +77,7 @@ func TestSeed004_TOTPEnrolledThroughTheHint(t *testing.T) {
 	}
 	agent.must("fill_checkout", map[string]any{"fields": []map[string]any{{"selector": "#totp-code", "value": totpTok}}})
 	agent.must("click", map[string]any{"selector": "#totp-confirm"})
-	out := agent.must("get_session_outcome", map[string]any{"successSelector": "#totp-enabled", "failureSelector": "#totp-error", "timeout": 15000}).json(t)
+	out := agent.must("get_session_outcome", map[string]any{"successSelector": "#totp-enabled", "failureSelector": "#totp-error", "timeout": 30000}).json(t)
 	if out["outcome"] != "success" || !ap.m.TOTPEnrolled(ap.login.email) {
 		t.Fatalf("the site did not accept the vault's code: outcome %v", out["outcome"])
 	}
@@ -91,10 +91,10 @@ func TestSeed004_TOTPEnrolledThroughTheHint(t *testing.T) {
 	cat = agent.must("get_token_catalog", map[string]any{"url": loginURL})
 	totpTok = findToken(cat.text, "login", "totp")
 	signInTrailhead(t, agent, loginURL, emailTok, pwTok)
-	agent.must("wait_for_selector", map[string]any{"selector": "#otp", "timeout": 15000})
+	agent.must("wait_for_selector", map[string]any{"selector": "#otp", "timeout": 30000})
 	agent.must("fill_checkout", map[string]any{"fields": []map[string]any{{"selector": "#otp", "value": totpTok}}})
 	agent.must("click", map[string]any{"selector": "#otp-submit"})
-	out = agent.must("get_session_outcome", map[string]any{"successSelector": "#account", "failureSelector": "#otp-error", "timeout": 15000}).json(t)
+	out = agent.must("get_session_outcome", map[string]any{"successSelector": "#account", "failureSelector": "#otp-error", "timeout": 30000}).json(t)
 	if out["outcome"] != "success" {
 		t.Fatalf("sign-in with the authenticator step: outcome %v", out["outcome"])
 	}

@@ -99,7 +99,7 @@ func TestFillWaitsForOwner(t *testing.T) {
 			}
 		}})
 	h.ok("open_page", map[string]any{"url": h.site.CheckoutURL()})
-	h.ok("wait_for_selector", map[string]any{"selector": "#number", "frame": payFrame, "timeout": 5000})
+	h.ok("wait_for_selector", map[string]any{"selector": "#number", "frame": payFrame, "timeout": 30000})
 	site := "127.0.0.1"
 	batch := []map[string]any{
 		{"selector": "#first", "value": "Jane"},
@@ -208,9 +208,7 @@ func TestFillWaitsForOwner(t *testing.T) {
 			}
 			done <- text(r)
 		}()
-		for !ownerPolled(ctl.owner) {
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitUntil(t, 30*time.Second, "the fill to ask the owner's wait", func() bool { return ownerPolled(ctl.owner) })
 		h.ok("close_session", nil)
 		txt := <-done
 		if !strings.HasPrefix(txt, "status=error code=timeout filled=1/2\n") || !strings.Contains(txt, "Stopped waiting for the owner to approve new site") {

@@ -201,6 +201,19 @@ func (h *harness) refused(name string, args map[string]any, code agentvault.Code
 	return txt
 }
 
+// waitUntil polls cond until it holds, and fails naming what it waited for
+// when within runs out: tests wait on the event, with a generous bound.
+func waitUntil(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // syncBuffer is a log sink tests can read while the server writes.
 type syncBuffer struct {
 	mu sync.Mutex
@@ -245,7 +258,7 @@ func TestToolsCheckoutFlow(t *testing.T) {
 	if got := h.ok("open_page", map[string]any{"url": h.site.CheckoutURL()}); !strings.HasPrefix(got, "status=ok\nOpened https://127.0.0.1:") {
 		t.Fatalf("open_page: %q", got)
 	}
-	h.ok("wait_for_selector", map[string]any{"selector": "#number", "frame": payFrame, "timeout": 5000})
+	h.ok("wait_for_selector", map[string]any{"selector": "#number", "frame": payFrame, "timeout": 30000})
 
 	snap := h.ok("snapshot_page", nil)
 	if !strings.HasPrefix(snap, "status=ok\n") || !strings.Contains(snap, "# Field selectors") ||
@@ -305,7 +318,7 @@ func TestToolsCheckoutFlow(t *testing.T) {
 	h.ok("click", map[string]any{"selector": "#place-order"})
 	h.refused("get_session_outcome", map[string]any{"successSelector": "#order-success", "confirmsCheckout": true, "submitSelector": "#other"}, agentvault.CodeInvalidInput)
 	out := jsonOf(t, h.ok("get_session_outcome", map[string]any{
-		"successSelector": "#order-success", "failureSelector": "#err:not(:empty)", "timeout": 10000,
+		"successSelector": "#order-success", "failureSelector": "#err:not(:empty)", "timeout": 30000,
 		"confirmsCheckout": true, "submitSelector": "#place-order",
 	}))
 	if out["status"] != "ok" || out["outcome"] != "success" || out["corroborated"] != true {
@@ -386,7 +399,7 @@ func TestToolsFillLoginEmailFirst(t *testing.T) {
 		t.Fatalf("observe %v", obs)
 	}
 	h.ok("click", map[string]any{"selector": "#signin"})
-	out := jsonOf(t, h.ok("get_session_outcome", map[string]any{"successSelector": "#order-success", "timeout": 5000}))
+	out := jsonOf(t, h.ok("get_session_outcome", map[string]any{"successSelector": "#order-success", "timeout": 30000}))
 	if out["outcome"] != "success" || out["corroborated"] != nil {
 		t.Fatalf("login outcome %v", out)
 	}
@@ -398,7 +411,7 @@ func TestToolsPopup(t *testing.T) {
 	h := newHarness(t)
 	h.ok("open_page", map[string]any{"url": h.site.CheckoutURL()})
 	h.ok("click", map[string]any{"selector": "#wallet"})
-	if got := h.ok("wait_for_popup", map[string]any{"timeout": 5000}); !strings.Contains(got, "/popup") {
+	if got := h.ok("wait_for_popup", map[string]any{"timeout": 30000}); !strings.Contains(got, "/popup") {
 		t.Fatalf("wait_for_popup: %q", got)
 	}
 	if got := h.ok("close_popup", nil); !strings.Contains(got, "back on the page that opened it") {
@@ -427,7 +440,7 @@ func TestToolsLateTabReportedOnce(t *testing.T) {
 	if got := h.ok("wait_for_selector", wait); strings.Contains(got, notice) {
 		t.Fatalf("the tab was reported again: %q", got)
 	}
-	if got := h.ok("wait_for_popup", map[string]any{"timeout": 5000}); !strings.Contains(got, "/popup") {
+	if got := h.ok("wait_for_popup", map[string]any{"timeout": 30000}); !strings.Contains(got, "/popup") {
 		t.Fatalf("wait_for_popup: %q", got)
 	}
 }

@@ -104,11 +104,14 @@ func signIn(t *testing.T, m *proxyd.Main) *dashClient {
 	// drives its forms, not its certificate.
 	d := &dashClient{t: t, base: "https://" + m.DashboardAddr.String(),
 		hc: &http.Client{Jar: jar, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}}
-	for i := 0; i < 50; i++ {
-		if _, err := d.hc.Get(d.base + "/signin"); err == nil {
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		_, err := d.hc.Get(d.base + "/signin")
+		if err == nil {
 			break
 		}
-		time.Sleep(100 * time.Millisecond)
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 30s for the dashboard's sign-in page: %v", err)
+		}
 	}
 	d.post("/signin", "/signin", url.Values{"email": {email}, "password": {pw}})
 	return d
