@@ -5,7 +5,7 @@
 // A check must fire on a leak and only on a leak. Grepping everything for a
 // value does that for a long random value, but not for a three-digit CVV:
 // logs and answers are full of durations, counts, ports and ids, and "737"
-// turns up in "ms=737" about once a thousand runs (issue 31). So a canary is
+// turned up in "ms=737" in a full run (issue 31). So a canary is
 // checked in one of two ways, by its length:
 //
 //   - A long canary (MinLong bytes or more: card numbers, passwords, seeds,
@@ -28,7 +28,10 @@
 //     metric sample values, the handler's time and level) are not page or
 //     request data and are not read. In free text (pages, HTTP bodies,
 //     lines that are not structured logs) only delimited forms count:
-//     "737" in quotes, >737<, =737& and the like.
+//     "737" in quotes, >737<, =737&, a line of its own and the like. In
+//     bytes that are not text (a screenshot, a database file of
+//     ciphertext) a short value is noise and is not looked for: a value
+//     at rest is covered by the long values sealed with it.
 //
 // What is left for a short canary is a program number that lands bounded
 // inside a string: an HTTP status in an error text, a year in a date
@@ -43,8 +46,10 @@
 // time) for anything but a string constant of at least MinLong bytes. "Log
 // text" is an expression that names a log: an identifier or field whose
 // words (split at camel case, digits and underscores) include "log", "logs",
-// "logged", "logger" or "stderr", or a local variable assigned or ranged
-// from such an expression. A constant that long is an assertion that a known
+// "logged" or "logger" (logs, ap.logs, proxydLogs, logBuf; not login or
+// catalog), or a local variable assigned or ranged from such an expression
+// (one step). A process's stderr that is its log is named so (e2e's
+// mcpAgent.logs). A constant that long is an assertion that a known
 // line was written; any other search of a log is a canary check and goes
 // through a Checker.
 package leakcheck
