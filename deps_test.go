@@ -172,6 +172,10 @@ func init() { domainImports["internal/tcplb"] = []string{} }
 // the standard library only: it must not share code with botauth.
 func init() { domainImports["internal/httpsigtest"] = []string{} }
 
+// internal/leakcheck: test support (the canary checks of P11), the standard
+// library only.
+func init() { domainImports["internal/leakcheck"] = []string{} }
+
 // broker/sessionstoretest: the conformance suite of broker.SessionStore.
 func init() {
 	domainImports["broker/sessionstoretest"] = []string{".", "broker", "hostname", "policy", "tokens", "vault"}

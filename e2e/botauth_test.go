@@ -29,6 +29,7 @@ import (
 
 	"github.com/agentvault/agentvault/e2e/merchant"
 	"github.com/agentvault/agentvault/internal/httpsigtest"
+	"github.com/agentvault/agentvault/internal/leakcheck"
 	"github.com/agentvault/agentvault/internal/webtls"
 	"github.com/agentvault/agentvault/proxyd"
 	"github.com/agentvault/agentvault/vault"
@@ -250,7 +251,7 @@ func TestBotAuth_MCPSignedRequests(t *testing.T) {
 	violations := slices.Clone(g.violations)
 	g.mu.Unlock()
 	if len(violations) > 0 {
-		t.Fatalf("the sites refused requests: %s", redacted(strings.Join(violations, "; ")))
+		t.Fatalf("the sites refused requests: %s", leakcheck.Redact(strings.Join(violations, "; ")))
 	}
 	if out["outcome"] != "success" || len(ap.m.Orders()) != 1 {
 		t.Fatalf("checkout through the verifying sites: outcome %v, %d orders", out["outcome"], len(ap.m.Orders()))
@@ -320,11 +321,11 @@ func TestBotAuth_MCPSignedRequests(t *testing.T) {
 	if err := json.Unmarshal(blob, &kr); err != nil || len(kr.Keys) == 0 {
 		t.Fatal("the keyring blob")
 	}
-	var cs []canary
+	var cs []leakcheck.Canary
 	for _, k := range kr.Keys {
 		priv := ed25519.NewKeyFromSeed(k.Seed)
-		cs = append(cs, newCanary("signing key", string(k.Seed)), newCanary("signing key (hex)", hex.EncodeToString(k.Seed)),
-			newCanary("signing key (64 bytes)", string(priv)), newCanary("signing key (64 bytes, hex)", hex.EncodeToString(priv)))
+		cs = append(cs, leakcheck.Value("signing key", string(k.Seed)), leakcheck.Value("signing key (hex)", hex.EncodeToString(k.Seed)),
+			leakcheck.Value("signing key (64 bytes)", string(priv)), leakcheck.Value("signing key (64 bytes, hex)", hex.EncodeToString(priv)))
 	}
 	resp, err := dirClient.Get(ap.pm.BotAuthOrigin() + "/.well-known/http-message-signatures-directory")
 	if err != nil {
@@ -332,15 +333,15 @@ func TestBotAuth_MCPSignedRequests(t *testing.T) {
 	}
 	dir, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	l := newLeaks(cs...)
-	l.check(t, "MCP results", agent.transcript.Bytes())
-	l.check(t, "close_session answer", []byte(closed.text))
-	l.check(t, "mcpd stderr", agent.stderr.Bytes())
-	l.check(t, "proxyd logs", ap.logs.Bytes())
-	l.check(t, "proxyd metrics", ap.metrics(t))
-	l.check(t, "key directory", dir)
+	l := leakcheck.New(cs...)
+	agent.transcript.sweep(t, l, "MCP results")
+	l.Answer(t, "close_session answer", []byte(closed.text))
+	l.Logs(t, "mcpd log", agent.logs.Bytes())
+	l.Logs(t, "proxyd logs", ap.logs.Bytes())
+	l.Metrics(t, "proxyd metrics", ap.metrics(t))
+	l.Text(t, "key directory", dir)
 	for i, img := range agent.images {
-		l.check(t, "screenshot "+itoa(i), img)
+		l.Binary(t, "screenshot "+itoa(i), img)
 	}
 	var hdrs strings.Builder
 	for _, s := range []*merchant.Site{ap.m.Shop, ap.m.Pay, ap.m.Login} {
@@ -348,10 +349,10 @@ func TestBotAuth_MCPSignedRequests(t *testing.T) {
 			_ = r.Header.Write(&hdrs)
 		}
 	}
-	l.check(t, "what the sites received", []byte(hdrs.String()))
+	l.Text(t, "what the sites received", []byte(hdrs.String()))
 	recs, err := ap.vault.Audit(ctx, vault.AuditFilter{Org: org, Action: vault.AuditSign})
 	if err != nil || len(recs) == 0 {
 		t.Errorf("no audit record of the signed requests: %v", err)
 	}
-	t.Logf("bot auth: %d requests seen by the gate, %d audit records; P11 sweep covered %s", len(g.seen), len(recs), l.summary())
+	t.Logf("bot auth: %d requests seen by the gate, %d audit records; P11 sweep covered %s", len(g.seen), len(recs), l.Summary())
 }

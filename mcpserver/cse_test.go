@@ -42,7 +42,7 @@ func TestToolsClientSideEncryptionFrameTypesNothing(t *testing.T) {
 		return policy.Integration{}, false
 	}
 	h.ok("open_page", map[string]any{"url": h.site.CheckoutURL()})
-	h.ok("wait_for_selector", map[string]any{"selector": "#number", "frame": payFrame, "timeout": 5000})
+	h.ok("wait_for_selector", map[string]any{"selector": "#number", "frame": payFrame, "timeout": 30000})
 	txt := h.refused("fill_checkout", map[string]any{"fields": []map[string]any{
 		{"selector": "#first", "value": "Jane"},
 		{"selector": "#number", "frame": payFrame, "value": num1},

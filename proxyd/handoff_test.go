@@ -83,6 +83,9 @@ func TestHandoff_HubRelaysOverControlAPI(t *testing.T) {
 	// A long poll wakes on the owner's decision.
 	evc := make(chan control.HandoffEvents, 1)
 	go func() { ev, _ := ctl.HandoffEvents(ctx, st.ID, 3, 10*time.Second); evc <- ev }()
+	// A head start, so that the poll is likely waiting when the decision
+	// comes; nothing depends on it: a poll that starts after the decision
+	// returns it at once, and the test passes either way.
 	time.Sleep(50 * time.Millisecond)
 	if err := hub.DecideHandoff(st.ID, control.HandoffDone); err != nil {
 		t.Fatal(err)
