@@ -743,6 +743,9 @@ func TestP24_SameCallAtTheSameTimeJoinsOnlyItsClient(t *testing.T) {
 		return g
 	})
 	a, b := h.client(keyA), h.client(keyA)
+	var opened sync.Once
+	open := func() { opened.Do(func() { close(g.gate) }) }
+	t.Cleanup(open) // before the clients close: a failed test leaves no call held
 	args := map[string]any{"url": h.site.CheckoutURL()}
 	answers := make(chan *mcp.CallToolResult, 2)
 	for _, cs := range []*mcp.ClientSession{a, b} {
@@ -762,7 +765,7 @@ func TestP24_SameCallAtTheSameTimeJoinsOnlyItsClient(t *testing.T) {
 			t.Fatalf("%d of the two first calls asked proxyd for a session: the other joined it", i)
 		}
 	}
-	close(g.gate)
+	open()
 	var handles []string
 	for range 2 {
 		select {
