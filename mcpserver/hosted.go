@@ -482,8 +482,9 @@ func (s *Server) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c
 		c.mu.Unlock()
 	}
 	if hs == nil {
-		// A tool that runs on its own without a session.
-		go func() { done(run(withFlight(context.WithoutCancel(ctx), f)), true, 1) }()
+		// A tool that runs on its own without a session (with the
+		// connection's key, as every call of it).
+		go func() { done(run(withConn(withFlight(context.WithoutCancel(ctx), f), c)), true, 1) }()
 		return s.awaitFlight(ctx, c, f, s.callDeadline(), true)
 	}
 	in.setHandle(hs.handle)

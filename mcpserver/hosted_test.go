@@ -909,3 +909,94 @@ func TestP24_IdempotencyKeyProvesTheClient(t *testing.T) {
 		}
 	}
 }
+
+// keyRecorder records the API key each login write and recipe call reaches
+// proxyd with.
+type keyRecorder struct {
+	*hostedControl
+	mu   sync.Mutex
+	keys []string
+}
+
+func (k *keyRecorder) saw(key string) {
+	k.mu.Lock()
+	k.keys = append(k.keys, key)
+	k.mu.Unlock()
+}
+
+func (k *keyRecorder) seen() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return append([]string(nil), k.keys...)
+}
+
+func (k *keyRecorder) CreateLogin(ctx context.Context, in control.CreateLoginIn) (control.SignupRequestOut, error) {
+	k.saw(in.APIKey)
+	return control.SignupRequestOut{RequestID: "sr_1", Status: "pending", ExpiresAt: time.Unix(0, 0)}, nil
+}
+
+func (k *keyRecorder) SignupRequest(ctx context.Context, in control.SignupRequestIn) (control.SignupRequestOut, error) {
+	k.saw(in.APIKey)
+	return control.SignupRequestOut{RequestID: in.RequestID, Status: "pending"}, nil
+}
+
+func (k *keyRecorder) WaitSignup(ctx context.Context, in control.SignupRequestIn) (control.SignupRequestOut, error) {
+	k.saw(in.APIKey)
+	return control.SignupRequestOut{RequestID: in.RequestID, Status: "pending"}, nil
+}
+
+func (k *keyRecorder) SetLoginUsername(ctx context.Context, in control.LoginUsernameIn) (control.DoneOut, error) {
+	k.saw(in.APIKey)
+	return control.DoneOut{Done: true}, nil
+}
+
+func (k *keyRecorder) RotateLoginPassword(ctx context.Context, in control.LoginRotateIn) (control.DoneOut, error) {
+	k.saw(in.APIKey)
+	return control.DoneOut{Done: true}, nil
+}
+
+func (k *keyRecorder) Recipes(ctx context.Context, pageURL string) (json.RawMessage, error) {
+	return json.RawMessage(`{"merchant":null,"platform":null,"signup":null,"signupPlatform":null}`), nil
+}
+
+func (k *keyRecorder) SubmitRecipe(ctx context.Context, req control.SubmitRecipeRequest) (control.RecipeSubmission, error) {
+	k.saw(req.APIKey)
+	return control.RecipeSubmission{ID: "rs_1", Status: "needs_human", Verdict: "Passed screening."}, nil
+}
+
+func (k *keyRecorder) RecipeSubmission(ctx context.Context, apiKey, id string, wait time.Duration) (control.RecipeSubmission, error) {
+	k.saw(apiKey)
+	return control.RecipeSubmission{ID: id, Status: "needs_human", Verdict: "Passed screening."}, nil
+}
+
+// TestP24_HostedCallsActWithTheConnectionsKey: on the hosted server a
+// login write and a recipe submission reach proxyd with the key the client
+// connected with, never mcpd's own (which would act for whoever that key
+// belongs to, or answer invalid_api_key inside the tool when mcpd has none).
+func TestP24_HostedCallsActWithTheConnectionsKey(t *testing.T) {
+	var kr *keyRecorder
+	h := newHostedHarnessWrap(t, HostedConfig{}, nil, func(c *hostedControl) Control {
+		kr = &keyRecorder{hostedControl: c}
+		return kr
+	})
+	b := h.client(keyB)
+	txt, r := call(t, b, "create_login", map[string]any{"website": "example.com", "email": "agent@example.org"})
+	if r.IsError {
+		t.Fatalf("create_login: %q", txt)
+	}
+	s := handleOf(t, r)
+	call(t, b, "set_login_username", map[string]any{"session": s, "label": "example", "username": "ada"})
+	call(t, b, "get_signup_request", map[string]any{"session": s, "requestId": "sr_1"})
+	if txt, r := call(t, b, "submit_checkout_recipe", map[string]any{"recipe": map[string]any{"id": "shop.example.com", "kind": "merchant"}}); r.IsError {
+		t.Fatalf("submit_checkout_recipe without a session: %q", txt)
+	}
+	seen := kr.seen()
+	if len(seen) < 4 {
+		t.Fatalf("%d calls reached proxyd", len(seen))
+	}
+	for _, k := range seen {
+		if k != keyB {
+			t.Fatalf("a call of the connection on %s reached proxyd with another key (%d chars)", keyB[:8], len(k))
+		}
+	}
+}
