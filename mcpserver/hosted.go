@@ -323,8 +323,9 @@ func (s *Server) dispatch(ctx context.Context, req *mcp.CallToolRequest, tool st
 // dispatchLocal runs a call on the local server (stdio, or any transport
 // but the hosted HTTP one). A retransmission of a call that changes
 // something (same tool, arguments and JSON-RPC id, which idTransport hands
-// over) joins the running call or gets its first answer for 2 minutes,
-// as on the hosted server (P20).
+// over, and an idempotency key if the client sent one) joins the running
+// call or gets its first answer for 2 minutes, as on the hosted server
+// (P20). The transport is one client, so the id alone tells it.
 func (s *Server) dispatchLocal(ctx context.Context, req *mcp.CallToolRequest, c *conn, tool string, run func(context.Context) *mcp.CallToolResult) *mcp.CallToolResult {
 	now := time.Now()
 	idem, err := idempotencyKeyOf(req)
