@@ -370,3 +370,33 @@ func TestP20_HostedCheckoutTwoAgents(t *testing.T) {
 	l.Logs(t, "mcpd logs", hm.logs.Bytes())
 	l.Logs(t, "proxyd logs", oa.logs.Bytes())
 }
+
+// TestP24_HostedTwoClientsOneKey is issue 22's finding through proxyd and
+// mcpd's own Main over streamable HTTP: two MCP clients on one API key make
+// the same first call with the same JSON-RPC id (each new client counts from
+// 1). The second starts a session of its own and is never given the first
+// one's handle, and what it does on its session leaves the first one's
+// page where it was.
+func TestP24_HostedTwoClientsOneKey(t *testing.T) {
+	requireE2E(t, true)
+	oa := startOwnerAppliance(t, "50.00")
+	hm := startHostedMCP(t, oa)
+	a, b := hm.agent(t, oa.apiKey), hm.agent(t, oa.apiKey)
+	product := oa.m.Shop.URL + "/products/trail-shoes"
+
+	a.must("open_page", map[string]any{"url": product})
+	b.must("open_page", map[string]any{"url": product})
+	if a.session == "" || b.session == "" || b.session == a.session {
+		t.Fatalf("the same first call on two clients of one key: sessions %q and %q", a.session, b.session)
+	}
+	b.must("open_page", map[string]any{"url": oa.m.Shop.URL + "/"})
+	if r := a.must("count", map[string]any{"selector": "#add-to-cart"}); !strings.Contains(r.text, `"count":1`) {
+		t.Fatalf("A's page after B moved its own: %q", r.status())
+	}
+	if r := b.must("count", map[string]any{"selector": "#add-to-cart"}); !strings.Contains(r.text, `"count":0`) {
+		t.Fatalf("B's page: %q", r.status())
+	}
+	if strings.Contains(string(b.transcript.Bytes()), a.session) {
+		t.Fatal("B was given A's session handle")
+	}
+}

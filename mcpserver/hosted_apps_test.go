@@ -92,7 +92,7 @@ func TestHostedOwnerEndsSession(t *testing.T) {
 	apps.ownerEnds(firstID)
 	txt, r := call(t, a, "count", map[string]any{"selector": "#email", "session": first})
 	want := "This session has ended: the gateway closed it because " + reasonOwner + ". What its close found: "
-	if !r.IsError || agentvault.Code(codeOf(txt)) != agentvault.CodeSessionEnded || !strings.Contains(txt, want) ||
+	if !r.IsError || codeOf(r) != agentvault.CodeSessionEnded || !strings.Contains(txt, want) ||
 		!strings.HasSuffix(txt, "Call open_page without `session` to start a new one.") {
 		t.Fatalf("call after the owner ended it: %q", txt)
 	}
@@ -102,15 +102,4 @@ func TestHostedOwnerEndsSession(t *testing.T) {
 	if rep := apps.latest(keyA); len(rep.Sessions) != 1 || strings.HasPrefix(first, rep.Sessions[0].HandlePrefix) {
 		t.Fatalf("after the end, report: %+v", rep)
 	}
-}
-
-// codeOf is the code= of a status line.
-func codeOf(txt string) string {
-	line, _, _ := strings.Cut(txt, "\n")
-	for _, f := range strings.Fields(line) {
-		if v, ok := strings.CutPrefix(f, "code="); ok {
-			return v
-		}
-	}
-	return ""
 }

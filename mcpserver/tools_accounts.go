@@ -115,7 +115,7 @@ func (s *Server) createLogin(ctx context.Context, in createLoginIn) (*mcp.CallTo
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.accounts().CreateLogin(ctx, control.CreateLoginIn{APIKey: s.cfg.APIKey, Session: sid, Website: in.Website,
+	out, err := s.accounts().CreateLogin(ctx, control.CreateLoginIn{APIKey: s.apiKeyOf(ctx), Session: sid, Website: in.Website,
 		Email: in.Email, Username: in.Username, PasswordRules: in.passwordRulesIn.wire()})
 	if err != nil {
 		return nil, err
@@ -169,7 +169,7 @@ func (s *Server) getSignupRequest(ctx context.Context, in signupRequestIn) (*mcp
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.accounts().SignupRequest(ctx, control.SignupRequestIn{APIKey: s.cfg.APIKey, Session: sid, RequestID: in.RequestID})
+	out, err := s.accounts().SignupRequest(ctx, control.SignupRequestIn{APIKey: s.apiKeyOf(ctx), Session: sid, RequestID: in.RequestID})
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +207,7 @@ func (s *Server) waitForSignupApproval(ctx context.Context, in waitSignupIn) (*m
 		}
 		poll := min(left, signupPoll)
 		pctx, cancel := context.WithTimeout(ctx, poll+5*time.Second)
-		out, err := s.accounts().WaitSignup(pctx, control.SignupRequestIn{APIKey: s.cfg.APIKey, Session: sid, RequestID: in.RequestID, TimeoutMs: int(poll / time.Millisecond)})
+		out, err := s.accounts().WaitSignup(pctx, control.SignupRequestIn{APIKey: s.apiKeyOf(ctx), Session: sid, RequestID: in.RequestID, TimeoutMs: int(poll / time.Millisecond)})
 		cancel()
 		if ctx.Err() != nil {
 			return nil, agentvault.Wrap(agentvault.CodeTimeout, ctx.Err(), "the wait was cancelled; call wait_for_signup_approval again with the same requestId")
@@ -244,7 +244,7 @@ func (s *Server) setLoginUsername(ctx context.Context, in setUsernameIn) (*mcp.C
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.accounts().SetLoginUsername(ctx, control.LoginUsernameIn{APIKey: s.cfg.APIKey, Session: sid, Label: in.Label, Username: in.Username}); err != nil {
+	if _, err := s.accounts().SetLoginUsername(ctx, control.LoginUsernameIn{APIKey: s.apiKeyOf(ctx), Session: sid, Label: in.Label, Username: in.Username}); err != nil {
 		return nil, err
 	}
 	return prose(okStatus(), "Username recorded on login "+in.Label+"."), nil
@@ -255,7 +255,7 @@ func (s *Server) rotateLoginPassword(ctx context.Context, in rotateIn) (*mcp.Cal
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.accounts().RotateLoginPassword(ctx, control.LoginRotateIn{APIKey: s.cfg.APIKey, Session: sid, Label: in.Label, PasswordRules: in.passwordRulesIn.wire()}); err != nil {
+	if _, err := s.accounts().RotateLoginPassword(ctx, control.LoginRotateIn{APIKey: s.apiKeyOf(ctx), Session: sid, Label: in.Label, PasswordRules: in.passwordRulesIn.wire()}); err != nil {
 		return nil, err
 	}
 	return prose(okStatus(), "A new password was generated and stored for login "+in.Label+". Fill the same password token again: the new password goes in."), nil
