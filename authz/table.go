@@ -116,6 +116,8 @@ var table = map[Surface]map[string]Rule{
 	CLI: {
 		"run":            {Level: Shell, What: "run proxyd"},
 		"data-dir":       {Level: Shell, What: "print the data directory"},
+		"addresses":      {Level: Shell, What: "print where every listener is"},
+		"mcp-config":     {Level: Shell, What: "print an MCP client's config"},
 		"doctor":         {Level: Shell, What: "check the installation"},
 		"session create": {Level: Shell, What: "open a proxy session by hand"},
 		"ca export":      {Level: Shell, What: "export the CA certificate"},

@@ -29,8 +29,9 @@ import (
 const usage = `usage: proxyd <command> [flags]
 
 commands:
-  run       [--proxy ADDR] [--control ADDR] [--control-tls] [--admin ADDR]
-            [--unsafe-allow-private-ranges]      serve until SIGINT/SIGTERM (SIGHUP reloads the config)
+  run       [--proxy ADDR] [--control ADDR] [--control-tls] [--admin ADDR] [--dashboard ADDR]
+            [--credentials ADDR] [--unsafe-allow-private-ranges]
+                                                 serve until SIGINT/SIGTERM (SIGHUP reloads the config)
   vault     <vault command> ...                  the owner's vault CLI (proxyd vault help)
   owner     <owner command> ...                  API keys, sites, approvals, cards, dashboard password (proxyd owner help)
   session   create [--api-key-file FILE] [--control URL]
@@ -39,9 +40,13 @@ commands:
   ca        export                               prints the MITM CA certificate (PEM)
   doctor                                         checks this deployment and prints what to fix
   data-dir                                       prints the data directory the other commands use
+  addresses [--json] [run's flags]               prints where every listener is (proxyd's and mcpd's)
+  mcp-config [--stdio | --http] [--client claude-desktop|claude-code|cursor|vscode]
+                                                 prints an MCP client's config for this deployment
 
 every command takes --data DIR and --config FILE anywhere on its line. The data directory is
---data, then $AGENTVAULT_DATA, then $DATA, then the config file's data_dir, then ~/.agentvault.
+--data, then $AGENTVAULT_DATA, then $DATA, then the config file's data_dir, then ~/.agentvault
+(mcpd follows the same rule).
 The config is --config, then the data directory's proxyd.yaml, then the embedded defaults:
 run, doctor, vault, owner and ca all use the store it names (store.driver sqlite or postgres).
 vault, owner and ca refuse to create a SQLite vault where none exists unless given --init;
@@ -57,11 +62,12 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "error: %s\n", agentvault.ErrorMessage(err))
 		return 2
 	}
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		if len(args) == 0 {
-			return 2
-		}
+		return 2
+	}
+	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(stdout, usage)
 		return 0
 	}
 	if err := cliAllowed(args); err != nil {
@@ -72,6 +78,10 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdRun(ctx, args[1:], common, stdout, stderr)
 	case "data-dir":
 		return cmdDataDir(args[1:], common, stdout, stderr)
+	case "addresses":
+		return cmdAddresses(args[1:], common, stdout, stderr)
+	case "mcp-config":
+		return cmdMCPConfig(args[1:], common, stdout, stderr)
 	case "doctor":
 		return cmdDoctor(ctx, args[1:], common, stdout, stderr)
 	case "vault", "owner", "ca":
@@ -118,7 +128,7 @@ func cliKnown(words string) bool {
 
 // CLICommands lists every command proxyd's CLI has, as authz names them.
 func CLICommands() []string {
-	out := []string{"run", "data-dir", "doctor", "session create", "ca export"}
+	out := []string{"run", "data-dir", "addresses", "mcp-config", "doctor", "session create", "ca export"}
 	for _, c := range vaultcli.Commands() {
 		out = append(out, "vault "+c)
 	}
@@ -248,8 +258,11 @@ func fail(stderr io.Writer, err error) int {
 // runFlags are `proxyd run`'s own flags (--data, --config and --init are
 // common).
 type runFlags struct {
-	proxy, control, admin     string
-	unsafePrivate, controlTLS bool
+	proxy, control, admin, dashboard, credentials string
+	unsafePrivate, controlTLS                     bool
+	// set names the address flags given ("dashboard": even an empty
+	// value turns that listener off).
+	set map[string]bool
 }
 
 func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
@@ -260,13 +273,18 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	fs.StringVar(&f.control, "control", "", "control API listen address, loopback only unless --control-tls")
 	fs.BoolVar(&f.controlTLS, "control-tls", false, "serve the control API over TLS with a leaf of the deployment's CA (sets listen.control_tls)")
 	fs.StringVar(&f.admin, "admin", "", "admin listen address (/metrics, /healthz), loopback only")
+	fs.StringVar(&f.dashboard, "dashboard", "", "the owner's dashboard listen address (overrides listen.dashboard; empty turns it off)")
+	fs.StringVar(&f.credentials, "credentials", "", "the credential-use listener, loopback only (overrides listen.credentials; off by default)")
 	fs.BoolVar(&f.unsafePrivate, "unsafe-allow-private-ranges", false, "let the proxy reach loopback and private addresses (tests only)")
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
 	if fs.NArg() != 0 {
+		fmt.Fprintf(stderr, "error: unexpected argument %q\n", fs.Arg(0))
 		return f, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	f.set = map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 	return f, nil
 }
 
@@ -285,6 +303,12 @@ func runConfig(f runFlags, common commonFlags) (configChoice, error) {
 		if o.v != "" {
 			*o.dst = o.v
 		}
+	}
+	if f.set["dashboard"] {
+		c.Listen.Dashboard = f.dashboard
+	}
+	if f.set["credentials"] {
+		c.Listen.Credentials = f.credentials
 	}
 	if f.unsafePrivate {
 		c.UnsafeAllowPrivateRanges = true

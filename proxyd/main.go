@@ -29,6 +29,7 @@ import (
 	"github.com/agentvault/agentvault/credentials"
 	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/intercept"
+	"github.com/agentvault/agentvault/internal/deploy"
 	"github.com/agentvault/agentvault/internal/vaultcli"
 	"github.com/agentvault/agentvault/internal/webtls"
 	"github.com/agentvault/agentvault/owner"
@@ -43,12 +44,12 @@ import (
 
 // Files under the data directory.
 const (
-	APIKeyFile       = "api-key"
-	ControlTokenFile = "control-token"
+	APIKeyFile       = deploy.APIKeyFile
+	ControlTokenFile = deploy.ControlTokenFile
 	// cleanStopFile marks a SQLite data directory whose last proxyd
 	// stopped cleanly (its sessions' card uses are in the store).
 	cleanStopFile = "clean-stop"
-	CAFile        = "ca.pem"
+	CAFile        = deploy.CAFile
 	// DefaultKeyID names the API key proxyd creates at first start, until
 	// owner key management exists.
 	DefaultKeyID = "key_default"
