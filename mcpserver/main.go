@@ -518,7 +518,9 @@ func (m *Main) ServeHTTP(ctx context.Context, ln net.Listener) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		io.WriteString(w, "ok\n")
+		// The pid lets scripts/run.sh tell its own mcpd from another one
+		// already answering on the same port.
+		fmt.Fprintf(w, "ok pid=%d\n", os.Getpid())
 	})
 	mux.Handle("/mcp", h)
 	mux.Handle("/", h)

@@ -34,7 +34,7 @@ commands:
                                                  serve until SIGINT/SIGTERM (SIGHUP reloads the config)
   vault     <vault command> ...                  the owner's vault CLI (proxyd vault help)
   owner     <owner command> ...                  API keys, sites, approvals, cards, dashboard password (proxyd owner help)
-  session   create [--api-key-file FILE] [--control URL]
+  session   create [--api-key-file FILE] [--control URL (default: the config's listen.control)]
             opens a browser session and prints its proxy credential and CA path for curl
             (an https:// control URL is verified against <data>/ca.pem)
   ca        export                               prints the MITM CA certificate (PEM)
@@ -375,13 +375,16 @@ func cmdSession(ctx context.Context, args []string, common commonFlags, stdout, 
 	fs := flag.NewFlagSet("session create", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	keyFile := fs.String("api-key-file", "", "file holding the API key (default <data>/api-key)")
-	controlURL := fs.String("control", "http://"+DefaultConfig().Listen.Control, "control API base URL")
+	controlURL := fs.String("control", "", "control API base URL (default: the config's listen.control)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
 	cc, err := resolveConfig(common)
 	if err != nil {
 		return fail(stderr, err)
+	}
+	if *controlURL == "" {
+		*controlURL = addressesOf(cc).ControlURL
 	}
 	d := cc.Data
 	if *keyFile == "" {

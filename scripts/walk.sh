@@ -14,6 +14,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 site_pid=""
 run_pid=""
+bystanders=""
 
 cleanup() {
 	set +e
@@ -21,10 +22,10 @@ cleanup() {
 		kill -TERM "$run_pid" 2>/dev/null
 		wait "$run_pid" 2>/dev/null
 	fi
-	if [ -n "$site_pid" ]; then
-		kill "$site_pid" 2>/dev/null
-		wait "$site_pid" 2>/dev/null
-	fi
+	for pid in $site_pid $bystanders; do
+		kill "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+	done
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -51,8 +52,36 @@ free_port() {
 	done
 	die "no free port"
 }
-PROXY_PORT=$(free_port); CONTROL_PORT=$(free_port); ADMIN_PORT=$(free_port)
-DASH_PORT=$(free_port); MCP_PORT=$(free_port); METRICS_PORT=$(free_port); SITE_PORT=$(free_port)
+
+# Another appliance on every default port (7700 to 7706), as when `make run`
+# on the embedded defaults is still open in another terminal: the walk must
+# not touch one of them (issue 26). When any is held already, whatever holds
+# it plays that part.
+held=""
+for p in 7700 7701 7702 7703 7704 7705 7706; do
+	if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then held="$held $p"; fi
+done
+if [ -n "$held" ]; then
+	step "default ports already held:$held (the walk runs beside whatever holds them)"
+else
+	step "a bystander proxyd on the default ports"
+	"$BIN/proxyd" run --data "$work/bystander" --credentials 127.0.0.1:7705 >"$work/bystander.log" 2>&1 &
+	bystanders="$!"
+	# and one more on mcpd's defaults (7704 MCP, 7706 metrics)
+	"$BIN/proxyd" run --data "$work/bystander2" --proxy 127.0.0.1:7704 --control 127.0.0.1:7706 \
+		--admin "127.0.0.1:$(free_port)" --dashboard "" >"$work/bystander2.log" 2>&1 &
+	bystanders="$bystanders $!"
+	for p in 7700 7701 7702 7703 7704 7705 7706; do
+		for _ in $(seq 1 150); do
+			(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && break
+			sleep 0.2
+		done
+		(exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || die "the bystander did not take port $p: $(tail -n 3 "$work"/bystander*.log)"
+	done
+fi
+
+PROXY_PORT=$(free_port); CONTROL_PORT=$(free_port); ADMIN_PORT=$(free_port); DASH_PORT=$(free_port)
+CRED_PORT=$(free_port); MCP_PORT=$(free_port); METRICS_PORT=$(free_port); SITE_PORT=$(free_port)
 
 step "a local test shop on https://shop.test:$SITE_PORT (loopback)"
 mkdir -p "$work/site"
@@ -62,22 +91,24 @@ site_pid=$!
 for _ in $(seq 1 50); do [ -f "$work/site/addr" ] && break; sleep 0.1; done
 [ -f "$work/site/addr" ] || die "the test shop did not start"
 
-step "make run with a config (README: PROXYD_ARGS=\"--config FILE\")"
-cat >"$work/proxyd.yaml" <<YAML
+step "make run with a config in the data directory (every port moved, every one free)"
+mkdir -m 700 "$work/data"
+cat >"$work/data/proxyd.yaml" <<YAML
 listen:
   proxy: 127.0.0.1:$PROXY_PORT
   control: 127.0.0.1:$CONTROL_PORT
   admin: 127.0.0.1:$ADMIN_PORT
   dashboard: 127.0.0.1:$DASH_PORT
+  credentials: 127.0.0.1:$CRED_PORT
+  mcp: 127.0.0.1:$MCP_PORT
+  mcp_metrics: 127.0.0.1:$METRICS_PORT
 tls:
   extra_roots: [$work/site/ca.pem]     # the test shop's own CA
 unsafe_allow_private_ranges: true       # the shop is on loopback (tests only)
 unsafe_test_hosts:
   shop.test: 127.0.0.1                  # its name, without DNS (tests only)
 YAML
-DATA="$work/data" BIN="$BIN" ADMIN="127.0.0.1:$ADMIN_PORT" MCP_ADDR="127.0.0.1:$MCP_PORT" \
-	PROXYD_ARGS="--config $work/proxyd.yaml" \
-	MCPD_ARGS="--control-url=http://127.0.0.1:$CONTROL_PORT --metrics-addr=127.0.0.1:$METRICS_PORT" \
+DATA="$work/data" BIN="$BIN" \
 	setsid bash "$ROOT/scripts/run.sh" >"$work/run.log" 2>&1 &
 run_pid=$!
 for _ in $(seq 1 150); do
@@ -86,6 +117,11 @@ for _ in $(seq 1 150); do
 	sleep 0.2
 done
 grep -q "agentvault is running" "$work/run.log" || die "make run did not start within 30 s"
+for a in "127.0.0.1:$DASH_PORT" "http://127.0.0.1:$MCP_PORT/mcp" "127.0.0.1:$PROXY_PORT" "127.0.0.1:$CONTROL_PORT" \
+	"127.0.0.1:$ADMIN_PORT" "127.0.0.1:$CRED_PORT" "127.0.0.1:$METRICS_PORT/metrics"; do
+	grep -q "$a" "$work/run.log" || die "the banner does not show $a"
+done
+curl -fsS "http://127.0.0.1:$METRICS_PORT/metrics" | grep -q agentvault_build_info || die "mcpd's metrics are not on listen.mcp_metrics"
 export AGENTVAULT_DATA="$work/data"
 
 step "add a card and authorize the shop (the owner, from a second terminal)"
@@ -94,7 +130,7 @@ printf '%s\n737\n' "$CARD" | "$BIN/proxyd" vault add-card --exp 12/31 --sites sh
 "$BIN/proxyd" owner authorize-site shop.test
 
 step "curl through the proxy"
-out=$("$BIN/proxyd" session create --control "http://127.0.0.1:$CONTROL_PORT")
+out=$("$BIN/proxyd" session create)
 sid=$(sed -n 's/^session: *//p' <<<"$out")
 proxy=$(sed -n 's/^proxy: *//p' <<<"$out")
 CT=$(cat "$work/data/control-token"); KEY=$(cat "$work/data/api-key")
