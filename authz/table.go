@@ -143,5 +143,13 @@ var table = map[Surface]map[string]Rule{
 		"owner deny":           {Level: Shell, What: "deny a request"},
 		"owner pause-card":     {Level: Shell, What: "pause a card"},
 		"owner resume-card":    {Level: Shell, What: "resume a paused card"},
+		"owner set-scope":      {Level: Shell, What: "change an API key's scope"},
+		"owner signups":        {Level: Shell, What: "list pre-approved sign-ups"},
+		"owner add-signup":     {Level: Shell, What: "pre-approve a sign-up"},
+		"owner remove-signup":  {Level: Shell, What: "remove a pre-approved sign-up"},
+		"owner cards":          {Level: Shell, What: "list cards and their rules"},
+		"owner set-card":       {Level: Shell, What: "change a card's rules and sites"},
+		"owner export":         {Level: Shell, What: "print the owner's settings as a file"},
+		"owner apply":          {Level: Shell, What: "make the owner's settings match a file"},
 	},
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -169,7 +170,9 @@ func runStoreCommand(ctx context.Context, args []string, common commonFlags, std
 		}
 		return code
 	case "owner":
-		return ownercli.Run(ctx, args[1:], ownercli.DefaultEnv(s.openOwner, s.items, stdout, stderr))
+		env := ownercli.DefaultEnv(s.openOwner, s.items, stdout, stderr)
+		env.UpdateCard = s.updateCard
+		return ownercli.Run(ctx, args[1:], env)
 	default:
 		return cmdCA(ctx, args[1:], s, stdout, stderr)
 	}
@@ -250,6 +253,44 @@ func (s *cliStore) items(ctx context.Context) ([]vault.Item, error) {
 	return v.List(ctx, DefaultOrg)
 }
 
+// updateCard changes a card's sites for the owner CLI (set-card, apply),
+// audited by the vault like the dashboard's change.
+func (s *cliStore) updateCard(ctx context.Context, id string, u vault.CardUpdate) (vault.Item, error) {
+	if _, err := os.Stat(filepath.Join(s.cfg.DataDir, vaultcli.KeyFileName)); err != nil {
+		return vault.Item{}, agentvault.Wrap(agentvault.CodeNotFound, err, "no master key in %s to change the card with", s.cfg.DataDir)
+	}
+	v, err := s.vault(ctx)
+	if err != nil {
+		return vault.Item{}, err
+	}
+	return v.UpdateCard(ctx, DefaultOrg, id, u)
+}
+
+// parseFlags parses a command's flags: -h prints them on stdout and
+// returns flag.ErrHelp; an unknown flag is an error on stderr.
+func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "--help" || a == "-help" {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return flag.ErrHelp
+		}
+	}
+	fs.SetOutput(stderr)
+	return fs.Parse(args)
+}
+
+// helpOr2 is a flag error's exit code: 0 after -h, else 2.
+func helpOr2(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 2
+}
+
 func fail(stderr io.Writer, err error) int {
 	fmt.Fprintf(stderr, "error: %s\n", agentvault.ErrorMessage(err))
 	return 1
@@ -265,7 +306,7 @@ type runFlags struct {
 	set map[string]bool
 }
 
-func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
+func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, error) {
 	var f runFlags
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -276,6 +317,17 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	fs.StringVar(&f.dashboard, "dashboard", "", "the owner's dashboard listen address (overrides listen.dashboard; empty turns it off)")
 	fs.StringVar(&f.credentials, "credentials", "", "the credential-use listener, loopback only (overrides listen.credentials; off by default)")
 	fs.BoolVar(&f.unsafePrivate, "unsafe-allow-private-ranges", false, "let the proxy reach loopback and private addresses (tests only)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "flags (run, doctor, data-dir and addresses take them, and --data DIR, --config FILE anywhere):")
+		fs.PrintDefaults()
+	}
+	for _, a := range args {
+		if a == "-h" || a == "--help" || a == "-help" {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return f, flag.ErrHelp
+		}
+	}
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
@@ -320,9 +372,9 @@ func runConfig(f runFlags, common commonFlags) (configChoice, error) {
 }
 
 func cmdRun(ctx context.Context, args []string, common commonFlags, stdout, stderr io.Writer) int {
-	f, err := parseRunFlags(args, stderr)
+	f, err := parseRunFlags(args, stdout, stderr)
 	if err != nil {
-		return 2
+		return helpOr2(err)
 	}
 	cc, err := runConfig(f, common)
 	if err != nil {
@@ -355,9 +407,9 @@ func cmdRun(ctx context.Context, args []string, common commonFlags, stdout, stde
 // cmdDataDir prints the data directory `proxyd run` with the same flags
 // would use (scripts/run.sh asks it rather than guessing).
 func cmdDataDir(args []string, common commonFlags, stdout, stderr io.Writer) int {
-	f, err := parseRunFlags(args, stderr)
+	f, err := parseRunFlags(args, stdout, stderr)
 	if err != nil {
-		return 2
+		return helpOr2(err)
 	}
 	cc, err := runConfig(f, common)
 	if err != nil {
@@ -376,7 +428,11 @@ func cmdSession(ctx context.Context, args []string, common commonFlags, stdout, 
 	fs.SetOutput(stderr)
 	keyFile := fs.String("api-key-file", "", "file holding the API key (default <data>/api-key)")
 	controlURL := fs.String("control", "", "control API base URL (default: the config's listen.control)")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := parseFlags(fs, args[1:], stdout, stderr); err != nil {
+		return helpOr2(err)
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "error: session create takes only flags, not %q\n", fs.Arg(0))
 		return 2
 	}
 	cc, err := resolveConfig(common)
@@ -429,6 +485,10 @@ func cmdSession(ctx context.Context, args []string, common commonFlags, stdout, 
 func cmdCA(ctx context.Context, args []string, s *cliStore, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "export" {
 		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	if len(args) > 1 {
+		fmt.Fprintf(stderr, "error: ca export takes no arguments, not %q\n", args[1])
 		return 2
 	}
 	v, err := s.vault(ctx)

@@ -50,9 +50,9 @@ func addressesOf(cc configChoice) addresses {
 // listener that is off says "off"), or JSON with --json.
 func cmdAddresses(args []string, common commonFlags, stdout, stderr io.Writer) int {
 	rest, asJSON := takeJSONFlag(args)
-	f, err := parseRunFlags(rest, stderr)
+	f, err := parseRunFlags(rest, stdout, stderr)
 	if err != nil {
-		return 2
+		return helpOr2(err)
 	}
 	cc, err := runConfig(f, common)
 	if err != nil {
@@ -123,16 +123,11 @@ func cmdMCPConfig(args []string, common commonFlags, stdout, stderr io.Writer) i
 	keyFile := fs.String("api-key-file", "", "the agent's API key file (default <data>/api-key)")
 	mcpdPath := fs.String("mcpd", "", "the mcpd binary (default: the one beside this proxyd)")
 	fs.Usage = func() {
-		fmt.Fprintln(stdout, "usage: proxyd mcp-config [--stdio | --http] [--client claude-desktop|claude-code|cursor|vscode] [--api-key-file FILE] [--mcpd PATH]")
-		fs.SetOutput(stdout)
+		fmt.Fprintln(fs.Output(), "usage: proxyd mcp-config [--stdio | --http] [--client claude-desktop|claude-code|cursor|vscode] [--api-key-file FILE] [--mcpd PATH]")
 		fs.PrintDefaults()
-		fs.SetOutput(stderr)
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return 0
-		}
-		return 2
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
+		return helpOr2(err)
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "error: mcp-config takes only flags, not %q\n", fs.Arg(0))
