@@ -125,6 +125,10 @@ type Pending struct {
 	Site      string      `json:"site"`
 	Amount    *OrderTotal `json:"amount,omitempty"`
 	ExpiresAt time.Time   `json:"expiresAt"`
+	// Email is true when the owner is sent an email about this request
+	// (notify.smtp is set up and the owner left email on): only then may
+	// the agent tell the user to look for one.
+	Email bool `json:"email,omitempty"`
 }
 
 func (p *Pending) Error() string { return "waiting for the owner: " + p.WaitID }

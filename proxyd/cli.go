@@ -472,6 +472,7 @@ func cmdSession(ctx context.Context, args []string, common commonFlags, stdout, 
 		hc = &http.Client{Transport: &http.Transport{Proxy: nil, TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
 	}
 	c := control.NewClient(*controlURL, strings.TrimSpace(string(tok)), hc)
+	c.UnreachableHint = "start it (make run, or proxyd run), or check --control and the config's listen.control"
 	s, err := c.CreateSession(ctx, strings.TrimSpace(string(key)))
 	if err != nil {
 		return fail(stderr, err)

@@ -323,7 +323,8 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	}
 	m.controlSrv = &http.Server{
 		Handler: control.NewHandler(&controlService{broker: m.Broker, ca: m.CA, owner: m.Owner, recipes: m.Recipes, proxyURL: proxyURL,
-			creds: m.credentialAPI(), metrics: m.daemonMetrics, accounts: m.Accounts, handoffs: m.handoffHub(), apps: m.appRegistry(), ended: m.endedReports},
+			creds: m.credentialAPI(), metrics: m.daemonMetrics, accounts: m.Accounts, handoffs: m.handoffHub(), apps: m.appRegistry(), ended: m.endedReports,
+			emails: m.notify.emailsOwner},
 			m.ControlToken, m.Logger),
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelDebug),
