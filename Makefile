@@ -42,7 +42,7 @@ driver: system-deps
 deps: system-deps driver
 
 build:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build -o bin/ ./cmd/... ./scripts/testsite
 
 # Start the appliance: proxyd in the background, mcpd serving MCP over HTTP
 # on 127.0.0.1:7704 in the foreground; Ctrl-C stops both (scripts/run.sh).
@@ -77,9 +77,11 @@ pgtest: deps
 rules-check: system-deps
 	promtool check rules configs/prometheus-rules.yml
 
-# The README's first walk, end to end on loopback (scripts/walk.sh).
+# The README's first ten minutes, every command block as written, against a
+# fresh data directory beside a proxyd on the default ports, then
+# docs/walkthrough.md (scripts/walk.sh).
 walk: build
-	BIN=./bin ./scripts/walk.sh
+	./scripts/walk.sh
 
 
 # The README's dashboard pictures, taken in Chromium from the templates.

@@ -833,7 +833,7 @@ func (r namingResolver) LookupNetIP(ctx context.Context, network, host string) (
 		}
 		hint := ""
 		if strings.HasSuffix(strings.TrimSuffix(host, "."), ".test") || strings.HasSuffix(strings.TrimSuffix(host, "."), ".localhost") {
-			hint = "a local test name resolves only when unsafe_test_hosts names it (README: a local test site)"
+			hint = "a local test name resolves only when unsafe_test_hosts names it (docs/walkthrough.md: a site of your own on this machine; scripts/testsite --configure writes them for the test shop)"
 		}
 		r.log.Warn("destination does not resolve", slog.String("host", host), slog.String("reason", reason), slog.String("hint", hint))
 	}
