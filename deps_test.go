@@ -165,6 +165,10 @@ func init() { domainImports["internal/cardcheck"] = []string{".", "vault"} }
 // server); nothing of the owner's side, so mcpd does not link it.
 func init() { domainImports["internal/webtls"] = []string{"."} }
 
+// internal/deploy: where a deployment's files and listeners are, for both
+// daemons; mcpd links it, so nothing of the owner's or the vault's side.
+func init() { domainImports["internal/deploy"] = []string{"."} }
+
 // internal/tcplb: test support (a TCP balancer), the standard library only.
 func init() { domainImports["internal/tcplb"] = []string{} }
 
@@ -199,7 +203,7 @@ var domainImports = map[string][]string{
 	"broker":               {".", "control", "hostname", "policy", "tokens", "vault"},
 	"intercept":            {".", "broker", "control", "hostname", "intercept/rewrite", "policy", "tokens", "vault"},
 	"browser":              {".", "redact"},
-	"mcpserver":            {".", "browser", "control", "redact", "tokens", "policy", "recipes", "skills"},
+	"mcpserver":            {".", "browser", "control", "redact", "tokens", "policy", "recipes", "skills", "internal/deploy"},
 	"credentials":          {".", "authz", "vault"},
 	"credentials/credtest": {".", "authz", "credentials", "vault"},
 	"skills":               {".", "authz", "credentials"},

@@ -119,6 +119,8 @@ var table = map[Surface]map[string]Rule{
 	CLI: {
 		"run":            {Level: Shell, What: "run proxyd"},
 		"data-dir":       {Level: Shell, What: "print the data directory"},
+		"addresses":      {Level: Shell, What: "print where every listener is"},
+		"mcp-config":     {Level: Shell, What: "print an MCP client's config"},
 		"doctor":         {Level: Shell, What: "check the installation"},
 		"session create": {Level: Shell, What: "open a proxy session by hand"},
 		"ca export":      {Level: Shell, What: "export the CA certificate"},
@@ -144,6 +146,14 @@ var table = map[Surface]map[string]Rule{
 		"owner deny":           {Level: Shell, What: "deny a request"},
 		"owner pause-card":     {Level: Shell, What: "pause a card"},
 		"owner resume-card":    {Level: Shell, What: "resume a paused card"},
+		"owner set-scope":      {Level: Shell, What: "change an API key's scope"},
+		"owner signups":        {Level: Shell, What: "list pre-approved sign-ups"},
+		"owner add-signup":     {Level: Shell, What: "pre-approve a sign-up"},
+		"owner remove-signup":  {Level: Shell, What: "remove a pre-approved sign-up"},
+		"owner cards":          {Level: Shell, What: "list cards and their rules"},
+		"owner set-card":       {Level: Shell, What: "change a card's rules and sites"},
+		"owner export":         {Level: Shell, What: "print the owner's settings as a file"},
+		"owner apply":          {Level: Shell, What: "make the owner's settings match a file"},
 
 		"botauth status":  {Level: Shell, What: "see which sites the agent's requests are signed for"},
 		"botauth enable":  {Level: Shell, What: "sign the agent's requests to a site"},

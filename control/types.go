@@ -128,6 +128,10 @@ type Pending struct {
 	// Login is the label of the login a totp_replace approval is about.
 	Login     string    `json:"login,omitempty"`
 	ExpiresAt time.Time `json:"expiresAt"`
+	// Email is true when the owner is sent an email about this request
+	// (notify.smtp is set up and the owner left email on): only then may
+	// the agent tell the user to look for one.
+	Email bool `json:"email,omitempty"`
 }
 
 func (p *Pending) Error() string { return "waiting for the owner: " + p.WaitID }

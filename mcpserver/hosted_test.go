@@ -382,7 +382,7 @@ func TestHostedCallDeadlines(t *testing.T) {
 	_, r := call(t, a, "open_page", map[string]any{"url": h.site.CheckoutURL()})
 	s := handleOf(t, r)
 	script := &ownerScript{field: "email", answers: []string{"pending"},
-		pending: control.Pending{WaitID: "apr_9", Kind: "new_destination", Reason: "new_destination", Site: "127.0.0.1", ExpiresAt: time.Now().Add(time.Hour)}}
+		pending: control.Pending{WaitID: "apr_9", Kind: "new_destination", Reason: "new_destination", Site: "127.0.0.1", ExpiresAt: time.Now().Add(time.Hour), Email: true}}
 	h.ctl.owner = script
 	txt, r := call(t, a, "fill_checkout", map[string]any{"session": s, "fields": []map[string]any{{"selector": "#email", "value": "av_identity_1_email_u7x2k"}}})
 	m := regexp.MustCompile(`^status=pending wait=(w_[a-z2-7]+) waiting_on_owner=true reason=new_destination session=` + s + "\n").FindStringSubmatch(txt)

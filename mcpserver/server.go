@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentvault/agentvault"
@@ -106,6 +107,9 @@ type Server struct {
 	browser  *browser.Browser
 	closed   bool
 	metrics  *Metrics // nil unless Main built the server
+	// proxydDown is set while proxyd was last seen not answering
+	// (proxyd_down.go).
+	proxydDown atomic.Bool
 
 	mu       sync.Mutex
 	sessions map[string]*Session // by handle
@@ -282,8 +286,13 @@ func addTool[In sessionArg](s *Server, name, desc string, readOnly bool, f toolF
 				}
 			}()
 			call := &callState{req: req, tool: name, flight: flightOf(ctx)}
-			r, err := f(withCall(ctx, call), in)
+			err := s.proxydCheck(ctx, name)
+			var r *mcp.CallToolResult
+			if err == nil {
+				r, err = f(withCall(ctx, call), in)
+			}
 			if err != nil {
+				err = s.proxydExplain(ctx, name, err)
 				s.log.Info("tool", "tool", name, "status", "error", "code", string(agentvault.ErrorCode(err)), "ms", time.Since(start).Milliseconds())
 				var fe *filledError
 				if asFilled(err, &fe) {

@@ -30,6 +30,9 @@ type controlService struct {
 	handoffs *handoffHub     // challenge hand-offs (handoff.go)
 	apps     *appRegistry    // hosted sessions for the dashboard (apps.go)
 	ended    *endedReports   // final reports of ended sessions (apps.go)
+	// emails reports whether the owner is emailed about approvals (nil:
+	// never).
+	emails func() bool
 }
 
 func (c *controlService) CreateSession(ctx context.Context, apiKey string) (control.CreateSessionResponse, error) {
@@ -84,7 +87,7 @@ func (c *controlService) Authorize(ctx context.Context, id string, req control.A
 	resp, err := c.broker.Authorize(ctx, s, req)
 	if a, ok := owner.PendingOf(err); ok {
 		p := &control.Pending{Pending: true, WaitID: a.ID, Kind: string(a.Kind), Reason: a.Reason, Site: a.Site,
-			Amount: orderTotal(a.Amount), ExpiresAt: a.Expires}
+			Amount: orderTotal(a.Amount), ExpiresAt: a.Expires, Email: c.emails != nil && c.emails()}
 		err = agentvault.Wrap(agentvault.CodeApprovalPending, p, "waiting for the owner (%s)", a.Reason)
 		c.metrics.authorizeOutcome(err)
 		return control.AuthorizeResponse{}, err

@@ -29,6 +29,7 @@ import (
 	"github.com/agentvault/agentvault/credentials"
 	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/intercept"
+	"github.com/agentvault/agentvault/internal/deploy"
 	"github.com/agentvault/agentvault/internal/vaultcli"
 	"github.com/agentvault/agentvault/internal/webtls"
 	"github.com/agentvault/agentvault/owner"
@@ -43,12 +44,12 @@ import (
 
 // Files under the data directory.
 const (
-	APIKeyFile       = "api-key"
-	ControlTokenFile = "control-token"
+	APIKeyFile       = deploy.APIKeyFile
+	ControlTokenFile = deploy.ControlTokenFile
 	// cleanStopFile marks a SQLite data directory whose last proxyd
 	// stopped cleanly (its sessions' card uses are in the store).
 	cleanStopFile = "clean-stop"
-	CAFile        = "ca.pem"
+	CAFile        = deploy.CAFile
 	// DefaultKeyID names the API key proxyd creates at first start, until
 	// owner key management exists.
 	DefaultKeyID = "key_default"
@@ -327,7 +328,8 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	}
 	m.controlSrv = &http.Server{
 		Handler: control.NewHandler(&controlService{broker: m.Broker, ca: m.CA, owner: m.Owner, recipes: m.Recipes, proxyURL: proxyURL,
-			creds: m.credentialAPI(), metrics: m.daemonMetrics, accounts: m.Accounts, handoffs: m.handoffHub(), apps: m.appRegistry(), ended: m.endedReports},
+			creds: m.credentialAPI(), metrics: m.daemonMetrics, accounts: m.Accounts, handoffs: m.handoffHub(), apps: m.appRegistry(), ended: m.endedReports,
+			emails: m.notify.emailsOwner},
 			m.ControlToken, m.Logger),
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelDebug),
@@ -843,7 +845,7 @@ func (r namingResolver) LookupNetIP(ctx context.Context, network, host string) (
 		}
 		hint := ""
 		if strings.HasSuffix(strings.TrimSuffix(host, "."), ".test") || strings.HasSuffix(strings.TrimSuffix(host, "."), ".localhost") {
-			hint = "a local test name resolves only when unsafe_test_hosts names it (README: a local test site)"
+			hint = "a local test name resolves only when unsafe_test_hosts names it (docs/walkthrough.md: a site of your own on this machine; scripts/testsite --configure writes them for the test shop)"
 		}
 		r.log.Warn("destination does not resolve", slog.String("host", host), slog.String("reason", reason), slog.String("hint", hint))
 	}

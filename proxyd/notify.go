@@ -55,6 +55,12 @@ func (n *notifications) NotifyChannels() dashboard.NotifyChannels {
 	return dashboard.NotifyChannels{Webhook: n.router.Webhook != nil, Email: n.router.Email != nil}
 }
 
+// emailsOwner reports whether an approval request reaches the owner by
+// email: the config set up SMTP and the owner left email on.
+func (n *notifications) emailsOwner() bool {
+	return n != nil && n.router != nil && n.router.Email != nil && n.Prefs().Email
+}
+
 // NotifyPrefs implements dashboard.Notifications.
 func (n *notifications) NotifyPrefs() owner.NotifyPrefs { return n.Prefs() }
 

@@ -25,7 +25,7 @@ import (
 const (
 	// LocalCAFile is the root certificate under the data directory, the
 	// one file the owner imports into their system or browser trust store
-	// once (README "Trust the dashboard").
+	// once (docs/dashboard.md, "Trust the dashboard once").
 	LocalCAFile = "dashboard-ca.pem"
 	// LocalCABlob names the sealed blob holding the root's certificate and
 	// key. The key is sealed in the vault like the MITM CA's (P6) rather
