@@ -192,7 +192,8 @@ var domainImports = map[string][]string{
 	"redact":               {"."},
 	"control":              {".", "authz"},
 	"owner":                {".", "hostname", "policy", "vault"},
-	"owner/dashboard":      {".", "authz", "credentials", "hostname", "owner", "policy", "recipes", "vault", "internal/cardcheck"},
+	"owner/dashboard":      {".", "authz", "credentials", "handoff", "hostname", "owner", "policy", "recipes", "vault", "internal/cardcheck"},
+	"handoff":              {".", "control"},
 	"recipes":              {".", "hostname", "policy", "redact"},
 	"owner/notify":         {".", "owner", "policy"},
 	"intercept/rewrite":    {".", "hostname", "tokens", "vault"},
@@ -225,7 +226,7 @@ var domainImports = map[string][]string{
 
 	// Wiring: these import what they wire, listed as it is today so that a new
 	// edge is a decision, not an accident.
-	"proxyd":       {".", "authz", "botauth", "broker", "control", "credentials", "hostname", "intercept", "internal/vaultcli", "internal/webtls", "owner", "owner/dashboard", "owner/notify", "owner/ownercli", "policy", "recipes", "store/postgres", "tokens", "vault"},
+	"proxyd":       {".", "authz", "botauth", "broker", "control", "credentials", "handoff", "hostname", "intercept", "internal/vaultcli", "internal/webtls", "owner", "owner/dashboard", "owner/notify", "owner/ownercli", "policy", "recipes", "store/postgres", "tokens", "vault"},
 	"cmd/proxyd":   {"proxyd"},
 	"cmd/mcpd":     {"internal/webtls", "mcpserver"},
 	"e2e":          {}, // its tests import everything; the package itself nothing

@@ -27,9 +27,11 @@ type controlService struct {
 	creds    *credentialAPI // portal credentials (credentials.go)
 	metrics  *daemonMetrics
 	accounts *owner.Accounts // signups and login writes (accounts.go)
-	handoffs *handoffHub     // challenge hand-offs (handoff.go)
-	apps     *appRegistry    // hosted sessions for the dashboard (apps.go)
-	ended    *endedReports   // final reports of ended sessions (apps.go)
+	// HandoffService serves the challenge hand-offs: the hub of package
+	// handoff (wired in handoff.go).
+	control.HandoffService
+	apps  *appRegistry  // hosted sessions for the dashboard (apps.go)
+	ended *endedReports // final reports of ended sessions (apps.go)
 }
 
 func (c *controlService) CreateSession(ctx context.Context, apiKey string) (control.CreateSessionResponse, error) {

@@ -27,6 +27,7 @@ import (
 	"github.com/agentvault/agentvault/broker"
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/credentials"
+	"github.com/agentvault/agentvault/handoff"
 	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/internal/vaultcli"
@@ -99,7 +100,7 @@ type Main struct {
 	dashCancel   context.CancelFunc
 	dashDone     chan error
 	credL        net.Listener
-	handoffs     *handoffHub    // challenge hand-offs (handoff.go)
+	handoffs     *handoff.Hub   // challenge hand-offs (handoff.go)
 	notify       *notifications // the owner's notification channels (notify.go)
 	apps         *appRegistry   // hosted sessions for the dashboard (apps.go)
 	endedReports *endedReports  // final reports of ended proxy sessions (apps.go)
@@ -327,7 +328,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	}
 	m.controlSrv = &http.Server{
 		Handler: control.NewHandler(&controlService{broker: m.Broker, ca: m.CA, owner: m.Owner, recipes: m.Recipes, proxyURL: proxyURL,
-			creds: m.credentialAPI(), metrics: m.daemonMetrics, accounts: m.Accounts, handoffs: m.handoffHub(), apps: m.appRegistry(), ended: m.endedReports},
+			creds: m.credentialAPI(), metrics: m.daemonMetrics, accounts: m.Accounts, HandoffService: m.handoffHub(), apps: m.appRegistry(), ended: m.endedReports},
 			m.ControlToken, m.Logger),
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelDebug),
