@@ -192,8 +192,9 @@ var domainImports = map[string][]string{
 	"redact":               {"."},
 	"control":              {".", "authz"},
 	"owner":                {".", "hostname", "policy", "vault"},
-	"owner/dashboard":      {".", "authz", "credentials", "handoff", "hostname", "owner", "policy", "recipes", "vault", "internal/cardcheck"},
+	"owner/dashboard":      {".", "apps", "authz", "credentials", "handoff", "hostname", "owner", "policy", "recipes", "vault", "internal/cardcheck"},
 	"handoff":              {".", "control"},
+	"apps":                 {".", "control"},
 	"recipes":              {".", "hostname", "policy", "redact"},
 	"owner/notify":         {".", "owner", "policy"},
 	"intercept/rewrite":    {".", "hostname", "tokens", "vault"},
@@ -226,7 +227,7 @@ var domainImports = map[string][]string{
 
 	// Wiring: these import what they wire, listed as it is today so that a new
 	// edge is a decision, not an accident.
-	"proxyd":       {".", "authz", "botauth", "broker", "control", "credentials", "handoff", "hostname", "intercept", "internal/vaultcli", "internal/webtls", "owner", "owner/dashboard", "owner/notify", "owner/ownercli", "policy", "recipes", "store/postgres", "tokens", "vault"},
+	"proxyd":       {".", "apps", "authz", "botauth", "broker", "control", "credentials", "handoff", "hostname", "intercept", "internal/vaultcli", "internal/webtls", "owner", "owner/dashboard", "owner/notify", "owner/ownercli", "policy", "recipes", "store/postgres", "tokens", "vault"},
 	"cmd/proxyd":   {"proxyd"},
 	"cmd/mcpd":     {"internal/webtls", "mcpserver"},
 	"e2e":          {}, // its tests import everything; the package itself nothing

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/apps"
 	"github.com/agentvault/agentvault/broker"
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/intercept"
@@ -30,8 +31,8 @@ type controlService struct {
 	// HandoffService serves the challenge hand-offs: the hub of package
 	// handoff (wired in handoff.go).
 	control.HandoffService
-	apps  *appRegistry  // hosted sessions for the dashboard (apps.go)
-	ended *endedReports // final reports of ended sessions (apps.go)
+	apps  *apps.Registry // hosted sessions for the dashboard (apps.go)
+	ended *endedReports  // final reports of ended sessions (apps.go)
 }
 
 func (c *controlService) CreateSession(ctx context.Context, apiKey string) (control.CreateSessionResponse, error) {

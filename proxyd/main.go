@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/apps"
 	"github.com/agentvault/agentvault/broker"
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/credentials"
@@ -102,7 +103,7 @@ type Main struct {
 	credL        net.Listener
 	handoffs     *handoff.Hub   // challenge hand-offs (handoff.go)
 	notify       *notifications // the owner's notification channels (notify.go)
-	apps         *appRegistry   // hosted sessions for the dashboard (apps.go)
+	apps         *apps.Registry // hosted sessions for the dashboard (apps.go)
 	endedReports *endedReports  // final reports of ended proxy sessions (apps.go)
 	credSrv      *http.Server
 	secret       []byte
