@@ -100,6 +100,8 @@ func TestLayeringRules(t *testing.T) {
 		"owner/notify":      {goproxy, playwright, mcpSDK, sqliteDrv, pgx, module + "/store/sqlite"},
 		"credentials":       {goproxy, playwright, mcpSDK, sqliteDrv, pgx, module + "/store/sqlite", module + "/owner", module + "/intercept"},
 		"skills":            {goproxy, playwright, mcpSDK, sqliteDrv, pgx, module + "/store/sqlite", module + "/owner", module + "/intercept"},
+		"handoff":           {goproxy, playwright, mcpSDK, sqliteDrv, pgx, module + "/vault", module + "/owner", module + "/broker"},
+		"apps":              {goproxy, playwright, mcpSDK, sqliteDrv, pgx, module + "/vault", module + "/owner", module + "/broker"},
 		"botauth":           {goproxy, playwright, mcpSDK, sqliteDrv, pgx, module + "/vault", module + "/intercept", module + "/owner", module + "/broker"},
 	}
 	// Pure domain packages speak no HTTP themselves. (golang.org/x/net/publicsuffix
