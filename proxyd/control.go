@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/apps"
 	"github.com/agentvault/agentvault/broker"
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/intercept"
@@ -27,9 +28,11 @@ type controlService struct {
 	creds    *credentialAPI // portal credentials (credentials.go)
 	metrics  *daemonMetrics
 	accounts *owner.Accounts // signups and login writes (accounts.go)
-	handoffs *handoffHub     // challenge hand-offs (handoff.go)
-	apps     *appRegistry    // hosted sessions for the dashboard (apps.go)
-	ended    *endedReports   // final reports of ended sessions (apps.go)
+	// HandoffService serves the challenge hand-offs: the hub of package
+	// handoff (wired in handoff.go).
+	control.HandoffService
+	apps  *apps.Registry // hosted sessions for the dashboard (apps.go)
+	ended *endedReports  // final reports of ended sessions (apps.go)
 	// emails reports whether the owner is emailed about approvals (nil:
 	// never).
 	emails func() bool

@@ -24,9 +24,11 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/apps"
 	"github.com/agentvault/agentvault/broker"
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/credentials"
+	"github.com/agentvault/agentvault/handoff"
 	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/internal/deploy"
@@ -100,9 +102,9 @@ type Main struct {
 	dashCancel   context.CancelFunc
 	dashDone     chan error
 	credL        net.Listener
-	handoffs     *handoffHub    // challenge hand-offs (handoff.go)
+	handoffs     *handoff.Hub   // challenge hand-offs (handoff.go)
 	notify       *notifications // the owner's notification channels (notify.go)
-	apps         *appRegistry   // hosted sessions for the dashboard (apps.go)
+	apps         *apps.Registry // hosted sessions for the dashboard (apps.go)
 	endedReports *endedReports  // final reports of ended proxy sessions (apps.go)
 	credSrv      *http.Server
 	secret       []byte
@@ -328,7 +330,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	}
 	m.controlSrv = &http.Server{
 		Handler: control.NewHandler(&controlService{broker: m.Broker, ca: m.CA, owner: m.Owner, recipes: m.Recipes, proxyURL: proxyURL,
-			creds: m.credentialAPI(), metrics: m.daemonMetrics, accounts: m.Accounts, handoffs: m.handoffHub(), apps: m.appRegistry(), ended: m.endedReports,
+			creds: m.credentialAPI(), metrics: m.daemonMetrics, accounts: m.Accounts, HandoffService: m.handoffHub(), apps: m.appRegistry(), ended: m.endedReports,
 			emails: m.notify.emailsOwner},
 			m.ControlToken, m.Logger),
 		ReadHeaderTimeout: 5 * time.Second,
