@@ -78,10 +78,10 @@ fmt-check:
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 unit:
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -timeout 30m ./...
 
 race:
-	$(GO) test -race -count=1 $(RACE_PKGS)
+	$(GO) test -race -count=1 -timeout 30m $(RACE_PKGS)
 
 # The Postgres store's suites (and proxyd on Postgres) against a throwaway
 # cluster the script starts and stops; without it they skip. Then the
