@@ -103,6 +103,9 @@ type Main struct {
 	notify       *notifications // the owner's notification channels (notify.go)
 	apps         *appRegistry   // hosted sessions for the dashboard (apps.go)
 	endedReports *endedReports  // final reports of ended proxy sessions (apps.go)
+	// integrations is the shipped payment integrations merged with the
+	// owner's (policy.payment_integrations).
+	integrations *policy.Integrations
 	credSrv      *http.Server
 	secret       []byte
 	proxyL       net.Listener
@@ -262,6 +265,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	m.integrations = integrations
 	m.Broker.PaymentOrigins = paymentOrigins(integrations)
 	m.Broker.Limiter = policy.NewRateLimiter(l.AuthorizeBurst, time.Minute/time.Duration(l.AuthorizePerMinute), nil)
 	wireAmount := intercept.WireAmountConfig{
@@ -327,7 +331,8 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	}
 	m.controlSrv = &http.Server{
 		Handler: control.NewHandler(&controlService{broker: m.Broker, ca: m.CA, owner: m.Owner, recipes: m.Recipes, proxyURL: proxyURL,
-			creds: m.credentialAPI(), metrics: m.daemonMetrics, accounts: m.Accounts, handoffs: m.handoffHub(), apps: m.appRegistry(), ended: m.endedReports},
+			creds: m.credentialAPI(), metrics: m.daemonMetrics, accounts: m.Accounts, handoffs: m.handoffHub(), apps: m.appRegistry(), ended: m.endedReports,
+			integrations: m.integrations},
 			m.ControlToken, m.Logger),
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelDebug),
