@@ -82,6 +82,7 @@ var table = map[Surface]map[string]Rule{
 	Control: {
 		"POST /v1/sessions":                {Level: Agent, What: "open a proxy session"},
 		"GET /v1/catalog":                  {Level: Agent, What: "read the token catalog"},
+		"GET /v1/payment-integrations":     {Level: Agent, What: "list the payment integrations"},
 		"POST /v1/sessions/{id}/authorize": {Level: Agent, What: "authorize a token for a page"},
 		"POST /v1/sessions/{id}/events":    {Level: Agent, What: "report a session event"},
 		"GET /v1/sessions/{id}/report":     {Level: Agent, What: "read a session's report"},

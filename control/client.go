@@ -176,6 +176,14 @@ func (c *Client) Catalog(ctx context.Context, apiKey, pageURL string) (json.RawM
 	return out, err
 }
 
+// PaymentIntegrations returns the payment integrations the proxy
+// recognises, shipped and the owner's, as a JSON array (IntegrationsPath).
+func (c *Client) PaymentIntegrations(ctx context.Context) (json.RawMessage, error) {
+	var out json.RawMessage
+	err := c.do(ctx, http.MethodGet, IntegrationsPath, nil, &out)
+	return out, err
+}
+
 // Authorize binds req.Token to the page in req for the session and returns
 // what to type. When the owner must decide first, the error has code
 // approval_pending and PendingOf(err) gives what to wait on.

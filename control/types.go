@@ -10,6 +10,11 @@ import (
 const (
 	SessionsPath = "/v1/sessions"
 	CatalogPath  = "/v1/catalog"
+	// IntegrationsPath is the payment integrations proxyd recognises: the
+	// shipped list merged with the owner's policy.payment_integrations, as
+	// a JSON array of policy.Integration. mcpd reads it to refuse a fill
+	// into a client-side-encryption frame the owner listed.
+	IntegrationsPath = "/v1/payment-integrations"
 )
 
 // Event types accepted by POST /v1/sessions/{id}/events.

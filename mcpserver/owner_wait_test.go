@@ -24,6 +24,11 @@ type ownerScript struct {
 	approved bool
 	asked    int
 	polls    int
+	// next, when set, is the request the owner is asked next, on tokens
+	// of nextField, once the first is approved (a security code after a
+	// purchase approval): it waits with answers "pending" until changed.
+	next      *control.Pending
+	nextField string
 }
 
 func (o *ownerScript) ask(token string) *control.Pending {
@@ -56,6 +61,11 @@ func (o *ownerScript) wait(ctx context.Context, id string) (control.WaitAnswer, 
 		Amount: o.pending.Amount, ExpiresAt: o.pending.ExpiresAt}
 	switch st {
 	case "approved":
+		if o.next != nil {
+			o.pending, o.field, o.next = *o.next, o.nextField, nil
+			o.answers, o.polls = []string{"pending"}, 0
+			break
+		}
 		o.approved = true
 	case "denied", "expired":
 		a.Code, a.Message = o.code, "the owner said no"

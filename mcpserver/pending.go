@@ -172,10 +172,16 @@ func ownerReason(p *control.Pending) string {
 	case "challenge", "challenge_handoff":
 		return "challenge_handoff"
 	case "purchase":
-		if p.Reason != "" && p.Reason != "purchase" {
-			return sanitizeValue(p.Reason)
+		switch p.Reason {
+		case "", "purchase":
+			return "over_threshold"
+		case "cvv_again":
+			// The second yes for a security code whose authorization was
+			// spent is a purchase approval asked whatever the amount:
+			// the seed's every_purchase (its list has no other name).
+			return "every_purchase"
 		}
-		return "over_threshold"
+		return sanitizeValue(p.Reason)
 	}
 	return sanitizeValue(p.Kind)
 }

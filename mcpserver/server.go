@@ -126,6 +126,9 @@ type Server struct {
 	// integrationOf recognises a payment integration's card frame
 	// (policy.PaymentIntegration; tests swap it to mark a test frame).
 	integrationOf func(frameURL string) (policy.Integration, bool)
+	// integrations is the proxy's list, the owner's entries with the
+	// shipped ones, read over the control API (cse.go).
+	integrations *integrationCache
 
 	recipes         RecipeControl
 	registryTimeout time.Duration
@@ -147,7 +150,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, red: cfg.Redactor, sessions: map[string]*Session{}, driverDone: make(chan struct{}),
 		ownerWaitMax: cfg.OwnerWaitMax, waitPoll: cfg.WaitPoll, integrationOf: policy.PaymentIntegration,
-		loginBudget: cfg.LoginBudget, captcha: cfg.Captcha}
+		integrations: &integrationCache{},
+		loginBudget:  cfg.LoginBudget, captcha: cfg.Captcha}
 	s.stopCtx, s.stop = context.WithCancel(context.Background())
 	s.local = newConn("local", "", cfg.APIKey)
 	if s.ownerWaitMax <= 0 {

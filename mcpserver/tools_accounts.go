@@ -2,10 +2,12 @@ package mcpserver
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/control"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -190,7 +192,7 @@ func finalSignupCode(c agentvault.Code) bool {
 
 func (s *Server) waitForSignupApproval(ctx context.Context, in waitSignupIn) (*mcp.CallToolResult, error) {
 	if in.Timeout <= 0 {
-		return nil, agentvault.Errorf(agentvault.CodeInvalidParams, "timeout must be greater than 0 (milliseconds, at most 45000)")
+		return invalidParams("timeout must be greater than 0 (milliseconds, at most 45000); nothing was waited on"), nil
 	}
 	total := min(time.Duration(in.Timeout)*time.Millisecond, signupWaitMax)
 	sid, err := s.accountSession(ctx, in.Session)
@@ -259,4 +261,13 @@ func (s *Server) rotateLoginPassword(ctx context.Context, in rotateIn) (*mcp.Cal
 		return nil, err
 	}
 	return prose(okStatus(), "A new password was generated and stored for login "+in.Label+". Fill the same password token again: the new password goes in."), nil
+}
+
+// invalidParams refuses a call for its arguments before it runs, the way
+// an MCP SDK answers a schema refusal, so the text is what seed 004 says a
+// client sees: a tool error beginning "MCP error -32602" (the JSON-RPC
+// invalid-params code), with no status line, as for the SDK's own refusals.
+func invalidParams(format string, a ...any) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{
+		Text: fmt.Sprintf("MCP error %d: ", jsonrpc.CodeInvalidParams) + fmt.Sprintf(format, a...)}}}
 }

@@ -36,6 +36,24 @@ type controlService struct {
 	// emails reports whether the owner is emailed about approvals (nil:
 	// never).
 	emails func() bool
+	// integrations is the shipped list merged with the owner's
+	// (policy.payment_integrations).
+	integrations *policy.Integrations
+}
+
+// PaymentIntegrations lists the integrations the proxy recognises, the
+// owner's entries first, so mcpd refuses the same client-side-encryption
+// frames (control.IntegrationsService).
+func (c *controlService) PaymentIntegrations(context.Context) (json.RawMessage, error) {
+	list := policy.ShippedIntegrations()
+	if c.integrations != nil {
+		list = c.integrations
+	}
+	b, err := json.Marshal(list.List())
+	if err != nil {
+		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "payment integrations")
+	}
+	return b, nil
 }
 
 func (c *controlService) CreateSession(ctx context.Context, apiKey string) (control.CreateSessionResponse, error) {

@@ -106,6 +106,9 @@ type Main struct {
 	notify       *notifications // the owner's notification channels (notify.go)
 	apps         *apps.Registry // hosted sessions for the dashboard (apps.go)
 	endedReports *endedReports  // final reports of ended proxy sessions (apps.go)
+	// integrations is the shipped payment integrations merged with the
+	// owner's (policy.payment_integrations).
+	integrations *policy.Integrations
 	credSrv      *http.Server
 	secret       []byte
 	proxyL       net.Listener
@@ -265,6 +268,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	m.integrations = integrations
 	m.Broker.PaymentOrigins = paymentOrigins(integrations)
 	m.Broker.Limiter = policy.NewRateLimiter(l.AuthorizeBurst, time.Minute/time.Duration(l.AuthorizePerMinute), nil)
 	wireAmount := intercept.WireAmountConfig{
@@ -331,7 +335,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	m.controlSrv = &http.Server{
 		Handler: control.NewHandler(&controlService{broker: m.Broker, ca: m.CA, owner: m.Owner, recipes: m.Recipes, proxyURL: proxyURL,
 			creds: m.credentialAPI(), metrics: m.daemonMetrics, accounts: m.Accounts, HandoffService: m.handoffHub(), apps: m.appRegistry(), ended: m.endedReports,
-			emails: m.notify.emailsOwner},
+			emails: m.notify.emailsOwner, integrations: m.integrations},
 			m.ControlToken, m.Logger),
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelDebug),
