@@ -1,6 +1,9 @@
 # agentvault: `make run` and `make test` work on a fresh Debian machine as root.
-# They install what they need: Debian's Chromium and the playwright driver
-# (playwright-core from npm, exact version checked by playwright-go).
+# Each installs what it needs and is missing, nothing else: `make run` what
+# running needs (Debian's Chromium, curl, Node.js and the playwright driver,
+# playwright-core from npm, exact version checked by playwright-go); `make
+# test` that plus what only the tests use (sqlite3, PostgreSQL, Prometheus'
+# promtool, systemd's systemd-analyze).
 
 SHELL := /bin/bash
 GO ?= go
@@ -14,23 +17,35 @@ export CHROMIUM_PATH ?= /usr/bin/chromium
 # Packages whose code runs concurrently: they also run under the race detector.
 RACE_PKGS := ./store/... ./vault/... ./tokens/... ./broker/... ./intercept/... ./policy/... ./proxyd/... ./mcpserver/... ./control/...
 
-.PHONY: all deps system-deps driver build run test vet fmt-check unit race pgtest e2e bench bench-mcp fuzz clean rules-check walk screenshots load-hosted soak
+.PHONY: all deps test-deps system-deps test-system-deps driver build run test vet fmt-check unit race pgtest e2e bench bench-mcp fuzz clean rules-check units-check walk screenshots load-hosted soak
 
 all: build
 
+# install PKG... when missing (a command name: the package providing it).
+define apt_install
+	if [ -n "$(1)" ]; then \
+		echo "installing Debian packages:$(1)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(1) >/dev/null; \
+	fi
+endef
+
+# What running needs.
 system-deps:
 	@pkgs=""; \
 	command -v chromium >/dev/null || pkgs="$$pkgs chromium"; \
 	command -v curl >/dev/null || pkgs="$$pkgs curl ca-certificates"; \
 	command -v node >/dev/null || pkgs="$$pkgs nodejs"; \
 	command -v npm >/dev/null || pkgs="$$pkgs npm"; \
+	$(call apt_install,$$pkgs)
+
+# What only the tests need, on top.
+test-system-deps: system-deps
+	@pkgs=""; \
 	command -v sqlite3 >/dev/null || pkgs="$$pkgs sqlite3"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || pkgs="$$pkgs postgresql"; \
 	command -v promtool >/dev/null || pkgs="$$pkgs prometheus"; \
-	if [ -n "$$pkgs" ]; then \
-		echo "installing Debian packages:$$pkgs"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$pkgs >/dev/null; \
-	fi
+	command -v systemd-analyze >/dev/null || pkgs="$$pkgs systemd"; \
+	$(call apt_install,$$pkgs)
 
 driver: system-deps
 	@if [ ! -f $(PW_DRIVER)/package/cli.js ] || ! grep -q '"version": "$(PW_VERSION)"' $(PW_DRIVER)/package/package.json; then \
@@ -40,15 +55,19 @@ driver: system-deps
 	fi
 
 deps: system-deps driver
+test-deps: test-system-deps driver
 
 build:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build -o bin/ ./cmd/... ./scripts/testsite
 
 # Start the appliance: proxyd in the background, mcpd serving MCP over HTTP
-# on 127.0.0.1:7704 in the foreground; Ctrl-C stops both (scripts/run.sh).
-# `make run DATA=/path` picks the data directory (default ~/.agentvault),
-# `make run PROXYD_ARGS="--config configs/proxyd.yaml"` a config file.
-run: deps build
+# (listen.mcp, 127.0.0.1:7704) in the foreground; Ctrl-C stops both
+# (scripts/run.sh). `make run DATA=/path` picks the data directory (default
+# ~/.agentvault, whose proxyd.yaml moves every port), `make run
+# PROXYD_ARGS="--config configs/proxyd.yaml"` a config file.
+run: deps
+	@echo "building proxyd, mcpd and the test shop into bin/ (the first build takes a few minutes)"
+	@$(MAKE) --no-print-directory build
 	BIN=./bin ./scripts/run.sh
 
 vet:
@@ -59,34 +78,42 @@ fmt-check:
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 unit:
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -timeout 30m ./...
 
 race:
-	$(GO) test -race -count=1 $(RACE_PKGS)
+	$(GO) test -race -count=1 -timeout 30m $(RACE_PKGS)
 
 # The Postgres store's suites (and proxyd on Postgres) against a throwaway
 # cluster the script starts and stops; without it they skip. Then the
 # kill -9 proof of issue 12: two proxyd binaries on one Postgres, the built
 # mcpd and real Chromium (e2e/replica_kill_test.go).
-pgtest: deps
+pgtest: test-deps
 	./scripts/test-postgres.sh
 	./scripts/test-postgres.sh -count=1 -run 'TestP21_ReplicaKilled' ./e2e/
 
 # The example alerting rules must load in Prometheus (promtool comes with
-# Debian's prometheus package; system-deps installs it when missing).
-rules-check: system-deps
+# Debian's prometheus package; test-system-deps installs it when missing).
+rules-check: test-system-deps
 	promtool check rules configs/prometheus-rules.yml
 
-# The README's first walk, end to end on loopback (scripts/walk.sh).
+# The systemd units must keep their hardening and pass systemd-analyze
+# verify (scripts/verify-units.sh; where systemd-analyze cannot run it says
+# so and checks the hardening keys alone).
+units-check: test-system-deps build
+	./scripts/verify-units.sh
+
+# The README's first ten minutes, every command block as written, against a
+# fresh data directory beside a proxyd on the default ports, then
+# docs/walkthrough.md (scripts/walk.sh).
 walk: build
-	BIN=./bin ./scripts/walk.sh
+	./scripts/walk.sh
 
 
 # The README's dashboard pictures, taken in Chromium from the templates.
 screenshots:
 	AV_DASHBOARD_SCREENSHOTS=$(CURDIR)/docs $(GO) test -count=1 -run TestScreenshotsForREADME ./owner/dashboard/
 
-test: deps fmt-check vet build rules-check unit race pgtest walk
+test: test-deps fmt-check vet build rules-check units-check unit race pgtest walk
 
 # Micro-benchmarks, then the loopback harness in bench/ (its own module):
 # proxyd built from this checkout beside plain goproxy v1.9.4, CPU per
@@ -135,5 +162,5 @@ clean:
 # The bounded soak of two proxyd replicas on one throwaway Postgres behind a
 # TCP balancer (proxyd/soak_test.go): AV_SOAK_SESSIONS (200) sessions for
 # AV_SOAK_FOR (2m). Not part of make test.
-soak: system-deps
+soak: test-system-deps
 	AV_SOAK=1 ./scripts/test-postgres.sh -count=1 -timeout 10m -run TestSoakTwoReplicas -v ./proxyd/

@@ -52,6 +52,10 @@ const (
 	CodeGrantUsed       Code = "grant_used"
 	CodeGrantInUse      Code = "grant_in_use"
 	CodeTooManySessions Code = "too_many_sessions"
+	// The agent sent its own Signature, Signature-Input or Signature-Agent
+	// header: the agent's identity on the wire is proxyd's to sign, for the
+	// sites the owner chose (package botauth), never the agent's.
+	CodeSignatureHeaders Code = "signature_headers_refused"
 
 	// Keys and rates.
 	CodeInvalidAPIKey Code = "invalid_api_key"

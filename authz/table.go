@@ -12,6 +12,9 @@ var table = map[Surface]map[string]Rule{
 		"GET /approvals.js": {Level: Public, What: "load the approvals script"},
 		"GET /signin":       {Level: Public, What: "open the sign-in page"},
 		"POST /signin":      {Level: Public, What: "sign in"},
+		// The agent's key directory (package botauth): sites fetch it to
+		// check the agent's signatures; it holds public keys only.
+		"GET /.well-known/http-message-signatures-directory": {Level: Public, What: "fetch the agent's public signing keys"},
 
 		// Every signed-in person, for their own things.
 		"POST /signout":                      {Level: Person, What: "sign out"},
@@ -79,6 +82,7 @@ var table = map[Surface]map[string]Rule{
 	Control: {
 		"POST /v1/sessions":                {Level: Agent, What: "open a proxy session"},
 		"GET /v1/catalog":                  {Level: Agent, What: "read the token catalog"},
+		"GET /v1/payment-integrations":     {Level: Agent, What: "list the payment integrations"},
 		"POST /v1/sessions/{id}/authorize": {Level: Agent, What: "authorize a token for a page"},
 		"POST /v1/sessions/{id}/events":    {Level: Agent, What: "report a session event"},
 		"GET /v1/sessions/{id}/report":     {Level: Agent, What: "read a session's report"},
@@ -116,6 +120,8 @@ var table = map[Surface]map[string]Rule{
 	CLI: {
 		"run":            {Level: Shell, What: "run proxyd"},
 		"data-dir":       {Level: Shell, What: "print the data directory"},
+		"addresses":      {Level: Shell, What: "print where every listener is"},
+		"mcp-config":     {Level: Shell, What: "print an MCP client's config"},
 		"doctor":         {Level: Shell, What: "check the installation"},
 		"session create": {Level: Shell, What: "open a proxy session by hand"},
 		"ca export":      {Level: Shell, What: "export the CA certificate"},
@@ -141,5 +147,18 @@ var table = map[Surface]map[string]Rule{
 		"owner deny":           {Level: Shell, What: "deny a request"},
 		"owner pause-card":     {Level: Shell, What: "pause a card"},
 		"owner resume-card":    {Level: Shell, What: "resume a paused card"},
+		"owner set-scope":      {Level: Shell, What: "change an API key's scope"},
+		"owner signups":        {Level: Shell, What: "list pre-approved sign-ups"},
+		"owner add-signup":     {Level: Shell, What: "pre-approve a sign-up"},
+		"owner remove-signup":  {Level: Shell, What: "remove a pre-approved sign-up"},
+		"owner cards":          {Level: Shell, What: "list cards and their rules"},
+		"owner set-card":       {Level: Shell, What: "change a card's rules and sites"},
+		"owner export":         {Level: Shell, What: "print the owner's settings as a file"},
+		"owner apply":          {Level: Shell, What: "make the owner's settings match a file"},
+
+		"botauth status":  {Level: Shell, What: "see which sites the agent's requests are signed for"},
+		"botauth enable":  {Level: Shell, What: "sign the agent's requests to a site"},
+		"botauth disable": {Level: Shell, What: "stop signing the agent's requests to a site"},
+		"botauth rotate":  {Level: Shell, What: "rotate the agent's signing key"},
 	},
 }

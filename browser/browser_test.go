@@ -142,9 +142,9 @@ func TestBrowserCheckoutPage(t *testing.T) {
 
 	t.Run("pay", func(t *testing.T) {
 		must(t, s.SelectOption(browser.Target{Selector: "#exp-month"}, "12", time.Second))
-		must(t, s.Fill(browser.Target{Selector: "#number", Frame: "iframe"}, "4242424242424242", time.Second))
-		must(t, s.Fill(browser.Target{Selector: "#cvc", Frame: "iframe"}, "123", time.Second))
-		if _, err := s.Click(browser.Target{Selector: "#place-order"}, 2*time.Second); err != nil {
+		must(t, s.Fill(browser.Target{Selector: "#number", Frame: "iframe"}, "4242424242424242", 30*time.Second))
+		must(t, s.Fill(browser.Target{Selector: "#cvc", Frame: "iframe"}, "123", 30*time.Second))
+		if _, err := s.Click(browser.Target{Selector: "#place-order"}, 30*time.Second); err != nil {
 			t.Fatal(err)
 		}
 		m, err := s.Race(browser.Target{Selector: "#order-success"}, browser.Target{Selector: "#err:not(:empty), .checkout-error"}, 5*time.Second)
@@ -171,7 +171,7 @@ func TestGotoProxyRefusal(t *testing.T) {
 	}
 	// A refused fetch the page makes is recorded with its code.
 	n := s.RefusalCount()
-	if _, err := s.Click(browser.Target{Selector: "#probe"}, 2*time.Second); err != nil {
+	if _, err := s.Click(browser.Target{Selector: "#probe"}, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	must(t, s.WaitFor(browser.Target{Selector: "body[data-probed]"}, "attached", 5*time.Second))
@@ -184,9 +184,9 @@ func TestGotoProxyRefusal(t *testing.T) {
 // TestObserveErrorText reads validation output only, and flags it.
 func TestObserveErrorText(t *testing.T) {
 	_, s := open(t)
-	must(t, s.Fill(browser.Target{Selector: "#number", Frame: "iframe"}, "4242424242424241", time.Second))
-	must(t, s.Fill(browser.Target{Selector: "#cvc", Frame: "iframe"}, "123", time.Second))
-	if _, err := s.Click(browser.Target{Selector: "#place-order"}, 2*time.Second); err != nil {
+	must(t, s.Fill(browser.Target{Selector: "#number", Frame: "iframe"}, "4242424242424241", 30*time.Second))
+	must(t, s.Fill(browser.Target{Selector: "#cvc", Frame: "iframe"}, "123", 30*time.Second))
+	if _, err := s.Click(browser.Target{Selector: "#place-order"}, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.WaitFor(browser.Target{Selector: "#err:not(:empty)"}, "visible", 5*time.Second); err != nil {

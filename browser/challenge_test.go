@@ -97,12 +97,13 @@ func TestDetectChallengeSearchSignatures(t *testing.T) {
 	if c := detect(); len(c.Types) != 0 {
 		t.Fatalf("a search spinning just after load is not stalled yet: %+v", c)
 	}
+	// The page counts as stalled 4 s after it loaded; wait for the
+	// detector to say so, with room for a busy machine.
 	var c browser.Challenge
-	for range 40 {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
 		if c = detect(); len(c.Types) > 0 {
 			break
 		}
-		time.Sleep(250 * time.Millisecond)
 	}
 	if !reflect.DeepEqual(c.Types, []string{"blocked"}) || c.Signature != "stalled_search" {
 		t.Fatalf("a search that never loads: %+v", c)

@@ -27,6 +27,60 @@ type Client struct {
 	cur   atomic.Int32 // index of the base that answered last
 	token string
 	hc    *http.Client
+	// UnreachableHint ends the message of a call no replica answered:
+	// what the caller's user changes (mcpd's flag by default).
+	UnreachableHint string
+}
+
+// unreachable marks the error of a call that reached no proxyd
+// (IsUnreachable).
+type unreachable struct{ err error }
+
+func (u *unreachable) Error() string { return u.err.Error() }
+func (u *unreachable) Unwrap() error { return u.err }
+
+// IsUnreachable reports whether err says no proxyd answered at all (the
+// connection could not be made): nothing was sent, and the fix is to start
+// proxyd or point at the right address.
+func IsUnreachable(err error) bool {
+	var u *unreachable
+	return errors.As(err, &u)
+}
+
+func (c *Client) unreachableErr(err error) error {
+	return agentvault.Wrap(agentvault.CodeUpstream, &unreachable{err}, "proxyd is not answering at %s: %s", strings.Join(c.bases, ", "), c.UnreachableHint)
+}
+
+// Reachable checks, without sending anything, that some replica accepts a
+// connection (a TCP connect to each control address in turn, 2 s each):
+// nil when one does, else the same error a call would get.
+func (c *Client) Reachable(ctx context.Context) error {
+	var last error
+	for _, b := range c.bases {
+		u, err := url.Parse(b)
+		if err != nil || u.Host == "" {
+			continue
+		}
+		host := u.Host
+		if u.Port() == "" {
+			port := "80"
+			if u.Scheme == "https" {
+				port = "443"
+			}
+			host = net.JoinHostPort(u.Hostname(), port)
+		}
+		d := net.Dialer{Timeout: 2 * time.Second}
+		conn, err := d.DialContext(ctx, "tcp", host)
+		if err == nil {
+			conn.Close()
+			return nil
+		}
+		last = err
+	}
+	if last == nil {
+		return nil
+	}
+	return c.unreachableErr(last)
 }
 
 // NewClient returns a client for the control listener at baseURL (for
@@ -51,7 +105,7 @@ func NewClient(baseURL, token string, hc *http.Client) *Client {
 	if len(bases) == 0 {
 		bases = []string{""}
 	}
-	return &Client{bases: bases, token: token, hc: hc}
+	return &Client{bases: bases, token: token, hc: hc, UnreachableHint: "start it, or check --control-url"}
 }
 
 // base is the replica requests go to now.
@@ -97,6 +151,9 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte, hea
 			break
 		}
 	}
+	if ctx.Err() == nil && notSent(lastErr) {
+		return nil, c.unreachableErr(lastErr)
+	}
 	return nil, agentvault.Wrap(agentvault.CodeUpstream, lastErr, "control API unreachable")
 }
 
@@ -116,6 +173,14 @@ func (c *Client) Catalog(ctx context.Context, apiKey, pageURL string) (json.RawM
 	}
 	var out json.RawMessage
 	err := c.do(ctx, http.MethodGet, CatalogPath+"?"+q.Encode(), nil, &out)
+	return out, err
+}
+
+// PaymentIntegrations returns the payment integrations the proxy
+// recognises, shipped and the owner's, as a JSON array (IntegrationsPath).
+func (c *Client) PaymentIntegrations(ctx context.Context) (json.RawMessage, error) {
+	var out json.RawMessage
+	err := c.do(ctx, http.MethodGet, IntegrationsPath, nil, &out)
 	return out, err
 }
 

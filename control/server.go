@@ -57,6 +57,12 @@ type RecipeService interface {
 	RecipeSubmission(ctx context.Context, apiKey, id string, wait time.Duration) (RecipeSubmission, error)
 }
 
+// IntegrationsService is the optional part of a Service that lists the
+// payment integrations the proxy recognises (IntegrationsPath).
+type IntegrationsService interface {
+	PaymentIntegrations(ctx context.Context) (json.RawMessage, error)
+}
+
 // KeyAuthenticator is the optional part of a Service that checks an
 // agent's API key (KeysAuthenticatePath).
 type KeyAuthenticator interface {
@@ -181,6 +187,12 @@ func NewHandler(svc Service, token string, log *slog.Logger) http.Handler {
 		s, err := svc.RecipeSubmission(r.Context(), r.URL.Query().Get("apiKey"), r.PathValue("id"), wait)
 		reply(w, r, s, err)
 	})
+	if is, ok := svc.(IntegrationsService); ok {
+		mux.HandleFunc("GET "+IntegrationsPath, func(w http.ResponseWriter, r *http.Request) {
+			l, err := is.PaymentIntegrations(r.Context())
+			reply(w, r, l, err)
+		})
+	}
 	if ka, ok := svc.(KeyAuthenticator); ok {
 		mux.HandleFunc("POST "+KeysAuthenticatePath, func(w http.ResponseWriter, r *http.Request) {
 			var req AuthenticateKeyRequest

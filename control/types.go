@@ -10,6 +10,11 @@ import (
 const (
 	SessionsPath = "/v1/sessions"
 	CatalogPath  = "/v1/catalog"
+	// IntegrationsPath is the payment integrations proxyd recognises: the
+	// shipped list merged with the owner's policy.payment_integrations, as
+	// a JSON array of policy.Integration. mcpd reads it to refuse a fill
+	// into a client-side-encryption frame the owner listed.
+	IntegrationsPath = "/v1/payment-integrations"
 )
 
 // Event types accepted by POST /v1/sessions/{id}/events.
@@ -128,6 +133,10 @@ type Pending struct {
 	// Login is the label of the login a totp_replace approval is about.
 	Login     string    `json:"login,omitempty"`
 	ExpiresAt time.Time `json:"expiresAt"`
+	// Email is true when the owner is sent an email about this request
+	// (notify.smtp is set up and the owner left email on): only then may
+	// the agent tell the user to look for one.
+	Email bool `json:"email,omitempty"`
 }
 
 func (p *Pending) Error() string { return "waiting for the owner: " + p.WaitID }

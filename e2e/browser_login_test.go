@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentvault/agentvault/browser"
 	"github.com/agentvault/agentvault/e2e/merchant"
+	"github.com/agentvault/agentvault/internal/leakcheck"
 	"github.com/agentvault/agentvault/mcpserver"
 	"github.com/agentvault/agentvault/vault"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -71,7 +72,7 @@ func notConcluded(t *testing.T, r answer, code string) {
 	}
 	for _, want := range []string{"Nothing was learned about the credential", "do not retry automatically", "observe_page"} {
 		if !strings.Contains(r.text, want) {
-			t.Errorf("the %s message lacks %q: %q", code, want, redacted(r.text))
+			t.Errorf("the %s message lacks %q: %q", code, want, leakcheck.Redact(r.text))
 		}
 	}
 }
@@ -80,7 +81,7 @@ var artifactRe = regexp.MustCompile(`login-[0-9a-f]{16}\.png`)
 
 // checkDiagnostic opens the capture the owner finds in dir under ref: a
 // PNG, readable by the owner only, holding none of the canaries.
-func checkDiagnostic(t *testing.T, dir, ref string, l *leaks) {
+func checkDiagnostic(t *testing.T, dir, ref string, l *leakcheck.Checker) {
 	t.Helper()
 	if !artifactRe.MatchString(ref) || filepath.Base(ref) != ref {
 		t.Fatalf("diagnostic reference %q is not a bare artifact name", ref)
@@ -97,7 +98,7 @@ func checkDiagnostic(t *testing.T, dir, ref string, l *leaks) {
 	if cfg, err := png.DecodeConfig(bytes.NewReader(b)); err != nil || cfg.Width == 0 || cfg.Height == 0 {
 		t.Fatalf("the artifact is no PNG capture: %v", err)
 	}
-	l.check(t, "diagnostic artifact", b)
+	l.Binary(t, "diagnostic artifact", b)
 }
 
 // TestSeed000_BrowserLoginRefusedKeepsMaskedDiagnostic: a stored login
@@ -131,11 +132,11 @@ func TestSeed000_BrowserLoginRefusedKeepsMaskedDiagnostic(t *testing.T) {
 	agent.must("close_session", map[string]any{})
 	agent.close()
 
-	l := newLeaks(newCanary("password", stalePw), newCanary("site's password", currentPw), newCanary("password", ap.login.password))
+	l := leakcheck.New(leakcheck.Value("password", stalePw), leakcheck.Value("site's password", currentPw), leakcheck.Value("password", ap.login.password))
 	checkDiagnostic(t, artifacts, ref, l)
-	l.check(t, "MCP results", agent.transcript.Bytes())
-	l.check(t, "mcpd stderr", agent.stderr.Bytes())
-	l.check(t, "proxyd logs", ap.logs.Bytes())
+	agent.transcript.sweep(t, l, "MCP results")
+	l.Logs(t, "mcpd log", agent.logs.Bytes())
+	l.Logs(t, "proxyd logs", ap.logs.Bytes())
 }
 
 // TestSeed000_BrowserLoginTimeoutIsUnprocessable: a sign-in the site never
@@ -171,15 +172,15 @@ func TestSeed000_BrowserLoginTimeoutIsUnprocessable(t *testing.T) {
 		t.Fatalf("the hung site got %d submits (want exactly 1: submitted once, not retried)", n)
 	}
 
-	l := newLeaks(newCanary("password", pw), newCanary("password", ap.login.password))
+	l := leakcheck.New(leakcheck.Value("password", pw), leakcheck.Value("password", ap.login.password))
 	if ref != "" {
 		checkDiagnostic(t, artifacts, ref, l)
 	} else {
 		t.Log("no diagnostic capture fit in the budget (the answer degrades without one)")
 	}
-	l.check(t, "MCP results", agent.transcript.Bytes())
-	l.check(t, "mcpd stderr", agent.stderr.Bytes())
-	l.check(t, "proxyd logs", ap.logs.Bytes())
+	agent.transcript.sweep(t, l, "MCP results")
+	l.Logs(t, "mcpd log", agent.logs.Bytes())
+	l.Logs(t, "proxyd logs", ap.logs.Bytes())
 }
 
 // merchantSolver is the test captcha provider: it plays a managed
@@ -212,9 +213,9 @@ var _ mcpserver.CaptchaProvider = (*merchantSolver)(nil)
 // transport; its logs go to the agent's stderr buffer.
 func startMainAgent(t *testing.T, ap *appliance, extra []string, captcha mcpserver.CaptchaProvider) *mcpAgent {
 	t.Helper()
-	a := &mcpAgent{t: t, stderr: &syncBuffer{}, latency: map[string][]time.Duration{}}
+	a := &mcpAgent{t: t, logs: &syncBuffer{}, latency: map[string][]time.Duration{}}
 	m := mcpserver.NewMain()
-	m.Stderr = a.stderr
+	m.Stderr = a.logs
 	args, _ := ap.mcpdArgs()
 	if err := m.ParseFlags(append(args, extra...)); err != nil {
 		t.Fatalf("mcpd flags: %v", err)
@@ -274,7 +275,9 @@ func TestSeed000_BrowserLoginWaitsForTheCaptchaProvider(t *testing.T) {
 		polls, solved, attempts, sessions := solver.polls.Load(), ap.m.CaptchasSolved(), ap.m.SignInAttempts(email), ap.m.SessionsStarted(email)
 		agent.must("open_page", map[string]any{"url": ap.m.Login.URL + "/login?captcha=" + captcha})
 		got := agent.must("browser_login", map[string]any{"credentialId": label}).json(t)
-		if got["outcome"] != "signed_in" || got["user"] != "***" {
+		// The account is masked, never erased (seed 000): its first letter
+		// and its domain.
+		if got["outcome"] != "signed_in" || got["user"] != email[:1]+"***"+email[strings.LastIndexByte(email, '@'):] {
 			t.Fatalf("browser_login behind a challenge %s the submit: %v", captcha, got)
 		}
 		// One submit: a submit before the challenge was cleared would have
@@ -301,17 +304,17 @@ func TestSeed000_BrowserLoginWaitsForTheCaptchaProvider(t *testing.T) {
 		}
 		// The error keeps a capture of the challenge for the owner too.
 		if pendingRef = artifactRe.FindString(r.text); pendingRef == "" {
-			t.Errorf("browser.captcha_pending names no diagnostic capture: %q", redacted(r.text))
+			t.Errorf("browser.captcha_pending names no diagnostic capture: %q", leakcheck.Redact(r.text))
 		}
 		agent.must("close_session", map[string]any{})
 	})
 	agent.close()
 
-	l := newLeaks(newCanary("password", ap.login.password))
+	l := leakcheck.New(leakcheck.Value("password", ap.login.password))
 	if pendingRef != "" {
 		checkDiagnostic(t, artifacts, pendingRef, l)
 	}
-	l.check(t, "MCP results", agent.transcript.Bytes())
-	l.check(t, "mcpd stderr", agent.stderr.Bytes())
-	l.check(t, "proxyd logs", ap.logs.Bytes())
+	agent.transcript.sweep(t, l, "MCP results")
+	l.Logs(t, "mcpd log", agent.logs.Bytes())
+	l.Logs(t, "proxyd logs", ap.logs.Bytes())
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/credentials"
+	"github.com/agentvault/agentvault/internal/leakcheck"
 	"github.com/agentvault/agentvault/internal/vaultcli"
 	"github.com/agentvault/agentvault/mcpserver"
 	"github.com/agentvault/agentvault/owner"
@@ -42,7 +43,7 @@ func (c *testClock) Add(d time.Duration) {
 // credAgent is an in-process mcpd (mcpserver with the credential switch on)
 // for one member's API key, reached by a real MCP client; every answer goes
 // to the shared transcript for the P11 sweep.
-func credAgent(t *testing.T, controlURL, controlToken, apiKey, skillsDir string, transcript *syncBuffer) *mcpAgent {
+func credAgent(t *testing.T, controlURL, controlToken, apiKey, skillsDir string, transcript *answers) *mcpAgent {
 	t.Helper()
 	ctl := control.NewClient(controlURL, controlToken, nil)
 	sk, err := skills.Open(skillsDir)
@@ -62,8 +63,8 @@ func credAgent(t *testing.T, controlURL, controlToken, apiKey, skillsDir string,
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cs.Close(); cancel(); _ = srv.Close() })
-	a := &mcpAgent{t: t, cs: cs, stderr: &syncBuffer{}, latency: map[string][]time.Duration{}}
-	t.Cleanup(func() { transcript.Write(a.transcript.Bytes()) })
+	a := &mcpAgent{t: t, cs: cs, logs: &syncBuffer{}, latency: map[string][]time.Duration{}}
+	t.Cleanup(func() { transcript.add(&a.transcript) })
 	return a
 }
 
@@ -157,7 +158,7 @@ func TestCredentials_PortalE2E(t *testing.T) {
 		}
 		keys[user] = secret
 	}
-	transcript := &syncBuffer{}
+	transcript := &answers{}
 	skillsDir := filepath.Join(dataDir, "skills")
 	agent := func(user string) *mcpAgent {
 		return credAgent(t, controlURL, pm.ControlToken, keys[user], skillsDir, transcript)
@@ -315,13 +316,13 @@ func TestCredentials_PortalE2E(t *testing.T) {
 
 	// 5. P11: no tool answer carries a value; the dashboard pages neither;
 	// the logs neither. At rest: ciphertext only, WAL included.
-	l := newLeaks(newCanary("credential username", userCanary), newCanary("credential password", pwCanary), newCanary("member password", anaCanary))
-	l.check(t, "MCP transcript", transcript.Bytes())
+	l := leakcheck.New(leakcheck.Value("credential username", userCanary), leakcheck.Value("credential password", pwCanary), leakcheck.Value("member password", anaCanary))
+	transcript.sweep(t, l, "MCP transcript")
 	for _, a := range []*mcpAgent{ownerAgent, ana, bia, adm} {
-		l.check(t, "MCP transcript", a.transcript.Bytes())
+		a.transcript.sweep(t, l, "MCP transcript")
 	}
-	l.check(t, "dashboard pages", pages.Bytes())
-	l.check(t, "proxyd logs", logs.Bytes())
+	l.Text(t, "dashboard pages", pages.Bytes())
+	l.Logs(t, "proxyd logs", logs.Bytes())
 	dbPath := filepath.Join(dataDir, vaultcli.DBFileName)
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		raw, err := os.ReadFile(dbPath + suffix)
@@ -329,13 +330,9 @@ func TestCredentials_PortalE2E(t *testing.T) {
 			t.Logf("%s: %v", filepath.Base(dbPath+suffix), err)
 			continue
 		}
-		for _, v := range []string{userCanary, pwCanary, anaCanary} {
-			if bytes.Contains(raw, []byte(v)) {
-				t.Errorf("%s holds a credential value in clear", filepath.Base(dbPath+suffix))
-			}
-		}
+		l.Binary(t, filepath.Base(dbPath+suffix), raw)
 	}
-	t.Logf("leak sweep: %s", l.summary())
+	t.Logf("leak sweep: %s", l.Summary())
 }
 
 func mustJSON(v any) string {

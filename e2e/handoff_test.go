@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault/e2e/merchant"
+	"github.com/agentvault/agentvault/internal/leakcheck"
 	"github.com/mxschmitt/playwright-go"
 )
 
@@ -112,8 +113,9 @@ func TestHandoff_ChallengeE2E(t *testing.T) {
 		// Before the agent takes the bank's window, detect_challenge on the
 		// shop's page points at it.
 		var pd map[string]any
-		for range 30 {
-			if pd = agent.must("detect_challenge", map[string]any{}).json(t); pd["detected"] == true {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if pd = agent.must("detect_challenge", map[string]any{}).json(t); pd["detected"] == true || time.Now().After(deadline) {
 				break
 			}
 			time.Sleep(300 * time.Millisecond)
@@ -121,8 +123,8 @@ func TestHandoff_ChallengeE2E(t *testing.T) {
 		if pd["type"] != "three_ds" || !strings.Contains(fmt.Sprint(pd["reason"]), "wait_for_popup") {
 			t.Errorf("detect_challenge on the opener of a 3-D Secure window: %v", pd)
 		}
-		agent.must("wait_for_popup", map[string]any{"timeout": 15000})
-		agent.must("wait_for_selector", map[string]any{"selector": "#otp", "timeout": 10000})
+		agent.must("wait_for_popup", map[string]any{"timeout": 30000})
+		agent.must("wait_for_selector", map[string]any{"selector": "#otp", "timeout": 30000})
 		d := agent.must("detect_challenge", map[string]any{}).json(t)
 		if d["detected"] != true || d["type"] != "three_ds" {
 			t.Fatalf("detect_challenge on the bank's window: %v", d)
@@ -135,7 +137,8 @@ func TestHandoff_ChallengeE2E(t *testing.T) {
 		agent.refused("observe_page", map[string]any{}, "challenge_required")
 		agent.must("get_run_report", map[string]any{})
 
-		// Frame rate on the bank's animated page.
+		// Frame rate on the bank's animated page: three seconds of frames
+		// are the measurement (logged, not asserted).
 		f0, t0 := view.stat(t, "s.frames"), view.stat(t, "performance.now()")
 		time.Sleep(3 * time.Second)
 		f1, t1 := view.stat(t, "s.frames"), view.stat(t, "performance.now()")
@@ -143,21 +146,19 @@ func TestHandoff_ChallengeE2E(t *testing.T) {
 
 		code := oa.m.SCACode()
 		typed = append(typed, code)
+		_, confirmed := oa.m.SCAPages()
 		view.clickAt(t, "otp")
 		must(t, "type the code", view.p.Keyboard().Type(code))
 		must(t, "Enter", view.p.Keyboard().Press("Enter"))
-		deadline := time.Now().Add(30 * time.Second)
-		for paid, _ := oa.m.SCAPaid(); !paid; paid, _ = oa.m.SCAPaid() {
-			if time.Now().After(deadline) {
-				_, tries := oa.m.SCAPaid()
-				t.Fatalf("the bank did not take the owner's code (%d tries)", tries)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		// The window closes itself and the shop moves on: the view follows.
+		waitUntil(t, 30*time.Second, "the bank to take the owner's code", func() bool { paid, _ := oa.m.SCAPaid(); return paid })
+		// The window closes itself and the shop moves on to its
+		// confirmation: the view follows.
+		waitUntil(t, 30*time.Second, "the shop to serve its confirmation after the bank's window", func() bool {
+			_, c := oa.m.SCAPages()
+			return c > confirmed
+		})
 		n := int(view.stat(t, "s.frames"))
 		view.waitFrames(t, n+1)
-		time.Sleep(time.Second)
 		flash := view.decide(t, "#handoff-done")
 		r := call.wait(t)
 		a := r.json(t)
@@ -168,9 +169,9 @@ func TestHandoff_ChallengeE2E(t *testing.T) {
 			t.Errorf("durationMs %v", a["durationMs"])
 		}
 		if !strings.Contains(flash, "the challenge is gone") {
-			t.Errorf("the owner's page after giving it back says %q", redacted(flash))
+			t.Errorf("the owner's page after giving it back says %q", leakcheck.Redact(flash))
 		}
-		o := agent.must("get_session_outcome", map[string]any{"successSelector": "#order-success", "confirmsCheckout": true, "submitSelector": "#pay", "timeout": 15000}).json(t)
+		o := agent.must("get_session_outcome", map[string]any{"successSelector": "#order-success", "confirmsCheckout": true, "submitSelector": "#pay", "timeout": 30000}).json(t)
 		if o["outcome"] != "success" || o["corroborated"] != true {
 			t.Fatalf("order after the hand-off: outcome %v corroborated %v because %v", o["outcome"], o["corroborated"], o["notCorroboratedBecause"])
 		}
@@ -193,17 +194,24 @@ func TestHandoff_ChallengeE2E(t *testing.T) {
 		}
 		call := agent.callAsync("request_challenge_handoff", map[string]any{}, "ho-captcha")
 		view := owner.openHandoff(t)
-		time.Sleep(500 * time.Millisecond) // let the first frames settle
+		// Let the first frames settle, so that the latency logged below
+		// is the click's (a measurement; nothing is asserted on it).
+		time.Sleep(500 * time.Millisecond)
 		n := int(view.stat(t, "s.frames"))
 		view.clickAt(t, "robot")
 		view.waitFrames(t, n+1)
 		lat := view.stat(t, "s.latencies.length ? s.latencies[s.latencies.length-1] : -1")
 		t.Logf("live view: %.0f ms from the owner's click to the frame showing its effect", lat)
+		checkouts, _ := oa.m.SCAPages()
 		view.clickAt(t, "continue")
+		// Past the CAPTCHA the shop sends the page back to its checkout.
+		waitUntil(t, 30*time.Second, "the shop to serve its checkout after the CAPTCHA", func() bool {
+			c, _ := oa.m.SCAPages()
+			return c > checkouts
+		})
 		if _, err := view.p.WaitForFunction("() => window.handoffStats.frames > "+fmt.Sprint(n+1), nil, playwright.PageWaitForFunctionOptions{Timeout: playwright.Float(15000)}); err != nil {
 			t.Fatalf("no frame after Continue: %v", err)
 		}
-		time.Sleep(time.Second)
 		view.decide(t, "#handoff-done")
 		a := call.wait(t).json(t)
 		if a["outcome"] != "solved" || a["challengeType"] != "captcha" {
@@ -221,7 +229,10 @@ func TestHandoff_ChallengeE2E(t *testing.T) {
 		// A get_session_outcome check in progress gives the page up to a
 		// hand-off that asks for it: it answers cancelled (seed 004).
 		check := agent.callAsync("get_session_outcome", map[string]any{"successSelector": "#never-there", "timeout": 30000}, "outcome-mid-check")
-		time.Sleep(time.Second) // let the check start watching
+		// Let the check start watching. mcpd gives no sign that it is
+		// (no log line, no progress); until it does, this stays a fixed
+		// wait, and a slow start answers challenge_required, not cancelled.
+		time.Sleep(time.Second)
 		call := agent.callAsync("request_challenge_handoff", map[string]any{}, "ho-abandon")
 		if o := check.wait(t).json(t); o["outcome"] != "cancelled" {
 			t.Fatalf("get_session_outcome under a hand-off: %v", o)
@@ -247,29 +258,37 @@ func TestHandoff_ChallengeE2E(t *testing.T) {
 		}
 		lazy.must("close_session", map[string]any{})
 		lazy.close()
-		checkTranscript(t, "the second agent", lazy.transcript.Bytes(), typed)
+		typedLeaks(typed).Logs(t, "the second mcpd's log", lazy.logs.Bytes())
+		lazy.transcript.sweep(t, typedLeaks(typed), "the second agent's answers")
+		checkNoFrames(t, "the second agent", lazy.transcript.Bytes())
 	})
 
 	agent.close()
-	checkTranscript(t, "the agent", agent.transcript.Bytes(), typed)
-	checkTranscript(t, "mcpd's log", agent.stderr.Bytes(), typed)
-	for _, v := range typed {
-		if strings.Contains(string(oa.logs.Bytes()), v) {
-			t.Error("proxyd's log holds what the owner typed")
-		}
-	}
+	l := typedLeaks(typed)
+	agent.transcript.sweep(t, l, "the agent's answers")
+	l.Logs(t, "mcpd's log", agent.logs.Bytes())
+	l.Logs(t, "proxyd's log", oa.logs.Bytes())
+	checkNoFrames(t, "the agent", agent.transcript.Bytes())
+	checkNoFrames(t, "mcpd's log", agent.logs.Bytes())
 }
 
-// checkTranscript fails when what the owner typed, a frame of the live
-// view, or the hand-off's dashboard address is in data.
-func checkTranscript(t *testing.T, what string, data []byte, typed []string) {
-	t.Helper()
-	s := string(data)
+// typedLeaks is the P11 check for what the owner typed in a hand-off (a
+// bank's six-digit code).
+func typedLeaks(typed []string) *leakcheck.Checker {
+	var cs []leakcheck.Canary
 	for _, v := range typed {
-		if v != "" && strings.Contains(s, v) {
-			t.Errorf("%s holds what the owner typed", what)
+		if v != "" {
+			cs = append(cs, leakcheck.Value("code the owner typed", v))
 		}
 	}
+	return leakcheck.New(cs...)
+}
+
+// checkNoFrames fails when a frame of the live view or its address reached
+// the agent or a log: hand-off frames go to the owner only.
+func checkNoFrames(t *testing.T, what string, data []byte) {
+	t.Helper()
+	s := string(data)
 	for _, frame := range []string{"/9j/", "\xff\xd8\xff", "image/jpeg", "/handoffs/ho_"} {
 		if strings.Contains(s, frame) {
 			t.Errorf("%s holds a frame or the live view's address (%q)", what, frame)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentvault/agentvault/e2e/merchant"
+	"github.com/agentvault/agentvault/internal/leakcheck"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/proxyd"
@@ -66,7 +67,7 @@ func TestP18_Seed004OrderTotalHintInACrossOriginFrame(t *testing.T) {
 	}
 	openOverlay := func() {
 		agent.must("open_page", map[string]any{"url": checkoutURL})
-		agent.must("wait_for_selector", map[string]any{"selector": "#card-number", "frame": overlayFrame, "timeout": 15000})
+		agent.must("wait_for_selector", map[string]any{"selector": "#card-number", "frame": overlayFrame, "timeout": 30000})
 		agent.must("fill_checkout", map[string]any{"fields": []map[string]any{
 			{"selector": "#exp-month", "value": ap.card.month, "kind": "select", "frame": overlayFrame},
 			{"selector": "#exp-year", "value": ap.card.year, "kind": "select", "frame": overlayFrame},
@@ -83,7 +84,7 @@ func TestP18_Seed004OrderTotalHintInACrossOriginFrame(t *testing.T) {
 		t.Errorf("refused number fill status %q, want filled=0/1", r.status())
 	}
 	agent.must("click", map[string]any{"selector": "#ov-pay", "frame": overlayFrame})
-	agent.must("wait_for_selector", map[string]any{"selector": "#ov-error:not(:empty)", "frame": overlayFrame, "timeout": 10000})
+	agent.must("wait_for_selector", map[string]any{"selector": "#ov-error:not(:empty)", "frame": overlayFrame, "timeout": 30000})
 	if n := len(ap.m.Charges()); n != 0 || confirmPosts(ap.m) != 0 || ap.m.Pay.Saw(ap.card.number) {
 		t.Fatalf("without the hint the processor got %d confirmations and charged %d times", confirmPosts(ap.m), n)
 	}
@@ -108,7 +109,7 @@ func TestP18_Seed004OrderTotalHintInACrossOriginFrame(t *testing.T) {
 		{"selector": "#card-cvc", "value": cvvTok, "frame": overlayFrame},
 	}})
 	agent.must("click", map[string]any{"selector": "#ov-pay", "frame": overlayFrame})
-	out := agent.must("get_session_outcome", map[string]any{"successSelector": "#order-success", "timeout": 20000}).json(t)
+	out := agent.must("get_session_outcome", map[string]any{"successSelector": "#order-success", "timeout": 30000}).json(t)
 	if out["outcome"] != "success" {
 		t.Fatalf("the hinted checkout did not complete: %v", out["outcome"])
 	}
@@ -123,9 +124,9 @@ func TestP18_Seed004OrderTotalHintInACrossOriginFrame(t *testing.T) {
 	if len(ch) != 1 || confirmPosts(ap.m) != 1 || ch[0].Amount != merchant.OverlayTotal || ch[0].Currency != "EUR" || ch[0].Last4 != ap.card.number[len(ap.card.number)-4:] {
 		t.Fatalf("the processor charged %d times (%d confirmations); want once, EUR %s on the vault's card", len(ch), confirmPosts(ap.m), merchant.OverlayTotal)
 	}
-	l := newLeaks(newCanary("card number", ap.card.number), shortCanary("cvv", ap.card.cvv))
-	l.check(t, "MCP results", agent.transcript.Bytes())
-	l.check(t, "mcpd stderr", agent.stderr.Bytes())
-	l.check(t, "proxyd logs", ap.logs.Bytes())
-	l.check(t, "proxyd metrics", ap.metrics(t))
+	l := leakcheck.New(leakcheck.Value("card number", ap.card.number), leakcheck.Value("cvv", ap.card.cvv))
+	agent.transcript.sweep(t, l, "MCP results")
+	l.Logs(t, "mcpd log", agent.logs.Bytes())
+	l.Logs(t, "proxyd logs", ap.logs.Bytes())
+	l.Metrics(t, "proxyd metrics", ap.metrics(t))
 }

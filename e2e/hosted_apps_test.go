@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentvault/agentvault/internal/leakcheck"
 	"github.com/mxschmitt/playwright-go"
 )
 
@@ -49,7 +50,7 @@ func TestHostedOwnerEndsSessionOnDashboard(t *testing.T) {
 	r := a.call("count", map[string]any{"selector": "#add-to-cart"})
 	if !r.isErr || !strings.Contains(r.status(), "code=session_ended") ||
 		!strings.Contains(r.text, "This session has ended: the gateway closed it because the account holder ended it on the dashboard. What its close found: {\"reports\":[") {
-		t.Fatalf("the call after the owner's End: %q", redacted(r.text))
+		t.Fatalf("the call after the owner's End: %q", leakcheck.Redact(r.text))
 	}
 	a.session = ""
 	a.must("open_page", map[string]any{"url": oa.m.Shop.URL + "/products/headlamp"})
@@ -57,7 +58,7 @@ func TestHostedOwnerEndsSessionOnDashboard(t *testing.T) {
 		t.Fatal("open_page after the End named no session")
 	}
 	a.must("close_session", nil)
-	l := newLeaks(newCanary("card number", oa.card.number), shortCanary("cvv", oa.card.cvv))
-	l.check(t, "the owner's pages", owner.seen.Bytes())
-	l.check(t, "mcpd logs", hm.logs.Bytes())
+	l := leakcheck.New(leakcheck.Value("card number", oa.card.number), leakcheck.Value("cvv", oa.card.cvv))
+	l.Text(t, "the owner's pages", owner.seen.Bytes())
+	l.Logs(t, "mcpd logs", hm.logs.Bytes())
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentvault/agentvault/internal/leakcheck"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -196,7 +197,7 @@ func loadCheckout(hm *hostedMCP, key string, no int, oa *ownerAppliance) error {
 			}
 			if res.IsError {
 				line, _, _ := strings.Cut(txt, "\n")
-				return txt, fmt.Errorf("%s: %s", name, redacted(line))
+				return txt, fmt.Errorf("%s: %s", name, leakcheck.Redact(line))
 			}
 			if m := handle.FindStringSubmatch(txt); m != nil && session == "" {
 				session = m[1]
@@ -252,7 +253,7 @@ func loadCheckout(hm *hostedMCP, key string, no int, oa *ownerAppliance) error {
 		return err
 	}
 	if !strings.Contains(closed, `"confirmationDetected":true`) || !strings.Contains(closed, `"card"`) {
-		return fmt.Errorf("close_session's report: %s", redacted(strings.SplitN(closed, "\n", 2)[0]))
+		return fmt.Errorf("close_session's report: %s", leakcheck.Redact(strings.SplitN(closed, "\n", 2)[0]))
 	}
 	return nil
 }

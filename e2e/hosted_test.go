@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentvault/agentvault/internal/leakcheck"
 	"github.com/agentvault/agentvault/mcpserver"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -77,7 +78,7 @@ type hostedAgent struct {
 	cs  *mcp.ClientSession
 	// session is the handle the agent passes on every call.
 	session    string
-	transcript syncBuffer
+	transcript answers
 }
 
 type keyTransport struct{ key string }
@@ -92,6 +93,9 @@ func (k keyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	return resp, err
 }
+
+// reasonIdleText is how mcpd names an idle end, in its log and its answers.
+const reasonIdleText = "it was idle too long"
 
 var errSessionHeader = &json.UnsupportedValueError{Str: "the hosted server sent an Mcp-Session-Id header"}
 
@@ -146,7 +150,7 @@ func (a *hostedAgent) must(name string, args map[string]any) answer {
 	a.t.Helper()
 	r := a.call(name, args)
 	if r.isErr || strings.HasPrefix(r.text, "status=pending") {
-		a.t.Fatalf("%s: %q", name, redacted(r.status()))
+		a.t.Fatalf("%s: %q", name, leakcheck.Redact(r.status()))
 	}
 	return r
 }
@@ -234,9 +238,9 @@ func TestP20_HostedCheckoutTwoAgents(t *testing.T) {
 
 	// A walks to the checkout.
 	a.must("click", map[string]any{"selector": "#add-to-cart"})
-	a.must("wait_for_selector", map[string]any{"selector": "#checkout", "timeout": 10000})
+	a.must("wait_for_selector", map[string]any{"selector": "#checkout", "timeout": 20000})
 	a.must("click", map[string]any{"selector": "#checkout"})
-	a.must("wait_for_selector", map[string]any{"selector": numberSel, "frame": payFrame, "timeout": 10000})
+	a.must("wait_for_selector", map[string]any{"selector": numberSel, "frame": payFrame, "timeout": 20000})
 	a.must("fill_checkout", map[string]any{"fields": []map[string]any{
 		{"selector": "#email", "value": "ada@example.org"},
 		{"selector": "#first-name", "value": "Ada"},
@@ -271,34 +275,36 @@ func TestP20_HostedCheckoutTwoAgents(t *testing.T) {
 	first := a.raw(fillID, "fill_checkout", fill())
 	took := time.Since(started)
 	m := regexp.MustCompile(`^status=pending wait=(w_[a-z2-7]+) waiting_on_owner=true reason=new_destination`).FindStringSubmatch(first)
-	if m == nil || took >= 26*time.Second {
-		t.Fatalf("first fill on the processor after %v: %q", took, redacted(first))
+	// Pending because the owner is asked (waiting_on_owner=true), not
+	// because the call deadline passed; how long that took is logged, not
+	// asserted (a busy machine is slow).
+	if m == nil {
+		t.Fatalf("first fill on the processor after %v: %q", took, leakcheck.Redact(first))
 	}
 	t.Logf("the first fill answered pending after %v", took.Round(time.Millisecond))
 	if !strings.Contains(first, "fill_checkout is waiting for the account owner to approve a new site") {
-		t.Errorf("the pending answer does not say what the owner is asked: %q", redacted(first))
+		t.Errorf("the pending answer does not say what the owner is asked: %q", leakcheck.Redact(first))
 	}
 	// Sent again while it runs, it joins: the same wait.
 	if again := a.raw(fillID, "fill_checkout", fill()); !strings.Contains(again, "wait="+m[1]) {
-		t.Fatalf("retransmission while running: %q", redacted(again))
+		t.Fatalf("retransmission while running: %q", leakcheck.Redact(again))
 	}
 	owner.decideNext(t, "approve")
+	// Each get_pending_result waits up to the call deadline itself.
 	var final answer
-	for {
+	waitUntil(t, 3*time.Minute, "the approved fill's own answer from get_pending_result", func() bool {
 		final = a.call("get_pending_result", map[string]any{"wait": m[1]})
-		if !strings.HasPrefix(final.text, "status=pending") {
-			break
-		}
-	}
+		return !strings.HasPrefix(final.text, "status=pending")
+	})
 	if final.isErr || !strings.HasPrefix(final.text, "status=ok filled=2/2 session="+a.session) {
-		t.Fatalf("the fill's own answer: %q", redacted(final.status()))
+		t.Fatalf("the fill's own answer: %q", leakcheck.Redact(final.status()))
 	}
 
 	t.Run("P20_RetransmittedFillTypesNothing", func(t *testing.T) {
 		fills := strings.Count(string(hm.logs.Bytes()), "tool=fill_checkout status=ok")
 		again := a.raw(fillID, "fill_checkout", fill())
 		if again != final.text {
-			t.Fatalf("the retransmitted fill answered %q, first %q", redacted(again), redacted(final.text))
+			t.Fatalf("the retransmitted fill answered %q, first %q", leakcheck.Redact(again), leakcheck.Redact(final.text))
 		}
 		if n := strings.Count(string(hm.logs.Bytes()), "tool=fill_checkout status=ok"); n != fills {
 			t.Fatalf("the retransmitted fill ran (%d fills logged, %d before)", n, fills)
@@ -319,7 +325,7 @@ func TestP20_HostedCheckoutTwoAgents(t *testing.T) {
 		// refusal on the wire from a slow page.
 		for _, l := range strings.Split(string(oa.logs.Bytes()), "\n") {
 			if strings.Contains(l, `"decision":"refused"`) || strings.Contains(l, `"decision":"substituted"`) {
-				t.Log(redacted(l))
+				t.Log(leakcheck.Redact(l))
 			}
 		}
 		t.Fatalf("outcome %v, corroborated %v, because %v", o["outcome"], o["corroborated"], o["notCorroboratedBecause"])
@@ -335,16 +341,62 @@ func TestP20_HostedCheckoutTwoAgents(t *testing.T) {
 
 	// B idles past 13 minutes: its session ends with the reason and what
 	// its close found.
+	// The sweeper (every 200 ms) ends it; its close (the browser and the
+	// proxy's report) runs after. A call that comes before the close is
+	// done waits up to 5 s for it and may answer without the report: ask
+	// again until the report is there.
 	hm.clock.jump(14 * time.Minute)
-	time.Sleep(2 * time.Second) // the sweeper runs every 200 ms
-	ended := b.call("count", map[string]any{"selector": "#add-to-cart"})
-	if !strings.Contains(ended.text, "This session has ended: the gateway closed it because it was idle too long. What its close found: {\"reports\":[") {
-		t.Fatalf("idle session: %q", ended.text)
-	}
+	waitUntil(t, time.Minute, "mcpd to end B's idle session (its log line)", func() bool {
+		for _, l := range strings.Split(string(hm.logs.Bytes()), "\n") {
+			if strings.Contains(l, "hosted session ended") && strings.Contains(l, reasonIdleText) {
+				return true
+			}
+		}
+		return false
+	})
+	const idleEnded = "This session has ended: the gateway closed it because " + reasonIdleText + ". What its close found: "
+	var ended answer
+	waitUntil(t, time.Minute, "the ended idle session's answer to carry its close's report", func() bool {
+		ended = b.call("count", map[string]any{"selector": "#add-to-cart"})
+		if !strings.Contains(ended.text, idleEnded) {
+			t.Fatalf("idle session: %q", ended.text)
+		}
+		return strings.Contains(ended.text, idleEnded+`{"reports":[`)
+	})
 
-	l := newLeaks(newCanary("card number", oa.card.number), shortCanary("cvv", oa.card.cvv))
-	l.check(t, "agent A's answers", a.transcript.Bytes())
-	l.check(t, "agent B's answers", b.transcript.Bytes())
-	l.check(t, "mcpd logs", hm.logs.Bytes())
-	l.check(t, "proxyd logs", oa.logs.Bytes())
+	l := leakcheck.New(leakcheck.Value("card number", oa.card.number), leakcheck.Value("cvv", oa.card.cvv))
+	a.transcript.sweep(t, l, "agent A's answers")
+	b.transcript.sweep(t, l, "agent B's answers")
+	l.Logs(t, "mcpd logs", hm.logs.Bytes())
+	l.Logs(t, "proxyd logs", oa.logs.Bytes())
+}
+
+// TestP24_HostedTwoClientsOneKey is issue 22's finding through proxyd and
+// mcpd's own Main over streamable HTTP: two MCP clients on one API key make
+// the same first call with the same JSON-RPC id (each new client counts from
+// 1). The second starts a session of its own and is never given the first
+// one's handle, and what it does on its session leaves the first one's
+// page where it was.
+func TestP24_HostedTwoClientsOneKey(t *testing.T) {
+	requireE2E(t, true)
+	oa := startOwnerAppliance(t, "50.00")
+	hm := startHostedMCP(t, oa)
+	a, b := hm.agent(t, oa.apiKey), hm.agent(t, oa.apiKey)
+	product := oa.m.Shop.URL + "/products/trail-shoes"
+
+	a.must("open_page", map[string]any{"url": product})
+	b.must("open_page", map[string]any{"url": product})
+	if a.session == "" || b.session == "" || b.session == a.session {
+		t.Fatalf("the same first call on two clients of one key: sessions %q and %q", a.session, b.session)
+	}
+	b.must("open_page", map[string]any{"url": oa.m.Shop.URL + "/"})
+	if r := a.must("count", map[string]any{"selector": "#add-to-cart"}); !strings.Contains(r.text, `"count":1`) {
+		t.Fatalf("A's page after B moved its own: %q", r.status())
+	}
+	if r := b.must("count", map[string]any{"selector": "#add-to-cart"}); !strings.Contains(r.text, `"count":0`) {
+		t.Fatalf("B's page: %q", r.status())
+	}
+	if strings.Contains(string(b.transcript.Bytes()), a.session) {
+		t.Fatal("B was given A's session handle")
+	}
 }

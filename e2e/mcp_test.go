@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentvault/agentvault/internal/leakcheck"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -65,12 +66,12 @@ func buildCmd(t *testing.T, name string) string {
 // mcpAgent is the scripted agent: an MCP client speaking to the built mcpd
 // over stdio. Every answer it gets is kept for the P11 sweep.
 type mcpAgent struct {
-	t      *testing.T
-	cs     *mcp.ClientSession
-	stderr *syncBuffer
+	t    *testing.T
+	cs   *mcp.ClientSession
+	logs *syncBuffer // mcpd's stderr: its log
 	// transcript holds every result, as JSON and as decoded text and image
 	// bytes, for the leak sweep.
-	transcript syncBuffer
+	transcript answers
 	images     [][]byte
 
 	mu      sync.Mutex
@@ -79,16 +80,16 @@ type mcpAgent struct {
 
 func startAgent(t *testing.T, bin string, args, env []string) *mcpAgent {
 	t.Helper()
-	a := &mcpAgent{t: t, stderr: &syncBuffer{}, latency: map[string][]time.Duration{}}
+	a := &mcpAgent{t: t, logs: &syncBuffer{}, latency: map[string][]time.Duration{}}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = env
-	cmd.Stderr = a.stderr
+	cmd.Stderr = a.logs
 	client := mcp.NewClient(&mcp.Implementation{Name: "agentvault-e2e-agent", Version: "1.0.0"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 10 * time.Second}, nil)
 	if err != nil {
-		t.Fatalf("connect to mcpd: %v (stderr has %d bytes)", err, len(a.stderr.Bytes()))
+		t.Fatalf("connect to mcpd: %v (stderr has %d bytes)", err, len(a.logs.Bytes()))
 	}
 	a.cs = cs
 	t.Cleanup(func() { _ = cs.Close() })
@@ -135,7 +136,7 @@ func (r answer) status() string {
 	if len(line) > 160 {
 		line = line[:160]
 	}
-	return redacted(line)
+	return leakcheck.Redact(line)
 }
 
 // json decodes a JSON answer.

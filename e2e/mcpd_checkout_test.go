@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"github.com/agentvault/agentvault/internal/leakcheck"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -93,10 +94,10 @@ func mcpCheckout(t *testing.T, ap *appliance) {
 	runStart := time.Now()
 	agent.must("open_page", map[string]any{"url": ap.m.Shop.URL + "/products/trail-shoes"})
 	agent.must("click", map[string]any{"selector": "#add-to-cart"})
-	agent.must("wait_for_selector", map[string]any{"selector": "#checkout", "timeout": 10000})
+	agent.must("wait_for_selector", map[string]any{"selector": "#checkout", "timeout": 30000})
 	agent.must("click", map[string]any{"selector": "#checkout"})
-	agent.must("wait_for_selector", map[string]any{"selector": "#place-order", "timeout": 10000})
-	agent.must("wait_for_selector", map[string]any{"selector": numberSel, "frame": payFrame, "timeout": 10000})
+	agent.must("wait_for_selector", map[string]any{"selector": "#place-order", "timeout": 30000})
+	agent.must("wait_for_selector", map[string]any{"selector": numberSel, "frame": payFrame, "timeout": 30000})
 
 	// Orientation before any fill: the snapshot works and reaches into the
 	// card iframe.
@@ -245,17 +246,17 @@ func mcpCheckout(t *testing.T, ap *appliance) {
 
 	// P11: every sink, grepped for the canaries and their encodings.
 	agent.close()
-	l := newLeaks(newCanary("card number", ap.card.number), shortCanary("cvv", ap.card.cvv))
-	l.check(t, "MCP results", agent.transcript.Bytes())
-	l.check(t, "close_session answer", []byte(closed.text))
-	l.check(t, "mcpd stderr", agent.stderr.Bytes())
-	l.check(t, "proxyd logs", ap.logs.Bytes())
-	l.check(t, "proxyd metrics", ap.metrics(t))
+	l := leakcheck.New(leakcheck.Value("card number", ap.card.number), leakcheck.Value("cvv", ap.card.cvv))
+	agent.transcript.sweep(t, l, "MCP results")
+	l.Answer(t, "close_session answer", []byte(closed.text))
+	l.Logs(t, "mcpd log", agent.logs.Bytes())
+	l.Logs(t, "proxyd logs", ap.logs.Bytes())
+	l.Metrics(t, "proxyd metrics", ap.metrics(t))
 	for i, img := range agent.images {
-		l.check(t, "screenshot "+itoa(i), img)
+		l.Binary(t, "screenshot "+itoa(i), img)
 	}
 	t.Logf("checkout run (open_page to confirmed outcome) took %v; per-call means: %s", checkoutTook.Round(time.Millisecond), agent.latencyReport())
-	t.Logf("P11 sweep covered %s", l.summary())
+	t.Logf("P11 sweep covered %s", l.Summary())
 }
 
 // TestMCPEmailFirstLogin signs in on the merchant's email-first form with
@@ -288,24 +289,24 @@ func TestMCPEmailFirstLogin(t *testing.T) {
 	agent.must("fill_login", map[string]any{"passwordSelector": "input[type='password']", "passwordToken": pwTok})
 	agent.must("click", map[string]any{"selector": "#sign-in"})
 	out := agent.must("get_session_outcome", map[string]any{
-		"successSelector": "#account", "failureSelector": "#signin-error:not(:empty)", "timeout": 15000,
+		"successSelector": "#account", "failureSelector": "#signin-error:not(:empty)", "timeout": 30000,
 	}).json(t)
 	if out["outcome"] != "success" {
 		obs := agent.call("observe_page", map[string]any{})
 		t.Fatalf("sign-in outcome %v; observe_page: %.300s; failed sign-ins at the site: %d; site saw the real password: %v",
-			out["outcome"], redacted(obs.text), ap.m.FailedSignIns(), ap.m.Login.Saw(ap.login.password))
+			out["outcome"], leakcheck.Redact(obs.text), ap.m.FailedSignIns(), ap.m.Login.Saw(ap.login.password))
 	}
 	agent.must("close_session", map[string]any{})
 	if !ap.m.Login.Saw(ap.login.password) {
 		t.Error("the login site did not receive the real password")
 	}
 	agent.close()
-	l := newLeaks(newCanary("password", ap.login.password))
-	l.check(t, "MCP results", agent.transcript.Bytes())
-	l.check(t, "mcpd stderr", agent.stderr.Bytes())
-	l.check(t, "proxyd logs", ap.logs.Bytes())
-	l.check(t, "proxyd metrics", ap.metrics(t))
-	t.Logf("sign-in per-call means: %s; P11 sweep covered %s", agent.latencyReport(), l.summary())
+	l := leakcheck.New(leakcheck.Value("password", ap.login.password))
+	agent.transcript.sweep(t, l, "MCP results")
+	l.Logs(t, "mcpd log", agent.logs.Bytes())
+	l.Logs(t, "proxyd logs", ap.logs.Bytes())
+	l.Metrics(t, "proxyd metrics", ap.metrics(t))
+	t.Logf("sign-in per-call means: %s; P11 sweep covered %s", agent.latencyReport(), l.Summary())
 }
 
 // TestMCPDeclinedCardIsNotConfirmed fills the card with a wrong expiry year:
@@ -323,9 +324,9 @@ func TestMCPDeclinedCardIsNotConfirmed(t *testing.T) {
 	numberTok, cvvTok := findToken(cat.text, "card", "number"), findToken(cat.text, "card", "cvv")
 	agent.must("open_page", map[string]any{"url": ap.m.Shop.URL + "/products/headlamp"})
 	agent.must("click", map[string]any{"selector": "#add-to-cart"})
-	agent.must("wait_for_selector", map[string]any{"selector": "#checkout", "timeout": 10000})
+	agent.must("wait_for_selector", map[string]any{"selector": "#checkout", "timeout": 30000})
 	agent.must("click", map[string]any{"selector": "#checkout"})
-	agent.must("wait_for_selector", map[string]any{"selector": numberSel, "frame": payFrame, "timeout": 10000})
+	agent.must("wait_for_selector", map[string]any{"selector": numberSel, "frame": payFrame, "timeout": 30000})
 	agent.must("fill_checkout", map[string]any{"fields": []map[string]any{
 		{"selector": "#email", "value": "ada@example.org"},
 		{"selector": "#first-name", "value": "Ada"},
@@ -349,7 +350,7 @@ func TestMCPDeclinedCardIsNotConfirmed(t *testing.T) {
 	}
 	obs := agent.must("observe_page", map[string]any{}).json(t)
 	if errs, _ := obs["errorText"].([]any); !strings.Contains(fmt.Sprint(errs), "expiration date") {
-		t.Errorf("observe_page errorText = %v, want the processor's expiry message", redacted(fmt.Sprint(errs)))
+		t.Errorf("observe_page errorText = %v, want the processor's expiry message", leakcheck.Redact(fmt.Sprint(errs)))
 	}
 	rep := agent.must("get_run_report", map[string]any{}).json(t)
 	if rep["confirmationDetected"] == true {
@@ -366,8 +367,8 @@ func TestMCPDeclinedCardIsNotConfirmed(t *testing.T) {
 		t.Error("a declined card produced an order or a charge")
 	}
 	agent.close()
-	l := newLeaks(newCanary("card number", ap.card.number), shortCanary("cvv", ap.card.cvv))
-	l.check(t, "MCP results", agent.transcript.Bytes())
-	l.check(t, "mcpd stderr", agent.stderr.Bytes())
-	l.check(t, "proxyd logs", ap.logs.Bytes())
+	l := leakcheck.New(leakcheck.Value("card number", ap.card.number), leakcheck.Value("cvv", ap.card.cvv))
+	agent.transcript.sweep(t, l, "MCP results")
+	l.Logs(t, "mcpd log", agent.logs.Bytes())
+	l.Logs(t, "proxyd logs", ap.logs.Bytes())
 }

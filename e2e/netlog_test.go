@@ -35,9 +35,9 @@ func TestNetworkLog_ReducedAfterFill(t *testing.T) {
 		t.Error("the network log shows a query string")
 	}
 	on.must("click", map[string]any{"selector": "#add-to-cart"})
-	on.must("wait_for_selector", map[string]any{"selector": "#checkout", "timeout": 10000})
+	on.must("wait_for_selector", map[string]any{"selector": "#checkout", "timeout": 30000})
 	on.must("click", map[string]any{"selector": "#checkout"})
-	on.must("wait_for_selector", map[string]any{"selector": "#email", "timeout": 10000})
+	on.must("wait_for_selector", map[string]any{"selector": "#email", "timeout": 30000})
 	on.must("fill_checkout", map[string]any{"fields": []map[string]any{{"selector": "#email", "value": emailTok}}, "timeout": 5000})
 	r = on.must("get_network_log", map[string]any{})
 	if !strings.Contains(r.text, "this site") || strings.Contains(r.text, "/checkout") || strings.Contains(r.text, "localhost") || strings.Contains(r.text, "127.0.0.1") {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/internal/leakcheck"
 )
 
 // TestOwnerApprovesInDashboard is the issue-5 proof in real Chromium. proxyd's
@@ -42,10 +43,10 @@ func TestOwnerApprovesInDashboard(t *testing.T) {
 		for _, p := range products {
 			agent.must("open_page", map[string]any{"url": oa.m.Shop.URL + "/products/" + p})
 			agent.must("click", map[string]any{"selector": "#add-to-cart"})
-			agent.must("wait_for_selector", map[string]any{"selector": "#checkout", "timeout": 10000})
+			agent.must("wait_for_selector", map[string]any{"selector": "#checkout", "timeout": 30000})
 		}
 		agent.must("click", map[string]any{"selector": "#checkout"})
-		agent.must("wait_for_selector", map[string]any{"selector": numberSel, "frame": payFrame, "timeout": 10000})
+		agent.must("wait_for_selector", map[string]any{"selector": numberSel, "frame": payFrame, "timeout": 30000})
 		agent.must("fill_checkout", map[string]any{"fields": []map[string]any{
 			{"selector": "#email", "value": "ada@example.org"},
 			{"selector": "#first-name", "value": "Ada"},
@@ -93,7 +94,7 @@ func TestOwnerApprovesInDashboard(t *testing.T) {
 		// reads it without calling the page an error page.
 		obs := agent.must("observe_page", map[string]any{}).json(t)
 		if obs["error"] == true {
-			t.Errorf("observe_page calls the confirmation an error: %v", redacted(strings.Join(asStrings(obs["errorText"]), "|")))
+			t.Errorf("observe_page calls the confirmation an error: %v", leakcheck.Redact(strings.Join(asStrings(obs["errorText"]), "|")))
 		}
 		if orders := oa.m.Orders(); len(orders) != 1 || orders[0].Total != "42.50" {
 			t.Fatalf("merchant has %d orders, want one of EUR 42.50", len(orders))
@@ -126,7 +127,7 @@ func TestOwnerApprovesInDashboard(t *testing.T) {
 			t.Fatalf("denied purchase: %q", r.status())
 		}
 		if !strings.Contains(r.text, "approve a purchase of EUR 72.40") || !strings.Contains(r.text, "denied") {
-			t.Errorf("the refusal does not say what was asked and how it ended: %q", redacted(r.text))
+			t.Errorf("the refusal does not say what was asked and how it ended: %q", leakcheck.Redact(r.text))
 		}
 		if len(oa.m.Charges()) != charges {
 			t.Error("a denied purchase reached the processor")
@@ -139,12 +140,12 @@ func TestOwnerApprovesInDashboard(t *testing.T) {
 	})
 
 	agent.close()
-	l := newLeaks(newCanary("card number", oa.card.number), shortCanary("cvv", oa.card.cvv))
-	l.check(t, "MCP results", agent.transcript.Bytes())
-	l.check(t, "mcpd stderr", agent.stderr.Bytes())
-	l.check(t, "proxyd logs", oa.logs.Bytes())
-	l.check(t, "owner's dashboard pages", owner.seen.Bytes())
-	t.Logf("P11 sweep covered %s", l.summary())
+	l := leakcheck.New(leakcheck.Value("card number", oa.card.number), leakcheck.Value("cvv", oa.card.cvv))
+	agent.transcript.sweep(t, l, "MCP results")
+	l.Logs(t, "mcpd log", agent.logs.Bytes())
+	l.Logs(t, "proxyd logs", oa.logs.Bytes())
+	l.Text(t, "owner's dashboard pages", owner.seen.Bytes())
+	t.Logf("P11 sweep covered %s", l.Summary())
 }
 
 func asStrings(v any) []string {

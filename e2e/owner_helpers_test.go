@@ -111,7 +111,7 @@ func startOwnerAppliance(t *testing.T, threshold string) *ownerAppliance {
 func dashboardSPKI(t *testing.T, addr string) string {
 	t.Helper()
 	var lastErr error
-	for range 100 {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
 		c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, ServerName: "127.0.0.1"}) // only to read the leaf it presents
 		if err == nil {
 			leaf := c.ConnectionState().PeerCertificates[0]
@@ -246,17 +246,17 @@ func (p *progressFeed) count() int {
 func startAgentWithProgress(t *testing.T, bin string, args, env []string) (*mcpAgent, *progressFeed) {
 	t.Helper()
 	feed := &progressFeed{ch: make(chan string, 256)}
-	a := &mcpAgent{t: t, stderr: &syncBuffer{}, latency: map[string][]time.Duration{}}
+	a := &mcpAgent{t: t, logs: &syncBuffer{}, latency: map[string][]time.Duration{}}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = env
-	cmd.Stderr = a.stderr
+	cmd.Stderr = a.logs
 	client := mcp.NewClient(&mcp.Implementation{Name: "agentvault-e2e-agent", Version: "1.0.0"},
 		&mcp.ClientOptions{ProgressNotificationHandler: feed.handler})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 10 * time.Second}, nil)
 	if err != nil {
-		t.Fatalf("connect to mcpd: %v (stderr has %d bytes)", err, len(a.stderr.Bytes()))
+		t.Fatalf("connect to mcpd: %v (stderr has %d bytes)", err, len(a.logs.Bytes()))
 	}
 	a.cs = cs
 	t.Cleanup(func() { _ = cs.Close() })

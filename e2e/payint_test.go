@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentvault/agentvault/e2e/merchant"
+	"github.com/agentvault/agentvault/internal/leakcheck"
 	"github.com/agentvault/agentvault/proxyd"
 	"github.com/agentvault/agentvault/vault"
 	"github.com/mxschmitt/playwright-go"
@@ -75,7 +76,7 @@ func startPayInt(t *testing.T) *payIntRun {
 	}
 	r := &payIntRun{t: t, ap: ap}
 	r.shopPwd = "Sh-" + randomHex(10) + "!q"
-	planted.Store(r.shopPwd, struct{}{})
+	leakcheck.Plant(r.shopPwd)
 	if _, err := ap.vault.AddLogin(ctx, org, "owner", vault.LoginInput{
 		Site: "shop.test", Website: ap.m.Shop.URL + "/account/login", Email: shopperEmail, Password: vault.NewSecret([]byte(r.shopPwd)),
 	}); err != nil {
@@ -108,7 +109,7 @@ func startPayInt(t *testing.T) *payIntRun {
 func (r *payIntRun) addToCart() {
 	r.agent.must("open_page", map[string]any{"url": r.ap.m.Shop.URL + "/products/trail-shoes"})
 	r.agent.must("click", map[string]any{"selector": "#add-to-cart"})
-	r.agent.must("wait_for_selector", map[string]any{"selector": "#checkout", "timeout": 10000})
+	r.agent.must("wait_for_selector", map[string]any{"selector": "#checkout", "timeout": 30000})
 }
 
 // outcome clicks submit and reads the outcome.
@@ -203,12 +204,12 @@ func (r *payIntRun) checkPaid(processor *merchant.Site, sentNumber string) {
 func (r *payIntRun) sweep() {
 	closed := r.agent.must("close_session", map[string]any{})
 	r.agent.close()
-	l := newLeaks(newCanary("card number", r.ap.card.number), shortCanary("cvv", r.ap.card.cvv), newCanary("shop password", r.shopPwd))
-	l.check(r.t, "MCP results", r.agent.transcript.Bytes())
-	l.check(r.t, "close_session answer", []byte(closed.text))
-	l.check(r.t, "mcpd stderr", r.agent.stderr.Bytes())
-	l.check(r.t, "proxyd logs", r.ap.logs.Bytes())
-	l.check(r.t, "proxyd metrics", r.ap.metrics(r.t))
+	l := leakcheck.New(leakcheck.Value("card number", r.ap.card.number), leakcheck.Value("cvv", r.ap.card.cvv), leakcheck.Value("shop password", r.shopPwd))
+	r.agent.transcript.sweep(r.t, l, "MCP results")
+	l.Answer(r.t, "close_session answer", []byte(closed.text))
+	l.Logs(r.t, "mcpd log", r.agent.logs.Bytes())
+	l.Logs(r.t, "proxyd logs", r.ap.logs.Bytes())
+	l.Metrics(r.t, "proxyd metrics", r.ap.metrics(r.t))
 }
 
 // mustSucceed fails a checkout that did not reach a corroborated success.
@@ -225,7 +226,7 @@ func TestPayInt_StripePaymentElement(t *testing.T) {
 	r := startPayInt(t)
 	r.addToCart()
 	r.agent.must("open_page", map[string]any{"url": r.ap.m.Shop.URL + "/pay/payment-element"})
-	r.agent.must("wait_for_selector", map[string]any{"selector": numberSel, "frame": peFrame, "timeout": 10000})
+	r.agent.must("wait_for_selector", map[string]any{"selector": numberSel, "frame": peFrame, "timeout": 30000})
 	r.agent.must("fill_checkout", map[string]any{"fields": []map[string]any{
 		{"selector": "#email", "value": "ada@example.org"},
 		{"selector": "#name", "value": "Ada Lovelace"},
@@ -245,7 +246,7 @@ func TestPayInt_StripeCardElement(t *testing.T) {
 	r := startPayInt(t)
 	r.addToCart()
 	r.agent.must("open_page", map[string]any{"url": r.ap.m.Shop.URL + "/pay/card-element"})
-	r.agent.must("wait_for_selector", map[string]any{"selector": "input[name='cardnumber']", "frame": ceNumberFrame, "timeout": 10000})
+	r.agent.must("wait_for_selector", map[string]any{"selector": "input[name='cardnumber']", "frame": ceNumberFrame, "timeout": 30000})
 	r.agent.must("fill_checkout", map[string]any{"fields": []map[string]any{
 		{"selector": "#email", "value": "ada@example.org"},
 		{"selector": "input[name='exp-date']", "value": r.expShort, "frame": ceExpiryFrame},
@@ -268,16 +269,16 @@ func TestPayInt_ShopifyCardFields(t *testing.T) {
 	}
 	r.addToCart()
 	r.agent.must("open_page", map[string]any{"url": r.ap.m.Shop.URL + "/cf/contact"})
-	r.agent.must("wait_for_selector", map[string]any{"selector": "#customer-password", "timeout": 10000})
+	r.agent.must("wait_for_selector", map[string]any{"selector": "#customer-password", "timeout": 30000})
 	r.agent.must("fill_login", map[string]any{
 		"usernameSelector": "#customer-email", "usernameToken": r.shopEmailTok,
 		"passwordSelector": "#customer-password", "passwordToken": r.shopPwdTok,
 	})
 	r.agent.must("click", map[string]any{"selector": "#sign-in"})
-	r.agent.must("wait_for_selector", map[string]any{"selector": "#checkout-email", "timeout": 10000})
+	r.agent.must("wait_for_selector", map[string]any{"selector": "#checkout-email", "timeout": 30000})
 	r.agent.must("fill_checkout", map[string]any{"fields": []map[string]any{{"selector": "#checkout-email", "value": "ada@example.org"}}})
 	r.agent.must("click", map[string]any{"selector": "#continue-to-shipping"})
-	r.agent.must("wait_for_selector", map[string]any{"selector": "#address1", "timeout": 10000})
+	r.agent.must("wait_for_selector", map[string]any{"selector": "#address1", "timeout": 30000})
 	r.agent.must("fill_checkout", map[string]any{"fields": []map[string]any{
 		{"selector": "#first-name", "value": "Ada"},
 		{"selector": "#last-name", "value": "Lovelace"},
@@ -287,7 +288,7 @@ func TestPayInt_ShopifyCardFields(t *testing.T) {
 		{"selector": "#country", "value": "DE", "kind": "select"},
 	}})
 	r.agent.must("click", map[string]any{"selector": "#continue-to-payment"})
-	r.agent.must("wait_for_selector", map[string]any{"selector": "#number", "frame": cfNumberFrame, "timeout": 10000})
+	r.agent.must("wait_for_selector", map[string]any{"selector": "#number", "frame": cfNumberFrame, "timeout": 30000})
 	r.agent.must("fill_checkout", map[string]any{"fields": []map[string]any{
 		{"selector": "#name", "value": "Ada Lovelace", "frame": cfNameFrame},
 		{"selector": "#expiry", "value": r.expShort, "frame": cfExpiryFrame},
@@ -307,7 +308,7 @@ func TestPayInt_ClientSideEncryptionRefused(t *testing.T) {
 	r := startPayInt(t)
 	r.addToCart()
 	r.agent.must("open_page", map[string]any{"url": r.ap.m.Shop.URL + "/pay/secured-fields"})
-	r.agent.must("wait_for_selector", map[string]any{"selector": "#encryptedCardNumber", "frame": securedFrame, "timeout": 10000})
+	r.agent.must("wait_for_selector", map[string]any{"selector": "#encryptedCardNumber", "frame": securedFrame, "timeout": 30000})
 	ans := r.agent.refused("fill_checkout", map[string]any{"fields": []map[string]any{
 		{"selector": "#email", "value": "ada@example.org"},
 		{"selector": "#encryptedExpiryMonth", "value": r.expMonth, "kind": "select", "frame": securedFrame},
@@ -339,7 +340,7 @@ func TestP2_CardPostedOutsideIntegrationRefused(t *testing.T) {
 	r := startPayInt(t)
 	r.addToCart()
 	r.agent.must("open_page", map[string]any{"url": r.ap.m.Shop.URL + "/pay/payment-element?post_to=collect"})
-	r.agent.must("wait_for_selector", map[string]any{"selector": numberSel, "frame": peFrame, "timeout": 10000})
+	r.agent.must("wait_for_selector", map[string]any{"selector": numberSel, "frame": peFrame, "timeout": 30000})
 	r.agent.must("fill_checkout", map[string]any{"fields": []map[string]any{
 		{"selector": "#email", "value": "ada@example.org"},
 		{"selector": "#exp-month", "value": r.expMonth, "kind": "select", "frame": peFrame},
@@ -393,7 +394,7 @@ func TestPayInt_MerchantShapesInChromium(t *testing.T) {
 		must(t, "submit", page.Locator(submit).Click())
 		if err := page.Locator(successSel).WaitFor(playwright.LocatorWaitForOptions{Timeout: playwright.Float(15000)}); err != nil {
 			txt, _ := page.Locator("#form-error").TextContent()
-			t.Fatalf("no confirmation (%v); page error %q", err, redacted(txt))
+			t.Fatalf("no confirmation (%v); page error %q", err, leakcheck.Redact(txt))
 		}
 		if len(m.Orders()) != before+1 {
 			t.Fatal("no order placed")
@@ -455,7 +456,7 @@ func TestPayInt_MerchantShapesInChromium(t *testing.T) {
 		must(t, "pay", page.Locator("#pay-now").Click())
 		if err := page.Locator(successSel).WaitFor(playwright.LocatorWaitForOptions{Timeout: playwright.Float(15000)}); err != nil {
 			txt, _ := page.Locator("#form-error").TextContent()
-			t.Fatalf("no confirmation (%v); page error %q", err, redacted(txt))
+			t.Fatalf("no confirmation (%v); page error %q", err, leakcheck.Redact(txt))
 		}
 		if m.Vault.Count(grouped(number)) != 1 || !m.Vault.SawField(cvc) || m.Shop.Saw(number) || m.Shop.Saw(grouped(number)) {
 			t.Error("the card vault did not receive the grouped number and CVC, or the shop did")

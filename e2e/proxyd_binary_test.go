@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/e2e/merchant"
+	"github.com/agentvault/agentvault/internal/leakcheck"
 	"github.com/agentvault/agentvault/internal/tcplb"
 )
 
@@ -41,7 +42,7 @@ func TestProxydBinaryOwnerFlow(t *testing.T) {
 	m := startMerchant(t)
 	number, cvv := merchant.RandomCard()
 	cvv = uncommonCVV(cvv)
-	planted.Store(number, struct{}{})
+	leakcheck.Plant(number)
 	year := time.Now().Year() + 3
 	m.AcceptCard(number, cvv, 11, year)
 	bin := buildCmd(t, "proxyd")
@@ -166,9 +167,9 @@ log:
 	if m.Pay.Saw(numTok) {
 		t.Error("a mock token reached the processor")
 	}
-	leak := newLeaks(newCanary("card number", number), shortCanary("cvv", cvv))
-	leak.check(t, "curl output", body)
-	leak.check(t, "add-card output", append(addOut.Bytes(), addErr.Bytes()...))
+	leak := leakcheck.New(leakcheck.Value("card number", number), leakcheck.Value("cvv", cvv))
+	leak.Text(t, "curl output", body)
+	leak.Text(t, "add-card output", append(addOut.Bytes(), addErr.Bytes()...))
 
 	// Graceful shutdown on SIGTERM.
 	if err := run.Process.Signal(syscall.SIGTERM); err != nil {
@@ -177,7 +178,7 @@ log:
 	if err := <-exited; err != nil {
 		t.Errorf("proxyd run did not exit cleanly on SIGTERM: %v", err)
 	}
-	leak.check(t, "proxyd binary logs", logs.Bytes())
+	leak.Logs(t, "proxyd binary logs", logs.Bytes())
 	if _, err := net.DialTimeout("tcp", proxyAddr, time.Second); err == nil {
 		t.Error("the proxy listener is still open after shutdown")
 	}

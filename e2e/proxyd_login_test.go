@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/internal/leakcheck"
 )
 
 // TestP9_PasswordStandInsSubstituteInForms signs in over the proxy with a
@@ -31,7 +32,7 @@ func TestP9_PasswordStandInsSubstituteInForms(t *testing.T) {
 	if emailTok == "" || pwTok == "" {
 		t.Fatalf("catalog (%d bytes) has no login tokens for the sign-in site", len(cat))
 	}
-	leak := newLeaks(newCanary("password", ap.login.password))
+	leak := leakcheck.New(leakcheck.Value("password", ap.login.password))
 	const rounds = 25
 	failed := 0
 	for i := 0; i < rounds; i++ {
@@ -73,7 +74,7 @@ func TestP9_PasswordStandInsSubstituteInForms(t *testing.T) {
 		_, _ = ap.ctl.CloseSession(ctx, s.ID)
 	}
 	t.Logf("%d of %d sign-ins with fresh stand-ins failed", failed, rounds)
-	leak.check(t, "proxyd logs", ap.logs.Bytes())
+	leak.Logs(t, "proxyd logs", ap.logs.Bytes())
 }
 
 // TestP2_SiteScopedCardStaysOnItsSites uses a card the owner allowed on the
@@ -113,7 +114,7 @@ func TestP2_SiteScopedCardStaysOnItsSites(t *testing.T) {
 	if !ap.m.Pay.Saw(ap.card.number) {
 		t.Error("the processor did not receive the real number in JSON")
 	}
-	newLeaks(newCanary("card number", ap.card.number)).check(t, "echoed JSON response", body)
+	leakcheck.New(leakcheck.Value("card number", ap.card.number)).Text(t, "echoed JSON response", body)
 }
 
 func errString(err error) string {

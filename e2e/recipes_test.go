@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/e2e/merchant"
+	"github.com/agentvault/agentvault/internal/leakcheck"
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/proxyd"
 	"github.com/mxschmitt/playwright-go"
@@ -187,15 +188,15 @@ func scriptedCheckout(t *testing.T, a *mcpAgent, ap *appliance) checkoutRun {
 	}
 	c.must("open_page", map[string]any{"url": ap.m.Shop.URL + "/products/trail-shoes"})
 	c.must("click", map[string]any{"selector": "#add-to-cart"})
-	c.must("wait_for_selector", map[string]any{"selector": "#checkout", "timeout": 10000})
+	c.must("wait_for_selector", map[string]any{"selector": "#checkout", "timeout": 30000})
 	c.must("click", map[string]any{"selector": "#checkout"})
 	if run.usedRecipe {
 		// The recipe names the card field and its frame: wait for it
 		// directly, no snapshot.
 		num := sel["cardNumber"]
-		c.must("wait_for_selector", map[string]any{"selector": num.Selector, "frame": num.Frame, "timeout": 10000})
+		c.must("wait_for_selector", map[string]any{"selector": num.Selector, "frame": num.Frame, "timeout": 30000})
 	} else {
-		c.must("wait_for_selector", map[string]any{"selector": "iframe", "timeout": 10000})
+		c.must("wait_for_selector", map[string]any{"selector": "iframe", "timeout": 30000})
 		for i := 0; ; i++ {
 			snap := c.must("snapshot_page", map[string]any{})
 			sel = selectorsFromSnapshot(snap.text)
@@ -330,7 +331,7 @@ func TestRecipes_CheckoutRecipeEndToEnd(t *testing.T) {
 	}
 	owner.keep(t)
 	if !strings.Contains(txt, shopHost) || !strings.Contains(txt, note) || !strings.Contains(txt, "Passed screening") {
-		t.Errorf("the dashboard shows %q, want the host, the note and the screening verdict", redacted(txt))
+		t.Errorf("the dashboard shows %q, want the host, the note and the screening verdict", leakcheck.Redact(txt))
 	}
 	must(t, "mark verified", art.Locator("input[name=verified]").Check())
 	must(t, "accept", art.Locator("form[action$='/accept'] button").Click())
@@ -367,9 +368,9 @@ func TestRecipes_CheckoutRecipeEndToEnd(t *testing.T) {
 		t.Errorf("merchant has %d orders, want one per run", len(o))
 	}
 	second.close()
-	l := newLeaks(newCanary("card number", oa.card.number), shortCanary("cvv", oa.card.cvv))
-	l.check(t, "MCP results (first agent)", first.transcript.Bytes())
-	l.check(t, "MCP results (second agent)", second.transcript.Bytes())
-	l.check(t, "dashboard pages", owner.seen.Bytes())
-	l.check(t, "proxyd logs", oa.logs.Bytes())
+	l := leakcheck.New(leakcheck.Value("card number", oa.card.number), leakcheck.Value("cvv", oa.card.cvv))
+	first.transcript.sweep(t, l, "MCP results (first agent)")
+	second.transcript.sweep(t, l, "MCP results (second agent)")
+	l.Text(t, "dashboard pages", owner.seen.Bytes())
+	l.Logs(t, "proxyd logs", oa.logs.Bytes())
 }

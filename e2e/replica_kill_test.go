@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault/e2e/merchant"
+	"github.com/agentvault/agentvault/internal/leakcheck"
 	"github.com/agentvault/agentvault/internal/tcplb"
 	"github.com/agentvault/agentvault/internal/vaultcli"
 	"github.com/agentvault/agentvault/proxyd"
@@ -60,7 +61,7 @@ func startReplicaSet(t *testing.T) *replicaSet {
 	number, cvv := merchant.RandomCard()
 	rs.card.number, rs.card.cvv = number, uncommonCVV(cvv)
 	rs.card.month, rs.card.year = 11, time.Now().Year()+4
-	planted.Store(rs.card.number, struct{}{})
+	leakcheck.Plant(rs.card.number)
 	rs.m.AcceptCard(rs.card.number, rs.card.cvv, rs.card.month, rs.card.year)
 
 	var err error
@@ -163,7 +164,7 @@ log:
 	for i := 0; ; i++ {
 		select {
 		case err := <-r.exited:
-			t.Fatalf("%s exited early: %v; logs: %.600s", name, err, redacted(string(r.logs.Bytes())))
+			t.Fatalf("%s exited early: %v; logs: %.600s", name, err, leakcheck.Redact(string(r.logs.Bytes())))
 		default:
 		}
 		if res, err := hc.Get("http://" + r.adminAdr + "/healthz"); err == nil {
@@ -227,10 +228,10 @@ func (rs *replicaSet) fillCheckout(t *testing.T, agent *mcpAgent) {
 	}
 	agent.must("open_page", map[string]any{"url": rs.m.Shop.URL + "/products/trail-shoes"})
 	agent.must("click", map[string]any{"selector": "#add-to-cart"})
-	agent.must("wait_for_selector", map[string]any{"selector": "#checkout", "timeout": 10000})
+	agent.must("wait_for_selector", map[string]any{"selector": "#checkout", "timeout": 30000})
 	agent.must("click", map[string]any{"selector": "#checkout"})
-	agent.must("wait_for_selector", map[string]any{"selector": "#place-order", "timeout": 10000})
-	agent.must("wait_for_selector", map[string]any{"selector": numberSel, "frame": payFrame, "timeout": 10000})
+	agent.must("wait_for_selector", map[string]any{"selector": "#place-order", "timeout": 30000})
+	agent.must("wait_for_selector", map[string]any{"selector": numberSel, "frame": payFrame, "timeout": 30000})
 	agent.must("fill_checkout", map[string]any{"fields": []map[string]any{
 		{"selector": "#email", "value": "ada@example.org"},
 		{"selector": "#first-name", "value": "Ada"},
@@ -307,16 +308,16 @@ func (rs *replicaSet) numberReleases(t *testing.T) map[string]int {
 func (rs *replicaSet) checkLeaks(t *testing.T, agent *mcpAgent) {
 	t.Helper()
 	agent.close()
-	l := newLeaks(newCanary("card number", rs.card.number), shortCanary("cvv", rs.card.cvv))
-	l.check(t, "MCP results", agent.transcript.Bytes())
-	l.check(t, "mcpd stderr", agent.stderr.Bytes())
+	l := leakcheck.New(leakcheck.Value("card number", rs.card.number), leakcheck.Value("cvv", rs.card.cvv))
+	agent.transcript.sweep(t, l, "MCP results")
+	l.Logs(t, "mcpd log", agent.logs.Bytes())
 	for _, r := range rs.reps {
-		l.check(t, r.name+" logs", r.logs.Bytes())
+		l.Logs(t, r.name+" logs", r.logs.Bytes())
 	}
 	for i, img := range agent.images {
-		l.check(t, "screenshot "+itoa(i), img)
+		l.Binary(t, "screenshot "+itoa(i), img)
 	}
-	t.Logf("P11 sweep covered %s", l.summary())
+	t.Logf("P11 sweep covered %s", l.Summary())
 }
 
 // TestP21_ReplicaKilledDuringCheckout is the kill -9 proof of issue 12:
@@ -355,7 +356,7 @@ func replicaKilledBeforeSubmit(t *testing.T) {
 	if o["outcome"] != "success" || o["corroborated"] != true {
 		obs := agent.call("observe_page", map[string]any{})
 		t.Fatalf("after replica 1 died: outcome %v, corroborated %v (status %q); page: %.300s",
-			o["outcome"], o["corroborated"], out.status(), redacted(obs.text))
+			o["outcome"], o["corroborated"], out.status(), leakcheck.Redact(obs.text))
 	}
 	if rs.lb.Served(r2.proxyAddr) == 0 {
 		t.Error("no browser connection went to replica 2 after replica 1 died")
@@ -446,7 +447,7 @@ func replicaKilledWhilePaymentAtSite(t *testing.T) {
 	}
 	obs := agent.must("observe_page", map[string]any{}).json(t)
 	t.Logf("Chromium after the kill: %d retries of the POST on its own through replica 2 (refused grant_in_use: %d); the page says %v",
-		byChromium, inUse, redacted(fmt.Sprint(obs["errorText"])))
+		byChromium, inUse, leakcheck.Redact(fmt.Sprint(obs["errorText"])))
 
 	// The agent tries again: refused by replica 2 before anything goes out.
 	agent.must("click", map[string]any{"selector": "#place-order"})

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentvault/agentvault/e2e/merchant"
+	"github.com/agentvault/agentvault/internal/leakcheck"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/proxyd"
 	"github.com/agentvault/agentvault/vault"
@@ -57,7 +58,7 @@ func signUp(t *testing.T, agent *mcpAgent, signupURL string, l signupLogin) {
 		"confirmPasswordSelector": "#signup-confirm",
 	})
 	agent.must("click", map[string]any{"selector": "#create-account"})
-	out := agent.must("get_session_outcome", map[string]any{"successSelector": "#account", "failureSelector": "#signup-error p", "timeout": 15000}).json(t)
+	out := agent.must("get_session_outcome", map[string]any{"successSelector": "#account", "failureSelector": "#signup-error p", "timeout": 30000}).json(t)
 	if out["outcome"] != "success" {
 		t.Fatalf("the site did not accept the sign-up: outcome %v", out["outcome"])
 	}
@@ -153,7 +154,7 @@ func TestP11_Seed004CreateLoginSignsUpThenSignsIn(t *testing.T) {
 	waiting := agent.callAsync("wait_for_signup_approval", map[string]any{"requestId": reqID, "timeout": 45000}, "signup-1")
 	banner := ob.decideNext(t, "approve")
 	if !strings.Contains(strings.ToLower(banner), "login.test") {
-		t.Errorf("the owner's banner does not name the site: %q", redacted(banner))
+		t.Errorf("the owner's banner does not name the site: %q", leakcheck.Redact(banner))
 	}
 	ans := waiting.wait(t)
 	if ans.isErr {
@@ -173,7 +174,7 @@ func TestP11_Seed004CreateLoginSignsUpThenSignsIn(t *testing.T) {
 
 	// A fresh browser session signs in with the new tokens.
 	signInTrailhead(t, agent, loginURL, l1.Tokens["email"], l1.Tokens["password"])
-	out := agent.must("get_session_outcome", map[string]any{"successSelector": "#account", "failureSelector": "#signin-error:not(:empty)", "timeout": 15000}).json(t)
+	out := agent.must("get_session_outcome", map[string]any{"successSelector": "#account", "failureSelector": "#signin-error:not(:empty)", "timeout": 30000}).json(t)
 	if out["outcome"] != "success" {
 		t.Fatalf("signing in with the new login: outcome %v (failed sign-ins at the site: %d)", out["outcome"], ap.m.FailedSignIns())
 	}
@@ -224,11 +225,11 @@ func TestP11_Seed004CreateLoginSignsUpThenSignsIn(t *testing.T) {
 	if ap.m.RefusedSignups() != 0 || ap.m.FailedSignIns() != 0 {
 		t.Errorf("the site refused %d sign-ups and %d sign-ins", ap.m.RefusedSignups(), ap.m.FailedSignIns())
 	}
-	l := newLeaks(newCanary("generated password", pw1), newCanary("pre-approved generated password", pw2))
-	l.check(t, "MCP results", agent.transcript.Bytes())
-	l.check(t, "mcpd stderr", agent.stderr.Bytes())
-	l.check(t, "proxyd logs", ap.logs.Bytes())
-	l.check(t, "proxyd metrics", ap.metrics(t))
-	l.check(t, "owner's dashboard pages", ob.seen.Bytes())
-	t.Logf("leak sweep: %s", l.summary())
+	l := leakcheck.New(leakcheck.Value("generated password", pw1), leakcheck.Value("pre-approved generated password", pw2))
+	agent.transcript.sweep(t, l, "MCP results")
+	l.Logs(t, "mcpd log", agent.logs.Bytes())
+	l.Logs(t, "proxyd logs", ap.logs.Bytes())
+	l.Metrics(t, "proxyd metrics", ap.metrics(t))
+	l.Text(t, "owner's dashboard pages", ob.seen.Bytes())
+	t.Logf("leak sweep: %s", l.Summary())
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/internal/leakcheck"
 	"github.com/mxschmitt/playwright-go"
 )
 
@@ -101,13 +102,13 @@ func TestP23_TOTPEnrolmentSecretMaskedInChromium(t *testing.T) {
 	for i := 0; i < len(secret); i += 4 {
 		groups = append(groups, secret[i:min(i+4, len(secret))])
 	}
-	l := newLeaks(newCanary("totp seed", secret), newCanary("grouped totp seed", strings.Join(groups, " ")),
-		newCanary("lower-case totp seed", strings.ToLower(secret)), newCanary("half the totp seed", secret[:len(secret)/2]))
-	l.check(t, "Chromium's DOM", []byte(html))
-	l.check(t, "Chromium's rendered text", []byte(text))
-	l.check(t, "Chromium's accessibility tree", []byte(tree))
-	l.check(t, "proxyd logs", ap.logs.Bytes())
-	l.check(t, "proxyd metrics", ap.metrics(t))
+	l := leakcheck.New(leakcheck.Value("totp seed", secret), leakcheck.Value("grouped totp seed", strings.Join(groups, " ")),
+		leakcheck.Value("lower-case totp seed", strings.ToLower(secret)), leakcheck.Value("half the totp seed", secret[:len(secret)/2]))
+	l.Text(t, "Chromium's DOM", []byte(html))
+	l.Text(t, "Chromium's rendered text", []byte(text))
+	l.Text(t, "Chromium's accessibility tree", []byte(tree))
+	l.Logs(t, "proxyd logs", ap.logs.Bytes())
+	l.Metrics(t, "proxyd metrics", ap.metrics(t))
 	if _, err := ap.ctl.CloseSession(ctx, s.ID); err != nil {
 		t.Errorf("close the session: %v", err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/internal/leakcheck"
 	"github.com/agentvault/agentvault/proxyd"
 	"github.com/agentvault/agentvault/vault"
 )
@@ -58,7 +59,7 @@ func TestSeed004_TOTPEnrolledThroughTheHint(t *testing.T) {
 	agent.refused("declare_page_hint", map[string]any{"kind": "login.totp_secret", "selector": "body", "label": label}, "sensitive_data_blocked")
 
 	signInTrailhead(t, agent, loginURL, emailTok, pwTok)
-	agent.must("wait_for_selector", map[string]any{"selector": "#account", "timeout": 15000})
+	agent.must("wait_for_selector", map[string]any{"selector": "#account", "timeout": 30000})
 	agent.must("open_page", map[string]any{"url": ap.m.Login.URL + "/account/2fa"})
 	got := agent.must("declare_page_hint", map[string]any{"kind": "login.totp_secret", "selector": "#totp-secret", "label": label}).json(t)
 	if got["stored"] != true || got["digits"] != float64(6) || got["period"] != float64(30) {
@@ -76,7 +77,7 @@ func TestSeed004_TOTPEnrolledThroughTheHint(t *testing.T) {
 	}
 	agent.must("fill_checkout", map[string]any{"fields": []map[string]any{{"selector": "#totp-code", "value": totpTok}}})
 	agent.must("click", map[string]any{"selector": "#totp-confirm"})
-	out := agent.must("get_session_outcome", map[string]any{"successSelector": "#totp-enabled", "failureSelector": "#totp-error", "timeout": 15000}).json(t)
+	out := agent.must("get_session_outcome", map[string]any{"successSelector": "#totp-enabled", "failureSelector": "#totp-error", "timeout": 30000}).json(t)
 	if out["outcome"] != "success" || !ap.m.TOTPEnrolled(ap.login.email) {
 		t.Fatalf("the site did not accept the vault's code: outcome %v", out["outcome"])
 	}
@@ -90,10 +91,10 @@ func TestSeed004_TOTPEnrolledThroughTheHint(t *testing.T) {
 	cat = agent.must("get_token_catalog", map[string]any{"url": loginURL})
 	totpTok = findToken(cat.text, "login", "totp")
 	signInTrailhead(t, agent, loginURL, emailTok, pwTok)
-	agent.must("wait_for_selector", map[string]any{"selector": "#otp", "timeout": 15000})
+	agent.must("wait_for_selector", map[string]any{"selector": "#otp", "timeout": 30000})
 	agent.must("fill_checkout", map[string]any{"fields": []map[string]any{{"selector": "#otp", "value": totpTok}}})
 	agent.must("click", map[string]any{"selector": "#otp-submit"})
-	out = agent.must("get_session_outcome", map[string]any{"successSelector": "#account", "failureSelector": "#otp-error", "timeout": 15000}).json(t)
+	out = agent.must("get_session_outcome", map[string]any{"successSelector": "#account", "failureSelector": "#otp-error", "timeout": 30000}).json(t)
 	if out["outcome"] != "success" {
 		t.Fatalf("sign-in with the authenticator step: outcome %v", out["outcome"])
 	}
@@ -104,16 +105,16 @@ func TestSeed004_TOTPEnrolledThroughTheHint(t *testing.T) {
 	if len(issued) < 2 {
 		t.Fatalf("the site issued %d secrets; the hint reloads the page once", len(issued))
 	}
-	var cs []canary
+	var cs []leakcheck.Canary
 	for _, s := range issued {
-		cs = append(cs, newCanary("totp seed", s))
+		cs = append(cs, leakcheck.Value("totp seed", s))
 	}
-	cs = append(cs, newCanary("password", ap.login.password))
-	l := newLeaks(cs...)
-	l.check(t, "MCP results", agent.transcript.Bytes())
-	l.check(t, "mcpd stderr", agent.stderr.Bytes())
-	l.check(t, "proxyd logs", ap.logs.Bytes())
-	l.check(t, "proxyd metrics", ap.metrics(t))
+	cs = append(cs, leakcheck.Value("password", ap.login.password))
+	l := leakcheck.New(cs...)
+	agent.transcript.sweep(t, l, "MCP results")
+	l.Logs(t, "mcpd log", agent.logs.Bytes())
+	l.Logs(t, "proxyd logs", ap.logs.Bytes())
+	l.Metrics(t, "proxyd metrics", ap.metrics(t))
 }
 
 // TestBrowserLogin_MerchantEmailFirst: browser_login with only the
@@ -147,10 +148,10 @@ func TestBrowserLogin_MerchantEmailFirst(t *testing.T) {
 	}
 	agent.must("close_session", map[string]any{})
 	agent.close()
-	l := newLeaks(newCanary("password", ap.login.password))
-	l.check(t, "MCP results", agent.transcript.Bytes())
-	l.check(t, "mcpd stderr", agent.stderr.Bytes())
-	l.check(t, "proxyd logs", ap.logs.Bytes())
+	l := leakcheck.New(leakcheck.Value("password", ap.login.password))
+	agent.transcript.sweep(t, l, "MCP results")
+	l.Logs(t, "mcpd log", agent.logs.Bytes())
+	l.Logs(t, "proxyd logs", ap.logs.Bytes())
 }
 
 // randomBase32 is a fresh 160-bit authenticator key, as sites issue them.
@@ -245,10 +246,10 @@ func TestP24_TOTPReflectedSeedIsNotStored(t *testing.T) {
 	if got := ap.m.EnrolledTOTPSecret(ap.login.email); got != seed {
 		t.Error("the site's authenticator changed")
 	}
-	l := newLeaks(newCanary("owner's totp seed", seed))
-	l.check(t, "MCP results", agent.transcript.Bytes())
-	l.check(t, "mcpd stderr", agent.stderr.Bytes())
-	l.check(t, "proxyd logs", ap.logs.Bytes())
+	l := leakcheck.New(leakcheck.Value("owner's totp seed", seed))
+	agent.transcript.sweep(t, l, "MCP results")
+	l.Logs(t, "mcpd log", agent.logs.Bytes())
+	l.Logs(t, "proxyd logs", ap.logs.Bytes())
 }
 
 // TestP24_TOTPReplacementWaitsForTheOwner: the agent enrols a new
@@ -287,7 +288,7 @@ func TestP24_TOTPReplacementWaitsForTheOwner(t *testing.T) {
 		progress.drain()
 		call := agent.callAsync("declare_page_hint", hint, "totp-"+decision)
 		if msg := progress.next(t, 60*time.Second); !strings.Contains(msg, asked) {
-			t.Fatalf("the wait does not say which login and site: %q", redacted(msg))
+			t.Fatalf("the wait does not say which login and site: %q", leakcheck.Redact(msg))
 		}
 		before := len(ob.seen.Bytes())
 		banner := ob.decideNext(t, decision)
@@ -298,7 +299,7 @@ func TestP24_TOTPReplacementWaitsForTheOwner(t *testing.T) {
 			}
 		}
 		if !strings.Contains(banner, "New authenticator secret") {
-			t.Errorf("the banner does not name the request: %q", redacted(banner))
+			t.Errorf("the banner does not name the request: %q", leakcheck.Redact(banner))
 		}
 		return call.wait(t)
 	}
@@ -331,15 +332,15 @@ func TestP24_TOTPReplacementWaitsForTheOwner(t *testing.T) {
 	agent.must("close_session", map[string]any{})
 	agent.close()
 
-	cs := []canary{newCanary("owner's totp seed", seed)}
+	cs := []leakcheck.Canary{leakcheck.Value("owner's totp seed", seed)}
 	for _, s := range ap.m.IssuedTOTPSecrets() {
-		cs = append(cs, newCanary("issued totp seed", s))
+		cs = append(cs, leakcheck.Value("issued totp seed", s))
 	}
-	l := newLeaks(cs...)
-	l.check(t, "MCP results", agent.transcript.Bytes())
-	l.check(t, "mcpd stderr", agent.stderr.Bytes())
-	l.check(t, "proxyd logs", ap.logs.Bytes())
-	l.check(t, "owner's dashboard pages", ob.seen.Bytes())
+	l := leakcheck.New(cs...)
+	agent.transcript.sweep(t, l, "MCP results")
+	l.Logs(t, "mcpd log", agent.logs.Bytes())
+	l.Logs(t, "proxyd logs", ap.logs.Bytes())
+	l.Text(t, "owner's dashboard pages", ob.seen.Bytes())
 }
 
 // TestP24_TOTPCaptureReadsOnlyTheDeclaredPage: through proxyd over TLS
@@ -430,6 +431,6 @@ func TestP24_TOTPCaptureReadsOnlyTheDeclaredPage(t *testing.T) {
 	if got := ap.m.EnrolledTOTPSecret(ap.login.email); got != seed {
 		t.Error("the site's authenticator changed")
 	}
-	l := newLeaks(newCanary("owner's totp seed", seed))
-	l.check(t, "proxyd logs", ap.logs.Bytes())
+	l := leakcheck.New(leakcheck.Value("owner's totp seed", seed))
+	l.Logs(t, "proxyd logs", ap.logs.Bytes())
 }

@@ -39,6 +39,8 @@ type Config struct {
 	// number (wire_amount.go). The zero value checks the common field names.
 	WireAmount WireAmountConfig
 	Metrics    *Metrics // nil: none
+	// Signer signs requests for the sites the owner chose (sign.go).
+	Signer RequestSigner
 
 	// UnsafeAllowPrivateRanges lets upstreams be on loopback or private
 	// addresses. Only for tests and local development (P3).
@@ -975,6 +977,9 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, prot
 		if req.ContentLength == 0 || req.Body == nil || req.Body == http.NoBody || len(body) == 0 {
 			out.Body = http.NoBody
 		}
+	}
+	if err := s.signRequest(ctx, t, out, sb); err != nil {
+		return nil, err
 	}
 	uctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	out = out.WithContext(uctx)

@@ -3,11 +3,15 @@ package intercept
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/intercept/rewrite"
@@ -57,16 +61,54 @@ func (s *Server) relayWebSocket(t *tunnel, sb *substitution, sc *scrubber, clien
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := down.Run(client, upstream); err != nil {
-			s.refuse(t.sess, err, "WEBSOCKET", t.dest.Host)
-		}
+		s.wsEnded(t, down.Run(client, upstream), false)
 		closeBoth()
 	}()
-	if err := up.Run(upstream, clientR); err != nil {
-		s.refuse(t.sess, err, "WEBSOCKET", t.dest.Host)
-	}
+	s.wsEnded(t, up.Run(upstream, clientR), true)
 	closeBoth()
 	<-done
+	s.log.LogAttrs(context.Background(), slog.LevelDebug, "websocket relay ended",
+		slog.String("session", t.sess.ID), slog.String("host", t.dest.Host))
+}
+
+// wsEnded logs how one direction of a relay ended. A coded error is the
+// proxy's decision: on the client's side it refused a message (a token the
+// session may not send, a malformed frame) and counts in the run report like
+// any refused request; on the site's side it cut a stream it could not
+// scrub safely, which is logged but refuses no fill, so it is not counted
+// (seed 004: deniedCount counts the fills the proxy refused). The
+// connection ending is no error at all: a peer that went away, or this side
+// closed by closeBoth once the other direction was over, which is how every
+// WebSocket ends. Anything else is the proxy's own failure, logged as one
+// and not counted either.
+func (s *Server) wsEnded(t *tunnel, err error, fromClient bool) {
+	if err == nil || connEnded(err) {
+		return
+	}
+	var coded *agentvault.Error
+	if !errors.As(err, &coded) {
+		s.log.LogAttrs(context.Background(), slog.LevelError, "websocket relay failed",
+			slog.String("code", string(agentvault.CodeInternal)),
+			slog.String("session", t.sess.ID),
+			slog.String("host", t.dest.Host))
+		return
+	}
+	if fromClient {
+		s.refuse(t.sess, err, "WEBSOCKET", t.dest.Host)
+		return
+	}
+	s.metrics.refusal(err)
+	s.log.LogAttrs(context.Background(), slog.LevelWarn, "websocket closed",
+		slog.String("code", string(coded.Code)),
+		slog.String("reason", agentvault.ErrorMessage(err)),
+		slog.String("session", t.sess.ID),
+		slog.String("host", t.dest.Host))
+}
+
+// connEnded reports an error that only says a connection is over.
+func connEnded(err error) bool {
+	return errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // wsScrub scrubs the server's data messages of one WebSocket connection as

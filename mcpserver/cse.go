@@ -1,8 +1,14 @@
 package mcpserver
 
 import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/browser"
+	"github.com/agentvault/agentvault/policy"
 )
 
 // refuseClientSideEncryption refuses a fill into a frame (or page) whose
@@ -14,6 +20,9 @@ import (
 // clean (docs/payment-integrations.md).
 func (s *Server) refuseClientSideEncryption(frameURL string) error {
 	in, ok := s.integrationOf(frameURL)
+	if !ok {
+		in, ok = s.proxyIntegration(frameURL)
+	}
 	if !ok || !in.ClientSideEncryption {
 		return nil
 	}
@@ -70,4 +79,55 @@ func (c frameCache) url(ss *Session, selector string) (string, error) {
 		c[selector] = h
 	}
 	return h.URL(), nil
+}
+
+// integrationsSource is the part of the control API that lists the payment
+// integrations proxyd recognises (control.Client implements it).
+type integrationsSource interface {
+	PaymentIntegrations(ctx context.Context) (json.RawMessage, error)
+}
+
+// integrationCache keeps the proxy's list for integrationsTTL. The owner's
+// entries live in proxyd's config (policy.payment_integrations), so mcpd
+// asks proxyd rather than reading a second copy.
+type integrationCache struct {
+	mu   sync.Mutex
+	list *policy.Integrations
+	at   time.Time
+}
+
+const integrationsTTL = 30 * time.Second
+
+// proxyIntegration matches frameURL against the proxy's list: the owner's
+// entries count the same as the shipped ones. A list that cannot be read
+// leaves the shipped list (already checked) as the answer, and is asked for
+// again on the next fill.
+func (s *Server) proxyIntegration(frameURL string) (policy.Integration, bool) {
+	src, ok := s.cfg.Control.(integrationsSource)
+	if !ok || s.integrations == nil {
+		return policy.Integration{}, false
+	}
+	c := s.integrations
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.list == nil || time.Since(c.at) > integrationsTTL {
+		ctx, cancel := context.WithTimeout(s.stopCtx, 5*time.Second)
+		defer cancel()
+		raw, err := src.PaymentIntegrations(ctx)
+		var list []policy.Integration
+		if err == nil {
+			err = json.Unmarshal(raw, &list)
+		}
+		var in *policy.Integrations
+		if err == nil {
+			in, err = policy.TrustedIntegrations(list)
+		}
+		if err != nil {
+			s.log.Warn("payment integrations: could not read the proxy's list; the shipped list decides",
+				"code", string(agentvault.ErrorCode(err)))
+			return policy.Integration{}, false
+		}
+		c.list, c.at = in, time.Now()
+	}
+	return c.list.Match(frameURL)
 }

@@ -1,6 +1,8 @@
 package mcpserver
 
 import (
+	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -42,7 +44,7 @@ func TestToolsClientSideEncryptionFrameTypesNothing(t *testing.T) {
 		return policy.Integration{}, false
 	}
 	h.ok("open_page", map[string]any{"url": h.site.CheckoutURL()})
-	h.ok("wait_for_selector", map[string]any{"selector": "#number", "frame": payFrame, "timeout": 5000})
+	h.ok("wait_for_selector", map[string]any{"selector": "#number", "frame": payFrame, "timeout": 30000})
 	txt := h.refused("fill_checkout", map[string]any{"fields": []map[string]any{
 		{"selector": "#first", "value": "Jane"},
 		{"selector": "#number", "frame": payFrame, "value": num1},
@@ -68,5 +70,49 @@ func TestToolsClientSideEncryptionFrameTypesNothing(t *testing.T) {
 	lit := h.ok("fill_checkout", map[string]any{"fields": []map[string]any{{"selector": "#cvc", "frame": payFrame, "value": "12"}}})
 	if !strings.HasPrefix(lit, "status=ok filled=1/1") || len(h.ctl.auths) != 0 {
 		t.Fatalf("literal batch into the frame: %q (%d authorizations)", lit, len(h.ctl.auths))
+	}
+}
+
+// ownerIntegrations is a Control that also serves proxyd's list of payment
+// integrations (control.IntegrationsPath), as control.Client does.
+type ownerIntegrations struct {
+	standInControl
+	list  string
+	calls int
+}
+
+func (o *ownerIntegrations) PaymentIntegrations(context.Context) (json.RawMessage, error) {
+	o.calls++
+	return json.RawMessage(o.list), nil
+}
+
+// TestSeed004_ClientSideEncryptionDeclaredByOwnerIsRefused: a frame the
+// owner lists in policy.payment_integrations with client_side_encryption
+// counts the same as the shipped list; one the owner lists without it is
+// filled as before, and the shipped list still counts.
+func TestSeed004_ClientSideEncryptionDeclaredByOwnerIsRefused(t *testing.T) {
+	ctl := &ownerIntegrations{list: `[
+		{"name":"owner-cse","frames":["pay.ownercse.example/fields/*"],"client_side_encryption":true},
+		{"name":"owner-plain","frames":["pay.ownerplain.example/fields/*"],"posts_to":["https://api.ownerplain.example"]}]`}
+	s, err := New(Config{Control: ctl, APIKey: "avk_test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for url, want := range map[string]agentvault.Code{
+		"https://pay.ownercse.example/fields/card.html":                                                        agentvault.CodeClientSideEncryption,
+		"https://pay.ownerplain.example/fields/card.html":                                                      "",
+		"https://checkoutshopper-live.adyen.com/checkoutshopper/securedfields/live_K/5.0.0/securedFields.html": agentvault.CodeClientSideEncryption,
+		"https://shop.example/checkout":                                                                        "",
+	} {
+		err := s.refuseClientSideEncryption(url)
+		if agentvault.ErrorCode(err) != want {
+			t.Errorf("%s: code %q, want %q", url, agentvault.ErrorCode(err), want)
+		}
+		if want != "" && !strings.Contains(agentvault.ErrorMessage(err), "encrypts the card") {
+			t.Errorf("message %q does not say why", agentvault.ErrorMessage(err))
+		}
+	}
+	if ctl.calls != 1 {
+		t.Errorf("the proxy's list was read %d times for four fills, want once (cached)", ctl.calls)
 	}
 }

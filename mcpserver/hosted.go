@@ -323,13 +323,18 @@ func (s *Server) dispatch(ctx context.Context, req *mcp.CallToolRequest, tool st
 // dispatchLocal runs a call on the local server (stdio, or any transport
 // but the hosted HTTP one). A retransmission of a call that changes
 // something (same tool, arguments and JSON-RPC id, which idTransport hands
-// over) joins the running call or gets its first answer for 2 minutes,
-// as on the hosted server (P20).
+// over, and an idempotency key if the client sent one) joins the running
+// call or gets its first answer for 2 minutes, as on the hosted server
+// (P20). The transport is one client, so the id alone tells it.
 func (s *Server) dispatchLocal(ctx context.Context, req *mcp.CallToolRequest, c *conn, tool string, run func(context.Context) *mcp.CallToolResult) *mcp.CallToolResult {
 	now := time.Now()
+	idem, err := idempotencyKeyOf(req)
+	if err != nil {
+		return statusError(err, nil)
+	}
 	rpcID := rpcIDOf(req)
 	kept := rpcID != "" && isKept(tool, argsOf(req))
-	key := flightKeyOf(tool, canonicalArgs(argsOf(req)), "", rpcID)
+	key := flightKeyOf(tool, canonicalArgs(argsOf(req)), "", rpcID, idem)
 	var f *flight
 	if kept {
 		if res := c.replay.get(key, now); res != nil {
@@ -349,7 +354,7 @@ func (s *Server) dispatchLocal(ctx context.Context, req *mcp.CallToolRequest, c 
 		f = newFlight(tool, now, req)
 	}
 	finish := func(res *mcp.CallToolResult) {
-		if f.complete(res, time.Now()) && kept {
+		if f.complete(res, time.Now()) && kept && keepsAnswer(res) {
 			c.replay.put(key, res, 1, time.Now())
 		}
 		if kept {
@@ -392,44 +397,67 @@ func (s *Server) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c
 	if len(handle) > maxHandleLen {
 		return refusal(agentvault.CodeInvalidParams, false, "session is longer than %d characters: pass the handle an earlier answer named (s_...).", maxHandleLen)
 	}
+	idem, err := idempotencyKeyOf(req)
+	if err != nil {
+		return statusError(err, nil)
+	}
 	args := canonicalArgs(argsOf(req))
 	rpcID := rpcIDOf(req)
-	kept := rpcID != "" && isKept(tool, argsOf(req))
-	replayKey := flightKeyOf(tool, args, handle, rpcID)
+	// Only the client that made a call gets its answer again or joins it
+	// (replay.go): a call on a session proves it with the handle, a first
+	// call only with its idempotency key. Without either it runs on its
+	// own, whatever another client on this API key sent.
+	proven := handle != "" || idem != ""
+	kept := proven && rpcID != "" && isKept(tool, argsOf(req))
+	replayKey := flightKeyOf(tool, args, handle, rpcID, idem)
 	if kept {
 		if res := c.replay.get(replayKey, now); res != nil {
 			s.log.Info("tool", "tool", tool, "status", "replayed")
 			return res
 		}
 	}
+	// The same call at the same time: on the same session, or a first call
+	// under the same idempotency key (its retransmission too, before the
+	// first one finished).
+	joinKey := ""
+	switch {
+	case handle != "":
+		joinKey = flightKeyOf(tool, args, handle, "", "")
+	case idem != "":
+		joinKey = flightKeyOf(tool, args, "", "", idem)
+	}
 	// A retransmitted first call never starts a second session: it runs
 	// again on the session the first one started.
-	firstKey := flightKeyOf(tool, args, "", rpcID)
-	if handle == "" && rpcID != "" {
+	firstKey := flightKeyOf(tool, args, "", rpcID, idem)
+	firstProven := handle == "" && rpcID != "" && idem != ""
+	if firstProven {
 		c.mu.Lock()
 		if fc, ok := c.firsts[firstKey]; ok && now.Sub(fc.at) < replayKeep {
 			handle = fc.handle
 		}
 		c.mu.Unlock()
 	}
-	joinKey := flightKeyOf(tool, args, handle, "")
-	c.mu.Lock()
-	if f := c.flights[joinKey]; f != nil {
-		c.mu.Unlock()
-		return s.awaitFlight(ctx, c, f, s.callDeadline(), true)
-	}
 	f := newFlight(tool, now, req)
-	c.flights[joinKey] = f
-	c.mu.Unlock()
+	if joinKey != "" {
+		c.mu.Lock()
+		if running := c.flights[joinKey]; running != nil {
+			c.mu.Unlock()
+			return s.awaitFlight(ctx, c, running, s.callDeadline(), true)
+		}
+		c.flights[joinKey] = f
+		c.mu.Unlock()
+	}
 	done := func(res *mcp.CallToolResult, keep bool, weight int) {
-		if f.complete(res, h.now()) && keep && kept {
+		if f.complete(res, h.now()) && keep && kept && keepsAnswer(res) {
 			c.replay.put(replayKey, res, weight, h.now())
 		}
-		c.mu.Lock()
-		if c.flights[joinKey] == f {
-			delete(c.flights, joinKey)
+		if joinKey != "" {
+			c.mu.Lock()
+			if c.flights[joinKey] == f {
+				delete(c.flights, joinKey)
+			}
+			c.mu.Unlock()
 		}
-		c.mu.Unlock()
 	}
 	if handle != "" {
 		// The owner may have ended it on the dashboard.
@@ -449,14 +477,15 @@ func (s *Server) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c
 			"This connection has %d calls whose answers nobody fetched: call get_pending_result for them before starting more.", maxPending), false, 0)
 		return cloneResult(f.result())
 	}
-	if started && rpcID != "" {
+	if started && firstProven {
 		c.mu.Lock()
 		c.firsts[firstKey] = firstCall{handle: hs.handle, at: now}
 		c.mu.Unlock()
 	}
 	if hs == nil {
-		// A tool that runs on its own without a session.
-		go func() { done(run(withFlight(context.WithoutCancel(ctx), f)), true, 1) }()
+		// A tool that runs on its own without a session (with the
+		// connection's key, as every call of it).
+		go func() { done(run(withConn(withFlight(context.WithoutCancel(ctx), f), c)), true, 1) }()
 		return s.awaitFlight(ctx, c, f, s.callDeadline(), true)
 	}
 	in.setHandle(hs.handle)

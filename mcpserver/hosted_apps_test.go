@@ -68,16 +68,11 @@ func TestHostedOwnerEndsSession(t *testing.T) {
 	// after the call's own, with the list as it was then: the next call's
 	// report lists both.
 	var rep control.AppSessionsRequest
-	for i := 0; i < 50; i++ {
+	waitUntil(t, 30*time.Second, "a connected-apps report that lists both sessions", func() bool {
 		call(t, a, "count", map[string]any{"selector": "#email", "session": first})
-		if rep = apps.latest(keyA); len(rep.Sessions) == 2 {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if len(rep.Sessions) != 2 {
-		t.Fatalf("report: %+v", rep)
-	}
+		rep = apps.latest(keyA)
+		return len(rep.Sessions) == 2
+	})
 	var firstID string
 	for _, s := range rep.Sessions {
 		if strings.Contains(s.HandlePrefix, first[2:]) || len(s.HandlePrefix) > 8 || !strings.HasPrefix(first, s.HandlePrefix) && !strings.HasPrefix(second, s.HandlePrefix) {
@@ -97,7 +92,7 @@ func TestHostedOwnerEndsSession(t *testing.T) {
 	apps.ownerEnds(firstID)
 	txt, r := call(t, a, "count", map[string]any{"selector": "#email", "session": first})
 	want := "This session has ended: the gateway closed it because " + reasonOwner + ". What its close found: "
-	if !r.IsError || agentvault.Code(codeOf(txt)) != agentvault.CodeSessionEnded || !strings.Contains(txt, want) ||
+	if !r.IsError || codeOf(r) != agentvault.CodeSessionEnded || !strings.Contains(txt, want) ||
 		!strings.HasSuffix(txt, "Call open_page without `session` to start a new one.") {
 		t.Fatalf("call after the owner ended it: %q", txt)
 	}
@@ -107,15 +102,4 @@ func TestHostedOwnerEndsSession(t *testing.T) {
 	if rep := apps.latest(keyA); len(rep.Sessions) != 1 || strings.HasPrefix(first, rep.Sessions[0].HandlePrefix) {
 		t.Fatalf("after the end, report: %+v", rep)
 	}
-}
-
-// codeOf is the code= of a status line.
-func codeOf(txt string) string {
-	line, _, _ := strings.Cut(txt, "\n")
-	for _, f := range strings.Fields(line) {
-		if v, ok := strings.CutPrefix(f, "code="); ok {
-			return v
-		}
-	}
-	return ""
 }

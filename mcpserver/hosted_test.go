@@ -379,12 +379,31 @@ func TestHostedSessionEnds(t *testing.T) {
 func TestHostedCallDeadlines(t *testing.T) {
 	h := newHostedHarness(t, HostedConfig{CallDeadline: 8 * time.Second, CallLimit: 20 * time.Second}, nil)
 	a := h.client(keyA)
-	_, r := call(t, a, "open_page", map[string]any{"url": h.site.CheckoutURL()})
+	txt, r := call(t, a, "open_page", map[string]any{"url": h.site.CheckoutURL()})
+	// A loaded machine may take longer than the deadline to open the page:
+	// then follow the pending answer to the page's own answer.
+	for i := 0; i < 5 && strings.HasPrefix(txt, "status=pending"); i++ {
+		w := regexp.MustCompile(`wait=(w_[a-z2-7]+)`).FindStringSubmatch(txt)
+		if w == nil {
+			break
+		}
+		txt, r = call(t, a, "get_pending_result", map[string]any{"wait": w[1]})
+	}
 	s := handleOf(t, r)
 	script := &ownerScript{field: "email", answers: []string{"pending"},
-		pending: control.Pending{WaitID: "apr_9", Kind: "new_destination", Reason: "new_destination", Site: "127.0.0.1", ExpiresAt: time.Now().Add(time.Hour)}}
+		pending: control.Pending{WaitID: "apr_9", Kind: "new_destination", Reason: "new_destination", Site: "127.0.0.1", ExpiresAt: time.Now().Add(time.Hour), Email: true}}
 	h.ctl.owner = script
-	txt, r := call(t, a, "fill_checkout", map[string]any{"session": s, "fields": []map[string]any{{"selector": "#email", "value": "av_identity_1_email_u7x2k"}}})
+	txt, r = call(t, a, "fill_checkout", map[string]any{"session": s, "fields": []map[string]any{{"selector": "#email", "value": "av_identity_1_email_u7x2k"}}})
+	// On a loaded machine the fill may reach the deadline before it reaches
+	// the owner's wait: its pending answer then says no owner wait yet, and
+	// the next get_pending_result names the wait once proxyd reported it.
+	for i := 0; i < 5 && strings.HasPrefix(txt, "status=pending") && strings.Contains(strings.SplitN(txt, "\n", 2)[0], "waiting_on_owner=false"); i++ {
+		w := regexp.MustCompile(`wait=(w_[a-z2-7]+)`).FindStringSubmatch(txt)
+		if w == nil {
+			break
+		}
+		txt, r = call(t, a, "get_pending_result", map[string]any{"wait": w[1]})
+	}
 	m := regexp.MustCompile(`^status=pending wait=(w_[a-z2-7]+) waiting_on_owner=true reason=new_destination session=` + s + "\n").FindStringSubmatch(txt)
 	if m == nil || !strings.Contains(txt, "fill_checkout is waiting for the account owner to approve a new site (127.0.0.1)") ||
 		!strings.Contains(txt, "'Authorize new site: 127.0.0.1'") {
@@ -434,12 +453,31 @@ func TestHostedCallDeadlines(t *testing.T) {
 }
 
 // rawCall posts one tools/call with a chosen JSON-RPC id and returns the
-// result's first text item.
+// result's text items, joined.
 func (h *hostedHarness) rawCall(t *testing.T, key string, id int, tool string, args map[string]any) string {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": map[string]any{"name": tool, "arguments": args}})
+	return h.rawCallWith(t, key, id, tool, args, callProof{})
+}
+
+// callProof is what a raw call carries as its idempotency key.
+type callProof struct {
+	header string // the Idempotency-Key header
+	meta   string // _meta's idempotencyMeta
+}
+
+// rawCallWith is rawCall with an idempotency key.
+func (h *hostedHarness) rawCallWith(t *testing.T, key string, id int, tool string, args map[string]any, p callProof) string {
+	t.Helper()
+	params := map[string]any{"name": tool, "arguments": args}
+	if p.meta != "" {
+		params["_meta"] = map[string]any{idempotencyMeta: p.meta}
+	}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
 	req, _ := http.NewRequest(http.MethodPost, h.url, bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+key)
+	if p.header != "" {
+		req.Header.Set(idempotencyHeader, p.header)
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
@@ -480,19 +518,21 @@ func (h *hostedHarness) rawCall(t *testing.T, key string, id int, tool string, a
 }
 
 // TestP20_RetransmittedCallsNeverRunTwice: a retransmitted first open_page
-// starts no second session; a retransmitted fill (same id) authorizes
-// nothing and returns the first answer, a new id runs it again; identical
-// calls at the same time join; refusals before the tool ran are not kept.
+// (same idempotency key) starts no second session; a retransmitted fill
+// (same id, same session) authorizes nothing and returns the first answer,
+// a new id runs it again; identical calls at the same time join; refusals
+// before the tool ran are not kept.
 func TestP20_RetransmittedCallsNeverRunTwice(t *testing.T) {
 	h := newHostedHarness(t, HostedConfig{}, nil)
-	first := h.rawCall(t, keyA, 1, "open_page", map[string]any{"url": h.site.CheckoutURL()})
-	again := h.rawCall(t, keyA, 1, "open_page", map[string]any{"url": h.site.CheckoutURL()})
+	idem := callProof{header: "3f0c2a9e-5b7d-4e1a-9c6f-0d8b7a6e5f41"}
+	first := h.rawCallWith(t, keyA, 1, "open_page", map[string]any{"url": h.site.CheckoutURL()}, idem)
+	again := h.rawCallWith(t, keyA, 1, "open_page", map[string]any{"url": h.site.CheckoutURL()}, idem)
 	if first != again || h.ctl.creates() != 1 {
 		t.Fatalf("retransmitted first call: %d sessions; %q vs %q", h.ctl.creates(), first, again)
 	}
 	s := regexp.MustCompile(`session: (s_[a-z2-7]+)`).FindStringSubmatch(first)[1]
-	cat1 := h.rawCall(t, keyA, 2, "get_token_catalog", nil)
-	cat2 := h.rawCall(t, keyA, 2, "get_token_catalog", nil)
+	cat1 := h.rawCallWith(t, keyA, 2, "get_token_catalog", nil, idem)
+	cat2 := h.rawCallWith(t, keyA, 2, "get_token_catalog", nil, idem)
 	if h.ctl.creates() != 2 || regexp.MustCompile(`session: (s_[a-z2-7]+)`).FindString(cat1) != regexp.MustCompile(`session: (s_[a-z2-7]+)`).FindString(cat2) {
 		t.Fatalf("retransmitted catalog started another session (%d)", h.ctl.creates())
 	}
@@ -541,7 +581,7 @@ func TestP20_RetransmittedCallsNeverRunTwice(t *testing.T) {
 	h.srv.hosted.mu.Lock()
 	ca := h.srv.hosted.conns["avk_aaaa"]
 	h.srv.hosted.mu.Unlock()
-	if ca.replay.get(flightKeyOf("click", `{"selector":"#x"}`, "", "20"), h.clock.now()) != nil {
+	if ca.replay.get(flightKeyOf("click", `{"selector":"#x"}`, "", "20", ""), h.clock.now()) != nil {
 		t.Fatal("a refusal made before the tool ran was kept")
 	}
 }
@@ -640,5 +680,342 @@ func TestP21_RevokedKeyRefusedWithinASecond(t *testing.T) {
 	}
 	if keyCacheFor > time.Second {
 		t.Fatalf("a checked key is trusted for %v, more than a second", keyCacheFor)
+	}
+}
+
+// TestP24_ReplayOnlyToTheClientThatCalled: two MCP clients on one API key
+// make the same first calls with the same JSON-RPC ids (every new client
+// counts from 1). Each gets a session of its own; the second never sees a
+// handle of the first, and driving its own session leaves the first one's
+// page where it was.
+func TestP24_ReplayOnlyToTheClientThatCalled(t *testing.T) {
+	h := newHostedHarness(t, HostedConfig{}, nil)
+	a, b := h.client(keyA), h.client(keyA)
+	var bSaw strings.Builder
+	callB := func(name string, args map[string]any) (string, *mcp.CallToolResult) {
+		t.Helper()
+		txt, r := call(t, b, name, args)
+		for _, c := range r.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				bSaw.WriteString(tc.Text + "\n")
+			}
+		}
+		return txt, r
+	}
+	checkout := map[string]any{"url": h.site.CheckoutURL()}
+
+	_, r := call(t, a, "open_page", checkout)
+	aPage := handleOf(t, r)
+	_, r = callB("open_page", checkout)
+	bPage := handleOf(t, r)
+	if bPage == aPage || h.ctl.creates() != 2 {
+		t.Fatalf("the same first open_page on two clients: %d proxyd sessions, handles %s and %s", h.ctl.creates(), aPage, bPage)
+	}
+	// get_token_catalog is not kept, but a retransmitted first call runs on
+	// the session the first one started: only for the same client.
+	_, r = call(t, a, "get_token_catalog", nil)
+	aCat := handleOf(t, r)
+	_, r = callB("get_token_catalog", nil)
+	bCat := handleOf(t, r)
+	if bCat == aCat || bCat == aPage || h.ctl.creates() != 4 {
+		t.Fatalf("the same first get_token_catalog on two clients: %d proxyd sessions, handles %s and %s", h.ctl.creates(), aCat, bCat)
+	}
+
+	// B drives its own browser only.
+	if txt, r := callB("open_page", map[string]any{"url": h.site.LoginURL(), "session": bPage}); r.IsError {
+		t.Fatalf("B's own open_page: %q", txt)
+	}
+	if txt, _ := call(t, a, "count", map[string]any{"selector": "#place-order", "session": aPage}); !strings.Contains(txt, `"count":1`) {
+		t.Fatalf("A's page after B's navigation: %q", txt)
+	}
+	if txt, _ := callB("count", map[string]any{"selector": "#place-order", "session": bPage}); !strings.Contains(txt, `"count":0`) {
+		t.Fatalf("B's page: %q", txt)
+	}
+	for _, hs := range []string{aPage, aCat} {
+		if strings.Contains(bSaw.String(), hs) {
+			t.Fatalf("B was given A's handle %s", hs)
+		}
+	}
+}
+
+// gateControl holds every CreateSession while the gate is shut, telling
+// the test each time one arrives.
+type gateControl struct {
+	*hostedControl
+	arrived chan struct{}
+	gate    chan struct{}
+}
+
+func (g *gateControl) CreateSession(ctx context.Context, apiKey string) (control.CreateSessionResponse, error) {
+	g.arrived <- struct{}{}
+	<-g.gate
+	return g.hostedControl.CreateSession(ctx, apiKey)
+}
+
+// TestP24_SameCallAtTheSameTimeJoinsOnlyItsClient: while one client's first
+// open_page runs, another client on the same API key sending the same call
+// with the same JSON-RPC id does not join it: it starts its own session.
+func TestP24_SameCallAtTheSameTimeJoinsOnlyItsClient(t *testing.T) {
+	g := &gateControl{arrived: make(chan struct{}, 4), gate: make(chan struct{})}
+	h := newHostedHarnessWrap(t, HostedConfig{}, nil, func(c *hostedControl) Control {
+		g.hostedControl = c
+		return g
+	})
+	a, b := h.client(keyA), h.client(keyA)
+	var opened sync.Once
+	open := func() { opened.Do(func() { close(g.gate) }) }
+	t.Cleanup(open) // before the clients close: a failed test leaves no call held
+	args := map[string]any{"url": h.site.CheckoutURL()}
+	answers := make(chan *mcp.CallToolResult, 2)
+	for _, cs := range []*mcp.ClientSession{a, b} {
+		go func() {
+			r, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "open_page", Arguments: args})
+			if err != nil {
+				r = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
+			}
+			answers <- r
+		}()
+	}
+	// Both calls reach proxyd: neither joined the other.
+	for i := range 2 {
+		select {
+		case <-g.arrived:
+		case <-time.After(time.Minute):
+			t.Fatalf("%d of the two first calls asked proxyd for a session: the other joined it", i)
+		}
+	}
+	open()
+	var handles []string
+	for range 2 {
+		select {
+		case r := <-answers:
+			if r.IsError {
+				t.Fatalf("open_page: %q", text(r))
+			}
+			handles = append(handles, handleOf(t, r))
+		case <-time.After(time.Minute):
+			t.Fatal("open_page did not answer")
+		}
+	}
+	if handles[0] == handles[1] || h.ctl.creates() != 2 {
+		t.Fatalf("two clients at the same time: %d proxyd sessions, handles %v", h.ctl.creates(), handles)
+	}
+}
+
+// loginFailControl answers login writes the way proxyd does for a key it
+// does not know (invalid_api_key), and a rotation as a write whose outcome
+// is unknown; it counts the calls that reached it.
+type loginFailControl struct {
+	*hostedControl
+	mu                         sync.Mutex
+	creates, usernames, rotate int
+}
+
+func (c *loginFailControl) CreateLogin(ctx context.Context, in control.CreateLoginIn) (control.SignupRequestOut, error) {
+	c.mu.Lock()
+	c.creates++
+	c.mu.Unlock()
+	return control.SignupRequestOut{}, agentvault.Errorf(agentvault.CodeInvalidAPIKey, "the API key is not valid")
+}
+
+func (c *loginFailControl) SignupRequest(ctx context.Context, in control.SignupRequestIn) (control.SignupRequestOut, error) {
+	return control.SignupRequestOut{}, agentvault.Errorf(agentvault.CodeInvalidAPIKey, "the API key is not valid")
+}
+
+func (c *loginFailControl) WaitSignup(ctx context.Context, in control.SignupRequestIn) (control.SignupRequestOut, error) {
+	return control.SignupRequestOut{}, agentvault.Errorf(agentvault.CodeInvalidAPIKey, "the API key is not valid")
+}
+
+func (c *loginFailControl) SetLoginUsername(ctx context.Context, in control.LoginUsernameIn) (control.DoneOut, error) {
+	c.mu.Lock()
+	c.usernames++
+	c.mu.Unlock()
+	return control.DoneOut{}, agentvault.Errorf(agentvault.CodeInvalidAPIKey, "the API key is not valid")
+}
+
+func (c *loginFailControl) RotateLoginPassword(ctx context.Context, in control.LoginRotateIn) (control.DoneOut, error) {
+	c.mu.Lock()
+	c.rotate++
+	c.mu.Unlock()
+	return control.DoneOut{}, agentvault.Errorf(agentvault.CodeWriteOutcomeUnknown, "the change may or may not have been stored: do not retry it blind")
+}
+
+func (c *loginFailControl) counts() (int, int, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.creates, c.usernames, c.rotate
+}
+
+// TestP24_ToolFailureNotReplayed: a login write that failed inside the tool
+// (invalid_api_key) is not kept: sent again with the same JSON-RPC id (and,
+// for the first call, the same idempotency key) it runs again, on the
+// session the first call started. A write whose outcome is unknown is
+// kept and given again without running (P20).
+func TestP24_ToolFailureNotReplayed(t *testing.T) {
+	var lf *loginFailControl
+	h := newHostedHarnessWrap(t, HostedConfig{}, nil, func(c *hostedControl) Control {
+		lf = &loginFailControl{hostedControl: c}
+		return lf
+	})
+	idem := callProof{meta: "b7c1d0e2-login-retry-4a5f9e3c"}
+	args := map[string]any{"website": "example.com", "email": "agent@example.org"}
+	first := h.rawCallWith(t, keyA, 7, "create_login", args, idem)
+	if !strings.HasPrefix(first, "status=error code=invalid_api_key") {
+		t.Fatalf("create_login: %q", first)
+	}
+	s := regexp.MustCompile(`session: (s_[a-z2-7]+)`).FindStringSubmatch(first)
+	if s == nil {
+		t.Fatalf("a login write that failed names no session: %q", first)
+	}
+	again := h.rawCallWith(t, keyA, 7, "create_login", args, idem)
+	if creates, _, _ := lf.counts(); creates != 2 || !strings.HasPrefix(again, "status=error code=invalid_api_key") {
+		t.Fatalf("the retransmitted create_login reached proxyd %d times in all: %q", creates, again)
+	}
+	if !strings.Contains(again, "session: "+s[1]) || h.ctl.creates() != 1 {
+		t.Fatalf("the retransmission started another session (%d): %q", h.ctl.creates(), again)
+	}
+
+	// On the session: the same.
+	set := map[string]any{"session": s[1], "label": "example", "username": "ada"}
+	h.rawCall(t, keyA, 8, "set_login_username", set)
+	h.rawCall(t, keyA, 8, "set_login_username", set)
+	if _, usernames, _ := lf.counts(); usernames != 2 {
+		t.Fatalf("set_login_username failed inside the tool and its retransmission ran %d times in all", usernames)
+	}
+	// An unknown outcome is kept.
+	rot := map[string]any{"session": s[1], "label": "example"}
+	r1 := h.rawCall(t, keyA, 9, "rotate_login_password", rot)
+	r2 := h.rawCall(t, keyA, 9, "rotate_login_password", rot)
+	if _, _, rotations := lf.counts(); rotations != 1 || r1 != r2 || !strings.HasPrefix(r1, "status=error code=write_outcome_unknown") {
+		t.Fatalf("a write of unknown outcome ran %d times: %q / %q", rotations, r1, r2)
+	}
+}
+
+// TestP24_IdempotencyKeyProvesTheClient: the same first call with the same
+// JSON-RPC id gets its first answer again only under the same idempotency
+// key (the header and _meta are one key); under another key, or none, it
+// runs and starts a session of its own. A malformed key is refused before
+// anything runs.
+func TestP24_IdempotencyKeyProvesTheClient(t *testing.T) {
+	h := newHostedHarness(t, HostedConfig{}, nil)
+	args := map[string]any{"url": h.site.CheckoutURL()}
+	const mine, theirs = "client-a-7d0f6b5c-2a41-4f0e", "client-b-91c3e0aa-55d2-4b7e"
+	handle := func(txt string) string {
+		t.Helper()
+		m := regexp.MustCompile(`session: (s_[a-z2-7]+)`).FindStringSubmatch(txt)
+		if m == nil {
+			t.Fatalf("no session in %q", txt)
+		}
+		return m[1]
+	}
+	first := h.rawCallWith(t, keyA, 1, "open_page", args, callProof{header: mine})
+	own := handle(first)
+	other := h.rawCallWith(t, keyA, 1, "open_page", args, callProof{header: theirs})
+	if handle(other) == own || h.ctl.creates() != 2 {
+		t.Fatalf("another key was given the first answer: %q", other)
+	}
+	none := h.rawCall(t, keyA, 1, "open_page", args)
+	if handle(none) == own || h.ctl.creates() != 3 {
+		t.Fatalf("no key was given the first answer: %q", none)
+	}
+	if again := h.rawCallWith(t, keyA, 1, "open_page", args, callProof{meta: mine}); again != first || h.ctl.creates() != 3 {
+		t.Fatalf("the same key (in _meta) ran the call again (%d sessions): %q, first %q", h.ctl.creates(), again, first)
+	}
+	for _, bad := range []callProof{{header: "short"}, {meta: mine + " x"}, {header: mine, meta: theirs}} {
+		txt := h.rawCallWith(t, keyA, 1, "open_page", args, bad)
+		if !strings.HasPrefix(txt, "status=error code=invalid_params") || !strings.Contains(txt, "idempotency key") || h.ctl.creates() != 3 {
+			t.Fatalf("key %+v: %q (%d sessions)", bad, txt, h.ctl.creates())
+		}
+	}
+}
+
+// keyRecorder records the API key each login write and recipe call reaches
+// proxyd with.
+type keyRecorder struct {
+	*hostedControl
+	mu   sync.Mutex
+	keys []string
+}
+
+func (k *keyRecorder) saw(key string) {
+	k.mu.Lock()
+	k.keys = append(k.keys, key)
+	k.mu.Unlock()
+}
+
+func (k *keyRecorder) seen() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return append([]string(nil), k.keys...)
+}
+
+func (k *keyRecorder) CreateLogin(ctx context.Context, in control.CreateLoginIn) (control.SignupRequestOut, error) {
+	k.saw(in.APIKey)
+	return control.SignupRequestOut{RequestID: "sr_1", Status: "pending", ExpiresAt: time.Unix(0, 0)}, nil
+}
+
+func (k *keyRecorder) SignupRequest(ctx context.Context, in control.SignupRequestIn) (control.SignupRequestOut, error) {
+	k.saw(in.APIKey)
+	return control.SignupRequestOut{RequestID: in.RequestID, Status: "pending"}, nil
+}
+
+func (k *keyRecorder) WaitSignup(ctx context.Context, in control.SignupRequestIn) (control.SignupRequestOut, error) {
+	k.saw(in.APIKey)
+	return control.SignupRequestOut{RequestID: in.RequestID, Status: "pending"}, nil
+}
+
+func (k *keyRecorder) SetLoginUsername(ctx context.Context, in control.LoginUsernameIn) (control.DoneOut, error) {
+	k.saw(in.APIKey)
+	return control.DoneOut{Done: true}, nil
+}
+
+func (k *keyRecorder) RotateLoginPassword(ctx context.Context, in control.LoginRotateIn) (control.DoneOut, error) {
+	k.saw(in.APIKey)
+	return control.DoneOut{Done: true}, nil
+}
+
+func (k *keyRecorder) Recipes(ctx context.Context, pageURL string) (json.RawMessage, error) {
+	return json.RawMessage(`{"merchant":null,"platform":null,"signup":null,"signupPlatform":null}`), nil
+}
+
+func (k *keyRecorder) SubmitRecipe(ctx context.Context, req control.SubmitRecipeRequest) (control.RecipeSubmission, error) {
+	k.saw(req.APIKey)
+	return control.RecipeSubmission{ID: "rs_1", Status: "needs_human", Verdict: "Passed screening."}, nil
+}
+
+func (k *keyRecorder) RecipeSubmission(ctx context.Context, apiKey, id string, wait time.Duration) (control.RecipeSubmission, error) {
+	k.saw(apiKey)
+	return control.RecipeSubmission{ID: id, Status: "needs_human", Verdict: "Passed screening."}, nil
+}
+
+// TestP24_HostedCallsActWithTheConnectionsKey: on the hosted server a
+// login write and a recipe submission reach proxyd with the key the client
+// connected with, never mcpd's own (which would act for whoever that key
+// belongs to, or answer invalid_api_key inside the tool when mcpd has none).
+func TestP24_HostedCallsActWithTheConnectionsKey(t *testing.T) {
+	var kr *keyRecorder
+	h := newHostedHarnessWrap(t, HostedConfig{}, nil, func(c *hostedControl) Control {
+		kr = &keyRecorder{hostedControl: c}
+		return kr
+	})
+	b := h.client(keyB)
+	txt, r := call(t, b, "create_login", map[string]any{"website": "example.com", "email": "agent@example.org"})
+	if r.IsError {
+		t.Fatalf("create_login: %q", txt)
+	}
+	s := handleOf(t, r)
+	call(t, b, "set_login_username", map[string]any{"session": s, "label": "example", "username": "ada"})
+	call(t, b, "get_signup_request", map[string]any{"session": s, "requestId": "sr_1"})
+	if txt, r := call(t, b, "submit_checkout_recipe", map[string]any{"recipe": map[string]any{"id": "shop.example.com", "kind": "merchant"}}); r.IsError {
+		t.Fatalf("submit_checkout_recipe without a session: %q", txt)
+	}
+	seen := kr.seen()
+	if len(seen) < 4 {
+		t.Fatalf("%d calls reached proxyd", len(seen))
+	}
+	for _, k := range seen {
+		if k != keyB {
+			t.Fatalf("a call of the connection on %s reached proxyd with another key (%d chars)", keyB[:8], len(k))
+		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/internal/deploy"
 	"github.com/agentvault/agentvault/skills"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -29,6 +30,13 @@ import (
 // the context is cancelled, Close. cmd/mcpd is a few lines over it, and e2e
 // tests run the same type in-process.
 type Main struct {
+	// DataDir and ConfigFile pick the deployment (--data, --config) by
+	// proxyd's own rule (package deploy): the data directory holds the
+	// control token, the API key and ca.pem, and the config names the
+	// control API's and mcpd's own addresses. What a flag or the
+	// environment sets wins over what the deployment says.
+	DataDir          string
+	ConfigFile       string
 	ControlURL       string
 	ControlTokenFile string
 	APIKeyFile       string
@@ -37,8 +45,10 @@ type Main struct {
 	DriverDir        string
 	LogLevel         string
 	// HTTPAddr, when set, serves MCP over streamable HTTP on this loopback
-	// address instead of stdio (--http; `make run` uses it).
-	HTTPAddr string
+	// address instead of stdio (--http; `make run` uses it). --http with
+	// no address takes the config's listen.mcp (httpDefault).
+	HTTPAddr    string
+	httpDefault bool
 	// ArtifactDir keeps browser_login's masked diagnostic captures for the
 	// owner (--artifact-dir); empty keeps none.
 	ArtifactDir string
@@ -74,8 +84,9 @@ type Main struct {
 	TLSConfig           func(ctx context.Context, o TLSOptions) (*tls.Config, error)
 	// Hosted tunes the hosted server's limits (tests inject a clock).
 	Hosted HostedConfig
-	// MetricsAddr serves /metrics (loopback only); empty: DefaultMetricsAddr
-	// with --http, off on stdio; "off" turns it off.
+	// MetricsAddr serves /metrics (loopback only); empty: the config's
+	// listen.mcp_metrics with --http (off by default), off on stdio; "off"
+	// turns it off.
 	MetricsAddr string
 	// ControlCA is a PEM file of the CA that https control URLs are
 	// verified against (--control-ca: proxyd's ca.pem, which every replica
@@ -88,6 +99,8 @@ type Main struct {
 
 	server *Server
 	ctl    *control.Client
+	// deployment is what deploy.Resolve chose (applyDeployment).
+	deployment *deploy.Choice
 	// controlRoots is ControlCA loaded (nil: the system roots).
 	controlRoots *x509.CertPool
 }
@@ -99,23 +112,86 @@ type TLSOptions struct {
 	Hosts                  []string
 }
 
-// NewMain returns a Main with the documented defaults.
+// NewMain returns a Main with the documented defaults: the control URL,
+// the token and key files and the driver come from the deployment
+// (applyDeployment) unless set.
 func NewMain() *Main {
-	home, _ := os.UserHomeDir()
-	return &Main{
-		ControlURL:       "http://127.0.0.1:7701",
-		ControlTokenFile: filepath.Join(home, ".agentvault", "control-token"),
-		APIKeyFile:       filepath.Join(home, ".agentvault", "api-key"),
-		LogLevel:         "info",
-		Stderr:           os.Stderr,
-	}
+	return &Main{LogLevel: "info", Stderr: os.Stderr}
 }
 
-// ParseFlags reads the command line; environment variables supply the
-// defaults a flag does not override.
-func (m *Main) ParseFlags(args []string) error {
+// applyDeployment fills what flags, the environment and the caller left
+// empty from the deployment proxyd runs (deploy.Resolve: --data,
+// $AGENTVAULT_DATA, $DATA, the config's data_dir, ~/.agentvault; the
+// config --config, else <data>/proxyd.yaml): the control token and API key
+// files, the control URL (listen.control; https:// with <data>/ca.pem
+// under listen.control_tls), --http's address (listen.mcp), the metrics
+// listener of --http (listen.mcp_metrics) and the playwright driver
+// (deploy.FindDriver). It resolves once.
+func (m *Main) applyDeployment() error {
+	if m.deployment == nil {
+		ch, err := deploy.Resolve(m.DataDir, m.ConfigFile, nil)
+		if err != nil {
+			return err
+		}
+		m.deployment = &ch
+	}
+	ch := m.deployment
+	dir, l := ch.Data.Dir, ch.Listen
+	if m.ControlTokenFile == "" {
+		m.ControlTokenFile = filepath.Join(dir, deploy.ControlTokenFile)
+	}
+	if m.APIKeyFile == "" {
+		m.APIKeyFile = filepath.Join(dir, deploy.APIKeyFile)
+	}
+	if m.ControlURL == "" {
+		m.ControlURL = "http://" + l.Control
+		if l.ControlTLS {
+			host, port, _ := net.SplitHostPort(l.Control)
+			if ip, err := netip.ParseAddr(host); err == nil && ip.IsUnspecified() {
+				host = "127.0.0.1"
+				if len(l.ControlNames) > 0 {
+					host = l.ControlNames[0]
+				}
+			}
+			m.ControlURL = "https://" + net.JoinHostPort(host, port)
+			if m.ControlCA == "" {
+				m.ControlCA = filepath.Join(dir, deploy.CAFile)
+			}
+		}
+	}
+	if m.httpDefault && l.MCP != "" {
+		m.HTTPAddr, m.httpDefault = l.MCP, false
+	}
+	if m.HTTPAddr != "" && m.MetricsAddr == "" && l.MCPMetrics != "" {
+		m.MetricsAddr = l.MCPMetrics
+	}
+	if m.DriverDir == "" {
+		if d := deploy.FindDriver(nil); d.Found {
+			m.DriverDir = d.Dir
+		}
+	}
+	if m.TLSDir == "" {
+		m.TLSDir = filepath.Join(dir, "mcpd")
+	}
+	return nil
+}
+
+// Deployment is the data directory and config mcpd follows (after
+// ParseFlags or Open).
+func (m *Main) Deployment() (deploy.Choice, error) {
+	if err := m.applyDeployment(); err != nil {
+		return deploy.Choice{}, err
+	}
+	return *m.deployment, nil
+}
+
+// FlagSet is mcpd's command line over m (cmd/mcpd/README.md lists every
+// flag; a test compares the two).
+func (m *Main) FlagSet() *flag.FlagSet {
 	fs := flag.NewFlagSet("mcpd", flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
+	fs.StringVar(&m.DataDir, "data", m.DataDir, "proxyd's data directory (control-token, api-key, ca.pem, proxyd.yaml); default as proxyd: $AGENTVAULT_DATA, $DATA, the config's data_dir, ~/.agentvault")
+	fs.StringVar(&m.ConfigFile, "config", m.ConfigFile, "proxyd's config file, read for data_dir and the listen addresses (default: <data>/proxyd.yaml when there is one)")
 	fs.StringVar(&m.ArtifactDir, "artifact-dir", envOr("AGENTVAULT_ARTIFACT_DIR", ""), "keep browser_login's masked diagnostic captures here for the owner (empty: none kept)")
 	fs.DurationVar(&m.LoginBudget, "login-budget", envDuration("AGENTVAULT_LOGIN_BUDGET", 0), "shorten browser_login's end-to-end budget (at most and by default 120s)")
 	fs.StringVar(&m.ControlURL, "control-url", envOr("AGENTVAULT_CONTROL_URL", m.ControlURL), "proxyd control API base URL (http:// on loopback, https:// elsewhere); several replicas of one deployment separated by commas")
@@ -126,18 +202,45 @@ func (m *Main) ParseFlags(args []string) error {
 	fs.StringVar(&m.ChromiumPath, "chromium", envOr("CHROMIUM_PATH", "/usr/bin/chromium"), "Chromium binary")
 	fs.StringVar(&m.DriverDir, "driver-dir", envOr("PLAYWRIGHT_DRIVER_PATH", m.DriverDir), "playwright-core driver directory (holds package/cli.js)")
 	fs.StringVar(&m.LogLevel, "log-level", m.LogLevel, "debug, info, warn or error (logs go to stderr)")
-	fs.Var(&httpFlag{&m.HTTPAddr}, "http", "serve MCP over streamable HTTP instead of stdio; --http alone listens on "+DefaultHTTPAddr+", --http=HOST:PORT elsewhere (beyond loopback only with --keys and TLS)")
+	fs.Var(&httpFlag{&m.HTTPAddr, &m.httpDefault}, "http", "serve MCP over streamable HTTP instead of stdio; --http alone listens on the config's listen.mcp ("+DefaultHTTPAddr+"), --http=HOST:PORT elsewhere (beyond loopback only with --keys and TLS)")
 	fs.BoolVar(&m.RequireKeys, "keys", m.RequireKeys, "HTTP: require an API key (Authorization: Bearer avk_...) on every request")
 	fs.BoolVar(&m.TLSLocal, "tls", m.TLSLocal, "HTTP: serve over TLS with a locally issued certificate")
 	fs.StringVar(&m.TLSDomain, "tls-domain", envOr("AGENTVAULT_MCP_DOMAIN", m.TLSDomain), "HTTP: serve over TLS with an ACME certificate for this domain")
 	fs.StringVar(&m.TLSEmail, "tls-email", m.TLSEmail, "ACME account contact for --tls-domain")
-	fs.StringVar(&m.TLSDir, "tls-dir", m.TLSDir, "where ACME certificates are kept (default ~/.agentvault/mcpd)")
+	fs.StringVar(&m.TLSDir, "tls-dir", m.TLSDir, "where ACME certificates are kept (default <data>/mcpd)")
 	fs.BoolVar(&m.Credentials, "credentials", envOr("AGENTVAULT_CREDENTIALS", "") == "1", "serve the portal credential tools (credential_request, credential_list, credential_use, credential_delete, grant_set)")
 	fs.StringVar(&m.SkillsDir, "skills-dir", envOr("AGENTVAULT_SKILLS_DIR", ""), "skill directory (one folder per skill with its SKILL.md): serve skill_find and file_write over it")
-	fs.StringVar(&m.MetricsAddr, "metrics-addr", envOr("AGENTVAULT_MCPD_METRICS_ADDR", ""), "serve Prometheus /metrics here (loopback; default "+DefaultMetricsAddr+" with --http, off on stdio; \"off\" disables)")
+	fs.StringVar(&m.MetricsAddr, "metrics-addr", envOr("AGENTVAULT_MCPD_METRICS_ADDR", ""), "serve Prometheus /metrics here, loopback only, e.g. "+DefaultMetricsAddr+" (default: the config's listen.mcp_metrics with --http, which is off unless set; off on stdio)")
 	fs.BoolVar(&m.NetworkLog, "network-log", envOr("AGENTVAULT_NETWORK_LOG", "") == "1", "serve get_network_log, a diagnostic of the page's requests (staging)")
 	fs.DurationVar(&m.HandoffTimeout, "handoff-timeout", envDuration("AGENTVAULT_HANDOFF_TIMEOUT", 0), "how long a challenge hand-off waits for the owner (default 10m)")
+	return fs
+}
+
+// ParseFlags reads the command line; environment variables supply the
+// defaults a flag does not override, and the deployment (applyDeployment)
+// what neither sets. -h prints the flags on stdout and returns
+// flag.ErrHelp; an unknown flag or a stray argument is refused.
+func (m *Main) ParseFlags(args []string) error {
+	fs := m.FlagSet()
+	fs.Usage = func() {
+		fmt.Fprintf(os.Stdout, "usage: mcpd [flags]   (MCP on stdio; --http for streamable HTTP)\n\n")
+		fs.SetOutput(os.Stdout)
+		fs.PrintDefaults()
+		fs.SetOutput(m.Stderr)
+	}
 	if err := fs.Parse(args); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(m.Stderr, "mcpd: run mcpd -h for the flags")
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		err := agentvault.Errorf(agentvault.CodeInvalidInput, "unexpected argument %q (mcpd takes only flags; mcpd -h lists them)", fs.Arg(0))
+		fmt.Fprintln(m.Stderr, "mcpd:", agentvault.ErrorMessage(err))
+		return err
+	}
+	if err := m.applyDeployment(); err != nil {
+		fmt.Fprintln(m.Stderr, "mcpd:", agentvault.ErrorMessage(err))
 		return err
 	}
 	if m.HTTPAddr != "" {
@@ -164,11 +267,16 @@ func (m *Main) ParseFlags(args []string) error {
 	return nil
 }
 
-// DefaultHTTPAddr is where --http listens when given no address.
+// DefaultHTTPAddr is where --http listens when given no address and the
+// config names no other listen.mcp.
 const DefaultHTTPAddr = "127.0.0.1:7704"
 
-// httpFlag is --http: a boolean flag that may also carry an address.
-type httpFlag struct{ addr *string }
+// httpFlag is --http: a boolean flag that may also carry an address; alone
+// it asks for the deployment's listen.mcp (deflt).
+type httpFlag struct {
+	addr  *string
+	deflt *bool
+}
 
 func (f *httpFlag) String() string {
 	if f.addr == nil {
@@ -180,11 +288,11 @@ func (f *httpFlag) String() string {
 func (f *httpFlag) Set(v string) error {
 	switch v {
 	case "true":
-		*f.addr = DefaultHTTPAddr
+		*f.addr, *f.deflt = DefaultHTTPAddr, true
 	case "false", "":
-		*f.addr = ""
+		*f.addr, *f.deflt = "", false
 	default:
-		*f.addr = v
+		*f.addr, *f.deflt = v, false
 	}
 	return nil
 }
@@ -314,6 +422,9 @@ func (m *Main) Open() error {
 		return agentvault.Errorf(agentvault.CodeInvalidInput, "log level must be debug, info, warn or error")
 	}
 	log := slog.New(slog.NewTextHandler(m.Stderr, &slog.HandlerOptions{Level: lvl}))
+	if err := m.applyDeployment(); err != nil {
+		return err
+	}
 	token, err := readSecretFile(m.ControlTokenFile, "control token")
 	if err != nil {
 		return err
@@ -397,11 +508,7 @@ func (m *Main) ServeHTTP(ctx context.Context, ln net.Listener) error {
 			return err
 		}
 	}
-	addr := m.MetricsAddr
-	if addr == "" {
-		addr = DefaultMetricsAddr
-	}
-	m.serveMetrics(ctx, addr)
+	m.serveMetrics(ctx, m.MetricsAddr)
 	m.server.EnableHosted(m.Hosted)
 	var opts HTTPOptions
 	if m.RequireKeys {
@@ -411,7 +518,9 @@ func (m *Main) ServeHTTP(ctx context.Context, ln net.Listener) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		io.WriteString(w, "ok\n")
+		// The pid lets scripts/run.sh tell its own mcpd from another one
+		// already answering on the same port.
+		fmt.Fprintf(w, "ok pid=%d\n", os.Getpid())
 	})
 	mux.Handle("/mcp", h)
 	mux.Handle("/", h)
@@ -423,10 +532,6 @@ func (m *Main) ServeHTTP(ctx context.Context, ln net.Listener) error {
 			return agentvault.Errorf(agentvault.CodeInvalidInput, "TLS was asked for but this build has no TLS helper")
 		}
 		dir := m.TLSDir
-		if dir == "" {
-			home, _ := os.UserHomeDir()
-			dir = filepath.Join(home, ".agentvault", "mcpd")
-		}
 		host, _, _ := net.SplitHostPort(ln.Addr().String())
 		tc, err := m.TLSConfig(ctx, TLSOptions{Domain: m.TLSDomain, Email: m.TLSEmail, DataDir: dir, Hosts: []string{"localhost", "127.0.0.1", "::1", host}})
 		if err != nil {

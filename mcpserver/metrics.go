@@ -18,9 +18,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// DefaultMetricsAddr is where mcpd serves /metrics when it serves MCP over
-// HTTP (`make run`); over stdio (one mcpd per MCP client) metrics are off
-// unless --metrics-addr names an address.
+// DefaultMetricsAddr is the address the docs suggest for mcpd's /metrics.
+// The listener is off unless asked for: --metrics-addr, or the config's
+// listen.mcp_metrics with --http (over stdio, one mcpd per MCP client,
+// only --metrics-addr turns it on).
 const DefaultMetricsAddr = "127.0.0.1:7706"
 
 // Tool call statuses (a closed set).

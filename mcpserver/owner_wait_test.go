@@ -2,7 +2,6 @@ package mcpserver
 
 import (
 	"context"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +24,11 @@ type ownerScript struct {
 	approved bool
 	asked    int
 	polls    int
+	// next, when set, is the request the owner is asked next, on tokens
+	// of nextField, once the first is approved (a security code after a
+	// purchase approval): it waits with answers "pending" until changed.
+	next      *control.Pending
+	nextField string
 }
 
 func (o *ownerScript) ask(token string) *control.Pending {
@@ -57,6 +61,11 @@ func (o *ownerScript) wait(ctx context.Context, id string) (control.WaitAnswer, 
 		Amount: o.pending.Amount, ExpiresAt: o.pending.ExpiresAt}
 	switch st {
 	case "approved":
+		if o.next != nil {
+			o.pending, o.field, o.next = *o.next, o.nextField, nil
+			o.answers, o.polls = []string{"pending"}, 0
+			break
+		}
 		o.approved = true
 	case "denied", "expired":
 		a.Code, a.Message = o.code, "the owner said no"
@@ -100,7 +109,7 @@ func TestFillWaitsForOwner(t *testing.T) {
 			}
 		}})
 	h.ok("open_page", map[string]any{"url": h.site.CheckoutURL()})
-	h.ok("wait_for_selector", map[string]any{"selector": "#number", "frame": payFrame, "timeout": 5000})
+	h.ok("wait_for_selector", map[string]any{"selector": "#number", "frame": payFrame, "timeout": 30000})
 	site := "127.0.0.1"
 	batch := []map[string]any{
 		{"selector": "#first", "value": "Jane"},
@@ -209,9 +218,7 @@ func TestFillWaitsForOwner(t *testing.T) {
 			}
 			done <- text(r)
 		}()
-		for !ownerPolled(ctl.owner) {
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitUntil(t, 30*time.Second, "the fill to ask the owner's wait", func() bool { return ownerPolled(ctl.owner) })
 		h.ok("close_session", nil)
 		txt := <-done
 		if !strings.HasPrefix(txt, "status=error code=timeout filled=1/2\n") || !strings.Contains(txt, "Stopped waiting for the owner to approve new site") {
@@ -219,15 +226,7 @@ func TestFillWaitsForOwner(t *testing.T) {
 		}
 	})
 
-	for _, s := range append(h.all, h.logs.String()) {
-		for _, v := range standIns {
-			// A 3-digit CVV stand-in is looked for as a whole number: the
-			// logs hold random durations and counts.
-			if found := strings.Contains(s, v); found && (len(v) >= 7 || regexp.MustCompile(`(^|[^0-9])`+regexp.QuoteMeta(v)+`([^0-9]|$)`).MatchString(s)) {
-				t.Fatalf("a typed stand-in (len %d) reached an answer or a log", len(v))
-			}
-		}
-	}
+	h.sweep(t)
 }
 
 func TestAskedWhat(t *testing.T) {

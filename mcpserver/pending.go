@@ -172,10 +172,16 @@ func ownerReason(p *control.Pending) string {
 	case "challenge", "challenge_handoff":
 		return "challenge_handoff"
 	case "purchase":
-		if p.Reason != "" && p.Reason != "purchase" {
-			return sanitizeValue(p.Reason)
+		switch p.Reason {
+		case "", "purchase":
+			return "over_threshold"
+		case "cvv_again":
+			// The second yes for a security code whose authorization was
+			// spent is a purchase approval asked whatever the amount:
+			// the seed's every_purchase (its list has no other name).
+			return "every_purchase"
 		}
-		return "over_threshold"
+		return sanitizeValue(p.Reason)
 	}
 	return sanitizeValue(p.Kind)
 }
@@ -209,7 +215,13 @@ func ownerSentence(tool string, p *control.Pending) string {
 		what = fmt.Sprintf("complete a challenge on %s", site)
 		email = "Complete a step on " + site
 	}
-	s := fmt.Sprintf("%s is waiting for the account owner to %s. Tell the user now: they can approve it from the email titled '%s' or the banner on their Agent Vault dashboard.", tool, what, email)
+	// The email is named only when proxyd says one goes out: telling the
+	// user to look for a message that never comes sends them the wrong way.
+	where := "the banner on their Agent Vault dashboard (its Approvals page)"
+	if p.Email {
+		where = fmt.Sprintf("the email titled '%s' or the banner on their Agent Vault dashboard", email)
+	}
+	s := fmt.Sprintf("%s is waiting for the account owner to %s. Tell the user now: they can approve it from %s.", tool, what, where)
 	if !p.ExpiresAt.IsZero() && p.Kind != "signup" {
 		s += " It expires at " + p.ExpiresAt.UTC().Format(time.RFC3339) + "."
 	}
@@ -304,7 +316,7 @@ type pendingIn struct {
 
 func (s *Server) registerPending() {
 	tool := &mcp.Tool{Name: "get_pending_result",
-		Description: "Get the answer to a call that came back status=pending: pass its wait id. Waits up to about 25 seconds, and answers early when the proxy reports a new wait on the account owner. Still running: pending again with the same wait id, so call it again in the same turn. When the answer names a wait on the account owner, tell the user what to approve and where (their email or dashboard banner), then keep polling.",
+		Description: "Get the answer to a call that came back status=pending: pass its wait id. Waits up to about 25 seconds, and answers early when the proxy reports a new wait on the account owner. Still running: pending again with the same wait id, so call it again in the same turn. When the answer names a wait on the account owner, tell the user what to approve and where (as the answer says: the dashboard, and an email only when the answer names one), then keep polling.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}}
 	mcp.AddTool(s.mcp, tool, func(ctx context.Context, req *mcp.CallToolRequest, in pendingIn) (*mcp.CallToolResult, any, error) {
 		c := s.connOf(req)

@@ -3,7 +3,6 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -167,10 +166,7 @@ func TestHostedCloseWhileCallRuns(t *testing.T) {
 		}
 		waited <- text(r)
 	}()
-	for inFlight(busy) < 1 {
-		runtime.Gosched()
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitUntil(t, 30*time.Second, "wait_for_selector to run on the busy session", func() bool { return inFlight(busy) >= 1 })
 	txt, r := call(t, a, "close_session", map[string]any{"session": busy})
 	if !strings.HasPrefix(txt, `{"_status":"ok"`) || len(r.Content) != 3 {
 		t.Fatalf("close_session while a call ran: %d items, %q", len(r.Content), txt)

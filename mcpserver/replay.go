@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -9,18 +10,30 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentvault/agentvault"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// Repeated and retried calls (seed 004, "Repeated and retried calls"; P20).
+// Repeated and retried calls (seed 004, "Repeated and retried calls"; P20),
+// given only to the client that made the call (issue 22, P24).
 //
-//   - The same call while it runs (same tool, arguments and session on one
-//     connection) joins the running flight instead of running twice.
+//   - The same call while it runs (same tool and arguments, from the same
+//     client) joins the running flight instead of running twice.
 //   - A call that changes something is kept for replayKeep: the same call
-//     again with the same JSON-RPC id gets the first answer and does not
-//     run. A new id runs it again.
-//   - A refusal made before the tool ran is not kept.
+//     again from the same client with the same JSON-RPC id gets the first
+//     answer and does not run. A new id runs it again.
+//   - The same client: on the hosted server, one API key is one connection
+//     and any number of clients may share it, so the JSON-RPC id (each new
+//     client counts from 1) proves nothing. A call on a session is proved
+//     by its handle, a secret only the client it was given to holds. A
+//     first call (no session yet) is proved only by an idempotency key the
+//     client chose (idempotencyKeyOf); without one it is never replayed or
+//     joined: it runs, and starts a session of its own. On stdio the
+//     process is one client.
+//   - Kept are answers that say the call finished, and those that say its
+//     outcome is unknown (keepsAnswer). A refusal made before the tool ran
+//     and a failure inside the tool are not kept: sent again, the call runs.
 //   - At most replayMax answers per connection, a call that started a
 //     session counting twice; past that the oldest are dropped early.
 
@@ -73,9 +86,78 @@ func canonicalArgs(raw json.RawMessage) string {
 	return string(b)
 }
 
-// flightKeyOf names a call for joining (no id) or for replay (with the id).
-func flightKeyOf(tool, args, handle, rpcID string) string {
-	return strings.Join([]string{tool, handle, rpcID, args}, "\x00")
+// flightKeyOf names a call for joining (no id) or for replay (with the
+// id): handle and idem are the proof of the client (see above).
+func flightKeyOf(tool, args, handle, rpcID, idem string) string {
+	return strings.Join([]string{tool, handle, rpcID, idem, args}, "\x00")
+}
+
+// A call's idempotency key: chosen by the client, sent as the
+// Idempotency-Key HTTP header (streamable HTTP) or in the call's _meta
+// under idempotencyMeta (any transport). Unguessable by another client on
+// the same API key, it is what lets a retransmitted first call get its
+// first answer. A client may send one key per call or one for all its calls
+// (the JSON-RPC id tells those apart).
+const (
+	idempotencyHeader = "Idempotency-Key"
+	idempotencyMeta   = "agentvault.io/idempotency-key"
+	minIdempotencyKey = 16
+	maxIdempotencyKey = 200
+)
+
+// idempotencyKeyOf is the idempotency key a call carries ("" when none),
+// or an invalid_params error for one too short to be a secret, too long,
+// not printable ASCII, or different in the header and in _meta.
+func idempotencyKeyOf(req *mcp.CallToolRequest) (string, error) {
+	if req == nil {
+		return "", nil
+	}
+	var header, meta string
+	if req.Extra != nil && req.Extra.Header != nil {
+		header = req.Extra.Header.Get(idempotencyHeader)
+	}
+	if req.Params != nil {
+		if v, ok := req.Params.Meta[idempotencyMeta]; ok {
+			str, isStr := v.(string)
+			if !isStr {
+				return "", agentvault.Errorf(agentvault.CodeInvalidParams, "_meta %q must be a string: a random value your client chose, such as a UUID.", idempotencyMeta)
+			}
+			meta = str
+		}
+	}
+	if header != "" && meta != "" && header != meta {
+		return "", agentvault.Errorf(agentvault.CodeInvalidParams, "the %s header and _meta %q differ: send one idempotency key for the call.", idempotencyHeader, idempotencyMeta)
+	}
+	key := cmp.Or(meta, header)
+	if key == "" {
+		return "", nil
+	}
+	printable := !strings.ContainsFunc(key, func(r rune) bool { return r <= ' ' || r > '~' })
+	if len(key) < minIdempotencyKey || len(key) > maxIdempotencyKey || !printable {
+		return "", agentvault.Errorf(agentvault.CodeInvalidParams,
+			"an idempotency key must be %d to %d printable ASCII characters without spaces: a random value your client chose, such as a UUID.", minIdempotencyKey, maxIdempotencyKey)
+	}
+	return key, nil
+}
+
+// keepsAnswer reports whether a finished answer of a kept call is given
+// again to a retransmission: one that succeeded, or one whose outcome is
+// unknown (a login write says write_outcome_unknown, any call past its
+// limit hard_timeout: either may have changed something, and P20 forbids
+// running it again blind). Any other failure is not given again: sent
+// again, the call runs, and may succeed.
+func keepsAnswer(res *mcp.CallToolResult) bool {
+	if res == nil {
+		return false
+	}
+	if !res.IsError {
+		return true
+	}
+	switch codeOf(res) {
+	case agentvault.CodeWriteOutcomeUnknown, agentvault.CodeHardTimeout:
+		return true
+	}
+	return false
 }
 
 type replayEntry struct {

@@ -71,7 +71,7 @@ func (p *stdioPeer) call(id int, tool string, args map[string]any) string {
 // TestP20_StdioRetransmissionNeverRunsTwice: over stdio too, a call that
 // changes something sent again with the same JSON-RPC id gets the first
 // answer and does not run; a new id runs it again; a call that changes
-// nothing runs each time.
+// nothing runs each time; one that failed inside the tool is not kept.
 func TestP20_StdioRetransmissionNeverRunsTwice(t *testing.T) {
 	browsertest.SkipIfNoBrowser(t)
 	site := browsertest.Start(t)
@@ -118,5 +118,12 @@ func TestP20_StdioRetransmissionNeverRunsTwice(t *testing.T) {
 	other := map[string]any{"fields": []map[string]any{{"selector": "#notes", "value": "av_identity_1_email_u7x2k"}}}
 	if txt := p.call(3, "fill_checkout", other); !strings.HasPrefix(txt, "status=ok") || auths() != n0+3 {
 		t.Fatalf("other arguments under id 3 were replayed (%d): %q", auths()-n0, txt)
+	}
+	// A call that failed inside the tool is not kept: sent again, it runs.
+	unknown := map[string]any{"fields": []map[string]any{{"selector": "#email", "value": "av_identity_1_phone_u7x2k"}}}
+	f1 := p.call(5, "fill_checkout", unknown)
+	f2 := p.call(5, "fill_checkout", unknown)
+	if !strings.HasPrefix(f1, "status=error code=unknown_token") || !strings.HasPrefix(f2, "status=error code=unknown_token") || auths() != n0+5 {
+		t.Fatalf("a failed fill sent again reached authorize %d times in all: %q / %q", auths()-n0-3, f1, f2)
 	}
 }

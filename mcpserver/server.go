@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentvault/agentvault"
@@ -106,6 +107,9 @@ type Server struct {
 	browser  *browser.Browser
 	closed   bool
 	metrics  *Metrics // nil unless Main built the server
+	// proxydDown is set while proxyd was last seen not answering
+	// (proxyd_down.go).
+	proxydDown atomic.Bool
 
 	mu       sync.Mutex
 	sessions map[string]*Session // by handle
@@ -122,6 +126,9 @@ type Server struct {
 	// integrationOf recognises a payment integration's card frame
 	// (policy.PaymentIntegration; tests swap it to mark a test frame).
 	integrationOf func(frameURL string) (policy.Integration, bool)
+	// integrations is the proxy's list, the owner's entries with the
+	// shipped ones, read over the control API (cse.go).
+	integrations *integrationCache
 
 	recipes         RecipeControl
 	registryTimeout time.Duration
@@ -143,7 +150,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, red: cfg.Redactor, sessions: map[string]*Session{}, driverDone: make(chan struct{}),
 		ownerWaitMax: cfg.OwnerWaitMax, waitPoll: cfg.WaitPoll, integrationOf: policy.PaymentIntegration,
-		loginBudget: cfg.LoginBudget, captcha: cfg.Captcha}
+		integrations: &integrationCache{},
+		loginBudget:  cfg.LoginBudget, captcha: cfg.Captcha}
 	s.stopCtx, s.stop = context.WithCancel(context.Background())
 	s.local = newConn("local", "", cfg.APIKey)
 	if s.ownerWaitMax <= 0 {
@@ -282,8 +290,13 @@ func addTool[In sessionArg](s *Server, name, desc string, readOnly bool, f toolF
 				}
 			}()
 			call := &callState{req: req, tool: name, flight: flightOf(ctx)}
-			r, err := f(withCall(ctx, call), in)
+			err := s.proxydCheck(ctx, name)
+			var r *mcp.CallToolResult
+			if err == nil {
+				r, err = f(withCall(ctx, call), in)
+			}
 			if err != nil {
+				err = s.proxydExplain(ctx, name, err)
 				s.log.Info("tool", "tool", name, "status", "error", "code", string(agentvault.ErrorCode(err)), "ms", time.Since(start).Milliseconds())
 				var fe *filledError
 				if asFilled(err, &fe) {

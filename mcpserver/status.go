@@ -145,6 +145,25 @@ func withStatusKeys(s status, raw []byte) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
+// codeOf reads an answer's code back from its status line (statusError's
+// prose), "" when it names none.
+func codeOf(r *mcp.CallToolResult) agentvault.Code {
+	if r == nil || len(r.Content) == 0 {
+		return ""
+	}
+	tc, ok := r.Content[0].(*mcp.TextContent)
+	if !ok || !strings.HasPrefix(tc.Text, "status=") {
+		return ""
+	}
+	line, _, _ := strings.Cut(tc.Text, "\n")
+	for _, kv := range strings.Fields(line) {
+		if v, ok := strings.CutPrefix(kv, "code="); ok {
+			return agentvault.Code(v)
+		}
+	}
+	return ""
+}
+
 // statusError is the one place an error becomes an MCP answer: an isError
 // result whose text is the status line (status=error code=...), a newline,
 // and the error's public message. A non-*agentvault.Error is internal: its

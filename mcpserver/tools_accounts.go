@@ -2,10 +2,12 @@ package mcpserver
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/control"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -115,7 +117,7 @@ func (s *Server) createLogin(ctx context.Context, in createLoginIn) (*mcp.CallTo
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.accounts().CreateLogin(ctx, control.CreateLoginIn{APIKey: s.cfg.APIKey, Session: sid, Website: in.Website,
+	out, err := s.accounts().CreateLogin(ctx, control.CreateLoginIn{APIKey: s.apiKeyOf(ctx), Session: sid, Website: in.Website,
 		Email: in.Email, Username: in.Username, PasswordRules: in.passwordRulesIn.wire()})
 	if err != nil {
 		return nil, err
@@ -169,7 +171,7 @@ func (s *Server) getSignupRequest(ctx context.Context, in signupRequestIn) (*mcp
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.accounts().SignupRequest(ctx, control.SignupRequestIn{APIKey: s.cfg.APIKey, Session: sid, RequestID: in.RequestID})
+	out, err := s.accounts().SignupRequest(ctx, control.SignupRequestIn{APIKey: s.apiKeyOf(ctx), Session: sid, RequestID: in.RequestID})
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +192,7 @@ func finalSignupCode(c agentvault.Code) bool {
 
 func (s *Server) waitForSignupApproval(ctx context.Context, in waitSignupIn) (*mcp.CallToolResult, error) {
 	if in.Timeout <= 0 {
-		return nil, agentvault.Errorf(agentvault.CodeInvalidParams, "timeout must be greater than 0 (milliseconds, at most 45000)")
+		return invalidParams("timeout must be greater than 0 (milliseconds, at most 45000); nothing was waited on"), nil
 	}
 	total := min(time.Duration(in.Timeout)*time.Millisecond, signupWaitMax)
 	sid, err := s.accountSession(ctx, in.Session)
@@ -207,7 +209,7 @@ func (s *Server) waitForSignupApproval(ctx context.Context, in waitSignupIn) (*m
 		}
 		poll := min(left, signupPoll)
 		pctx, cancel := context.WithTimeout(ctx, poll+5*time.Second)
-		out, err := s.accounts().WaitSignup(pctx, control.SignupRequestIn{APIKey: s.cfg.APIKey, Session: sid, RequestID: in.RequestID, TimeoutMs: int(poll / time.Millisecond)})
+		out, err := s.accounts().WaitSignup(pctx, control.SignupRequestIn{APIKey: s.apiKeyOf(ctx), Session: sid, RequestID: in.RequestID, TimeoutMs: int(poll / time.Millisecond)})
 		cancel()
 		if ctx.Err() != nil {
 			return nil, agentvault.Wrap(agentvault.CodeTimeout, ctx.Err(), "the wait was cancelled; call wait_for_signup_approval again with the same requestId")
@@ -244,7 +246,7 @@ func (s *Server) setLoginUsername(ctx context.Context, in setUsernameIn) (*mcp.C
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.accounts().SetLoginUsername(ctx, control.LoginUsernameIn{APIKey: s.cfg.APIKey, Session: sid, Label: in.Label, Username: in.Username}); err != nil {
+	if _, err := s.accounts().SetLoginUsername(ctx, control.LoginUsernameIn{APIKey: s.apiKeyOf(ctx), Session: sid, Label: in.Label, Username: in.Username}); err != nil {
 		return nil, err
 	}
 	return prose(okStatus(), "Username recorded on login "+in.Label+"."), nil
@@ -255,8 +257,17 @@ func (s *Server) rotateLoginPassword(ctx context.Context, in rotateIn) (*mcp.Cal
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.accounts().RotateLoginPassword(ctx, control.LoginRotateIn{APIKey: s.cfg.APIKey, Session: sid, Label: in.Label, PasswordRules: in.passwordRulesIn.wire()}); err != nil {
+	if _, err := s.accounts().RotateLoginPassword(ctx, control.LoginRotateIn{APIKey: s.apiKeyOf(ctx), Session: sid, Label: in.Label, PasswordRules: in.passwordRulesIn.wire()}); err != nil {
 		return nil, err
 	}
 	return prose(okStatus(), "A new password was generated and stored for login "+in.Label+". Fill the same password token again: the new password goes in."), nil
+}
+
+// invalidParams refuses a call for its arguments before it runs, the way
+// an MCP SDK answers a schema refusal, so the text is what seed 004 says a
+// client sees: a tool error beginning "MCP error -32602" (the JSON-RPC
+// invalid-params code), with no status line, as for the SDK's own refusals.
+func invalidParams(format string, a ...any) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{
+		Text: fmt.Sprintf("MCP error %d: ", jsonrpc.CodeInvalidParams) + fmt.Sprintf(format, a...)}}}
 }

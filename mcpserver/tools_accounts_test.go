@@ -128,19 +128,27 @@ func TestAccountToolsSchemaAndRules(t *testing.T) {
 	}
 }
 
-// Seed 004 wait_for_signup_approval: timeout 0 or negative is refused;
-// a wait that runs out is still_pending with waitedMs; a failed last poll
+// Seed 004 wait_for_signup_approval: "0 or a negative value is refused
+// before the wait starts, with a tool error beginning MCP error -32602".
+func TestSeed004_WaitForSignupApprovalTimeoutZeroIsMCPError32602(t *testing.T) {
+	ctl := &accountControl{}
+	cs := accountClient(t, ctl)
+	for _, v := range []int{0, -5} {
+		txt, isErr := accountCall(t, cs, "wait_for_signup_approval", map[string]any{"requestId": "sr_1", "timeout": v})
+		if !isErr || !strings.HasPrefix(txt, "MCP error -32602") || !strings.Contains(txt, "timeout must be greater than 0") {
+			t.Fatalf("timeout %d: %q", v, txt)
+		}
+	}
+	ctl.mu.Lock()
+	defer ctl.mu.Unlock()
+	if ctl.polls != 0 {
+		t.Fatalf("%d waits started for a refused timeout", ctl.polls)
+	}
+}
+
+// Seed 004 wait_for_signup_approval: a wait that runs out is still_pending with waitedMs; a failed last poll
 // is unknown with its reason; request_not_found ends the wait at once.
 func TestSignupWaitOutcomes(t *testing.T) {
-	t.Run("timeout must be greater than 0", func(t *testing.T) {
-		cs := accountClient(t, &accountControl{})
-		for _, v := range []int{0, -5} {
-			txt, isErr := accountCall(t, cs, "wait_for_signup_approval", map[string]any{"requestId": "sr_1", "timeout": v})
-			if !isErr || !strings.Contains(txt, "invalid_params") {
-				t.Fatalf("timeout %d: %s", v, txt)
-			}
-		}
-	})
 	t.Run("still_pending", func(t *testing.T) {
 		cs := accountClient(t, &accountControl{})
 		txt, isErr := accountCall(t, cs, "wait_for_signup_approval", map[string]any{"requestId": "sr_1", "timeout": 50})

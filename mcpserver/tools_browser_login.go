@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentvault/agentvault"
@@ -95,7 +97,12 @@ func (s *Server) browserLogin(ctx context.Context, in browserLoginIn) (*mcp.Call
 	if err != nil {
 		return nil, err
 	}
-	ss.mu.Lock()
+	// The budget counts the wait behind another call on this session:
+	// the answer comes within it even when that call does not end.
+	if !lockBy(ctx, &ss.mu) {
+		return nil, agentvault.Errorf(agentvault.CodeBrowserLoginTimeout,
+			"The sign-in did not start within the %s budget: another call on this session was still running, and nothing was typed or submitted. Nothing was learned about the credential. Call browser_login again once that call has answered, if you decide to; do not retry automatically.", budget)
+	}
 	defer ss.mu.Unlock()
 	left := func() time.Duration { return time.Until(deadline) }
 	// The work leaves diagnosticReserve for the capture; the capture
@@ -137,7 +144,8 @@ func (s *Server) browserLogin(ctx context.Context, in browserLoginIn) (*mcp.Call
 	}
 	ss.action()
 	ss.gate.MarkFilled()
-	typeToken := func(sel, tok string) error {
+	user := "" // the identifier typed, masked
+	typeToken := func(sel, tok string, identifier bool) error {
 		cls, err := classify(tok)
 		if err != nil {
 			return err
@@ -147,6 +155,9 @@ func (s *Server) browserLogin(ctx context.Context, in browserLoginIn) (*mcp.Call
 			return err
 		}
 		ss.filled = append(ss.filled, v)
+		if identifier {
+			user = maskIdentifier(v)
+		}
 		return ss.page.Fill(browser.Target{Selector: sel}, v, min(loginFieldWait, max(workLeft(), time.Millisecond)))
 	}
 	if f.Username != "" && ss.page.Visible(browser.Target{Selector: f.Username}) {
@@ -154,7 +165,7 @@ func (s *Server) browserLogin(ctx context.Context, in browserLoginIn) (*mcp.Call
 		if tok == "" {
 			return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "this login has no identifier token")
 		}
-		if err := typeToken(f.Username, tok); err != nil {
+		if err := typeToken(f.Username, tok, true); err != nil {
 			if ctx.Err() != nil {
 				return timedOut()
 			}
@@ -180,7 +191,7 @@ func (s *Server) browserLogin(ctx context.Context, in browserLoginIn) (*mcp.Call
 			return nil, err
 		}
 	}
-	if err := typeToken(f.Password, pwTok); err != nil {
+	if err := typeToken(f.Password, pwTok, false); err != nil {
 		if ctx.Err() != nil {
 			return timedOut()
 		}
@@ -216,7 +227,9 @@ func (s *Server) browserLogin(ctx context.Context, in browserLoginIn) (*mcp.Call
 		}
 		switch s.readLoginOutcome(ss, f.Password) {
 		case outcomeSignedIn:
-			return jsonAnswer(okStatus(), map[string]any{"outcome": "signed_in", "credentialId": in.CredentialID, "user": "***"})
+			// No identifier typed (the portal kept it from an earlier
+			// step): the answer says so rather than inventing one.
+			return jsonAnswer(okStatus(), map[string]any{"outcome": "signed_in", "credentialId": in.CredentialID, "user": cmpOr(user, "***")})
 		case outcomeRefused:
 			ans := map[string]any{"outcome": "refused", "credentialId": in.CredentialID,
 				"note": "The portal rejected the credential: give up or try another credential."}
@@ -235,6 +248,44 @@ func (s *Server) browserLogin(ctx context.Context, in browserLoginIn) (*mcp.Call
 			return timedOut()
 		case <-time.After(s.loginPoll()):
 		}
+	}
+}
+
+// maskIdentifier masks the account a sign-in used so the agent can tell
+// which one it was without reading it (seed 000, "usuário mascarado"): the
+// first character, and an email's domain, j***@example.com or j***.
+func maskIdentifier(v string) string {
+	r := []rune(strings.TrimSpace(v))
+	if len(r) == 0 {
+		return "***"
+	}
+	first := string(r[0])
+	if at := strings.LastIndexByte(string(r), '@'); at > 0 && at < len(string(r))-1 {
+		return first + "***" + string(r)[at:]
+	}
+	return first + "***"
+}
+
+// lockBy locks mu, or gives up when ctx ends first (then mu is unlocked
+// as soon as the lock comes, by the goroutine that waited for it).
+func lockBy(ctx context.Context, mu *sync.Mutex) bool {
+	if mu.TryLock() {
+		return true
+	}
+	got := make(chan struct{})
+	go func() {
+		mu.Lock()
+		close(got)
+	}()
+	select {
+	case <-got:
+		return true
+	case <-ctx.Done():
+		go func() {
+			<-got
+			mu.Unlock()
+		}()
+		return false
 	}
 }
 

@@ -80,7 +80,7 @@ func (s *Server) registerCredentials() {
 }
 
 func (s *Server) credentialRequest(ctx context.Context, in credentialRequestIn) (*mcp.CallToolResult, error) {
-	out, err := s.cfg.Credentials.CredentialRequest(ctx, control.CredentialRequestIn{APIKey: s.cfg.APIKey, Name: in.Name, Fields: in.Fields, Visibility: in.Visibility})
+	out, err := s.cfg.Credentials.CredentialRequest(ctx, control.CredentialRequestIn{APIKey: s.apiKeyOf(ctx), Name: in.Name, Fields: in.Fields, Visibility: in.Visibility})
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +91,7 @@ func (s *Server) credentialRequest(ctx context.Context, in credentialRequestIn) 
 }
 
 func (s *Server) credentialList(ctx context.Context, in noIn) (*mcp.CallToolResult, error) {
-	out, err := s.cfg.Credentials.CredentialList(ctx, s.cfg.APIKey)
+	out, err := s.cfg.Credentials.CredentialList(ctx, s.apiKeyOf(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +99,7 @@ func (s *Server) credentialList(ctx context.Context, in noIn) (*mcp.CallToolResu
 }
 
 func (s *Server) credentialUse(ctx context.Context, in credentialUseIn) (*mcp.CallToolResult, error) {
-	out, err := s.cfg.Credentials.CredentialUse(ctx, control.CredentialUseIn{APIKey: s.cfg.APIKey, Name: in.Name})
+	out, err := s.cfg.Credentials.CredentialUse(ctx, control.CredentialUseIn{APIKey: s.apiKeyOf(ctx), Name: in.Name})
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +111,7 @@ func (s *Server) credentialUse(ctx context.Context, in credentialUseIn) (*mcp.Ca
 }
 
 func (s *Server) credentialDelete(ctx context.Context, in credentialIDIn) (*mcp.CallToolResult, error) {
-	out, err := s.cfg.Credentials.CredentialDelete(ctx, control.CredentialDeleteIn{APIKey: s.cfg.APIKey, CredentialID: in.CredentialID})
+	out, err := s.cfg.Credentials.CredentialDelete(ctx, control.CredentialDeleteIn{APIKey: s.apiKeyOf(ctx), CredentialID: in.CredentialID})
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +119,7 @@ func (s *Server) credentialDelete(ctx context.Context, in credentialIDIn) (*mcp.
 }
 
 func (s *Server) grantSet(ctx context.Context, in grantSetIn) (*mcp.CallToolResult, error) {
-	out, err := s.cfg.Credentials.GrantSet(ctx, control.GrantSetIn{APIKey: s.cfg.APIKey, CredentialID: in.CredentialID, Subject: in.Subject, Write: in.Write})
+	out, err := s.cfg.Credentials.GrantSet(ctx, control.GrantSetIn{APIKey: s.apiKeyOf(ctx), CredentialID: in.CredentialID, Subject: in.Subject, Write: in.Write})
 	if err != nil {
 		return nil, err
 	}

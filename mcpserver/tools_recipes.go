@@ -141,7 +141,7 @@ func (s *Server) submitCheckoutRecipe(ctx context.Context, in submitRecipeIn) (*
 	start := time.Now()
 	var sub control.RecipeSubmission
 	err = s.registryCall(ctx, "; the submission may still have been recorded, so do not send it again at once", func(ctx context.Context) error {
-		sub, err = reg.SubmitRecipe(ctx, control.SubmitRecipeRequest{APIKey: s.cfg.APIKey, Recipe: body, Note: in.Note,
+		sub, err = reg.SubmitRecipe(ctx, control.SubmitRecipeRequest{APIKey: s.apiKeyOf(ctx), Recipe: body, Note: in.Note,
 			VerificationRequested: in.VerificationRequested})
 		return err
 	})
@@ -156,7 +156,7 @@ func (s *Server) submitCheckoutRecipe(ctx context.Context, in submitRecipeIn) (*
 		}
 		var next control.RecipeSubmission
 		err := s.registryCall(ctx, "", func(ctx context.Context) error {
-			next, err = reg.RecipeSubmission(ctx, s.cfg.APIKey, sub.ID, min(left, screenPoll))
+			next, err = reg.RecipeSubmission(ctx, s.apiKeyOf(ctx), sub.ID, min(left, screenPoll))
 			return err
 		})
 		if err != nil {
@@ -180,7 +180,7 @@ func (s *Server) getRecipeSubmission(ctx context.Context, in submissionIn) (*mcp
 	}
 	var sub control.RecipeSubmission
 	err = s.registryCall(ctx, "", func(ctx context.Context) error {
-		sub, err = reg.RecipeSubmission(ctx, s.cfg.APIKey, in.ID, 0)
+		sub, err = reg.RecipeSubmission(ctx, s.apiKeyOf(ctx), in.ID, 0)
 		return err
 	})
 	if err != nil {

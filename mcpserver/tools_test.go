@@ -14,6 +14,7 @@ import (
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/browser/browsertest"
 	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/internal/leakcheck"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -29,9 +30,32 @@ type standInControl struct {
 	owner *ownerScript
 }
 
+// standIns are what the fake control answers authorize with. The card
+// number and the CVV are drawn per test binary, so that finding one in an
+// answer or a log is a leak and not a fixture (the email and the password
+// are the test portal's account, browsertest.PortalUser and PortalPassword).
 var standIns = map[string]string{
-	"number": "4242424242424242", "cvv": "737", "email": "agent.inbox@example.com",
+	"number": leakcheck.CardNumber("424242", 16), "cvv": leakcheck.Digits(3), "email": "agent.inbox@example.com",
 	"password": "Stand-In-Pass-9!", "name": "Jane Doe", "line1": "1 Main St",
+}
+
+// standInLeaks checks sinks for the typed stand-ins that are secrets or
+// stand in for one (the name and street are plain identity values).
+func standInLeaks() *leakcheck.Checker {
+	return leakcheck.New(
+		leakcheck.Value("card number stand-in", standIns["number"]), leakcheck.Value("cvv stand-in", standIns["cvv"]),
+		leakcheck.Value("email", standIns["email"]), leakcheck.Value("password stand-in", standIns["password"]))
+}
+
+// sweep checks every tool answer and the log for the typed stand-ins (P11
+// at the tool boundary).
+func (h *harness) sweep(t testing.TB) {
+	t.Helper()
+	l := standInLeaks()
+	for _, txt := range h.all {
+		l.Answer(t, "a tool answer", []byte(txt))
+	}
+	l.Logs(t, "mcpd's log", []byte(h.logs.String()))
 }
 
 func (c *standInControl) CreateSession(ctx context.Context, apiKey string) (control.CreateSessionResponse, error) {
@@ -121,7 +145,8 @@ func newHarnessWith(tb testing.TB, ctl *standInControl, copts *mcp.ClientOptions
 		Control: ctl, APIKey: "avk_test", DriverDir: browsertest.DriverDir(),
 		ExtraTrustSPKI: []string{site.SPKI}, UnsafeDirectBrowser: true,
 		WaitPoll: 50 * time.Millisecond,
-		Logger:   slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		// JSON: a string attribute is then told from a measured number (leakcheck).
+		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {
 		tb.Fatal(err)
@@ -176,6 +201,19 @@ func (h *harness) refused(name string, args map[string]any, code agentvault.Code
 	return txt
 }
 
+// waitUntil polls cond until it holds, and fails naming what it waited for
+// when within runs out: tests wait on the event, with a generous bound.
+func waitUntil(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // syncBuffer is a log sink tests can read while the server writes.
 type syncBuffer struct {
 	mu sync.Mutex
@@ -220,7 +258,7 @@ func TestToolsCheckoutFlow(t *testing.T) {
 	if got := h.ok("open_page", map[string]any{"url": h.site.CheckoutURL()}); !strings.HasPrefix(got, "status=ok\nOpened https://127.0.0.1:") {
 		t.Fatalf("open_page: %q", got)
 	}
-	h.ok("wait_for_selector", map[string]any{"selector": "#number", "frame": payFrame, "timeout": 5000})
+	h.ok("wait_for_selector", map[string]any{"selector": "#number", "frame": payFrame, "timeout": 30000})
 
 	snap := h.ok("snapshot_page", nil)
 	if !strings.HasPrefix(snap, "status=ok\n") || !strings.Contains(snap, "# Field selectors") ||
@@ -280,7 +318,7 @@ func TestToolsCheckoutFlow(t *testing.T) {
 	h.ok("click", map[string]any{"selector": "#place-order"})
 	h.refused("get_session_outcome", map[string]any{"successSelector": "#order-success", "confirmsCheckout": true, "submitSelector": "#other"}, agentvault.CodeInvalidInput)
 	out := jsonOf(t, h.ok("get_session_outcome", map[string]any{
-		"successSelector": "#order-success", "failureSelector": "#err:not(:empty)", "timeout": 10000,
+		"successSelector": "#order-success", "failureSelector": "#err:not(:empty)", "timeout": 30000,
 		"confirmsCheckout": true, "submitSelector": "#place-order",
 	}))
 	if out["status"] != "ok" || out["outcome"] != "success" || out["corroborated"] != true {
@@ -302,13 +340,7 @@ func TestToolsCheckoutFlow(t *testing.T) {
 
 	// P11 at the tool boundary: no answer and no log line carried a typed
 	// value.
-	for _, txt := range append(h.all, h.logs.String()) {
-		for f, v := range standIns {
-			if strings.Contains(txt, v) {
-				t.Fatalf("a tool answer carried the %s value (%d chars)", f, len(v))
-			}
-		}
-	}
+	h.sweep(t)
 }
 
 // TestToolsObserveScrubsErrorText: a declined card puts its number into a
@@ -367,7 +399,7 @@ func TestToolsFillLoginEmailFirst(t *testing.T) {
 		t.Fatalf("observe %v", obs)
 	}
 	h.ok("click", map[string]any{"selector": "#signin"})
-	out := jsonOf(t, h.ok("get_session_outcome", map[string]any{"successSelector": "#order-success", "timeout": 5000}))
+	out := jsonOf(t, h.ok("get_session_outcome", map[string]any{"successSelector": "#order-success", "timeout": 30000}))
 	if out["outcome"] != "success" || out["corroborated"] != nil {
 		t.Fatalf("login outcome %v", out)
 	}
@@ -379,7 +411,7 @@ func TestToolsPopup(t *testing.T) {
 	h := newHarness(t)
 	h.ok("open_page", map[string]any{"url": h.site.CheckoutURL()})
 	h.ok("click", map[string]any{"selector": "#wallet"})
-	if got := h.ok("wait_for_popup", map[string]any{"timeout": 5000}); !strings.Contains(got, "/popup") {
+	if got := h.ok("wait_for_popup", map[string]any{"timeout": 30000}); !strings.Contains(got, "/popup") {
 		t.Fatalf("wait_for_popup: %q", got)
 	}
 	if got := h.ok("close_popup", nil); !strings.Contains(got, "back on the page that opened it") {
@@ -408,7 +440,7 @@ func TestToolsLateTabReportedOnce(t *testing.T) {
 	if got := h.ok("wait_for_selector", wait); strings.Contains(got, notice) {
 		t.Fatalf("the tab was reported again: %q", got)
 	}
-	if got := h.ok("wait_for_popup", map[string]any{"timeout": 5000}); !strings.Contains(got, "/popup") {
+	if got := h.ok("wait_for_popup", map[string]any{"timeout": 30000}); !strings.Contains(got, "/popup") {
 		t.Fatalf("wait_for_popup: %q", got)
 	}
 }
@@ -495,8 +527,8 @@ func TestP19_PageDataAfterFill(t *testing.T) {
 	if c["count"] != float64(1) {
 		t.Fatalf("count %v", c)
 	}
-	obs := h.ok("observe_page", nil)
-	if strings.Contains(obs, standIns["email"]) || strings.Contains(h.logs.String(), standIns["email"]) {
-		t.Fatal("the filled value reached an answer or the log")
-	}
+	h.ok("observe_page", nil)
+	// The filled value reached no answer (observe_page's included) and
+	// not the log.
+	h.sweep(t)
 }

@@ -133,6 +133,13 @@ func MergeIntegrations(owner []Integration, siteOf SiteFunc) (*Integrations, err
 
 // ValidateIntegrations checks a list the way MergeIntegrations does, without
 // merging (processors_test runs it over the shipped list).
+// TrustedIntegrations compiles a list another process already validated
+// and merged (proxyd's, read by mcpd over the control API), the way the
+// shipped list is compiled.
+func TrustedIntegrations(list []Integration) (*Integrations, error) {
+	return compileIntegrations(list, nil)
+}
+
 func ValidateIntegrations(list []Integration, siteOf SiteFunc) error {
 	if siteOf == nil {
 		return agentvault.Errorf(agentvault.CodeInvalidInput, "payment integrations: no public suffix lookup")

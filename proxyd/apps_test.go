@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/apps"
 	"github.com/agentvault/agentvault/broker"
 	"github.com/agentvault/agentvault/control"
 )
@@ -28,8 +29,8 @@ func TestConnectedApps_ReportListEnd(t *testing.T) {
 	})
 	ended := newEndedReports(nil)
 	b.OnClose(func(s *broker.Session) { ended.add(s.ID, s.Report()) })
-	apps := newAppRegistry(b, nil)
-	srv := httptest.NewServer(control.NewHandler(&controlService{broker: b, apps: apps, ended: ended}, "tok", nil))
+	reg := apps.New(brokerSessions{b}, nil)
+	srv := httptest.NewServer(control.NewHandler(&controlService{broker: b, apps: reg, ended: ended}, "tok", nil))
 	defer srv.Close()
 	ctl := control.NewClient(srv.URL, "tok", nil)
 	ctx := context.Background()
@@ -54,20 +55,20 @@ func TestConnectedApps_ReportListEnd(t *testing.T) {
 	if _, err := ctl.ReportAppSessions(ctx, control.AppSessionsRequest{APIKey: "avk_a", Sessions: []control.AppSession{}}); err != nil {
 		t.Fatal(err)
 	}
-	list := apps.ConnectedApps()
+	list := reg.ConnectedApps()
 	if len(list) != 1 || list[0].KeyID != "key_a" || len(list[0].Sessions) != 2 {
 		t.Fatalf("listed: %+v", list)
 	}
-	if err := apps.EndAppSession(bOnly.ID); agentvault.ErrorCode(err) != agentvault.CodeNotFound {
+	if err := reg.EndAppSession(bOnly.ID); agentvault.ErrorCode(err) != agentvault.CodeNotFound {
 		t.Fatalf("ending an unlisted session: %v", err)
 	}
-	if err := apps.EndAppSession(a1.ID); err != nil {
+	if err := reg.EndAppSession(a1.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Get(a1.ID); err == nil {
 		t.Fatal("the owner's End left the proxy session open")
 	}
-	if got := apps.ConnectedApps(); len(got) != 1 || len(got[0].Sessions) != 1 || got[0].Sessions[0].ID != a2.ID {
+	if got := reg.ConnectedApps(); len(got) != 1 || len(got[0].Sessions) != 1 || got[0].Sessions[0].ID != a2.ID {
 		t.Fatalf("after End: %+v", got)
 	}
 	resp, err = ctl.ReportAppSessions(ctx, control.AppSessionsRequest{APIKey: "avk_a", Sessions: []control.AppSession{

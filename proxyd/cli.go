@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -29,19 +30,25 @@ import (
 const usage = `usage: proxyd <command> [flags]
 
 commands:
-  run       [--proxy ADDR] [--control ADDR] [--control-tls] [--admin ADDR]
-            [--unsafe-allow-private-ranges]      serve until SIGINT/SIGTERM (SIGHUP reloads the config)
+  run       [--proxy ADDR] [--control ADDR] [--control-tls] [--admin ADDR] [--dashboard ADDR]
+            [--credentials ADDR] [--unsafe-allow-private-ranges]
+                                                 serve until SIGINT/SIGTERM (SIGHUP reloads the config)
   vault     <vault command> ...                  the owner's vault CLI (proxyd vault help)
   owner     <owner command> ...                  API keys, sites, approvals, cards, dashboard password (proxyd owner help)
-  session   create [--api-key-file FILE] [--control URL]
+  session   create [--api-key-file FILE] [--control URL (default: the config's listen.control)]
             opens a browser session and prints its proxy credential and CA path for curl
             (an https:// control URL is verified against <data>/ca.pem)
   ca        export                               prints the MITM CA certificate (PEM)
+  botauth   <botauth command> ...                the agent's signed identity: sites, Visa TAP, key rotation (proxyd botauth help)
   doctor                                         checks this deployment and prints what to fix
   data-dir                                       prints the data directory the other commands use
+  addresses [--json] [run's flags]               prints where every listener is (proxyd's and mcpd's)
+  mcp-config [--stdio | --http] [--client claude-desktop|claude-code|cursor|vscode]
+                                                 prints an MCP client's config for this deployment
 
 every command takes --data DIR and --config FILE anywhere on its line. The data directory is
---data, then $AGENTVAULT_DATA, then $DATA, then the config file's data_dir, then ~/.agentvault.
+--data, then $AGENTVAULT_DATA, then $DATA, then the config file's data_dir, then ~/.agentvault
+(mcpd follows the same rule).
 The config is --config, then the data directory's proxyd.yaml, then the embedded defaults:
 run, doctor, vault, owner and ca all use the store it names (store.driver sqlite or postgres).
 vault, owner and ca refuse to create a SQLite vault where none exists unless given --init;
@@ -57,11 +64,12 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "error: %s\n", agentvault.ErrorMessage(err))
 		return 2
 	}
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		if len(args) == 0 {
-			return 2
-		}
+		return 2
+	}
+	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(stdout, usage)
 		return 0
 	}
 	if err := cliAllowed(args); err != nil {
@@ -72,9 +80,13 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdRun(ctx, args[1:], common, stdout, stderr)
 	case "data-dir":
 		return cmdDataDir(args[1:], common, stdout, stderr)
+	case "addresses":
+		return cmdAddresses(args[1:], common, stdout, stderr)
+	case "mcp-config":
+		return cmdMCPConfig(args[1:], common, stdout, stderr)
 	case "doctor":
 		return cmdDoctor(ctx, args[1:], common, stdout, stderr)
-	case "vault", "owner", "ca":
+	case "vault", "owner", "ca", "botauth":
 		return runStoreCommand(ctx, args, common, stdout, stderr)
 	case "session":
 		return cmdSession(ctx, args[1:], common, stdout, stderr)
@@ -88,7 +100,7 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // has (the command's own parser says what is wrong with those).
 func cliCommand(args []string) string {
 	switch args[0] {
-	case "vault", "owner", "ca", "session":
+	case "vault", "owner", "ca", "session", "botauth":
 		if len(args) < 2 || args[1] == "help" || args[1] == "-h" || args[1] == "--help" || strings.HasPrefix(args[1], "-") {
 			return ""
 		}
@@ -118,12 +130,15 @@ func cliKnown(words string) bool {
 
 // CLICommands lists every command proxyd's CLI has, as authz names them.
 func CLICommands() []string {
-	out := []string{"run", "data-dir", "doctor", "session create", "ca export"}
+	out := []string{"run", "data-dir", "addresses", "mcp-config", "doctor", "session create", "ca export"}
 	for _, c := range vaultcli.Commands() {
 		out = append(out, "vault "+c)
 	}
 	for _, c := range ownercli.Commands() {
 		out = append(out, "owner "+c)
+	}
+	for _, c := range botAuthCommands {
+		out = append(out, "botauth "+c)
 	}
 	return out
 }
@@ -159,7 +174,11 @@ func runStoreCommand(ctx context.Context, args []string, common commonFlags, std
 		}
 		return code
 	case "owner":
-		return ownercli.Run(ctx, args[1:], ownercli.DefaultEnv(s.openOwner, s.items, stdout, stderr))
+		env := ownercli.DefaultEnv(s.openOwner, s.items, stdout, stderr)
+		env.UpdateCard = s.updateCard
+		return ownercli.Run(ctx, args[1:], env)
+	case "botauth":
+		return cmdBotAuth(ctx, args[1:], s, stdout, stderr)
 	default:
 		return cmdCA(ctx, args[1:], s, stdout, stderr)
 	}
@@ -240,6 +259,44 @@ func (s *cliStore) items(ctx context.Context) ([]vault.Item, error) {
 	return v.List(ctx, DefaultOrg)
 }
 
+// updateCard changes a card's sites for the owner CLI (set-card, apply),
+// audited by the vault like the dashboard's change.
+func (s *cliStore) updateCard(ctx context.Context, id string, u vault.CardUpdate) (vault.Item, error) {
+	if _, err := os.Stat(filepath.Join(s.cfg.DataDir, vaultcli.KeyFileName)); err != nil {
+		return vault.Item{}, agentvault.Wrap(agentvault.CodeNotFound, err, "no master key in %s to change the card with", s.cfg.DataDir)
+	}
+	v, err := s.vault(ctx)
+	if err != nil {
+		return vault.Item{}, err
+	}
+	return v.UpdateCard(ctx, DefaultOrg, id, u)
+}
+
+// parseFlags parses a command's flags: -h prints them on stdout and
+// returns flag.ErrHelp; an unknown flag is an error on stderr.
+func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "--help" || a == "-help" {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return flag.ErrHelp
+		}
+	}
+	fs.SetOutput(stderr)
+	return fs.Parse(args)
+}
+
+// helpOr2 is a flag error's exit code: 0 after -h, else 2.
+func helpOr2(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return 2
+}
+
 func fail(stderr io.Writer, err error) int {
 	fmt.Fprintf(stderr, "error: %s\n", agentvault.ErrorMessage(err))
 	return 1
@@ -248,11 +305,14 @@ func fail(stderr io.Writer, err error) int {
 // runFlags are `proxyd run`'s own flags (--data, --config and --init are
 // common).
 type runFlags struct {
-	proxy, control, admin     string
-	unsafePrivate, controlTLS bool
+	proxy, control, admin, dashboard, credentials string
+	unsafePrivate, controlTLS                     bool
+	// set names the address flags given ("dashboard": even an empty
+	// value turns that listener off).
+	set map[string]bool
 }
 
-func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
+func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, error) {
 	var f runFlags
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -260,13 +320,29 @@ func parseRunFlags(args []string, stderr io.Writer) (runFlags, error) {
 	fs.StringVar(&f.control, "control", "", "control API listen address, loopback only unless --control-tls")
 	fs.BoolVar(&f.controlTLS, "control-tls", false, "serve the control API over TLS with a leaf of the deployment's CA (sets listen.control_tls)")
 	fs.StringVar(&f.admin, "admin", "", "admin listen address (/metrics, /healthz), loopback only")
+	fs.StringVar(&f.dashboard, "dashboard", "", "the owner's dashboard listen address (overrides listen.dashboard; empty turns it off)")
+	fs.StringVar(&f.credentials, "credentials", "", "the credential-use listener, loopback only (overrides listen.credentials; off by default)")
 	fs.BoolVar(&f.unsafePrivate, "unsafe-allow-private-ranges", false, "let the proxy reach loopback and private addresses (tests only)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "flags (run, doctor, data-dir and addresses take them, and --data DIR, --config FILE anywhere):")
+		fs.PrintDefaults()
+	}
+	for _, a := range args {
+		if a == "-h" || a == "--help" || a == "-help" {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return f, flag.ErrHelp
+		}
+	}
 	if err := fs.Parse(args); err != nil {
 		return f, err
 	}
 	if fs.NArg() != 0 {
+		fmt.Fprintf(stderr, "error: unexpected argument %q\n", fs.Arg(0))
 		return f, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	f.set = map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 	return f, nil
 }
 
@@ -286,6 +362,12 @@ func runConfig(f runFlags, common commonFlags) (configChoice, error) {
 			*o.dst = o.v
 		}
 	}
+	if f.set["dashboard"] {
+		c.Listen.Dashboard = f.dashboard
+	}
+	if f.set["credentials"] {
+		c.Listen.Credentials = f.credentials
+	}
 	if f.unsafePrivate {
 		c.UnsafeAllowPrivateRanges = true
 	}
@@ -296,9 +378,9 @@ func runConfig(f runFlags, common commonFlags) (configChoice, error) {
 }
 
 func cmdRun(ctx context.Context, args []string, common commonFlags, stdout, stderr io.Writer) int {
-	f, err := parseRunFlags(args, stderr)
+	f, err := parseRunFlags(args, stdout, stderr)
 	if err != nil {
-		return 2
+		return helpOr2(err)
 	}
 	cc, err := runConfig(f, common)
 	if err != nil {
@@ -331,9 +413,9 @@ func cmdRun(ctx context.Context, args []string, common commonFlags, stdout, stde
 // cmdDataDir prints the data directory `proxyd run` with the same flags
 // would use (scripts/run.sh asks it rather than guessing).
 func cmdDataDir(args []string, common commonFlags, stdout, stderr io.Writer) int {
-	f, err := parseRunFlags(args, stderr)
+	f, err := parseRunFlags(args, stdout, stderr)
 	if err != nil {
-		return 2
+		return helpOr2(err)
 	}
 	cc, err := runConfig(f, common)
 	if err != nil {
@@ -351,13 +433,20 @@ func cmdSession(ctx context.Context, args []string, common commonFlags, stdout, 
 	fs := flag.NewFlagSet("session create", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	keyFile := fs.String("api-key-file", "", "file holding the API key (default <data>/api-key)")
-	controlURL := fs.String("control", "http://"+DefaultConfig().Listen.Control, "control API base URL")
-	if err := fs.Parse(args[1:]); err != nil {
+	controlURL := fs.String("control", "", "control API base URL (default: the config's listen.control)")
+	if err := parseFlags(fs, args[1:], stdout, stderr); err != nil {
+		return helpOr2(err)
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "error: session create takes only flags, not %q\n", fs.Arg(0))
 		return 2
 	}
 	cc, err := resolveConfig(common)
 	if err != nil {
 		return fail(stderr, err)
+	}
+	if *controlURL == "" {
+		*controlURL = addressesOf(cc).ControlURL
 	}
 	d := cc.Data
 	if *keyFile == "" {
@@ -389,6 +478,7 @@ func cmdSession(ctx context.Context, args []string, common commonFlags, stdout, 
 		hc = &http.Client{Transport: &http.Transport{Proxy: nil, TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
 	}
 	c := control.NewClient(*controlURL, strings.TrimSpace(string(tok)), hc)
+	c.UnreachableHint = "start it (make run, or proxyd run), or check --control and the config's listen.control"
 	s, err := c.CreateSession(ctx, strings.TrimSpace(string(key)))
 	if err != nil {
 		return fail(stderr, err)
@@ -402,6 +492,10 @@ func cmdSession(ctx context.Context, args []string, common commonFlags, stdout, 
 func cmdCA(ctx context.Context, args []string, s *cliStore, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] != "export" {
 		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	if len(args) > 1 {
+		fmt.Fprintf(stderr, "error: ca export takes no arguments, not %q\n", args[1])
 		return 2
 	}
 	v, err := s.vault(ctx)

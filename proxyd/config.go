@@ -2,7 +2,6 @@ package proxyd
 
 import (
 	"bytes"
-	_ "embed"
 	"errors"
 	"io"
 	"net"
@@ -17,6 +16,7 @@ import (
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/intercept"
+	"github.com/agentvault/agentvault/internal/deploy"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/store/postgres"
@@ -46,6 +46,9 @@ type Config struct {
 	Dashboard       DashConfig        `yaml:"dashboard"`
 	Store           StoreConfig       `yaml:"store"`
 	Notify          NotifyConfig      `yaml:"notify"`
+	// BotAuth signs the agent's requests to the sites the owner chose
+	// (botauth.go); off by default.
+	BotAuth BotAuthConfig `yaml:"bot_auth"`
 }
 
 // NotifyConfig sets up the channels that tell the owner something waits for
@@ -109,8 +112,15 @@ type ListenConfig struct {
 	Dashboard string `yaml:"dashboard"`
 	// Credentials is the loopback listener a skill's runtime POSTs its
 	// one-time credential-use token to (docs/portal-credentials.md); empty
-	// turns credential_use off.
+	// turns credential_use off (the default: only portal credentials need
+	// it).
 	Credentials string `yaml:"credentials"`
+	// MCP and MCPMetrics are mcpd's: its streamable HTTP endpoint (`mcpd
+	// --http` with no address, `make run`) and its /metrics listener
+	// (empty: off). proxyd only checks them; mcpd reads them through
+	// package deploy, so one config moves every port of a deployment.
+	MCP        string `yaml:"mcp"`
+	MCPMetrics string `yaml:"mcp_metrics"`
 }
 
 // EgressConfig is the destination rule (P1).
@@ -152,12 +162,9 @@ type LogConfig struct {
 	Format string `yaml:"format"` // json or text
 }
 
-//go:embed defaults.yaml
-var defaultsYAML []byte
-
 // DefaultConfig returns the embedded defaults.
 func DefaultConfig() Config {
-	c, err := parseConfig(bytes.NewReader(defaultsYAML), Config{})
+	c, err := parseConfig(bytes.NewReader(deploy.DefaultsYAML), Config{})
 	if err != nil {
 		panic("embedded defaults do not parse: " + err.Error())
 	}
@@ -237,9 +244,19 @@ func (c *Config) Validate() error {
 			return bad("listen.credentials must be a loopback host:port, got %q", c.Listen.Credentials)
 		}
 	}
-	if c.Listen.Dashboard != "" {
-		if _, _, err := net.SplitHostPort(c.Listen.Dashboard); err != nil {
-			return bad("listen.dashboard: %q is not host:port", c.Listen.Dashboard)
+	for name, addr := range map[string]string{"listen.dashboard": c.Listen.Dashboard, "listen.mcp": c.Listen.MCP} {
+		if addr == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return bad("%s: %q is not host:port", name, addr)
+		}
+	}
+	if c.Listen.MCPMetrics != "" {
+		host, _, err := net.SplitHostPort(c.Listen.MCPMetrics)
+		ip, perr := netip.ParseAddr(host)
+		if err != nil || (host != "localhost" && (perr != nil || !ip.IsLoopback())) {
+			return bad("listen.mcp_metrics must be a loopback host:port, got %q", c.Listen.MCPMetrics)
 		}
 	}
 	switch c.Egress.Mode {
@@ -309,6 +326,9 @@ func (c *Config) Validate() error {
 	if err := c.Notify.validate(); err != nil {
 		return err
 	}
+	if err := c.BotAuth.validate(c.Listen); err != nil {
+		return err
+	}
 	switch c.Store.Driver {
 	case "sqlite":
 		if c.Store.DSN != "" {
@@ -372,14 +392,7 @@ func controlCertNames(l ListenConfig) []string {
 	return names
 }
 
-func expandHome(p string) string {
-	if p == "~" || strings.HasPrefix(p, "~/") {
-		if h, err := os.UserHomeDir(); err == nil {
-			return filepath.Join(h, strings.TrimPrefix(p, "~"))
-		}
-	}
-	return p
-}
+func expandHome(p string) string { return deploy.ExpandHome(p) }
 
 // PolicyConfig feeds the owner's rules consulted at authorize.
 type PolicyConfig struct {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/apps"
 	"github.com/agentvault/agentvault/broker"
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/intercept"
@@ -27,9 +28,32 @@ type controlService struct {
 	creds    *credentialAPI // portal credentials (credentials.go)
 	metrics  *daemonMetrics
 	accounts *owner.Accounts // signups and login writes (accounts.go)
-	handoffs *handoffHub     // challenge hand-offs (handoff.go)
-	apps     *appRegistry    // hosted sessions for the dashboard (apps.go)
-	ended    *endedReports   // final reports of ended sessions (apps.go)
+	// HandoffService serves the challenge hand-offs: the hub of package
+	// handoff (wired in handoff.go).
+	control.HandoffService
+	apps  *apps.Registry // hosted sessions for the dashboard (apps.go)
+	ended *endedReports  // final reports of ended sessions (apps.go)
+	// emails reports whether the owner is emailed about approvals (nil:
+	// never).
+	emails func() bool
+	// integrations is the shipped list merged with the owner's
+	// (policy.payment_integrations).
+	integrations *policy.Integrations
+}
+
+// PaymentIntegrations lists the integrations the proxy recognises, the
+// owner's entries first, so mcpd refuses the same client-side-encryption
+// frames (control.IntegrationsService).
+func (c *controlService) PaymentIntegrations(context.Context) (json.RawMessage, error) {
+	list := policy.ShippedIntegrations()
+	if c.integrations != nil {
+		list = c.integrations
+	}
+	b, err := json.Marshal(list.List())
+	if err != nil {
+		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "payment integrations")
+	}
+	return b, nil
 }
 
 func (c *controlService) CreateSession(ctx context.Context, apiKey string) (control.CreateSessionResponse, error) {
@@ -84,7 +108,7 @@ func (c *controlService) Authorize(ctx context.Context, id string, req control.A
 	resp, err := c.broker.Authorize(ctx, s, req)
 	if a, ok := owner.PendingOf(err); ok {
 		p := &control.Pending{Pending: true, WaitID: a.ID, Kind: string(a.Kind), Reason: a.Reason, Site: a.Site,
-			Amount: orderTotal(a.Amount), ExpiresAt: a.Expires}
+			Amount: orderTotal(a.Amount), ExpiresAt: a.Expires, Email: c.emails != nil && c.emails()}
 		err = agentvault.Wrap(agentvault.CodeApprovalPending, p, "waiting for the owner (%s)", a.Reason)
 		c.metrics.authorizeOutcome(err)
 		return control.AuthorizeResponse{}, err

@@ -60,7 +60,7 @@ func TestP17_RunFlagControlTLS(t *testing.T) {
 		{[]string{"--control", "10.0.0.5:7701", "--control-tls"}, true},
 		{[]string{"--control", "127.0.0.1:7701", "--control-tls"}, true},
 	} {
-		f, err := parseRunFlags(c.args, io.Discard)
+		f, err := parseRunFlags(c.args, io.Discard, io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}

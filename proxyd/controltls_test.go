@@ -18,6 +18,8 @@ import (
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/proxyd"
 	"github.com/agentvault/agentvault/vault"
+
+	"github.com/agentvault/agentvault/internal/leakcheck"
 )
 
 // controlHTTPClient is what mcpd builds for an https control URL: the
@@ -126,9 +128,8 @@ func TestP4_ControlAPIOverTLS(t *testing.T) {
 			t.Fatalf("plain HTTP on the TLS port: %d %q", resp.StatusCode, body)
 		}
 	}
-	if strings.Contains(logs.String(), m.ControlToken) || strings.Contains(logs.String(), a.Value) {
-		t.Fatal("the control token or a stand-in reached the log")
-	}
+	leakcheck.New(leakcheck.Value("control token", m.ControlToken), leakcheck.Value("card number stand-in", a.Value)).
+		Logs(t, "proxyd's log", []byte(logs.String()))
 }
 
 // TestP17_ControlBeyondLoopbackNeedsTLS: a control listener other machines

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"mime"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -63,10 +62,8 @@ func (m *Main) openCredentials(ctx context.Context, st appStore, v *vault.Vault)
 		return err
 	}
 	m.Credentials = svc
-	if addr := m.Config.Listen.Credentials; addr != "" {
-		if m.credL, err = net.Listen("tcp", addr); err != nil {
-			return agentvault.Wrap(agentvault.CodeInternal, err, "cannot listen on %s", addr)
-		}
+	// listen bound it with the others, before anything was written.
+	if m.credL != nil {
 		m.CredentialsAddr = m.credL.Addr()
 		m.credSrv = &http.Server{Handler: credentialUseHandler(svc, m.Logger), ReadHeaderTimeout: 5 * time.Second,
 			ErrorLog: slog.NewLogLogger(m.Logger.Handler(), slog.LevelDebug)}

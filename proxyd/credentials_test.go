@@ -15,6 +15,8 @@ import (
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/proxyd"
 	"github.com/agentvault/agentvault/vault"
+
+	"github.com/agentvault/agentvault/internal/leakcheck"
 )
 
 // The credential-use listener is loopback only, like the control API.
@@ -101,9 +103,7 @@ func TestCredentials_UseEndpointOverControlAPI(t *testing.T) {
 	if resp := post("application/json", string(body)); resp.Header.Get("X-Agentvault-Code") != string(agentvault.CodeLinkUsed) {
 		t.Fatalf("second POST: %d", resp.StatusCode)
 	}
-	if strings.Contains(logs.String(), canary) {
-		t.Fatal("a value reached proxyd's log")
-	}
+	leakcheck.New(leakcheck.Value("credential value", canary)).Logs(t, "proxyd's log", []byte(logs.String()))
 }
 
 // redeemOverHTTP is the skill's runtime: it POSTs the use URL's token (the

@@ -3,53 +3,25 @@ package proxyd
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/internal/deploy"
 	"github.com/agentvault/agentvault/internal/vaultcli"
 	"github.com/agentvault/agentvault/store/postgres"
 )
 
-// Environment variables naming the data directory, in the order they are
-// consulted (after a --data flag, before the config file and the default).
-// DATA is what `make run DATA=...` passes; AGENTVAULT_DATA is the
-// unambiguous name for everything else.
-var dataEnv = []string{"AGENTVAULT_DATA", "DATA"}
-
 // DataDirChoice is the data directory a command uses and where that choice
-// came from, so an error can say where it looked and why there.
-type DataDirChoice struct {
-	Dir    string
-	Source string // "--data", "AGENTVAULT_DATA", "DATA", "config data_dir", "default"
-}
+// came from (package deploy holds the rule, for both daemons).
+type DataDirChoice = deploy.DataDir
 
-func (c DataDirChoice) String() string { return fmt.Sprintf("%s (from %s)", c.Dir, c.Source) }
-
-// ResolveDataDir is the one data directory rule of every proxyd command: a
-// --data flag anywhere on the command line, then $AGENTVAULT_DATA, then
-// $DATA, then the config file's data_dir (when a config file names one),
-// then the default ~/.agentvault.
+// ResolveDataDir is the one data directory rule of every proxyd command,
+// and of mcpd: deploy.ResolveDataDir.
 func ResolveDataDir(flagValue, configValue string, getenv func(string) string) DataDirChoice {
-	if getenv == nil {
-		getenv = os.Getenv
-	}
-	if flagValue != "" {
-		return DataDirChoice{expandHome(flagValue), "--data"}
-	}
-	for _, e := range dataEnv {
-		if v := strings.TrimSpace(getenv(e)); v != "" {
-			return DataDirChoice{expandHome(v), e}
-		}
-	}
-	if configValue != "" {
-		return DataDirChoice{expandHome(configValue), "config data_dir"}
-	}
-	return DataDirChoice{expandHome(DefaultConfig().DataDir), "default"}
+	return deploy.ResolveDataDir(flagValue, configValue, getenv)
 }
 
 // commonFlags are the flags every command takes at any position: --data DIR
@@ -99,7 +71,7 @@ func peelCommon(args []string) (commonFlags, []string, error) {
 
 // ConfigFile is the config a data directory may hold: without --config,
 // every command reads it when it is there (resolveConfig).
-const ConfigFile = "proxyd.yaml"
+const ConfigFile = deploy.ConfigFile
 
 // configChoice is the config a command runs with, the file it came from
 // and the data directory.
@@ -118,41 +90,27 @@ func (c configChoice) from() string {
 	return c.Path
 }
 
-// resolveConfig is the one config rule of every proxyd command (run,
-// doctor, data-dir, and every command that reads or writes the owner's or
-// the vault's state): the --config file; else the data directory's own
-// proxyd.yaml when there is one (the data directory is then the one it was
-// found in: it was chosen before the file was read); else the embedded
-// defaults. The data directory follows ResolveDataDir. The config is
-// validated.
+// resolveConfig is the config of every proxyd command (run, doctor,
+// data-dir, and every command that reads or writes the owner's or the
+// vault's state): the file deploy.Resolve chooses (the one rule mcpd
+// follows too), loaded strictly over the embedded defaults, with the data
+// directory it chose. The config is validated.
 func resolveConfig(common commonFlags) (configChoice, error) {
-	if common.config != "" {
-		c, err := LoadConfig(common.config)
-		if err != nil {
-			return configChoice{}, err
-		}
-		d := ResolveDataDir(common.data, c.DataDir, nil)
-		c.DataDir = d.Dir
-		return configChoice{c, common.config, d}, nil
-	}
-	d := ResolveDataDir(common.data, "", nil)
-	p := filepath.Join(d.Dir, ConfigFile)
-	if _, err := os.Stat(p); err != nil {
-		// No directory there (yet, or a file in the way) is no config:
-		// the command says what is wrong with the directory itself.
-		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
-			return configChoice{}, agentvault.Wrap(agentvault.CodeInvalidInput, err, "cannot read the data directory's config %s: %s", p, vaultcli.Reason(err))
-		}
-		c := DefaultConfig()
-		c.DataDir = d.Dir
-		return configChoice{c, "", d}, c.Validate()
-	}
-	c, err := LoadConfig(p)
+	ch, err := deploy.Resolve(common.data, common.config, nil)
 	if err != nil {
 		return configChoice{}, err
 	}
-	c.DataDir = d.Dir
-	return configChoice{c, p, d}, nil
+	if ch.ConfigPath == "" {
+		c := DefaultConfig()
+		c.DataDir = ch.Data.Dir
+		return configChoice{c, "", ch.Data}, c.Validate()
+	}
+	c, err := LoadConfig(ch.ConfigPath)
+	if err != nil {
+		return configChoice{}, err
+	}
+	c.DataDir = ch.Data.Dir
+	return configChoice{c, ch.ConfigPath, ch.Data}, nil
 }
 
 // requireVault runs before a command that reads or writes the owner's or

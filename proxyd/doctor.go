@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/intercept"
+	"github.com/agentvault/agentvault/internal/deploy"
 	"github.com/agentvault/agentvault/internal/vaultcli"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/store/postgres"
@@ -43,9 +44,9 @@ func (d *doctor) warn(what string, a ...any) { fmt.Fprintf(d.out, "warn  "+what+
 // cmdDoctor checks a deployment as `proxyd run` with the same flags would
 // use it, without changing anything, and exits 1 when something is wrong.
 func cmdDoctor(ctx context.Context, args []string, common commonFlags, stdout, stderr io.Writer) int {
-	f, err := parseRunFlags(args, stderr)
+	f, err := parseRunFlags(args, stdout, stderr)
 	if err != nil {
-		return 2
+		return helpOr2(err)
 	}
 	cc, err := runConfig(f, common)
 	if err != nil {
@@ -227,6 +228,7 @@ func (d *doctor) checkPorts(cfg Config, pid int) {
 	for _, l := range []struct{ name, addr string }{
 		{"listen.proxy", cfg.Listen.Proxy}, {"listen.control", cfg.Listen.Control},
 		{"listen.admin", cfg.Listen.Admin}, {"listen.dashboard", cfg.Listen.Dashboard},
+		{"listen.credentials", cfg.Listen.Credentials},
 	} {
 		if l.addr == "" {
 			continue
@@ -258,13 +260,13 @@ func (d *doctor) checkBrowser() {
 	} else {
 		d.ok("Chromium %s", chromium)
 	}
-	driver := os.Getenv("PLAYWRIGHT_DRIVER_PATH")
-	if driver == "" {
-		d.fail("PLAYWRIGHT_DRIVER_PATH is not set", "make driver, then export PLAYWRIGHT_DRIVER_PATH=$PWD/.cache/playwright-driver (make run sets it)")
-	} else if _, err := os.Stat(filepath.Join(driver, "package", "cli.js")); err != nil {
-		d.fail("no playwright driver in %s", "make driver", driver)
-	} else {
-		d.ok("playwright driver %s", driver)
+	switch drv := deploy.FindDriver(nil); {
+	case drv.Found:
+		d.ok("playwright driver %s (%s)", drv.Dir, drv.Source)
+	case drv.Source == deploy.DriverEnv:
+		d.fail("no playwright driver in %s (%s)", "make driver creates one in .cache/playwright-driver; point "+deploy.DriverEnv+" there or unset it", drv.Dir, deploy.DriverEnv)
+	default:
+		d.fail("no playwright driver found (looked in %s)", "make driver (it puts one in .cache/playwright-driver of the checkout), or set "+deploy.DriverEnv, strings.Join(drv.Tried, ", "))
 	}
 	if _, err := exec.LookPath("node"); err != nil && os.Getenv("PLAYWRIGHT_NODEJS_PATH") == "" {
 		d.fail("node is not installed (the playwright driver needs it)", "apt-get install nodejs (make deps)")

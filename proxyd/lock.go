@@ -102,6 +102,11 @@ func (m *Main) listen() error {
 			return err
 		}
 	}
+	if m.Config.Listen.Credentials != "" {
+		if m.credL, err = bind("listen.credentials", m.Config.Listen.Credentials); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

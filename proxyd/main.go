@@ -24,11 +24,14 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/apps"
 	"github.com/agentvault/agentvault/broker"
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/credentials"
+	"github.com/agentvault/agentvault/handoff"
 	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/intercept"
+	"github.com/agentvault/agentvault/internal/deploy"
 	"github.com/agentvault/agentvault/internal/vaultcli"
 	"github.com/agentvault/agentvault/internal/webtls"
 	"github.com/agentvault/agentvault/owner"
@@ -43,12 +46,12 @@ import (
 
 // Files under the data directory.
 const (
-	APIKeyFile       = "api-key"
-	ControlTokenFile = "control-token"
+	APIKeyFile       = deploy.APIKeyFile
+	ControlTokenFile = deploy.ControlTokenFile
 	// cleanStopFile marks a SQLite data directory whose last proxyd
 	// stopped cleanly (its sessions' card uses are in the store).
 	cleanStopFile = "clean-stop"
-	CAFile        = "ca.pem"
+	CAFile        = deploy.CAFile
 	// DefaultKeyID names the API key proxyd creates at first start, until
 	// owner key management exists.
 	DefaultKeyID = "key_default"
@@ -99,10 +102,13 @@ type Main struct {
 	dashCancel   context.CancelFunc
 	dashDone     chan error
 	credL        net.Listener
-	handoffs     *handoffHub    // challenge hand-offs (handoff.go)
+	handoffs     *handoff.Hub   // challenge hand-offs (handoff.go)
 	notify       *notifications // the owner's notification channels (notify.go)
-	apps         *appRegistry   // hosted sessions for the dashboard (apps.go)
+	apps         *apps.Registry // hosted sessions for the dashboard (apps.go)
 	endedReports *endedReports  // final reports of ended proxy sessions (apps.go)
+	// integrations is the shipped payment integrations merged with the
+	// owner's (policy.payment_integrations).
+	integrations *policy.Integrations
 	credSrv      *http.Server
 	secret       []byte
 	proxyL       net.Listener
@@ -119,6 +125,8 @@ type Main struct {
 	lock         *os.File // flock on <data>/proxyd.lock, held until Close
 	// daemonMetrics are proxyd's own series on Metrics.Registry.
 	daemonMetrics *daemonMetrics
+	// botAuth signs for the sites the owner chose (botauth.go); nil: off.
+	botAuth *botAuth
 }
 
 // pendingCount is the approvals_pending gauge's source.
@@ -260,6 +268,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	m.integrations = integrations
 	m.Broker.PaymentOrigins = paymentOrigins(integrations)
 	m.Broker.Limiter = policy.NewRateLimiter(l.AuthorizeBurst, time.Minute/time.Duration(l.AuthorizePerMinute), nil)
 	wireAmount := intercept.WireAmountConfig{
@@ -273,8 +282,11 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		m.Logger.Warn("unsafe_test_hosts is set: named hosts resolve to fixed local addresses (tests only)")
 	}
 	resolver = namingResolver{next: resolver, log: m.Logger}
+	if err := m.openBotAuth(ctx); err != nil {
+		return err
+	}
 	m.Server, err = intercept.NewServer(intercept.Config{
-		CA: m.CA, Broker: m.Broker, Logger: m.Logger, Metrics: m.Metrics, WireAmount: wireAmount,
+		CA: m.CA, Broker: m.Broker, Logger: m.Logger, Metrics: m.Metrics, WireAmount: wireAmount, Signer: m.botAuthSigner(),
 		UnsafeAllowPrivateRanges: m.Config.UnsafeAllowPrivateRanges,
 		Resolver:                 resolver,
 		ExtraRoots:               roots,
@@ -322,7 +334,8 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	}
 	m.controlSrv = &http.Server{
 		Handler: control.NewHandler(&controlService{broker: m.Broker, ca: m.CA, owner: m.Owner, recipes: m.Recipes, proxyURL: proxyURL,
-			creds: m.credentialAPI(), metrics: m.daemonMetrics, accounts: m.Accounts, handoffs: m.handoffHub(), apps: m.appRegistry(), ended: m.endedReports},
+			creds: m.credentialAPI(), metrics: m.daemonMetrics, accounts: m.Accounts, HandoffService: m.handoffHub(), apps: m.appRegistry(), ended: m.endedReports,
+			emails: m.notify.emailsOwner, integrations: m.integrations},
 			m.ControlToken, m.Logger),
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelDebug),
@@ -402,7 +415,7 @@ func sessionStore(st appStore) (broker.SessionStore, broker.Notifier) {
 // reads them here.
 func (m *Main) Routes() (dash, ctl []string) {
 	if m.dashH != nil {
-		dash = m.dashH.Routes()
+		dash = append(m.dashH.Routes(), botAuthDirectoryRoute)
 	}
 	if m.controlSrv != nil {
 		ctl = control.Routes(m.controlSrv.Handler)
@@ -507,8 +520,9 @@ func (m *Main) Run(ctx context.Context) error {
 		m.dashCancel, m.dashDone = cancel, make(chan error, 1)
 		tc := webtls.TLSConfig{Domain: m.Config.Dashboard.Domain, Email: m.Config.Dashboard.Email, DataDir: m.dataDir,
 			LocalCA: m.dashCA, Hosts: dashboardHosts(m.Config.Listen.Dashboard), Logger: m.Logger}
-		go func() { m.dashDone <- webtls.Serve(dctx, m.dashL, m.dashH, tc) }()
+		go func() { m.dashDone <- webtls.Serve(dctx, m.dashL, m.dashboardHandler(), tc) }()
 	}
+	m.startBotAuth(sweepCtx)
 	go func() { m.serveErr <- m.Server.Serve(m.proxyL) }()
 	go func() { m.serveErr <- serveHTTP(m.controlSrv, m.controlL) }()
 	go func() { m.serveErr <- serveHTTP(m.adminSrv, m.adminL) }()
@@ -596,6 +610,9 @@ func (m *Main) Close() error {
 			_ = l.Close()
 		}
 	}
+	if m.botAuth != nil {
+		m.botAuth.close()
+	}
 	if m.Broker != nil {
 		m.Broker.CloseAll()
 		if m.Broker.SingleProcess && m.Broker.Store != nil {
@@ -630,6 +647,9 @@ func (m *Main) Reload(path string) error {
 	defer m.configMu.Unlock()
 	m.Config.Egress = c.Egress
 	m.Server.SetEgress(c.Egress.Mode == "strict", c.Egress.Allow)
+	if m.botAuth != nil {
+		m.botAuth.setConfig(c.BotAuth) // the sites; the rest needs a restart
+	}
 	m.Logger.Info("config reloaded", slog.String("egress", c.Egress.Mode))
 	return nil
 }
@@ -831,7 +851,7 @@ func (r namingResolver) LookupNetIP(ctx context.Context, network, host string) (
 		}
 		hint := ""
 		if strings.HasSuffix(strings.TrimSuffix(host, "."), ".test") || strings.HasSuffix(strings.TrimSuffix(host, "."), ".localhost") {
-			hint = "a local test name resolves only when unsafe_test_hosts names it (README: a local test site)"
+			hint = "a local test name resolves only when unsafe_test_hosts names it (docs/walkthrough.md: a site of your own on this machine; scripts/testsite --configure writes them for the test shop)"
 		}
 		r.log.Warn("destination does not resolve", slog.String("host", host), slog.String("reason", reason), slog.String("hint", hint))
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/handoff"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/owner/dashboard"
 	"github.com/agentvault/agentvault/owner/notify"
@@ -53,6 +54,12 @@ func (n *notifications) Prefs() owner.NotifyPrefs {
 // NotifyChannels reports which channels the config set up.
 func (n *notifications) NotifyChannels() dashboard.NotifyChannels {
 	return dashboard.NotifyChannels{Webhook: n.router.Webhook != nil, Email: n.router.Email != nil}
+}
+
+// emailsOwner reports whether an approval request reaches the owner by
+// email: the config set up SMTP and the owner left email on.
+func (n *notifications) emailsOwner() bool {
+	return n != nil && n.router != nil && n.router.Email != nil && n.Prefs().Email
 }
 
 // NotifyPrefs implements dashboard.Notifications.
@@ -135,8 +142,8 @@ func (m *Main) openNotifications(roots []*x509.Certificate) (*notifications, err
 
 // announceHandoff tells the owner's channels that a hand-off waits, in the
 // background (mcpd's start call must not wait on a slow webhook).
-func (m *Main) announceHandoff(n *notifications, viewURL func(string) string) func(context.Context, dashboard.HandoffView) {
-	return func(_ context.Context, v dashboard.HandoffView) {
+func (m *Main) announceHandoff(n *notifications, viewURL func(string) string) func(context.Context, handoff.View) {
+	return func(_ context.Context, v handoff.View) {
 		e := owner.Event{Type: owner.EventHandoffRequested, Handoff: &owner.Handoff{ID: v.ID, ChallengeType: v.ChallengeType,
 			Site: v.Site, Created: v.Created, Expires: v.Expires}}
 		if viewURL != nil {

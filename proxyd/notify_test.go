@@ -19,6 +19,8 @@ import (
 	"github.com/agentvault/agentvault/owner/notify"
 	"github.com/agentvault/agentvault/proxyd"
 	"github.com/agentvault/agentvault/vault"
+
+	"github.com/agentvault/agentvault/internal/leakcheck"
 )
 
 // mailSink is an SMTP receiver on loopback that takes any number of
@@ -200,9 +202,7 @@ func TestNotif_WebhookAndEmailForApprovalAndHandoff(t *testing.T) {
 	if err != nil || !strings.Contains(string(b), `"webhook":false`) {
 		t.Errorf("notify.json: %s %v", b, err)
 	}
-	if strings.Contains(logs.String(), string(secret)) {
-		t.Error("the webhook secret is in the log")
-	}
+	leakcheck.New(leakcheck.Value("webhook secret", string(secret))).Logs(t, "proxyd's log", []byte(logs.String()))
 }
 
 // TestP17_NotifyConfigValidated: the notification keys are loaded

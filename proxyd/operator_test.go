@@ -345,7 +345,7 @@ func TestOperator_RunScriptNoBannerWhenProxydFails(t *testing.T) {
 	script := filepath.Join(filepath.Dir(filepath.Dir(file)), "scripts", "run.sh")
 	cmd := exec.Command("bash", script)
 	cmd.Env = cleanEnv(home, "BIN="+builtBinaries(t), "DATA="+filepath.Join(t.TempDir(), "b"),
-		"ADMIN="+p.admin, "PROXYD_ARGS=--config "+cfg, "MCP_ADDR="+freeAddr(t))
+		"PROXYD_ARGS=--config "+cfg, "MCP_ADDR="+freeAddr(t))
 	out, err := cmd.CombinedOutput()
 	if err == nil {
 		t.Error("run.sh succeeded while its proxyd could not listen")
@@ -355,6 +355,42 @@ func TestOperator_RunScriptNoBannerWhenProxydFails(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "cannot listen on") {
 		t.Errorf("run.sh did not pass on proxyd's reason:\n%s", out)
+	}
+}
+
+// TestOperator_RunScriptBannerOnlyWhenBothListen: the "agentvault is
+// running" banner waits for mcpd too: with mcpd's port (listen.mcp) taken,
+// run.sh prints no banner, passes on mcpd's reason naming the address, and
+// stops proxyd.
+func TestOperator_RunScriptBannerOnlyWhenBothListen(t *testing.T) {
+	home := t.TempDir()
+	p := newPorts(t)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	data := filepath.Join(t.TempDir(), "data")
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeConfig(t, data, p, "  mcp: "+busy.Addr().String()+"\n")
+	_, file, _, _ := runtime.Caller(0)
+	cmd := exec.Command("bash", filepath.Join(filepath.Dir(filepath.Dir(file)), "scripts", "run.sh"))
+	cmd.Env = cleanEnv(home, "BIN="+builtBinaries(t), "DATA="+data)
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Error("run.sh succeeded while mcpd could not listen")
+	}
+	if strings.Contains(string(out), "agentvault is running") {
+		t.Errorf("run.sh printed the banner before mcpd listened:\n%s", out)
+	}
+	if !strings.Contains(string(out), "cannot listen on "+busy.Addr().String()) || !strings.Contains(string(out), "mcpd did not start") {
+		t.Errorf("run.sh did not say that mcpd could not listen on %s:\n%s", busy.Addr(), out)
+	}
+	if hc, err := net.DialTimeout("tcp", p.admin, time.Second); err == nil {
+		hc.Close()
+		t.Error("proxyd was left running")
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/agentvault/agentvault/internal/leakcheck"
 )
 
 // luhnNumber returns a random card number of n digits that passes Luhn.
@@ -65,10 +67,11 @@ func TestP19_ScrubRandomSecrets(t *testing.T) {
 		text := fmt.Sprintf("Card %s declined for %s; call %s. Token %s rejected, password %s too weak.",
 			card, email, phone, token, pw)
 		got := ScrubErrorText(text, [][]byte{pw, []byte(num)})
-		for _, secret := range []string{num, card, email, user, phone, token, string(pw)} {
-			if strings.Contains(got, secret) {
-				t.Fatalf("case %d: a %d-byte secret survived the scrubber", i, len(secret))
-			}
+		l := leakcheck.New(leakcheck.Value("card number", num), leakcheck.Value("card as printed", card), leakcheck.Value("email", email),
+			leakcheck.Value("email's user", user), leakcheck.Value("phone", phone), leakcheck.Value("token", token), leakcheck.Value("password", string(pw)))
+		// The scrubbed text is what observe_page answers.
+		if f := l.Find(leakcheck.Answer, "the scrubbed text", []byte(got)); len(f) > 0 {
+			t.Fatalf("case %d: %v", i, f)
 		}
 		if HasSensitiveShape(got) {
 			t.Fatalf("case %d: output still has a sensitive shape", i)

@@ -3,21 +3,20 @@
 # foreground. Ctrl-C (or SIGTERM to this script) stops both; if either one
 # exits, the other is stopped too.
 #
+# Every address comes from proxyd itself (`proxyd addresses`: the data
+# directory and config rule both daemons follow, package deploy), so a
+# config that moves one port moves what this script checks and prints.
+#
 # Environment: DATA or AGENTVAULT_DATA (the data directory; otherwise the
-# config file's data_dir, then ~/.agentvault: `proxyd data-dir` says which),
-# BIN (default ./bin), MCP_ADDR (default 127.0.0.1:7704), ADMIN (proxyd's
-# admin address, default 127.0.0.1:7702), PROXYD_ARGS (extra `proxyd run`
-# flags: make run PROXYD_ARGS="--config configs/proxyd.yaml"),
-# MCPD_ARGS (extra mcpd flags, e.g. "--metrics-addr=127.0.0.1:7805"),
-# PLAYWRIGHT_DRIVER_PATH, CHROMIUM_PATH.
+# config file's data_dir, then ~/.agentvault), BIN (default ./bin),
+# PROXYD_ARGS (extra `proxyd run` flags: make run PROXYD_ARGS="--config
+# configs/proxyd.yaml"), MCPD_ARGS (extra mcpd flags), MCP_ADDR (mcpd's
+# HTTP address instead of the config's listen.mcp), CHROMIUM_PATH,
+# PLAYWRIGHT_DRIVER_PATH (mcpd finds the checkout's .cache/playwright-driver
+# by itself).
 set -uo pipefail
 
 BIN=${BIN:-./bin}
-MCP_ADDR=${MCP_ADDR:-127.0.0.1:7704}
-ADMIN=${ADMIN:-127.0.0.1:7702}
-DASHBOARD=${DASHBOARD:-https://127.0.0.1:7703/}
-# `make driver` puts playwright's driver here; mcpd never downloads one.
-export PLAYWRIGHT_DRIVER_PATH=${PLAYWRIGHT_DRIVER_PATH:-$PWD/.cache/playwright-driver}
 
 proxyd_pid=""
 mcpd_pid=""
@@ -40,61 +39,83 @@ trap 'stop_all; exit 130' INT
 trap 'stop_all; exit 143' TERM
 trap 'stop_all' EXIT
 
-# The data directory by proxyd's own rule (--data, AGENTVAULT_DATA, DATA,
-# the config's data_dir, ~/.agentvault), so mcpd reads the same files.
 # shellcheck disable=SC2086 # PROXYD_ARGS is a list of flags
-DATA=$("$BIN/proxyd" data-dir ${PROXYD_ARGS:-}) || exit 2
-export DATA
+addrs=$("$BIN/proxyd" addresses ${PROXYD_ARGS:-}) || exit 2
+CONFIG=off CREDENTIALS=off MCP_METRICS=off DASHBOARD=off
+while read -r key value; do
+	case $key in
+	data_dir) DATA=$value ;;
+	config) CONFIG=$value ;;
+	proxy) PROXY=$value ;;
+	control) CONTROL=$value ;;
+	admin) ADMIN=$value ;;
+	dashboard) DASHBOARD=$value ;;
+	credentials) CREDENTIALS=$value ;;
+	mcp) MCP_CONFIG=$value ;;
+	mcp_metrics) MCP_METRICS=$value ;;
+	esac
+done <<<"$addrs"
+MCP_ADDR=${MCP_ADDR:-$MCP_CONFIG}
+export AGENTVAULT_DATA=$DATA
 
 # shellcheck disable=SC2086
 "$BIN/proxyd" run ${PROXYD_ARGS:-} &
 proxyd_pid=$!
 
-# proxyd is up when its admin listener answers /healthz with ITS pid: an
-# instance already running on the same port answers too, and must not be
-# taken for this one (it writes the control token and the default API key
-# before listening).
-up=""
-for _ in $(seq 1 150); do
-	if ! kill -0 "$proxyd_pid" 2>/dev/null; then
-		wait "$proxyd_pid" 2>/dev/null
-		stopped=1
-		echo "agentvault: proxyd did not start (see its error above)" >&2
-		proxyd_pid=""
-		exit 1
-	fi
-	body=$(curl -fsS "http://$ADMIN/healthz" 2>/dev/null)
-	if [ "$body" = "ok pid=$proxyd_pid" ]; then
-		up=1
-		break
-	fi
-	sleep 0.2
-done
-if [ -z "$up" ]; then
+# wait_for NAME PID URL: until URL answers "ok pid=PID" (another instance
+# already on the port answers too, and must not be taken for this one), or
+# the process exits. Bounded: 150 tries, 0.2 s apart.
+wait_for() {
+	local name=$1 pid=$2 url=$3 body
+	for _ in $(seq 1 150); do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			wait "$pid" 2>/dev/null
+			stopped=1
+			echo "agentvault: $name did not start (see its error above)" >&2
+			return 1
+		fi
+		body=$(curl -fsS --max-time 2 "$url" 2>/dev/null)
+		if [ "$body" = "ok pid=$pid" ]; then
+			return 0
+		fi
+		sleep 0.2
+	done
 	stopped=1
-	echo "agentvault: proxyd (pid $proxyd_pid) did not answer http://$ADMIN/healthz within 30 s" >&2
-	exit 1
-fi
+	echo "agentvault: $name (pid $pid) did not answer $url within 30 s" >&2
+	return 1
+}
+wait_for proxyd "$proxyd_pid" "http://$ADMIN/healthz" || exit 1
 
-"$BIN/mcpd" --http="$MCP_ADDR" \
-	--control-token-file "$DATA/control-token" \
-	--api-key-file "$DATA/api-key" ${MCPD_ARGS:-} &
+mcpd_args=(--data "$DATA" --http="$MCP_ADDR")
+[ "$CONFIG" != off ] && mcpd_args+=(--config "$CONFIG")
+# A run flag (PROXYD_ARGS="--control ADDR") moves the control API past
+# what the config says: mcpd is told where proxyd listens.
+case $CONTROL in
+http://*) mcpd_args+=(--control-url "$CONTROL") ;;
+esac
+# shellcheck disable=SC2086
+"$BIN/mcpd" "${mcpd_args[@]}" ${MCPD_ARGS:-} &
 mcpd_pid=$!
+wait_for mcpd "$mcpd_pid" "http://$MCP_ADDR/healthz" || exit 1
 
+dash=off
+[ "$DASHBOARD" != off ] && dash="https://$DASHBOARD/   (trust $DATA/dashboard-ca.pem once: README, first ten minutes)"
 cat <<MSG
 
-agentvault is running (data in $DATA)
-  owner dashboard   $DASHBOARD   (trust $DATA/dashboard-ca.pem once: README "Trust the dashboard once")
+agentvault is running (data in $DATA, config: ${CONFIG/#off/the embedded defaults})
+  owner dashboard   $dash
   MCP endpoint      http://$MCP_ADDR/mcp   (streamable HTTP; stdio clients run bin/mcpd themselves)
   health, metrics   http://$ADMIN/healthz   http://$ADMIN/metrics
-  proxy, control    127.0.0.1:7700, 127.0.0.1:7701
+  proxy, control    $PROXY, $CONTROL
+MSG
+[ "$CREDENTIALS" != off ] && echo "  credential use    http://$CREDENTIALS/v1/credential-use"
+[ "$MCP_METRICS" != off ] && echo "  mcpd metrics      http://$MCP_METRICS/metrics"
+cat <<MSG
 
-First run, in another terminal:
-  1. $BIN/proxyd owner --data $DATA set-password --email you@example.com   # then sign in to the dashboard
-  2. $BIN/proxyd vault --data $DATA add-card --exp MM/YY --sites shop.example   # number, then code, on stdin
-  3. point your MCP client at http://$MCP_ADDR/mcp (README: "Registering mcpd")
-  The agent's API key is $DATA/api-key; the first fill on a new site waits for your approval on the dashboard.
-  $BIN/proxyd doctor --data $DATA checks the deployment and says what to fix.
+Next, in another terminal (README: "The first ten minutes"):
+  $BIN/proxyd owner set-password --email you@example.com --data $DATA   # then sign in to the dashboard
+  $BIN/proxyd mcp-config --http --data $DATA                             # your MCP client's config
+  $BIN/proxyd doctor --data $DATA                                        # checks the deployment, says what to fix
 
 Ctrl-C stops both.
 MSG

@@ -8,7 +8,7 @@
 #   scripts/test-postgres.sh                    # the store suites and their users (incl. proxyd replicas), then -race on ./store/... and ./broker/...
 #   scripts/test-postgres.sh -run X ./store/... # any go test arguments instead
 #
-# Needs Debian's postgresql package (make system-deps installs it when
+# Needs Debian's postgresql package (make test-system-deps installs it when
 # missing). As root, the cluster runs as the postgres user (postgres
 # refuses to run as root); otherwise as the calling user.
 set -euo pipefail
@@ -24,7 +24,7 @@ if [ -z "$bindir" ]; then
 	bindir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
 fi
 if [ -z "$bindir" ] || [ ! -x "$bindir/initdb" ]; then
-	echo "test-postgres: no initdb found; install Debian's postgresql package (make system-deps)" >&2
+	echo "test-postgres: no initdb found; install Debian's postgresql package (make test-system-deps)" >&2
 	exit 1
 fi
 

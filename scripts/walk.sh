@@ -1,30 +1,46 @@
 #!/usr/bin/env bash
-# The README's first walk, run by `make test` (make walk): `make run` on a
-# fresh data directory, a card added with the CLI, a curl through the proxy
-# to a local test shop (the real number arrives, only the stand-in comes
-# back), then an MCP client's first checkout over mcpd's HTTP endpoint in
-# the proxied Chromium. Loopback only, every port chosen free, bounded
-# waits, and everything it started is stopped and removed on exit.
+# The README's first ten minutes, run by `make test` (make walk): every
+# command block of that section, as written, in order, against a fresh data
+# directory, then the blocks of docs/walkthrough.md (the proxy by hand with
+# curl) and Ctrl-C. A README line that drifts from what works fails here.
 #
-# Environment: BIN (default ./bin), PLAYWRIGHT_DRIVER_PATH, CHROMIUM_PATH.
+# What stands in for the person at the keyboard, and nothing more: the data
+# directory is chosen with AGENTVAULT_DATA (the rule every command follows)
+# and holds a proxyd.yaml with free ports, so the walk runs beside a proxyd
+# on the default ports (it starts one when they are free); a `make run`
+# block runs in the background (terminal 1), and one when make run is
+# already up is Ctrl-C then start again; the password prompt reads one line
+# of stdin; the system trust store is a scratch directory (cp into
+# /usr/local/share/ca-certificates and update-ca-certificates are shimmed);
+# the owner approves what the first checkout asks (proxyd owner approve).
+# Loopback only, bounded waits, and everything it started is stopped and
+# everything it wrote removed on exit.
+#
+# Environment: PLAYWRIGHT_DRIVER_PATH, CHROMIUM_PATH. Run from the clone
+# after `make build` (make walk does both).
 set -euo pipefail
 
-BIN=$(cd "${BIN:-./bin}" && pwd)
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+BIN=./bin
 work=$(mktemp -d)
-site_pid=""
-run_pid=""
+groups=""    # process groups to stop on exit (make run, the shop, bystanders)
+run_pgid=""
+approver=""
 
 cleanup() {
 	set +e
-	if [ -n "$run_pid" ]; then
-		kill -TERM "$run_pid" 2>/dev/null
-		wait "$run_pid" 2>/dev/null
-	fi
-	if [ -n "$site_pid" ]; then
-		kill "$site_pid" 2>/dev/null
-		wait "$site_pid" 2>/dev/null
-	fi
+	[ -n "$approver" ] && kill "$approver" 2>/dev/null
+	for g in $run_pgid $groups; do
+		kill -TERM -- "-$g" 2>/dev/null
+	done
+	for g in $run_pgid $groups; do
+		for _ in $(seq 1 50); do
+			kill -0 -- "-$g" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill -KILL -- "-$g" 2>/dev/null
+	done
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -51,113 +67,182 @@ free_port() {
 	done
 	die "no free port"
 }
-PROXY_PORT=$(free_port); CONTROL_PORT=$(free_port); ADMIN_PORT=$(free_port)
-DASH_PORT=$(free_port); MCP_PORT=$(free_port); METRICS_PORT=$(free_port); SITE_PORT=$(free_port)
+listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-step "a local test shop on https://shop.test:$SITE_PORT (loopback)"
-mkdir -p "$work/site"
-(cd "$ROOT" && go build -o "$work/testsite" ./scripts/testsite)
-"$work/testsite" --addr "127.0.0.1:$SITE_PORT" --dir "$work/site" >"$work/site.log" 2>&1 &
-site_pid=$!
-for _ in $(seq 1 50); do [ -f "$work/site/addr" ] && break; sleep 0.1; done
-[ -f "$work/site/addr" ] || die "the test shop did not start"
+# bg NAME CMD...: start CMD in a process group of its own, remembered for
+# cleanup, its output in $work/NAME.log.
+bg() {
+	local name=$1
+	shift
+	setsid "$@" >"$work/$name.log" 2>&1 </dev/null &
+	groups="$groups $!"
+}
 
-step "make run with a config (README: PROXYD_ARGS=\"--config FILE\")"
-cat >"$work/proxyd.yaml" <<YAML
+# Another appliance on every default port (7700 to 7706), as when `make run`
+# on the embedded defaults is still open in another terminal: the walk must
+# not touch one of them (issue 26). When any is held already, whatever holds
+# it plays that part.
+held=""
+for p in 7700 7701 7702 7703 7704 7705 7706; do
+	listening "$p" && held="$held $p"
+done
+if [ -n "$held" ]; then
+	step "default ports already held:$held (the walk runs beside whatever holds them)"
+else
+	step "a bystander proxyd on the default ports"
+	bg bystander "$BIN/proxyd" run --data "$work/bystander" --credentials 127.0.0.1:7705
+	# and one more on mcpd's defaults (7704 MCP, 7706 metrics)
+	bg bystander2 "$BIN/proxyd" run --data "$work/bystander2" --proxy 127.0.0.1:7704 --control 127.0.0.1:7706 \
+		--admin "127.0.0.1:$(free_port)" --dashboard ""
+	for p in 7700 7701 7702 7703 7704 7705 7706; do
+		for _ in $(seq 1 150); do
+			listening "$p" && break
+			sleep 0.2
+		done
+		listening "$p" || die "the bystander did not take port $p: $(tail -n 3 "$work"/bystander*.log)"
+	done
+fi
+
+step "a fresh data directory whose proxyd.yaml moves every port"
+export AGENTVAULT_DATA="$work/data"
+unset DATA
+PROXY_PORT=$(free_port); CONTROL_PORT=$(free_port); ADMIN_PORT=$(free_port); DASH_PORT=$(free_port)
+CRED_PORT=$(free_port); MCP_PORT=$(free_port); METRICS_PORT=$(free_port)
+mkdir -m 700 "$AGENTVAULT_DATA"
+cat >"$AGENTVAULT_DATA/proxyd.yaml" <<YAML
 listen:
   proxy: 127.0.0.1:$PROXY_PORT
   control: 127.0.0.1:$CONTROL_PORT
   admin: 127.0.0.1:$ADMIN_PORT
   dashboard: 127.0.0.1:$DASH_PORT
-tls:
-  extra_roots: [$work/site/ca.pem]     # the test shop's own CA
-unsafe_allow_private_ranges: true       # the shop is on loopback (tests only)
-unsafe_test_hosts:
-  shop.test: 127.0.0.1                  # its name, without DNS (tests only)
+  credentials: 127.0.0.1:$CRED_PORT
+  mcp: 127.0.0.1:$MCP_PORT
+  mcp_metrics: 127.0.0.1:$METRICS_PORT
 YAML
-DATA="$work/data" BIN="$BIN" ADMIN="127.0.0.1:$ADMIN_PORT" MCP_ADDR="127.0.0.1:$MCP_PORT" \
-	PROXYD_ARGS="--config $work/proxyd.yaml" \
-	MCPD_ARGS="--control-url=http://127.0.0.1:$CONTROL_PORT --metrics-addr=127.0.0.1:$METRICS_PORT" \
-	setsid bash "$ROOT/scripts/run.sh" >"$work/run.log" 2>&1 &
-run_pid=$!
+
+# The README's blocks, in order.
+awk -v dir="$work" '
+	/^## The first ten minutes/ { on = 1; next }
+	/^## / { on = 0 }
+	on && /^```sh$/ { n++; inb = 1; next }
+	on && inb && /^```$/ { inb = 0; next }
+	on && inb { print > (dir "/block." n ".sh") }
+' README.md
+nblocks=$(ls "$work"/block.*.sh 2>/dev/null | wc -l)
+[ "$nblocks" -ge 6 ] || die "found $nblocks command blocks under README's 'The first ten minutes'"
+
+mkdir "$work/trust"
+cat >"$work/prelude.sh" <<PRELUDE
+cp() {
+	local a=() x
+	for x in "\$@"; do
+		case \$x in /usr/local/share/ca-certificates/*) a+=("$work/trust/\${x#/usr/local/share/ca-certificates/}") ;; *) a+=("\$x") ;; esac
+	done
+	command cp "\${a[@]}"
+}
+update-ca-certificates() { ls "$work/trust"/*.crt >/dev/null && echo "(walk: trust store left alone; the root is in $work/trust)"; }
+PRELUDE
+
+make_run() {
+	if [ -n "$run_pgid" ]; then
+		step "terminal 1: Ctrl-C"
+		kill -INT -- "-$run_pgid" 2>/dev/null
+		for _ in $(seq 1 150); do
+			kill -0 -- "-$run_pgid" 2>/dev/null || break
+			sleep 0.2
+		done
+		kill -0 -- "-$run_pgid" 2>/dev/null && die "make run did not stop on Ctrl-C"
+		grep -q "agentvault: stopped" "$work/run.log" || die "no clean stop after Ctrl-C"
+		run_pgid=""
+	fi
+	step "terminal 1: make run"
+	: >"$work/run.log"
+	setsid bash -c 'make run' >"$work/run.log" 2>&1 </dev/null &
+	run_pgid=$!
+	for _ in $(seq 1 3000); do # 10 minutes: a first build
+		grep -q "agentvault is running" "$work/run.log" && break
+		kill -0 "$run_pgid" 2>/dev/null || die "make run exited"
+		sleep 0.2
+	done
+	grep -q "agentvault is running" "$work/run.log" || die "make run did not start"
+	for a in "127.0.0.1:$DASH_PORT" "http://127.0.0.1:$MCP_PORT/mcp" "127.0.0.1:$PROXY_PORT" "127.0.0.1:$CONTROL_PORT" \
+		"127.0.0.1:$ADMIN_PORT" "127.0.0.1:$CRED_PORT" "127.0.0.1:$METRICS_PORT/metrics"; do
+		grep -q "$a" "$work/run.log" || die "the banner does not show $a"
+	done
+	if grep -q "first build takes a few minutes" Makefile; then
+		grep -q "first build takes a few minutes" "$work/run.log" || die "make run did not say the first build takes a few minutes"
+	fi
+}
+
+for i in $(seq 1 "$nblocks"); do
+	block="$work/block.$i.sh"
+	if [ "$(grep -v '^[[:space:]]*#' "$block" | grep -v '^[[:space:]]*$')" = "make run" ]; then
+		make_run
+		continue
+	fi
+	step "terminal 2, block $i: $(grep -v '^[[:space:]]*#' "$block" | head -n1)"
+	if grep -q 'first-checkout.sh' "$block"; then
+		# The owner, on the dashboard: approve what the checkout asks.
+		(
+			for _ in $(seq 1 600); do
+				for id in $("$BIN/proxyd" owner pending --json 2>/dev/null | grep -o 'apr_[0-9a-f]*' | sort -u); do
+					"$BIN/proxyd" owner approve "$id" >/dev/null 2>&1 && echo "(walk: the owner approved $id)"
+				done
+				sleep 0.5
+			done
+		) &
+		approver=$!
+	fi
+	setsid bash -euo pipefail -c ". '$work/prelude.sh'; . '$block'" <<<"correct horse battery staple" >"$work/out.$i" 2>&1 &
+	pid=$!
+	groups="$groups $pid"
+	wait "$pid" || { cat "$work/out.$i" >&2; die "README block $i failed"; }
+	cat "$work/out.$i"
+	if [ -n "$approver" ]; then
+		kill "$approver" 2>/dev/null
+		wait "$approver" 2>/dev/null || true
+		approver=""
+	fi
+	case $(cat "$block") in
+	*update-ca-certificates*)
+		curl -fsS -o /dev/null --cacert "$work/trust/agentvault-dashboard.crt" "https://127.0.0.1:$DASH_PORT/signin" ||
+			die "the trusted root does not verify the dashboard"
+		;;
+	*first-checkout.sh*)
+		grep -qx '4242424242424242' "$AGENTVAULT_DATA/testshop/received.log" || die "the shop did not receive the real number"
+		grep -q "approved" "$work/out.$i" || grep -q "waiting for the account owner" "$work/out.$i" ||
+			die "the first checkout did not wait for the owner's approval of a new site"
+		;;
+	*mcp-config*)
+		grep -q "\"url\": \"http://127.0.0.1:$MCP_PORT/mcp\"" "$work/out.$i" || die "mcp-config does not name listen.mcp"
+		;;
+	esac
+done
+metrics=$(curl -fsS "http://127.0.0.1:$METRICS_PORT/metrics") || die "mcpd's metrics do not answer on listen.mcp_metrics"
+grep -q agentvault_build_info <<<"$metrics" || die "mcpd's metrics are not on listen.mcp_metrics"
+
+step "docs/walkthrough.md: the proxy by hand"
+awk '/^```sh$/ { inb = 1; next } inb && /^```$/ { inb = 0; next } inb { print }' docs/walkthrough.md >"$work/walkthrough.sh"
+before=$(grep -c . "$AGENTVAULT_DATA/testshop/received.log")
+bash -euo pipefail "$work/walkthrough.sh" >"$work/walkthrough.out" 2>&1 || { cat "$work/walkthrough.out" >&2; die "docs/walkthrough.md failed"; }
+cat "$work/walkthrough.out"
+after=$(grep -c . "$AGENTVAULT_DATA/testshop/received.log")
+[ "$after" -eq $((before + 1)) ] || die "the shop received $((after - before)) requests by hand, want the one to shop.test"
+tail -n1 "$AGENTVAULT_DATA/testshop/received.log" | grep -qx '4242424242424242' || die "the shop did not receive the real number by hand"
+grep -q '"code":"insecure_site"' "$work/walkthrough.out" || die "plain http was not refused with insecure_site"
+grep -q '"code":"destination_unauthorized"' "$work/walkthrough.out" || die "the stand-in sent to other.test was not refused (destination_unauthorized)"
+grep -q "id=\"echo\">$(grep -o '"value":"[0-9]*"' "$work/walkthrough.out" | grep -o '[0-9]\{12,\}')<" "$work/walkthrough.out" ||
+	die "the shop's echo did not come back as the stand-in"
+grep -q '4242424242424242' <(grep -v '^4242424242424242$' "$work/walkthrough.out") && die "the real number came back through the proxy"
+
+step "terminal 1: Ctrl-C stops both cleanly"
+kill -INT -- "-$run_pgid" 2>/dev/null
 for _ in $(seq 1 150); do
-	grep -q "agentvault is running" "$work/run.log" && break
-	kill -0 "$run_pid" 2>/dev/null || die "make run exited"
+	kill -0 -- "-$run_pgid" 2>/dev/null || break
 	sleep 0.2
 done
-grep -q "agentvault is running" "$work/run.log" || die "make run did not start within 30 s"
-export AGENTVAULT_DATA="$work/data"
-
-step "add a card and authorize the shop (the owner, from a second terminal)"
-CARD=$(printf '4242%.0s' 1 2 3 4) # the public test card number
-printf '%s\n737\n' "$CARD" | "$BIN/proxyd" vault add-card --exp 12/31 --sites shop.test
-"$BIN/proxyd" owner authorize-site shop.test
-
-step "curl through the proxy"
-out=$("$BIN/proxyd" session create --control "http://127.0.0.1:$CONTROL_PORT")
-sid=$(sed -n 's/^session: *//p' <<<"$out")
-proxy=$(sed -n 's/^proxy: *//p' <<<"$out")
-CT=$(cat "$work/data/control-token"); KEY=$(cat "$work/data/api-key")
-catalog=$(curl -fsS -H "Authorization: Bearer $CT" "http://127.0.0.1:$CONTROL_PORT/v1/catalog?apiKey=$KEY")
-token=$(grep -o 'av_card_1_number_[a-z0-9]*' <<<"$catalog" | head -n1)
-[ -n "$token" ] || die "no card token in the catalog"
-auth=$(curl -fsS -H "Authorization: Bearer $CT" \
-	-d "{\"token\":\"$token\",\"pageURL\":\"https://shop.test:$SITE_PORT/checkout\",\"orderTotal\":{\"amount\":\"12.00\",\"currency\":\"EUR\"}}" \
-	"http://127.0.0.1:$CONTROL_PORT/v1/sessions/$sid/authorize")
-standin=$(sed -n 's/.*"value":"\([0-9]*\)".*/\1/p' <<<"$auth")
-[ -n "$standin" ] && [ "$standin" != "$CARD" ] || die "authorize gave no stand-in: $auth"
-echo "stand-in for this session: $standin"
-answer=$(curl -fsS --max-time 20 --proxy "$proxy" --cacert "$work/data/ca.pem" \
-	-d "card=$standin&amount=12.00&currency=EUR" "https://shop.test:$SITE_PORT/pay")
-grep -qx "$CARD" "$work/site/received.log" || die "the shop did not receive the real number"
-grep -q "$CARD" <<<"$answer" && die "the real number came back through the proxy"
-grep -q "$standin" <<<"$answer" || die "the echo was not replaced by the stand-in"
-echo "the shop received the real number; the answer carries the stand-in"
-curl -fsS -X DELETE -H "Authorization: Bearer $CT" "http://127.0.0.1:$CONTROL_PORT/v1/sessions/$sid" >/dev/null
-
-step "an MCP client's first checkout (streamable HTTP, proxied Chromium)"
-MCP="http://127.0.0.1:$MCP_PORT/mcp"
-msid=""
-rpc_id=0
-# mcp METHOD PARAMS: one JSON-RPC call; prints the result's JSON line.
-mcp() {
-	rpc_id=$((rpc_id + 1))
-	local body
-	body=$(curl -sS --max-time 120 -D "$work/mcp.h" -H 'Content-Type: application/json' \
-		-H 'Accept: application/json, text/event-stream' ${msid:+-H "Mcp-Session-Id: $msid"} \
-		-d "{\"jsonrpc\":\"2.0\",\"id\":$rpc_id,\"method\":\"$1\",\"params\":$2}" "$MCP")
-	[ -z "$msid" ] && msid=$(tr -d '\r' <"$work/mcp.h" | sed -n 's/^[Mm]cp-[Ss]ession-[Ii]d: *//p')
-	sed -n 's/^data: //p' <<<"$body" | grep "\"id\":$rpc_id" || echo "$body"
-}
-tool() { mcp tools/call "{\"name\":\"$1\",\"arguments\":$2}"; }
-mcp initialize '{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"walk","version":"0"}}' >/dev/null
-curl -sS -o /dev/null -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
-	-H "Mcp-Session-Id: $msid" -d '{"jsonrpc":"2.0","method":"notifications/initialized"}' "$MCP"
-r=$(tool get_token_catalog "{\"url\":\"https://shop.test:$SITE_PORT/checkout\"}")
-num=$(grep -o 'av_card_1_number_[a-z0-9]*' <<<"$r" | head -n1)
-cvc=$(grep -o 'av_card_1_cvv_[a-z0-9]*' <<<"$r" | head -n1)
-[ -n "$num" ] && [ -n "$cvc" ] || die "get_token_catalog: $r"
-# Over HTTP a browser belongs to the session handle a result names; every
-# later call passes it (the hosted rules apply on loopback too).
-h=$(grep -o 'session: s_[a-z2-7]*' <<<"$r" | head -n1 | cut -d' ' -f2)
-[ -n "$h" ] || die "get_token_catalog named no session handle: $r"
-r=$(tool open_page "{\"session\":\"$h\",\"url\":\"https://shop.test:$SITE_PORT/checkout\"}")
-grep -q '"isError":true' <<<"$r" && die "open_page: $r"
-r=$(tool fill_checkout "{\"session\":\"$h\",\"fields\":[{\"selector\":\"#exp-month\",\"value\":\"12\"},{\"selector\":\"#exp-year\",\"value\":\"2031\"},{\"selector\":\"#card\",\"value\":\"$num\"},{\"selector\":\"#cvc\",\"value\":\"$cvc\"}]}")
-grep -q '"isError":true' <<<"$r" && die "fill_checkout: $r"
-r=$(tool click "{\"session\":\"$h\",\"selector\":\"#pay\"}")
-grep -q '"isError":true' <<<"$r" && die "click: $r"
-r=$(tool get_session_outcome "{\"session\":\"$h\",\"successSelector\":\"#ok\",\"confirmsCheckout\":true,\"submitSelector\":\"#pay\"}")
-grep -q '"isError":true' <<<"$r" && die "get_session_outcome: $r"
-[ "$(grep -cx "$CARD" "$work/site/received.log")" -ge 2 ] || die "the checkout did not deliver the real number"
-tool close_session "{\"session\":\"$h\"}" >/dev/null
-echo "the agent bought from the test shop without seeing the card"
-
-step "Ctrl-C stops both cleanly"
-kill -INT -- "-$run_pid" 2>/dev/null || kill -INT "$run_pid"
-wait "$run_pid" 2>/dev/null || true
-run_pid=""
+run_pgid=""
 grep -q "agentvault: stopped" "$work/run.log" || die "no clean stop"
-grep -q "exited (status" "$work/run.log" && die "Ctrl-C was reported as a crash"
+grep -q "failed (exit status" "$work/run.log" && die "Ctrl-C was reported as a crash"
 echo
 echo "walk: OK"

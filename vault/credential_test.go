@@ -10,6 +10,8 @@ import (
 	agentvault "github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/store/sqlite"
 	"github.com/agentvault/agentvault/vault"
+
+	"github.com/agentvault/agentvault/internal/leakcheck"
 )
 
 func credValues(pairs ...string) []vault.CredentialValue {
@@ -39,9 +41,7 @@ func TestP13_CredentialSealedBoundToOrg(t *testing.T) {
 		t.Fatal(err)
 	}
 	for f, ct := range rec.Values {
-		if bytes.Contains(ct, []byte("canary-pw-7781")) {
-			t.Fatalf("field %s stored in clear", f)
-		}
+		leakcheck.New(leakcheck.Value("password", "canary-pw-7781")).Binary(t, "the ciphertext of field "+string(f), ct)
 	}
 	// Moved to another org, the record does not open.
 	moved := rec

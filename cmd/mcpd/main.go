@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -20,6 +22,9 @@ func main() {
 		return webtls.TLSConfig{Domain: o.Domain, Email: o.Email, DataDir: o.DataDir, Hosts: o.Hosts}.TLS(ctx)
 	}
 	if err := m.ParseFlags(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -142,11 +142,15 @@ func TestBrowserLoginSiteHungSignIn(t *testing.T) {
 		}
 		done <- err
 	}()
+	deadline := time.Now().Add(30 * time.Second)
 	for m.SignInAttempts("slow@example.org") == 0 {
 		select {
 		case err := <-done:
 			t.Fatalf("the hung sign-in answered: %v", err)
 		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("waited 30s for the sign-in to reach the site")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

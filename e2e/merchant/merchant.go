@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -233,6 +234,21 @@ func (m *Merchant) Orders() []Order { return m.shop.orderList() }
 // the last four digits of the card only.
 func (m *Merchant) Charges() []Charge { return m.issuer.chargeList() }
 
+// Gate decides, before any handler runs, whether a site serves a request:
+// a test puts a check there that a real site would make (a signature
+// verifier, say). A request it refuses is answered 401 with its reason,
+// and stays on the record.
+type Gate func(site string, r *http.Request) error
+
+// SetGate sets the gate of every origin; nil removes it.
+func (m *Merchant) SetGate(g Gate) {
+	for _, s := range m.sites() {
+		if s != nil {
+			s.gate.Store(&g)
+		}
+	}
+}
+
 // Site is one HTTPS origin on 127.0.0.1.
 type Site struct {
 	Name string
@@ -248,6 +264,7 @@ type Site struct {
 	mu   sync.Mutex
 	reqs []Request
 	done chan struct{}
+	gate atomic.Pointer[Gate]
 }
 
 // Request is one request a site received, recorded before any handler ran.
@@ -332,6 +349,12 @@ func (s *Site) record(h http.Handler) http.Handler {
 			Proto:    r.Proto,
 		})
 		s.mu.Unlock()
+		if g := s.gate.Load(); g != nil && *g != nil {
+			if err := (*g)(s.Name, r); err != nil {
+				http.Error(w, "refused: "+err.Error(), http.StatusUnauthorized)
+				return
+			}
+		}
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		h.ServeHTTP(sw, r)
 		s.log.Debug("merchant request", "method", r.Method, "path", r.URL.Path, "status", sw.status, "proto", r.Proto)

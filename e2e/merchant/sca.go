@@ -25,6 +25,9 @@ type sca struct {
 	mu     sync.Mutex
 	orders map[string]*scaOrder
 	last   string
+	// checkouts and dones count the pages served, for tests that wait
+	// for the shop to move on.
+	checkouts, dones int
 }
 
 func newSCA() *sca { return &sca{orders: map[string]*scaOrder{}} }
@@ -59,6 +62,7 @@ func (z *sca) checkout(w http.ResponseWriter, r *http.Request) {
 	z.mu.Lock()
 	z.orders[id] = &scaOrder{code: randomDigits(6)}
 	z.last = id
+	z.checkouts++
 	z.mu.Unlock()
 	render(w, scaCheckoutTmpl, map[string]any{"ID": id})
 }
@@ -115,6 +119,9 @@ func (z *sca) done(w http.ResponseWriter, r *http.Request) {
 	o, ok := z.order(id)
 	z.mu.Lock()
 	paid := ok && o.paid
+	if paid {
+		z.dones++
+	}
 	z.mu.Unlock()
 	if !paid {
 		http.Error(w, "not paid", http.StatusPaymentRequired)
@@ -139,6 +146,16 @@ func (m *Merchant) SCACode() string {
 		return o.code
 	}
 	return ""
+}
+
+// SCAPages counts the 3-D Secure checkout pages the shop served (one after
+// each CAPTCHA passed, too) and the confirmations it served after a
+// payment: what a test waits for when the shop moves on by itself.
+func (m *Merchant) SCAPages() (checkouts, confirmations int) {
+	z := m.shop.sca
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return z.checkouts, z.dones
 }
 
 // SCAPaid reports whether the latest 3-D Secure checkout was verified, and

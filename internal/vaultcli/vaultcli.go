@@ -185,22 +185,23 @@ commands:
                 reads the password, then an optional TOTP seed, from stdin (or prompts)
   add-identity  --name NAME [--email E] [--phone P]
   add-address   --line1 L [--line2 L] --city C [--region R] --postal-code P --country CC [--name N]
-  list
-  show   <item-id> | <kind> <label>
+  list   [--json]
+  show   <item-id> | <kind> <label>   [--json]
   remove <item-id> | <kind> <label>
   rotate-key    re-wraps every data key under a new master key file
 
-every command takes --org (default "default"); add commands take --owner (default "owner").
-secrets are never read from arguments or the environment.
+every command takes --org (default "default"); add commands take --owner (default "owner");
+proxyd vault <command> -h prints its flags. secrets are never read from arguments or the environment.
 `
 
 // Run runs one CLI command and returns the process exit code.
 func Run(ctx context.Context, args []string, env Env) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
 		fmt.Fprint(env.Stderr, usage)
-		if len(args) == 0 {
-			return exitUsage
-		}
+		return exitUsage
+	}
+	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(env.Stdout, usage)
 		return exitOK
 	}
 	c := &cli{env: env, ctx: ctx}
@@ -214,7 +215,11 @@ func Run(ctx context.Context, args []string, env Env) int {
 	if !ok {
 		return c.usageErr(fmt.Sprintf("unknown command %q", args[0]))
 	}
-	return fn(args[1:])
+	code := fn(args[1:])
+	if c.helped {
+		return exitOK
+	}
+	return code
 }
 
 var secretFlag = map[string]bool{"number": true, "card-number": true, "cvv": true, "cvc": true, "password": true, "totp": true, "secret": true}
@@ -223,9 +228,14 @@ type cli struct {
 	env Env
 	ctx context.Context
 	in  *bufio.Reader
+	// helped is set when a command answered -h (its exit code is 0).
+	helped bool
 }
 
 func (c *cli) usageErr(msg string) int {
+	if c.helped {
+		return exitOK
+	}
 	fmt.Fprintf(c.env.Stderr, "error: %s\n", msg)
 	return exitUsage
 }
@@ -241,9 +251,22 @@ func (c *cli) fail(err error) int {
 	return exitError
 }
 
-// parse parses flags anywhere among the positional arguments.
+// parse parses flags anywhere among the positional arguments; -h prints
+// the command's flags on stdout (c.helped is then set: exit 0).
 func (c *cli) parse(fs *flag.FlagSet, args []string) ([]string, bool) {
 	fs.SetOutput(c.env.Stderr)
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "--help" || a == "-help" {
+			fmt.Fprintf(c.env.Stdout, "usage: proxyd vault %s [flags]\n", fs.Name())
+			fs.SetOutput(c.env.Stdout)
+			fs.PrintDefaults()
+			c.helped = true
+			return nil, false
+		}
+	}
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -525,13 +548,21 @@ func mask(it vault.Item) string {
 
 func (c *cli) list(args []string) int {
 	fs, org := newFlags("list")
+	asJSON := fs.Bool("json", false, "print JSON (stable field names): every item's metadata, never a secret")
 	if pos, ok := c.parse(fs, args); !ok || len(pos) > 0 {
-		return c.usageErr("list takes only --org")
+		return c.usageErr("list takes only --org and --json")
 	}
 	return c.withVault(func(v *vault.Vault) int {
 		items, err := v.List(c.ctx, *org)
 		if err != nil {
 			return c.fail(err)
+		}
+		if *asJSON {
+			out := []itemJSON{}
+			for _, it := range items {
+				out = append(out, itemOf(it))
+			}
+			return c.printJSON(out)
 		}
 		if len(items) == 0 {
 			fmt.Fprintln(c.env.Stdout, "no items")
@@ -553,6 +584,7 @@ func (c *cli) lookup(v *vault.Vault, org string, pos []string) (vault.Item, erro
 
 func (c *cli) show(args []string) int {
 	fs, org := newFlags("show")
+	asJSON := fs.Bool("json", false, "print JSON (the same fields as list --json)")
 	pos, ok := c.parse(fs, args)
 	if !ok || len(pos) < 1 || len(pos) > 2 {
 		return c.usageErr("show <item-id> | <kind> <label>")
@@ -561,6 +593,9 @@ func (c *cli) show(args []string) int {
 		it, err := c.lookup(v, *org, pos)
 		if err != nil {
 			return c.fail(err)
+		}
+		if *asJSON {
+			return c.printJSON(itemOf(it))
 		}
 		w := c.env.Stdout
 		line := func(k, v string) {

@@ -15,6 +15,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/agentvault/agentvault"
@@ -24,7 +25,7 @@ import (
 const (
 	// LocalCAFile is the root certificate under the data directory, the
 	// one file the owner imports into their system or browser trust store
-	// once (README "Trust the dashboard").
+	// once (docs/dashboard.md, "Trust the dashboard once").
 	LocalCAFile = "dashboard-ca.pem"
 	// LocalCABlob names the sealed blob holding the root's certificate and
 	// key. The key is sealed in the vault like the MITM CA's (P6) rather
@@ -96,6 +97,27 @@ var (
 	permittedDNS = []string{"localhost", "local", "internal", "lan", "home.arpa"}
 	permittedIPs = []string{"127.0.0.0/8", "::1/128", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "fc00::/7", "fe80::/10"}
 )
+
+// LocalRootCovers reports whether the local root may vouch for host (a
+// name or an address): a local name or a private address. Anything else
+// needs a certificate from elsewhere (ACME).
+func LocalRootCovers(host string) bool {
+	if ip := net.ParseIP(host); ip != nil {
+		for _, c := range permittedIPs {
+			if _, n, _ := net.ParseCIDR(c); n.Contains(ip) {
+				return true
+			}
+		}
+		return false
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	for _, d := range permittedDNS {
+		if host == d || strings.HasSuffix(host, "."+d) {
+			return true
+		}
+	}
+	return false
+}
 
 func newLocalCA(now time.Time) ([]byte, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

@@ -81,3 +81,12 @@ func TestServeLocalCertificate(t *testing.T) {
 		t.Fatal("ACME without a data directory started")
 	}
 }
+
+func TestLocalRootCovers(t *testing.T) {
+	for h, want := range map[string]bool{"127.0.0.1": true, "10.1.2.3": true, "::1": true, "localhost": true, "agent.lan": true,
+		"box.home.arpa": true, "8.8.8.8": false, "agent.example.org": false, "lan": true, "evil-lan.com": false} {
+		if got := webtls.LocalRootCovers(h); got != want {
+			t.Errorf("LocalRootCovers(%q) = %v", h, got)
+		}
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/agentvault/agentvault/apps"
 )
 
 // Connected apps (seed 004, "On the hosted server"): the apps (API keys)
@@ -15,25 +17,10 @@ import (
 // working), and mcpd refuses the next call on it with the ended-session
 // message whose reason is "the account holder ended it on the dashboard".
 
-// AppSessionView is one open hosted session of an app.
-type AppSessionView struct {
-	// ID is its proxy session (the End form names it).
-	ID           string
-	HandlePrefix string
-	Started      time.Time
-	LastUsed     time.Time
-	PageHost     string
-}
-
-// AppView is one connected app: an API key with open hosted sessions.
-type AppView struct {
-	KeyID    string
-	Sessions []AppSessionView
-}
-
-// Apps is what the dashboard needs from proxyd's list of hosted sessions.
+// Apps is what the dashboard needs from the list of hosted sessions
+// (package apps, *apps.Registry).
 type Apps interface {
-	ConnectedApps() []AppView
+	ConnectedApps() []apps.View
 	// EndAppSession ends a listed session; an unknown id is an error
 	// whose code is not_found.
 	EndAppSession(id string) error
@@ -55,7 +42,7 @@ type appRow struct {
 }
 
 type sessionRow struct {
-	AppSessionView
+	apps.SessionView
 	// Age and Idle are how long ago it started and was last used.
 	Age, Idle string
 }
@@ -85,7 +72,7 @@ func (h *Handler) appsPage(w http.ResponseWriter, r *http.Request) {
 			sort.Slice(a.Sessions, func(i, j int) bool { return a.Sessions[i].Started.Before(a.Sessions[j].Started) })
 			row := appRow{KeyID: a.KeyID, Name: names[a.KeyID]}
 			for _, s := range a.Sessions {
-				row.Sessions = append(row.Sessions, sessionRow{AppSessionView: s, Age: ago(now, s.Started), Idle: ago(now, s.LastUsed)})
+				row.Sessions = append(row.Sessions, sessionRow{SessionView: s, Age: ago(now, s.Started), Idle: ago(now, s.LastUsed)})
 			}
 			rows = append(rows, row)
 		}

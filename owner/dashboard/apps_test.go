@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/apps"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/owner/dashboard"
 )
@@ -16,14 +17,14 @@ import (
 // fakeApps plays proxyd's list of hosted sessions.
 type fakeApps struct {
 	mu    sync.Mutex
-	apps  []dashboard.AppView
+	apps  []apps.View
 	ended []string
 }
 
-func (f *fakeApps) ConnectedApps() []dashboard.AppView {
+func (f *fakeApps) ConnectedApps() []apps.View {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]dashboard.AppView(nil), f.apps...)
+	return append([]apps.View(nil), f.apps...)
 }
 
 func (f *fakeApps) EndAppSession(id string) error {
@@ -46,15 +47,15 @@ func (f *fakeApps) EndAppSession(id string) error {
 // age, last use); End needs the page's CSRF token and ends that session
 // only.
 func TestConnectedAppsListAndEnd(t *testing.T) {
-	apps := &fakeApps{}
-	e := newEnv(t, func(c *dashboard.Config) { c.Apps = apps })
+	fake := &fakeApps{}
+	e := newEnv(t, func(c *dashboard.Config) { c.Apps = fake })
 	e.signIn(ownerPW)
 	k, _, err := e.svc.CreateAPIKey(t.Context(), "shopping agent", owner.Scope{AllCards: true, AllLogins: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Date(2026, 11, 30, 9, 40, 0, 0, time.UTC) // the env clock is 10:00
-	apps.apps = []dashboard.AppView{{KeyID: k.ID, Sessions: []dashboard.AppSessionView{
+	fake.apps = []apps.View{{KeyID: k.ID, Sessions: []apps.SessionView{
 		{ID: "s_proxyone", HandlePrefix: "s_abc123", Started: start, LastUsed: start.Add(15 * time.Minute), PageHost: "shop.example"},
 		{ID: "s_proxytwo", HandlePrefix: "s_def456", Started: start.Add(5 * time.Minute), LastUsed: start.Add(18 * time.Minute)},
 	}}}
@@ -71,15 +72,15 @@ func TestConnectedAppsListAndEnd(t *testing.T) {
 	if code, _ := e.do(http.MethodPost, "/apps/sessions/s_proxyone/end", url.Values{}); code != http.StatusForbidden {
 		t.Fatalf("End without CSRF: %d", code)
 	}
-	if len(apps.ended) != 0 {
-		t.Fatalf("ended without a token: %v", apps.ended)
+	if len(fake.ended) != 0 {
+		t.Fatalf("ended without a token: %v", fake.ended)
 	}
 	code, body = e.post("/apps", "/apps/sessions/s_proxyone/end", url.Values{})
 	if code != 200 || !strings.Contains(body, "Session ended.") || strings.Contains(body, "s_abc123") || !strings.Contains(body, "s_def456") {
 		t.Fatalf("after End: %d %q", code, body)
 	}
-	if len(apps.ended) != 1 || apps.ended[0] != "s_proxyone" {
-		t.Fatalf("ended: %v", apps.ended)
+	if len(fake.ended) != 1 || fake.ended[0] != "s_proxyone" {
+		t.Fatalf("ended: %v", fake.ended)
 	}
 	if code, body = e.post("/apps", "/apps/sessions/s_proxyone/end", url.Values{}); code != 200 || !strings.Contains(body, "already ended") {
 		t.Fatalf("End again: %d", code)

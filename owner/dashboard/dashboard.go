@@ -20,6 +20,7 @@ import (
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/authz"
 	"github.com/agentvault/agentvault/credentials"
+	"github.com/agentvault/agentvault/handoff"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/vault"
@@ -365,7 +366,7 @@ func (h *Handler) approvalsPage(w http.ResponseWriter, r *http.Request) {
 	for _, it := range list {
 		items[it.ID] = approvalItem{Kind: it.Kind, Name: approvalItemName(it)}
 	}
-	var handoffs []HandoffView
+	var handoffs []handoff.View
 	if h.handoffs != nil {
 		handoffs = h.handoffs.OpenHandoffs()
 	}

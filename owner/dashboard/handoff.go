@@ -7,53 +7,26 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/agentvault/agentvault/handoff"
 )
 
 // The live view of a challenge hand-off (seed 004 request_challenge_handoff,
 // docs/handoff.md). An agent's page stopped at a 3-D Secure window, a
 // one-time code or a CAPTCHA; the owner sees the page here, frame by frame,
 // and clicks and types on it. The frames and the owner's input go through
-// the Handoffs hub (proxyd's memory) to mcpd, which drives the page: none
+// the Handoffs hub (package handoff, in proxyd's memory) to mcpd, which drives the page: none
 // of it reaches the agent, and the owner's typing is never logged here.
 
-// HandoffView is one hand-off as the owner sees it.
-type HandoffView struct {
-	ID, Session, ChallengeType, Site string
-	Created, Expires                 time.Time
-	// Decision is open until the owner chooses done, failed or abandoned.
-	Decision string
-	// Ended, Outcome and DurationMs are what the agent was told.
-	Ended      bool
-	Outcome    string
-	DurationMs int64
-}
-
-// HandoffFrame is the latest frame of the page (JPEG) with the page's
-// viewport in CSS pixels; JPEG is nil once the hand-off is decided.
-type HandoffFrame struct {
-	Seq           int64
-	JPEG          []byte
-	Width, Height int
-	View          HandoffView
-}
-
-// HandoffInputEvent is one owner action: a click at (X, Y) in the page's
-// CSS pixels, text typed, or a named key.
-type HandoffInputEvent struct {
-	Type string
-	X, Y float64
-	Text string
-	Key  string
-}
-
-// Handoffs is what the dashboard needs from proxyd's hand-off hub.
+// Handoffs is what the dashboard needs from the hand-off hub (package
+// handoff, *handoff.Hub).
 type Handoffs interface {
-	OpenHandoffs() []HandoffView
-	Handoff(id string) (HandoffView, bool)
-	NextFrame(ctx context.Context, id string, after int64) (HandoffFrame, error)
-	HandoffInput(id string, in HandoffInputEvent) error
+	OpenHandoffs() []handoff.View
+	Handoff(id string) (handoff.View, bool)
+	NextFrame(ctx context.Context, id string, after int64) (handoff.Frame, error)
+	HandoffInput(id string, in handoff.InputEvent) error
 	DecideHandoff(id, decision string) error
-	WaitHandoff(ctx context.Context, id string) (HandoffView, error)
+	WaitHandoff(ctx context.Context, id string) (handoff.View, error)
 }
 
 //go:embed handoff/handoff.js handoff/handoff.css handoff/handoff.html live/approvals.js
@@ -182,7 +155,7 @@ func (h *Handler) handoffInput(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	in := HandoffInputEvent{Type: r.PostFormValue("type"), Text: r.PostFormValue("text"), Key: r.PostFormValue("key")}
+	in := handoff.InputEvent{Type: r.PostFormValue("type"), Text: r.PostFormValue("text"), Key: r.PostFormValue("key")}
 	in.X, _ = strconv.ParseFloat(r.PostFormValue("x"), 64)
 	in.Y, _ = strconv.ParseFloat(r.PostFormValue("y"), 64)
 	if err := h.handoffs.HandoffInput(r.PathValue("id"), in); err != nil {

@@ -105,6 +105,9 @@ var funcs = template.FuncMap{
 	"approveMeans": approveMeans,
 	// auditWhat names an audit record's action in the owner's words.
 	"auditWhat": func(r vault.AuditRecord) string {
+		if r.Action == vault.AuditSign {
+			return "signed as the agent (" + r.Purpose + ")"
+		}
 		if r.Action != vault.AuditRelease {
 			return string(r.Action)
 		}

@@ -14,6 +14,7 @@ import (
 	"bufio"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -44,6 +45,9 @@ type Env struct {
 	// by its label or id (without it the argument is taken as the id; when
 	// it fails they fail and say why).
 	Items func(ctx context.Context) ([]vault.Item, error)
+	// UpdateCard, when set, changes where a card may be used (its sites
+	// live in the vault item): set-card --sites and apply's cards.
+	UpdateCard func(ctx context.Context, id string, u vault.CardUpdate) (vault.Item, error)
 }
 
 // DefaultEnv is the real terminal (standard input, a no-echo prompt)
@@ -60,22 +64,39 @@ func DefaultEnv(open func(context.Context) (*owner.Service, func() error, error)
 	}
 }
 
-const usage = `usage: owner <command> [flags]
+const usage = `usage: proxyd owner <command> [flags]   (proxyd owner <command> -h: its flags)
 
-commands:
+the dashboard:
   set-password --email E     creates the dashboard account or changes its password
                              (prompted twice without echo, or one line of stdin)
-  create-key --name N [--all-cards | --cards id,id] [--all-logins | --logins id,id] [--create-logins]
-                             prints the new key once
-  keys                       lists API keys
+API keys:
+  create-key --name N [--all-cards | --cards c,c] [--all-logins | --logins l,l] [--create-logins]
+                             prints the new key once (cards and logins by label or id)
+  keys [--json]              lists API keys
+  set-scope <key-id> [--all-cards | --cards c,c] [--all-logins | --logins l,l] [--create-logins=true|false]
   revoke <key-id>
-  sites                      lists authorized sites
+sites and sign-ups:
+  sites [--json]             lists authorized sites
   authorize-site <host|URL>  lets agents fill forms on host and its subdomains
   remove-site <host>
-  pending                    lists approvals waiting for the owner
-  approve <approval-id> | deny <approval-id>
+  signups [--json]           lists pre-approved sign-ups
+  add-signup <site> <email>  lets an agent create an account on site with email
+  remove-signup <site> <email>
+cards:
+  cards [--json]             lists each card with where it may be used and its rules
+  set-card <card> [--sites a,b | --any-site] [--currency EUR] [--per-purchase X] [--daily X]
+           [--monthly X] [--approval-threshold X] [--every-purchase] [--live-cvv]
+           [--strict-amount] [--blocked-merchants h,h]
+                             changes the flags given (an amount "" removes that limit)
   pause-card <card>          refuses every fill and release of the card (its label or id) until
   resume-card <card>         resume-card; grants already given end at their next request
+approvals:
+  pending [--json]           lists approvals waiting for the owner
+  approve <approval-id> | deny <approval-id>
+as code:
+  export                     prints sites, sign-ups, cards' rules and keys as YAML for apply
+  apply -f FILE [--dry-run]  makes the store match FILE (a section left out is left as it is);
+                             --dry-run prints the changes and writes nothing; a second run changes nothing
 `
 
 const (
@@ -86,11 +107,12 @@ const (
 
 // Run runs one command and returns the exit code.
 func Run(ctx context.Context, args []string, env Env) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 {
 		fmt.Fprint(env.Stderr, usage)
-		if len(args) == 0 {
-			return exitUsage
-		}
+		return exitUsage
+	}
+	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(env.Stdout, usage)
 		return exitOK
 	}
 	for _, a := range args[1:] {
@@ -137,18 +159,79 @@ func (c *cli) with(fn func(s *owner.Service) error) int {
 	return exitOK
 }
 
-func (c *cli) flags(name string) *flag.FlagSet {
+// flags is a command's flag set; synopsis is what follows the command's
+// name in its usage line.
+func (c *cli) flags(name, synopsis string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(c.env.Stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: proxyd owner %s %s\n", name, synopsis)
+		fs.PrintDefaults()
+	}
 	return fs
 }
 
-func (c *cli) one(name string, args []string) (string, bool) {
-	if len(args) != 1 || strings.HasPrefix(args[0], "-") {
-		fmt.Fprintf(c.env.Stderr, "error: %s takes exactly one argument\n", name)
-		return "", false
+// parse reads flags anywhere among the arguments and wants exactly n
+// positional ones (-1: any number). -h prints the command's usage on
+// stdout (exit 0); an unknown flag or a wrong count is a usage error
+// (exit 2). ok is false when the command must return code.
+func (c *cli) parse(fs *flag.FlagSet, args []string, n int) (pos []string, code int, ok bool) {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "-h" || a == "--help" || a == "-help" {
+			fs.SetOutput(c.env.Stdout)
+			fs.Usage()
+			return nil, exitOK, false
+		}
 	}
-	return args[0], true
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, exitUsage, false
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if n >= 0 && len(pos) != n {
+		what := "no arguments"
+		switch n {
+		case 1:
+			what = "exactly one argument"
+		case 2:
+			what = "exactly two arguments"
+		}
+		fmt.Fprintf(c.env.Stderr, "error: %s takes %s (proxyd owner %s -h)\n", fs.Name(), what, fs.Name())
+		return nil, exitUsage, false
+	}
+	return pos, exitOK, true
+}
+
+// jsonFlag adds --json (and -o json) to fs: the list as JSON with stable
+// field names instead of a table.
+func jsonFlag(fs *flag.FlagSet) func() bool {
+	on := fs.Bool("json", false, "print JSON (stable field names) instead of a table")
+	o := fs.String("o", "", "output format: json (same as --json)")
+	return func() bool { return *on || *o == "json" }
+}
+
+// printJSON writes v as indented JSON.
+func (c *cli) printJSON(v any) error {
+	enc := json.NewEncoder(c.env.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// one is the single positional argument of name, or a usage error.
+func (c *cli) one(name, synopsis string, args []string) (string, int, bool) {
+	pos, code, ok := c.parse(c.flags(name, synopsis), args, 1)
+	if !ok {
+		return "", code, false
+	}
+	return pos[0], exitOK, true
 }
 
 func (c *cli) readLine(prompt string) (string, error) {
@@ -173,9 +256,12 @@ func (c *cli) readLine(prompt string) (string, error) {
 }
 
 func (c *cli) setPassword(args []string) int {
-	fs := c.flags("set-password")
+	fs := c.flags("set-password", "--email E")
 	email := fs.String("email", "", "the owner's email (the dashboard sign-in)")
-	if fs.Parse(args) != nil || fs.NArg() != 0 || *email == "" {
+	if _, code, ok := c.parse(fs, args, 0); !ok {
+		return code
+	}
+	if *email == "" {
 		fmt.Fprintln(c.env.Stderr, "error: set-password needs --email and no other argument")
 		return exitUsage
 	}
@@ -213,19 +299,23 @@ func splitIDs(s string) []string {
 }
 
 func (c *cli) createKey(args []string) int {
-	fs := c.flags("create-key")
+	fs := c.flags("create-key", "--name N [--all-cards | --cards c,c] [--all-logins | --logins l,l] [--create-logins]")
 	name := fs.String("name", "", "a name for the key (which agent uses it)")
 	allCards := fs.Bool("all-cards", false, "the key sees every card")
-	cards := fs.String("cards", "", "comma-separated card item ids")
+	cards := fs.String("cards", "", "comma-separated cards (labels or ids)")
 	allLogins := fs.Bool("all-logins", false, "the key sees every login")
-	logins := fs.String("logins", "", "comma-separated login item ids")
+	logins := fs.String("logins", "", "comma-separated logins (labels or ids)")
 	create := fs.Bool("create-logins", false, "the key may create logins")
-	if fs.Parse(args) != nil || fs.NArg() != 0 {
-		return exitUsage
+	if _, code, ok := c.parse(fs, args, 0); !ok {
+		return code
 	}
 	return c.with(func(s *owner.Service) error {
-		k, key, err := s.CreateAPIKey(c.ctx, *name, owner.Scope{AllCards: *allCards, CardIDs: splitIDs(*cards),
-			AllLogins: *allLogins, LoginIDs: splitIDs(*logins), CanCreateLogins: *create})
+		cardIDs, loginIDs, err := c.resolveScope(s, splitIDs(*cards), splitIDs(*logins))
+		if err != nil {
+			return err
+		}
+		k, key, err := s.CreateAPIKey(c.ctx, *name, owner.Scope{AllCards: *allCards, CardIDs: cardIDs,
+			AllLogins: *allLogins, LoginIDs: loginIDs, CanCreateLogins: *create})
 		if err != nil {
 			return err
 		}
@@ -236,10 +326,22 @@ func (c *cli) createKey(args []string) int {
 }
 
 func (c *cli) keys(args []string) int {
+	fs := c.flags("keys", "[--json]")
+	asJSON := jsonFlag(fs)
+	if _, code, ok := c.parse(fs, args, 0); !ok {
+		return code
+	}
 	return c.with(func(s *owner.Service) error {
 		keys, err := s.APIKeys(c.ctx)
 		if err != nil {
 			return err
+		}
+		if asJSON() {
+			out := []keyJSON{}
+			for _, k := range keys {
+				out = append(out, keyOf(k))
+			}
+			return c.printJSON(out)
 		}
 		tw := tabwriter.NewWriter(c.env.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tNAME\tCARDS\tLOGINS\tCREATE LOGINS\tSTATUS")
@@ -262,18 +364,30 @@ func (c *cli) keys(args []string) int {
 }
 
 func (c *cli) revoke(args []string) int {
-	id, ok := c.one("revoke", args)
+	id, code, ok := c.one("revoke", "<key-id>", args)
 	if !ok {
-		return exitUsage
+		return code
 	}
 	return c.with(func(s *owner.Service) error { return s.Revoke(c.ctx, id) })
 }
 
 func (c *cli) sites(args []string) int {
+	fs := c.flags("sites", "[--json]")
+	asJSON := jsonFlag(fs)
+	if _, code, ok := c.parse(fs, args, 0); !ok {
+		return code
+	}
 	return c.with(func(s *owner.Service) error {
 		ds, err := s.Sites(c.ctx)
 		if err != nil {
 			return err
+		}
+		if asJSON() {
+			out := []siteJSON{}
+			for _, d := range ds {
+				out = append(out, siteJSON{Host: d.Host, AddedBy: d.AddedBy, Added: d.Added.UTC()})
+			}
+			return c.printJSON(out)
 		}
 		for _, d := range ds {
 			fmt.Fprintf(c.env.Stdout, "%s\t%s\n", d.Host, d.AddedBy)
@@ -283,26 +397,39 @@ func (c *cli) sites(args []string) int {
 }
 
 func (c *cli) authorizeSite(args []string) int {
-	h, ok := c.one("authorize-site", args)
+	h, code, ok := c.one("authorize-site", "<host|URL>", args)
 	if !ok {
-		return exitUsage
+		return code
 	}
 	return c.with(func(s *owner.Service) error { return s.AuthorizeSite(c.ctx, h, "owner:cli") })
 }
 
 func (c *cli) removeSite(args []string) int {
-	h, ok := c.one("remove-site", args)
+	h, code, ok := c.one("remove-site", "<host>", args)
 	if !ok {
-		return exitUsage
+		return code
 	}
 	return c.with(func(s *owner.Service) error { return s.RemoveSite(c.ctx, h) })
 }
 
 func (c *cli) pending(args []string) int {
+	fs := c.flags("pending", "[--json]")
+	asJSON := jsonFlag(fs)
+	if _, code, ok := c.parse(fs, args, 0); !ok {
+		return code
+	}
 	return c.with(func(s *owner.Service) error {
 		ps, err := s.Pending(c.ctx)
 		if err != nil {
 			return err
+		}
+		if asJSON() {
+			names := c.itemNames()
+			out := []pendingJSON{}
+			for _, a := range ps {
+				out = append(out, pendingOf(a, names))
+			}
+			return c.printJSON(out)
 		}
 		if len(ps) == 0 {
 			fmt.Fprintln(c.env.Stdout, "Nothing is waiting for you.")
@@ -359,9 +486,13 @@ func (c *cli) itemNames() map[string]string {
 
 func (c *cli) decide(approve bool) func([]string) int {
 	return func(args []string) int {
-		id, ok := c.one("approve/deny", args)
+		name := "deny"
+		if approve {
+			name = "approve"
+		}
+		id, code, ok := c.one(name, "<approval-id>", args)
 		if !ok {
-			return exitUsage
+			return code
 		}
 		return c.with(func(s *owner.Service) error {
 			a, err := s.Decide(c.ctx, id, approve, "owner:cli")
@@ -381,6 +512,8 @@ func (c *cli) commands() map[string]func([]string) int {
 		"sites": c.sites, "authorize-site": c.authorizeSite, "remove-site": c.removeSite,
 		"pending": c.pending, "approve": c.decide(true), "deny": c.decide(false),
 		"pause-card": c.setPaused(true), "resume-card": c.setPaused(false),
+		"set-scope": c.setScope, "signups": c.signups, "add-signup": c.addSignup, "remove-signup": c.removeSignup,
+		"cards": c.cards, "set-card": c.setCard, "apply": c.apply, "export": c.export,
 	}
 }
 
@@ -404,9 +537,9 @@ func (c *cli) setPaused(paused bool) func([]string) int {
 		name, done = "resume-card", "resumed: it may be used again under its rules (%s)\n"
 	}
 	return func(args []string) int {
-		ref, ok := c.one(name, args)
+		ref, code, ok := c.one(name, "<card>", args)
 		if !ok {
-			return exitUsage
+			return code
 		}
 		return c.with(func(s *owner.Service) error {
 			id, what, err := c.card(ref)

@@ -1,4 +1,4 @@
-package proxyd
+package handoff
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/control"
-	"github.com/agentvault/agentvault/owner/dashboard"
 )
 
 // TestHandoff_HubRelaysOverControlAPI: mcpd's side of a hand-off goes
@@ -17,8 +16,8 @@ import (
 // reaches mcpd in order and is dropped once read, the decision ends the
 // input, and the end is what the owner's view then shows.
 func TestHandoff_HubRelaysOverControlAPI(t *testing.T) {
-	hub := newHandoffHub(nil)
-	srv := httptest.NewServer(control.NewHandler(&controlService{handoffs: hub}, "tok", nil))
+	hub := New(Config{})
+	srv := httptest.NewServer(control.NewHandler(controlOver{hub: hub}, "tok", nil))
 	defer srv.Close()
 	ctl := control.NewClient(srv.URL, "tok", nil)
 	ctx := context.Background()
@@ -47,7 +46,7 @@ func TestHandoff_HubRelaysOverControlAPI(t *testing.T) {
 		t.Fatalf("owner's frame: seq %d, %d bytes, %dx%d, %v", f.Seq, len(f.JPEG), f.Width, f.Height, err)
 	}
 	// A frame request waits for the next frame.
-	got := make(chan dashboard.HandoffFrame, 1)
+	got := make(chan Frame, 1)
 	go func() { f, _ := hub.NextFrame(context.Background(), st.ID, 1); got <- f }()
 	if err := ctl.HandoffFrame(ctx, st.ID, jpeg, 1280, 900); err != nil {
 		t.Fatal(err)
@@ -56,12 +55,12 @@ func TestHandoff_HubRelaysOverControlAPI(t *testing.T) {
 		t.Errorf("the waiting frame request got seq %d", f.Seq)
 	}
 
-	for _, bad := range []dashboard.HandoffInputEvent{{Type: "key", Key: "F12"}, {Type: "text"}, {Type: "click", X: -1, Y: 3}, {Type: "click", X: 5000, Y: 3}, {Type: "eval"}} {
+	for _, bad := range []InputEvent{{Type: "key", Key: "F12"}, {Type: "text"}, {Type: "click", X: -1, Y: 3}, {Type: "click", X: 5000, Y: 3}, {Type: "eval"}} {
 		if err := hub.HandoffInput(st.ID, bad); agentvault.ErrorCode(err) != agentvault.CodeInvalidInput {
 			t.Errorf("input %+v: %v, want invalid_input", bad, err)
 		}
 	}
-	for _, in := range []dashboard.HandoffInputEvent{{Type: "click", X: 140, Y: 258}, {Type: "text", Text: "481516"}, {Type: "key", Key: "Enter"}} {
+	for _, in := range []InputEvent{{Type: "click", X: 140, Y: 258}, {Type: "text", Text: "481516"}, {Type: "key", Key: "Enter"}} {
 		if err := hub.HandoffInput(st.ID, in); err != nil {
 			t.Fatal(err)
 		}
@@ -83,6 +82,9 @@ func TestHandoff_HubRelaysOverControlAPI(t *testing.T) {
 	// A long poll wakes on the owner's decision.
 	evc := make(chan control.HandoffEvents, 1)
 	go func() { ev, _ := ctl.HandoffEvents(ctx, st.ID, 3, 10*time.Second); evc <- ev }()
+	// A head start, so that the poll is likely waiting when the decision
+	// comes; nothing depends on it: a poll that starts after the decision
+	// returns it at once, and the test passes either way.
 	time.Sleep(50 * time.Millisecond)
 	if err := hub.DecideHandoff(st.ID, control.HandoffDone); err != nil {
 		t.Fatal(err)
@@ -90,7 +92,7 @@ func TestHandoff_HubRelaysOverControlAPI(t *testing.T) {
 	if ev := <-evc; ev.Decision != control.HandoffDone {
 		t.Errorf("decision seen by mcpd: %q", ev.Decision)
 	}
-	if err := hub.HandoffInput(st.ID, dashboard.HandoffInputEvent{Type: "text", Text: "1"}); agentvault.ErrorCode(err) != agentvault.CodeConflict {
+	if err := hub.HandoffInput(st.ID, InputEvent{Type: "text", Text: "1"}); agentvault.ErrorCode(err) != agentvault.CodeConflict {
 		t.Errorf("input after the decision: %v", err)
 	}
 	if err := hub.DecideHandoff(st.ID, control.HandoffAbandoned); agentvault.ErrorCode(err) != agentvault.CodeConflict {
@@ -115,9 +117,32 @@ func TestHandoff_HubRelaysOverControlAPI(t *testing.T) {
 
 // TestHandoff_UnknownSessionRefused: a hand-off needs a live proxy session.
 func TestHandoff_UnknownSessionRefused(t *testing.T) {
-	hub := newHandoffHub(nil)
-	hub.sessionOpen = func(string) bool { return false }
-	if _, err := hub.start(context.Background(), "s_gone", control.HandoffRequest{ChallengeType: "captcha"}); agentvault.ErrorCode(err) != agentvault.CodeSessionEnded {
+	hub := New(Config{SessionOpen: func(string) bool { return false }})
+	if _, err := hub.StartHandoff(context.Background(), "s_gone", control.HandoffRequest{ChallengeType: "captcha"}); agentvault.ErrorCode(err) != agentvault.CodeSessionEnded {
 		t.Errorf("start on a closed session: %v", err)
 	}
+}
+
+// controlOver serves the hub's calls of the control API; any other call of
+// the Service panics (the embedded interface is nil), so a test that
+// reaches one fails loudly.
+type controlOver struct {
+	control.Service
+	hub *Hub
+}
+
+func (c controlOver) StartHandoff(ctx context.Context, sessionID string, req control.HandoffRequest) (control.HandoffStarted, error) {
+	return c.hub.StartHandoff(ctx, sessionID, req)
+}
+
+func (c controlOver) HandoffFrame(ctx context.Context, id string, jpeg []byte, w, h int) error {
+	return c.hub.HandoffFrame(ctx, id, jpeg, w, h)
+}
+
+func (c controlOver) HandoffEvents(ctx context.Context, id string, after int64, wait time.Duration) (control.HandoffEvents, error) {
+	return c.hub.HandoffEvents(ctx, id, after, wait)
+}
+
+func (c controlOver) EndHandoff(ctx context.Context, id string, end control.HandoffEnd) error {
+	return c.hub.EndHandoff(ctx, id, end)
 }
