@@ -38,6 +38,13 @@ var fieldRoles = map[string]bool{
 	"checkbox": true, "radio": true, "slider": true, "switch": true, "listbox": true,
 }
 
+// fieldRolesJS is fieldRoles as a JavaScript object literal, for the
+// page's field list (fieldsFunc).
+var fieldRolesJS = func() string {
+	b, _ := json.Marshal(fieldRoles)
+	return string(b)
+}()
+
 // interactiveRoles keep their refs: the roles an agent clicks, presses,
 // types into, counts or waits for by ref.
 var interactiveRoles = map[string]bool{

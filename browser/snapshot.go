@@ -421,42 +421,82 @@ const watchScript = `(key) => {
 }`
 
 // fieldsScript lists one document's fields (fieldsFunc).
-const fieldsScript = `() => (` + fieldsFunc + `)(document)`
+var fieldsScript = `() => (` + fieldsFunc + `)(document)`
 
 // scopedFieldsScript lists the fields under one element (a part snapshot's
 // root): the greedy matching by role and name must not reach a same-named
 // field outside the part.
-const scopedFieldsScript = `(el) => (` + fieldsFunc + `)(el)`
+var scopedFieldsScript = `(el) => (` + fieldsFunc + `)(el)`
 
 // cssFactory builds, for one document, the function that computes a short
 // CSS selector naming exactly one element: id, then a distinguishing
 // attribute, then an nth-of-type path. Playwright's CSS pierces open shadow
-// roots, so uniqueness is checked across the document and all of them; an
-// element inside a shadow root that has no such selector gets its host's
-// selector, ">>", and a path inside the shadow root. It never reads a value.
+// roots, so uniqueness is over the document and all of them; an element
+// inside a shadow root that has no such selector gets its host's selector,
+// ">>", and a path inside the shadow root. Uniqueness is read from counts
+// of ids and attribute values taken in one pass over the document, each
+// attribute's only when first needed: a query per candidate selector made
+// a page of many fields cost fields × nodes. It never reads a value.
 const cssFactory = `(doc) => {
 	const roots = [doc];
 	const find = (n) => { for (const el of n.querySelectorAll('*')) if (el.shadowRoot) { roots.push(el.shadowRoot); find(el.shadowRoot); } };
 	find(doc);
 	const esc = (v) => CSS.escape(v);
-	const count = (list, s, el) => { let n = 0, hit = false; for (const r of list) { let l; try { l = r.querySelectorAll(s); } catch (e) { return false; } n += l.length; if (n > 1) return false; if (l.length === 1) hit = l[0] === el; } return n === 1 && hit; };
-	const within = (root) => { const out = [root]; const f = (n) => { for (const el of n.querySelectorAll('*')) if (el.shadowRoot) { out.push(el.shadowRoot); f(el.shadowRoot); } }; f(root); return out; };
+	const q = (v) => v.replace(/["\\]/g, '\\$&');
+	const bump = (m, k) => m.set(k, (m.get(k) || 0) + 1);
+	// ids counted per root (a path inside a shadow root needs an id unique
+	// there), attribute values per tag, attribute and value over all roots.
+	let ids = null;
+	const idCount = (list, id) => {
+		if (!ids) {
+			ids = new Map();
+			for (const r of roots) { const m = new Map(); for (const el of r.querySelectorAll('[id]')) bump(m, el.id); ids.set(r, m); }
+		}
+		let n = 0;
+		for (const r of list) n += ids.get(r).get(id) || 0;
+		return n;
+	};
+	const attrs = new Map();
+	const attrCount = (tag, a, v) => {
+		let m = attrs.get(a);
+		if (!m) {
+			m = new Map();
+			for (const r of roots) for (const el of r.querySelectorAll('[' + a + ']')) {
+				const w = el.getAttribute(a);
+				bump(m, el.tagName.toLowerCase() + ' ' + (a === 'type' ? w.toLowerCase() : w));
+			}
+			attrs.set(a, m);
+		}
+		return m.get(tag + ' ' + (a === 'type' ? v.toLowerCase() : v)) || 0;
+	};
+	let choices = null;
+	const choiceCount = (tag, name, opt) => {
+		if (!choices) {
+			choices = new Map();
+			for (const r of roots) for (const el of r.querySelectorAll('[name][value]')) bump(choices, el.tagName.toLowerCase() + '\u0001' + el.getAttribute('name') + '\u0001' + el.getAttribute('value'));
+		}
+		return choices.get(tag + '\u0001' + name + '\u0001' + opt) || 0;
+	};
+	const inside = new Map();
+	const within = (root) => {
+		let out = inside.get(root);
+		if (!out) { out = [root]; const f = (n) => { for (const el of n.querySelectorAll('*')) if (el.shadowRoot) { out.push(el.shadowRoot); f(el.shadowRoot); } }; f(root); inside.set(root, out); }
+		return out;
+	};
+	// A value a quoted CSS string cannot hold as written is not used.
+	const plain = (v) => v && v.length <= 80 && !/[\n\r\f]/.test(v);
 	const cssOf = (el) => {
 		const tag = el.tagName.toLowerCase();
-		const uniq = (s) => count(roots, s, el);
-		if (el.id && uniq('#' + esc(el.id))) return '#' + esc(el.id);
+		if (el.id && idCount(roots, el.id) === 1) return '#' + esc(el.id);
 		for (const a of ['name', 'data-testid', 'autocomplete', 'title', 'aria-label', 'placeholder', 'type']) {
 			const v = el.getAttribute(a);
-			if (!v || v.length > 80) continue;
-			const s = tag + '[' + a + '="' + v.replace(/["\\]/g, '\\$&') + '"]';
-			if (uniq(s)) return s;
+			if (plain(v) && attrCount(tag, a, v) === 1) return tag + '[' + a + '="' + q(v) + '"]';
 		}
 		const type = (el.getAttribute('type') || '').toLowerCase();
 		const name = el.getAttribute('name'), opt = el.getAttribute('value');
-		if ((type === 'radio' || type === 'checkbox') && name && opt && name.length + opt.length < 120) {
+		if ((type === 'radio' || type === 'checkbox') && plain(name) && plain(opt) && choiceCount(tag, name, opt) === 1) {
 			// A choice's value attribute names the option (it is not input).
-			const s = tag + '[name="' + name.replace(/["\\]/g, '\\$&') + '"][value="' + opt.replace(/["\\]/g, '\\$&') + '"]';
-			if (uniq(s)) return s;
+			return tag + '[name="' + q(name) + '"][value="' + q(opt) + '"]';
 		}
 		const top = el.getRootNode();
 		const inShadow = top !== doc && top.host;
@@ -464,11 +504,12 @@ const cssFactory = `(doc) => {
 		const parts = [];
 		let e = el;
 		while (e && e.nodeType === 1 && e !== doc.documentElement) {
-			if (e !== el && e.id && count(local, '#' + esc(e.id), e)) { parts.unshift('#' + esc(e.id)); break; }
+			if (e !== el && e.id && idCount(local, e.id) === 1) { parts.unshift('#' + esc(e.id)); break; }
 			let p = e.tagName.toLowerCase();
 			const sibs = e.parentElement ? e.parentElement.children : (e.parentNode ? e.parentNode.children : []);
-			const same = Array.from(sibs).filter((c) => c.tagName === e.tagName);
-			if (same.length > 1) p += ':nth-of-type(' + (same.indexOf(e) + 1) + ')';
+			let n = 0, at = 0;
+			for (const c of sibs) { if (c.tagName === e.tagName) { n++; if (c === e) at = n; } }
+			if (n > 1) p += ':nth-of-type(' + at + ')';
 			parts.unshift(p);
 			e = e.parentElement;
 		}
@@ -492,7 +533,7 @@ const enterFrame = " >> internal:control=enter-frame >> "
 // the document's own position in its parent's window.frames. Window
 // identity is comparable across origins, so a frame and the iframe element
 // holding it are paired exactly, whatever the tree shows or hides.
-const fieldsFunc = `(root) => {
+var fieldsFunc = `(root) => {
 	const doc = root.nodeType === 9 ? root : root.ownerDocument;
 	const cssOf = (` + cssFactory + `)(doc);
 	const norm = (t) => (t || '').replace(/\s+/g, ' ').trim();
@@ -525,6 +566,9 @@ const fieldsFunc = `(root) => {
 		if (el.getAttribute('list') && ['text', 'search', 'tel', 'url', 'email'].includes(t)) return 'combobox';
 		return ({text: 'textbox', email: 'textbox', tel: 'textbox', url: 'textbox', password: 'textbox', search: 'searchbox', number: 'spinbutton', checkbox: 'checkbox', radio: 'radio', range: 'slider'})[t] || '';
 	};
+	// Only fields are matched to the tree's (fieldRoles): a star rating's
+	// role=img or a role=status needs no selector.
+	const fieldRole = ` + fieldRolesJS + `;
 	const shown = (el) => {
 		if (el.closest('[aria-hidden=true],[inert]')) return false;
 		return el.checkVisibility ? el.checkVisibility({visibilityProperty: true}) : true;
@@ -535,7 +579,7 @@ const fieldsFunc = `(root) => {
 		if (el.tagName === 'IFRAME' || el.tagName === 'FRAME') { iframes.push(el); return; }
 		if (el.tagName === 'INPUT' || el.tagName === 'SELECT' || el.tagName === 'TEXTAREA' || el.hasAttribute('role') || el.hasAttribute('contenteditable')) {
 			const role = roleOf(el);
-			if (role && shown(el)) out.push({role, name: nameOf(el), sel: cssOf(el)});
+			if (fieldRole[role] && shown(el)) out.push({role, name: nameOf(el), sel: cssOf(el)});
 		}
 		if (el.tagName === 'SLOT') {
 			const as = el.assignedElements({flatten: true});
