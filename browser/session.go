@@ -120,8 +120,14 @@ func (s *Session) watch(p playwright.Page, opener playwright.Page) {
 			// event's path: the first evaluate in a document's world pays
 			// for Playwright's helper script, and a snapshot's check,
 			// which the walk waits for, should not (a frame that mounts
-			// late meets its first snapshot with it in place).
+			// late meets its first snapshot with it in place). Likewise
+			// Playwright's selector and snapshot engine, which it compiles
+			// into a document's utility world on first use: a query makes
+			// it compile while the document loads, not in the first walk
+			// or action that reaches the document (profiled: most of the
+			// first snapshot after a payment frame mounted late).
 			go func() { _, _ = f.Evaluate(watchScript, s.watchKey) }()
+			go func() { _, _ = f.Locator(":root").Count() }()
 		}
 	})
 	p.OnPopup(func(child playwright.Page) {

@@ -1,27 +1,248 @@
 package browser_test
 
 import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentvault/agentvault/browser"
 	"github.com/agentvault/agentvault/browser/browsertest"
+	"github.com/agentvault/agentvault/e2e/corpus"
 )
 
-func BenchmarkSnapshotParts(b *testing.B) {
-	site := browsertest.Start(b)
-	br := browsertest.Launch(b, site)
-	s, _ := br.NewSession(browser.SessionOptions{})
-	s.Goto(site.CheckoutURL(), 10*time.Second)
-	s.WaitFor(browser.Target{Selector: "#number", Frame: "iframe"}, "visible", 5*time.Second)
-	b.Run("aria-only", func(b *testing.B) {
-		for b.Loop() {
-			browser.RawAria(s)
+// BenchmarkSnapshotCorpus profiles snapshot_page's reading on every page of
+// the corpus: per page and phase, the time, the Chrome DevTools Protocol
+// calls the driver sent (cdp/op), the distinct targets they went to (one
+// per out-of-process frame, frames/op), the scripts run in a page
+// (Runtime.evaluate and callFunctionOn, evals/op), the execution worlds
+// created (worlds/op) and the compilations of Playwright's injected engine
+// into a document (injects/op). The CDP
+// traffic is read from the driver's own protocol log (DEBUG=pw:protocol).
+// Phases: raw is Playwright's AI-mode walk alone (what playwright-mcp's
+// browser_snapshot costs at least), first the first snapshot after the
+// navigation's ready wait, steady one on the unchanged page, changed one
+// after a DOM change made by the page's own script. With
+// AV_SNAP_PROFILE=v the methods of each phase are printed too.
+//
+//	go test -run '^$' -bench SnapshotCorpus -benchtime 5x ./browser/
+func BenchmarkSnapshotCorpus(b *testing.B) {
+	browsertest.SkipIfNoBrowser(b)
+	c, err := corpus.Start()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	tap := startProtocolTap(b)
+	br, err := browser.Launch(browser.Config{DriverDir: browsertest.DriverDir(), TrustSPKI: []string{c.SPKI()}})
+	tap.restore()
+	if err != nil {
+		b.Fatalf("launch: %v", err)
+	}
+	defer func() { _ = br.Close() }()
+	s, err := br.NewSession(browser.SessionOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	for _, p := range corpus.Pages() {
+		b.Run(p.Name, func(b *testing.B) {
+			phases := map[string]*phaseStats{}
+			for b.Loop() {
+				measure := func(name string, f func() error) {
+					tap.mark(s)
+					start := time.Now()
+					if err := f(); err != nil {
+						b.Fatalf("%s: %v", name, err)
+					}
+					d := time.Since(start)
+					st := phases[name]
+					if st == nil {
+						st = &phaseStats{methods: map[string]int{}}
+						phases[name] = st
+					}
+					st.add(d, tap.mark(s))
+				}
+				measure("goto", func() error { return s.Goto(c.URL(p), 30*time.Second) })
+				if p.Ready != "" {
+					if err := s.WaitFor(browser.Target{Selector: p.Ready}, "attached", 20*time.Second); err != nil {
+						b.Fatal(err)
+					}
+				}
+				measure("first", func() error { _, err := s.SnapshotOf(browser.SnapshotOptions{}); return err })
+				measure("steady", func() error { _, err := s.SnapshotOf(browser.SnapshotOptions{}); return err })
+				if err := browser.PageEvalForTest(s, "", `document.body.appendChild(document.createElement('p')).textContent = 'changed ' + Date.now()`); err != nil {
+					b.Fatal(err)
+				}
+				measure("changed", func() error { _, err := s.SnapshotOf(browser.SnapshotOptions{}); return err })
+				measure("raw", func() error { _, err := browser.RawAria(s); return err })
+			}
+			names := make([]string, 0, len(phases))
+			for n := range phases {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			for _, n := range names {
+				st := phases[n]
+				k := float64(st.n)
+				b.ReportMetric(float64(st.d.Microseconds())/1000/k, n+"-ms/op")
+				b.ReportMetric(float64(st.cdp)/k, n+"-cdp/op")
+				b.ReportMetric(float64(st.targets)/k, n+"-frames/op")
+				b.ReportMetric(float64(st.evals)/k, n+"-evals/op")
+				b.ReportMetric(float64(st.worlds)/k, n+"-worlds/op")
+				b.ReportMetric(float64(st.injects)/k, n+"-injects/op")
+				if os.Getenv("AV_SNAP_PROFILE") == "v" {
+					b.Logf("%s %s: %s", p.Name, n, st.top())
+				}
+			}
+		})
+	}
+}
+
+type phaseStats struct {
+	n, cdp, targets, evals, worlds, injects int
+	d                                       time.Duration
+	methods                                 map[string]int
+}
+
+func (st *phaseStats) add(d time.Duration, sent []cdpCall) {
+	st.n++
+	st.d += d
+	st.cdp += len(sent)
+	targets := map[string]bool{}
+	for _, c := range sent {
+		targets[c.session] = true
+		st.methods[c.method]++
+		switch c.method {
+		case "Runtime.evaluate", "Runtime.callFunctionOn":
+			st.evals++
+		case "Page.createIsolatedWorld":
+			st.worlds++
 		}
-	})
-	b.Run("full", func(b *testing.B) {
-		for b.Loop() {
-			s.Snapshot(30)
+		if c.inject {
+			st.injects++
 		}
-	})
+	}
+	st.targets += len(targets)
+}
+
+func (st *phaseStats) top() string {
+	type kv struct {
+		k string
+		v int
+	}
+	var list []kv
+	for k, v := range st.methods {
+		list = append(list, kv{k, v})
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].v > list[j].v })
+	var out []string
+	for _, e := range list {
+		out = append(out, fmt.Sprintf("%s %.1f", e.k, float64(e.v)/float64(st.n)))
+	}
+	return strings.Join(out, ", ")
+}
+
+// cdpCall is one CDP call the driver sent; inject marks a script of more
+// than 20 kB evaluated into a page (Playwright's injected engine).
+type cdpCall struct {
+	method, session string
+	inject          bool
+}
+
+// protocolTap reads the driver's protocol log from a pipe that stands in
+// for the process's stderr while the driver starts (the driver inherits
+// it), and splits it at marks.
+type protocolTap struct {
+	old     *os.File
+	mu      sync.Mutex
+	cond    *sync.Cond
+	calls   []cdpCall
+	seen    map[string]bool
+	nextID  int
+	restore func()
+}
+
+func startProtocolTap(b *testing.B) *protocolTap {
+	r, w, err := os.Pipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	t := &protocolTap{old: os.Stderr, seen: map[string]bool{}}
+	t.cond = sync.NewCond(&t.mu)
+	prev, had := os.LookupEnv("DEBUG")
+	os.Setenv("DEBUG", "pw:protocol")
+	os.Stderr = w
+	t.restore = func() {
+		os.Stderr = t.old
+		if had {
+			os.Setenv("DEBUG", prev)
+		} else {
+			os.Unsetenv("DEBUG")
+		}
+	}
+	go func() {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 1<<20), 64<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			i := strings.Index(line, "SEND ► ")
+			if i < 0 {
+				continue
+			}
+			var m struct {
+				Method    string          `json:"method"`
+				SessionID string          `json:"sessionId"`
+				Params    json.RawMessage `json:"params"`
+			}
+			if json.Unmarshal([]byte(line[i+len("SEND ► "):]), &m) != nil {
+				continue
+			}
+			t.mu.Lock()
+			t.calls = append(t.calls, cdpCall{m.Method, m.SessionID, m.Method == "Runtime.evaluate" && len(m.Params) > 20000})
+			if j := strings.Index(string(m.Params), "__avmark_"); j >= 0 {
+				k := j + len("__avmark_")
+				e := k
+				for e < len(m.Params) && m.Params[e] >= '0' && m.Params[e] <= '9' {
+					e++
+				}
+				t.seen[string(m.Params[k:e])] = true
+			}
+			t.cond.Broadcast()
+			t.mu.Unlock()
+		}
+	}()
+	b.Cleanup(func() { _ = w.Close() })
+	return t
+}
+
+// mark sends a marker through the page, waits until the log shows it, and
+// returns the calls sent since the previous mark (the marker's own call
+// among them: it costs one evaluate, the same in every phase).
+func (t *protocolTap) mark(s *browser.Session) []cdpCall {
+	t.mu.Lock()
+	t.nextID++
+	id := fmt.Sprint(t.nextID)
+	t.mu.Unlock()
+	_ = browser.PageEvalForTest(s, "", `'__avmark_`+id+`'`)
+	deadline := time.AfterFunc(10*time.Second, func() { t.mu.Lock(); t.seen[id] = true; t.cond.Broadcast(); t.mu.Unlock() })
+	defer deadline.Stop()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for !t.seen[id] {
+		t.cond.Wait()
+	}
+	out := t.calls
+	t.calls = nil
+	// The marker's own call and anything after it belong to the next phase;
+	// drop the marker itself.
+	if n := len(out); n > 0 {
+		out = out[:n-1]
+	}
+	return out
 }
