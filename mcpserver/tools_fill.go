@@ -61,55 +61,70 @@ func isRef(sel string) bool { return redact.IsRefSelector(sel) }
 // must decide first, it waits for them (waitOwner) and asks again, reading
 // the page afresh: the total may have changed while the owner looked.
 func (s *Server) authorize(ctx context.Context, ss *Session, token string, cls fieldClass, frame string) (string, error) {
-	return s.authorizeIn(ctx, ss, token, cls, frame, nil)
+	return s.authorizeIn(ctx, ss, token, cls, frame, nil, nil)
 }
 
-// authorizeIn is authorize with the frames this fill call looked up.
-func (s *Server) authorizeIn(ctx context.Context, ss *Session, token string, cls fieldClass, frame string, frames frameCache) (string, error) {
+// totalRead is a read of the page's order total in flight: the total a
+// declared hint names if the page has one, else the one the page shows.
+type totalRead struct {
+	ch   chan *control.OrderTotal
+	done bool
+	t    *control.OrderTotal
+}
+
+func readTotal(ss *Session) *totalRead {
+	r := &totalRead{ch: make(chan *control.OrderTotal, 1)}
+	go func() {
+		if t, ok := hintedTotal(ss); ok {
+			r.ch <- t
+		} else if t, ok := ss.page.ReadOrderTotal(); ok {
+			r.ch <- &control.OrderTotal{Amount: t.Amount, Currency: t.Currency}
+		} else {
+			r.ch <- nil
+		}
+	}()
+	return r
+}
+
+// wait returns the total read (nil when the page names none). A call that
+// gives up on the read waits for it too: it reads the session's hints.
+func (r *totalRead) wait() *control.OrderTotal {
+	if r == nil {
+		return nil
+	}
+	if !r.done {
+		r.t, r.done = <-r.ch, true
+	}
+	return r.t
+}
+
+// authorizeIn is authorize with the frames this fill call looked up and,
+// for a card number, the total read that started with the call (nil: it is
+// read here, while the frame is looked up).
+func (s *Server) authorizeIn(ctx context.Context, ss *Session, token string, cls fieldClass, frame string, frames frameCache, early *totalRead) (string, error) {
 	for round := 0; ; round++ {
 		req := control.AuthorizeRequest{Token: token, PageURL: ss.page.URL(), CVVSpent: cls.cvvSpent}
-		// The page's total is read while the frame is looked up: two
-		// reads of the page, one wait.
-		type read struct {
-			t  browser.OrderTotal
-			ok bool
-		}
-		var hinted *control.OrderTotal
-		var total chan read
+		var total *totalRead
 		if cls.isNumber() {
-			if t, ok := hintedTotal(ss); ok {
-				hinted = t
-			} else {
-				total = make(chan read, 1)
-				go func() {
-					t, ok := ss.page.ReadOrderTotal()
-					total <- read{t, ok}
-				}()
+			total = early
+			if round > 0 || total == nil {
+				total = readTotal(ss)
 			}
 		}
 		if frame != "" {
 			fu, err := frames.url(ss, frame)
 			if err != nil {
-				if total != nil {
-					<-total
-				}
+				total.wait()
 				return "", err
 			}
 			req.FrameURL = fu
 		}
 		if err := s.refuseClientSideEncryption(cmp.Or(req.FrameURL, req.PageURL)); err != nil {
-			if total != nil {
-				<-total
-			}
+			total.wait()
 			return "", err
 		}
-		if hinted != nil {
-			req.OrderTotal, ss.orderTotal = hinted, hinted
-		} else if total != nil {
-			if r := <-total; r.ok {
-				req.OrderTotal = &control.OrderTotal{Amount: r.t.Amount, Currency: r.t.Currency}
-				ss.orderTotal = req.OrderTotal
-			}
+		if t := total.wait(); t != nil {
+			req.OrderTotal, ss.orderTotal = t, t
 		}
 		ans, err := s.cfg.Control.Authorize(ctx, ss.ctl.ID, req)
 		if p, ok := control.PendingOf(err); ok && agentvault.ErrorCode(err) == agentvault.CodeApprovalPending {
@@ -172,12 +187,20 @@ func (s *Server) fillCheckout(ctx context.Context, in fillCheckoutIn) (*mcp.Call
 	// The client-side-encryption refusal is about substitution: a batch of
 	// literals has nothing to substitute, and skips the frame lookups.
 	frames := frameCache{}
+	// A batch that starts with a card number reads the order total while
+	// its frames are checked: nothing is typed between the two.
+	var early *totalRead
+	if classes[0].isToken && classes[0].isNumber() {
+		early = readTotal(ss)
+	}
 	if slices.ContainsFunc(classes, func(c fieldClass) bool { return c.isToken }) {
 		if err := s.checkFramesBeforeTyping(ss, in.Fields, frames); err != nil {
+			early.wait()
 			return nil, withFilled(err, 0, m)
 		}
 	}
 	if err := checkCardOrder(&ss.cards, classes); err != nil {
+		early.wait()
 		return nil, withFilled(err, 0, m)
 	}
 	markSpentCVV(&ss.cards, classes)
@@ -191,7 +214,11 @@ func (s *Server) fillCheckout(ctx context.Context, in fillCheckoutIn) (*mcp.Call
 			// The gate closes before the first token is typed, so a snapshot
 			// racing the fill is already refused.
 			ss.gate.MarkFilled()
-			typed, fillErr = s.authorizeIn(ctx, ss, values[i], classes[i], f.Frame, frames)
+			first := early
+			if i > 0 {
+				first = nil
+			}
+			typed, fillErr = s.authorizeIn(ctx, ss, values[i], classes[i], f.Frame, frames, first)
 			if fillErr != nil {
 				break
 			}
