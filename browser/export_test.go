@@ -18,6 +18,9 @@ func CompactForTest(raw string) (string, []Field) {
 // SnapshotWalks is how many accessibility walks snapshots have made.
 func SnapshotWalks() int64 { return snapshotWalks.Load() }
 
+// FrameLookups is how many full frame lookups FrameOf has made.
+func FrameLookups() int64 { return frameLookups.Load() }
+
 // RefLookups is how many per-ref selector lookups snapshots have made.
 func RefLookups() int64 { return refLookups.Load() }
 

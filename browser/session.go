@@ -62,6 +62,9 @@ type Session struct {
 	// noReadings stops the readings navigations take ahead of a snapshot
 	// (SetReadings), once snapshots are refused for the session.
 	noReadings atomic.Bool
+	// frameMemos are the iframes FrameOf found, by selector.
+	frameMu    sync.Mutex
+	frameMemos map[string]*frameMemo
 }
 
 // SetReadings says whether navigations should read the page ahead of a
@@ -716,23 +719,80 @@ func (h *FrameHandle) Gone() bool { return h.f.IsDetached() }
 
 // FrameOf looks up the frame inside the iframe that frameSelector names on
 // the current page (its first match).
+//
+// The iframe element and its frame are kept per selector (frameMemos): a
+// later lookup of the same selector asks the page once whether the
+// selector's first match is still that element (one round trip) instead of
+// finding the element and asking for its frame again (two). A frame whose
+// iframe was removed, another page, or another element is looked up afresh.
 func (s *Session) FrameOf(frameSelector string) (*FrameHandle, error) {
 	p, err := s.page()
 	if err != nil {
 		return nil, err
 	}
-	h, err := p.Locator(frameSelector).First().ElementHandle(playwright.LocatorElementHandleOptions{Timeout: ms(3 * time.Second)})
+	loc := p.Locator(frameSelector).First()
+	s.frameMu.Lock()
+	m := s.frameMemos[frameSelector]
+	s.frameMu.Unlock()
+	if m != nil && m.page == p && !m.frame.IsDetached() {
+		same, err := loc.Evaluate(`(el, kept) => el === kept`, m.el, playwright.LocatorEvaluateOptions{Timeout: ms(3 * time.Second)})
+		if err == nil && same == true {
+			return &FrameHandle{m.frame}, nil
+		}
+	}
+	frameLookups.Add(1)
+	h, err := loc.ElementHandle(playwright.LocatorElementHandleOptions{Timeout: ms(3 * time.Second)})
 	if err != nil {
 		return nil, agentvault.Wrap(agentvault.CodeFieldNotFound, err, "frame %s not found", frameSelector)
 	}
-	// The handle is released off the answer's path: one round trip fewer
-	// on every fill into a frame.
-	defer func() { go h.Dispose() }()
 	f, err := h.ContentFrame()
 	if err != nil || f == nil {
+		go h.Dispose()
 		return nil, agentvault.Wrap(agentvault.CodeFieldNotFound, err, "%s is not an iframe with a document", frameSelector)
 	}
+	s.keepFrame(frameSelector, &frameMemo{page: p, el: h, frame: f})
 	return &FrameHandle{f}, nil
+}
+
+// frameMemo is what FrameOf found for a selector: the iframe element (its
+// handle kept) and the frame inside it.
+type frameMemo struct {
+	page  playwright.Page
+	el    playwright.ElementHandle
+	frame playwright.Frame
+}
+
+// frameLookups counts FrameOf's full lookups, for tests.
+var frameLookups atomic.Int64
+
+// maxFrameMemos bounds the iframe handles a session keeps.
+const maxFrameMemos = 16
+
+// keepFrame stores m for sel. The handles it replaces, those of another
+// page, and all of them when the bound is reached are released off the
+// caller's path.
+func (s *Session) keepFrame(sel string, m *frameMemo) {
+	s.frameMu.Lock()
+	defer s.frameMu.Unlock()
+	if s.frameMemos == nil {
+		s.frameMemos = map[string]*frameMemo{}
+	}
+	var drop []playwright.ElementHandle
+	full := len(s.frameMemos) >= maxFrameMemos
+	for k, old := range s.frameMemos {
+		if k == sel || old.page != m.page || full {
+			drop = append(drop, old.el)
+			delete(s.frameMemos, k)
+		}
+	}
+	s.frameMemos[sel] = m
+	if len(drop) > 0 {
+		go func() {
+			for _, h := range drop {
+				_ = h.Dispose()
+			}
+		}()
+	}
 }
 
 // PopupResult says where WaitForPopup landed.

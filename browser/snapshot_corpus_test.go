@@ -1,6 +1,7 @@
 package browser_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -224,4 +225,62 @@ func TestClickThatNavigatesReadsTheNewPage(t *testing.T) {
 	if !sn.Reused || !strings.Contains(sn.YAML, "Showing 85–168") {
 		t.Fatalf("reused %v, page 2 shown %v", sn.Reused, strings.Contains(sn.YAML, "Showing 85–168"))
 	}
+}
+
+// TestFrameOfFollowsTheSelector: a frame looked up again by the same
+// selector costs no second full lookup while the selector still names the
+// same iframe, and follows the selector when it does not: a frame that
+// navigated in place shows its new address, another iframe that took the
+// selector is found, and so is an iframe put in the old one's place.
+func TestFrameOfFollowsTheSelector(t *testing.T) {
+	c, s := openCorpus(t)
+	p := gotoPage(t, c, s, "checkout5")
+	sel := p.Card.Frame
+	frameURL := func(want string) {
+		t.Helper()
+		h, err := s.FrameOf(sel)
+		if err != nil {
+			t.Fatalf("FrameOf: %v", err)
+		}
+		if !strings.HasPrefix(h.URL(), want) {
+			t.Fatalf("frame %s is at %s, want %s", sel, h.URL(), want)
+		}
+	}
+	frameURL(c.Frames[0])
+	full := browser.FrameLookups()
+	frameURL(c.Frames[0])
+	if n := browser.FrameLookups() - full; n != 0 {
+		t.Fatalf("%d full lookups for the same iframe", n)
+	}
+
+	// The number frame navigates in place (the express checkout's document).
+	if err := browser.PageEvalForTest(s, "", `document.querySelector('iframe[title="Secure card number input frame"]').src = `+jsString(c.Frames[3]+"/express")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitFor(browser.Target{Selector: "#wallet-pay", Frame: sel}, "attached", 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	frameURL(c.Frames[3])
+
+	// Another iframe takes the selector.
+	if err := browser.PageEvalForTest(s, "", `document.querySelector('iframe[title="Secure card number input frame"]').title = 'moved';
+		document.querySelector('iframe[title="Secure CVC input frame"]').title = 'Secure card number input frame';`); err != nil {
+		t.Fatal(err)
+	}
+	frameURL(c.Frames[2])
+
+	// An iframe put in its place: a new frame, loaded from the same address.
+	if err := browser.PageEvalForTest(s, "", `const old = document.querySelector('iframe[title="Secure card number input frame"]');
+		const fresh = document.createElement('iframe'); fresh.title = old.title; fresh.src = `+jsString(c.Frames[4]+"/chat")+`; old.replaceWith(fresh);`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitFor(browser.Target{Selector: "#open-chat", Frame: sel}, "attached", 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	frameURL(c.Frames[4])
+}
+
+func jsString(v string) string {
+	b, _ := json.Marshal(v)
+	return string(b)
 }
