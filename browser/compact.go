@@ -150,7 +150,9 @@ func parseItem(item string) *snapNode {
 		if end < 0 {
 			return &snapNode{kind: 'r', raw: "- " + item}
 		}
-		if err := json.Unmarshal([]byte(k[1:1+end]), &n.name); err != nil {
+		if name, ok := unquoteJSON(k[1 : 1+end]); ok {
+			n.name = name
+		} else {
 			return &snapNode{kind: 'r', raw: "- " + item}
 		}
 		k = k[1+end:]
@@ -292,8 +294,7 @@ func yamlScalar(s string) string {
 	if !yamlValueNeedsQuotes(s) {
 		return s
 	}
-	q, _ := json.Marshal(s)
-	return string(q)
+	return quoteJSON(s)
 }
 
 // yamlValueNeedsQuotes follows Playwright's yamlStringNeedsQuotes.
@@ -333,8 +334,7 @@ func compactNode(n *snapNode) []*snapNode {
 		var ch []*snapNode
 		for _, c := range n.children {
 			if ph, ok := strings.CutPrefix(c.raw, "- /placeholder: "); ok && c.kind == 'p' {
-				q, _ := json.Marshal(yamlText(ph))
-				n.attrs = append(n.attrs, "[placeholder="+string(q)+"]")
+				n.attrs = append(n.attrs, "[placeholder="+quoteJSON(yamlText(ph))+"]")
 				continue
 			}
 			if c.kind != 't' && c.kind != 'r' {
@@ -403,15 +403,76 @@ func compactNode(n *snapNode) []*snapNode {
 // yamlText is the text of an inline YAML scalar as Playwright writes it.
 func yamlText(v string) string {
 	if strings.HasPrefix(v, `"`) {
-		var s string
-		if json.Unmarshal([]byte(v), &s) == nil {
+		if s, ok := unquoteJSON(v); ok {
 			return s
 		}
 	}
 	return v
 }
 
-func normSpace(s string) string { return strings.Join(strings.Fields(s), " ") }
+// normSpace collapses runs of white space to one space and trims the ends.
+func normSpace(s string) string {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x80 || (c <= ' ' && (c != ' ' || i == 0 || i == len(s)-1 || s[i+1] == ' ')) {
+			return strings.Join(strings.Fields(s), " ")
+		}
+	}
+	return s
+}
+
+// quoteJSON writes s as a JSON string the way JavaScript's JSON.stringify
+// does (Playwright quotes names with it): only quotes, backslashes and
+// control characters are escaped, not <, > and & as encoding/json does.
+func quoteJSON(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\f':
+			b.WriteString(`\f`)
+		default:
+			if c < 0x20 {
+				b.WriteString(`\u00`)
+				b.WriteByte("0123456789abcdef"[c>>4])
+				b.WriteByte("0123456789abcdef"[c&15])
+			} else {
+				b.WriteByte(c)
+			}
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// unquoteJSON reads a JSON string literal (quotes included); one with no
+// escape is cut out as it is.
+func unquoteJSON(q string) (string, bool) {
+	if len(q) < 2 || q[0] != '"' || q[len(q)-1] != '"' {
+		return "", false
+	}
+	if !strings.ContainsAny(q[1:len(q)-1], "\\\"") {
+		return q[1 : len(q)-1], true
+	}
+	var s string
+	if json.Unmarshal([]byte(q), &s) != nil {
+		return "", false
+	}
+	return s, true
+}
 
 // glyphs reports whether s has no letter or digit: an icon's symbols.
 func glyphs(s string) bool {
@@ -460,9 +521,8 @@ func elementKey(n *snapNode) string {
 	var b strings.Builder
 	b.WriteString(n.role)
 	if n.name != "" {
-		q, _ := json.Marshal(n.name)
 		b.WriteByte(' ')
-		b.Write(q)
+		b.WriteString(quoteJSON(n.name))
 	}
 	for _, a := range n.attrs {
 		b.WriteByte(' ')
@@ -560,7 +620,11 @@ func optionItem(m string) string {
 	}
 	end := quotedEnd(m)
 	var name string
-	if end < 0 || json.Unmarshal([]byte(m[:end]), &name) != nil || name == "" {
+	ok := end >= 0
+	if ok {
+		name, ok = unquoteJSON(m[:end])
+	}
+	if !ok || name == "" {
 		return m
 	}
 	if name != strings.TrimSpace(name) || strings.ContainsAny(name, "\"|[]{}#`\\\n\r") || strings.Contains(name, ": ") ||

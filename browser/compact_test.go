@@ -92,3 +92,23 @@ func TestCompactSnapshot(t *testing.T) {
 		}
 	}
 }
+
+// TestCompactQuotesLikePlaywright: names are quoted the way Playwright
+// quotes them (JSON.stringify): "&", "<" and ">" stay as they are, quotes
+// and backslashes are escaped, and a name read back is the name written.
+func TestCompactQuotesLikePlaywright(t *testing.T) {
+	raw := strings.Join([]string{
+		`- link "Shipping & returns <EU>" [ref=e1] [cursor=pointer]:`,
+		`  - /url: /help`,
+		`- button "Say \"hi\" \\ wave" [ref=e2]`,
+		`- combobox "Size" [ref=e3]:`,
+		`  - option "S & M" [selected]`,
+		`  - option "L"`,
+	}, "\n")
+	yaml, _ := browser.CompactForTest(raw)
+	for _, want := range []string{`link "Shipping & returns <EU>" [ref=e1]`, `button "Say \"hi\" \\ wave" [ref=e2]`, `- options: S & M [selected] | L`} {
+		if !strings.Contains(yaml, want) {
+			t.Errorf("%q missing from:\n%s", want, yaml)
+		}
+	}
+}
