@@ -28,24 +28,49 @@ const (
 )
 
 // replaceDead starts a new proxy session for ss when its current one has
-// ended (proxyd answers its final report marked ended, or no longer knows
-// it), keeping the old one's final report. ss.mu is held. It reports
-// whether it replaced.
+// ended (proxyEnded), keeping the old one's final report. ss.mu is held. It
+// reports whether it replaced.
 func (s *Server) replaceDead(ctx context.Context, ss *Session) (bool, error) {
+	e := s.proxyEnded(ctx, ss)
+	if !e.ended {
+		return false, nil
+	}
+	return true, s.replaceProxy(ctx, ss, e)
+}
+
+// endedCheck is proxyd's answer about a run's proxy session: ended, with its
+// final report when it could be read (readErr otherwise).
+type endedCheck struct {
+	ended   bool
+	report  control.Report
+	readErr error
+}
+
+// proxyEnded asks proxyd whether ss's proxy session has ended: it answers
+// its final report marked ended, or no longer knows it. A proxyd that
+// cannot say counts as alive. It reads only ss.ctl's id, so it may run
+// while the caller holds ss.mu and uses the page.
+func (s *Server) proxyEnded(ctx context.Context, ss *Session) endedCheck {
 	ss.events.Wait()
 	rctx, cancel := context.WithTimeout(ctx, reportTimeout)
 	rep, err := s.cfg.Control.Report(rctx, ss.ctl.ID)
 	cancel()
 	switch {
 	case err == nil && rep.Ended:
+		return endedCheck{ended: true, report: rep}
 	case err != nil && agentvault.ErrorCode(err) == agentvault.CodeNotFound:
-	default:
-		// Alive, or proxyd could not say: carry on with this one.
-		return false, nil
+		return endedCheck{ended: true, readErr: err}
 	}
+	return endedCheck{}
+}
+
+// replaceProxy starts a new proxy session for ss, whose current one ended
+// (e), and closes the browser context that carried the old one's
+// credential. ss.mu is held.
+func (s *Server) replaceProxy(ctx context.Context, ss *Session, e endedCheck) error {
 	cs, cerr := s.cfg.Control.CreateSession(ctx, s.apiKeyOf(ctx))
 	if cerr != nil {
-		return false, cerr
+		return cerr
 	}
 	if ss.page != nil {
 		// The browser context carries the dead session's proxy
@@ -57,13 +82,13 @@ func (s *Server) replaceDead(ctx context.Context, ss *Session) (bool, error) {
 	}
 	ss.seg.Lock()
 	ss.replaced++
-	if err == nil {
-		ss.earlier = append(ss.earlier, normReport(rep))
+	if e.readErr == nil {
+		ss.earlier = append(ss.earlier, normReport(e.report))
 	}
 	ss.ctl = cs
 	ss.seg.Unlock()
 	s.log.Info("proxy session replaced", "replaced", ss.replaced)
-	return true, nil
+	return nil
 }
 
 // hostedReplaced updates the hosted session's credential lifetime and

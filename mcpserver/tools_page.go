@@ -151,8 +151,29 @@ func (s *Server) openPage(ctx context.Context, in openPageIn) (*mcp.CallToolResu
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	// A proxy session whose connection died is replaced; the run's report
-	// keeps the old one's as an earlier segment (replace.go).
-	if replaced, err = s.replaceDead(ctx, ss); err != nil {
+	// keeps the old one's as an earlier segment (replace.go). With a page
+	// open, proxyd is asked while the page loads: the answer is nearly
+	// always "alive", and a navigation through a dead session reaches
+	// nothing (proxyd no longer knows its credential). When it died, the
+	// page opens again through the new session.
+	if ss.page != nil {
+		check := make(chan endedCheck, 1)
+		go func() { check <- s.proxyEnded(ctx, ss) }()
+		ss.action()
+		readings(ss)
+		gotoErr := ss.page.Goto(in.URL, navTimeout)
+		e := <-check
+		if !e.ended {
+			if gotoErr != nil {
+				return nil, gotoErr
+			}
+			return prose(okStatus(), "Opened "+safeURL(ss.page.URL())), nil
+		}
+		if err := s.replaceProxy(ctx, ss, e); err != nil {
+			return nil, err
+		}
+		replaced = true
+	} else if replaced, err = s.replaceDead(ctx, ss); err != nil {
 		return nil, err
 	}
 	if ss.page == nil {
