@@ -110,6 +110,8 @@ const frameListWait = 2 * time.Second
 
 // readPage is the whole-page snapshot; the caller holds snapMu.
 func (s *Session) readPage(p playwright.Page, depth int, resolve bool) (Snapshot, error) {
+	tr := newReadTrace(s, len(p.Frames()), resolve)
+	defer tr.done()
 	epoch := s.epoch.Load()
 	prev := s.last
 	if prev != nil && prev.page != p {
@@ -124,10 +126,13 @@ func (s *Session) readPage(p playwright.Page, depth int, resolve bool) (Snapshot
 		lists = s.fieldListsAsync(frames, nil, nil)
 	}
 	tokens := s.checkFrames(frames)
+	tr.mark("check")
 	if prev != nil && prev.depth == depth && prev.epoch == epoch && s.partial == nil && unchanged(prev.tokens, tokens) {
 		if lists != nil {
 			s.resolve(p, prev, lists())
+			tr.mark("lists")
 		}
+		tr.reused = true
 		out := prev.snap
 		out.Fields = append([]Field(nil), prev.snap.Fields...)
 		out.Reused = true
@@ -147,6 +152,7 @@ func (s *Session) readPage(p playwright.Page, depth int, resolve bool) (Snapshot
 		Depth:   playwright.Int(depth),
 		Timeout: ms(10 * time.Second),
 	})
+	tr.mark("walk")
 	if err != nil {
 		if lists != nil {
 			go lists()
@@ -154,15 +160,53 @@ func (s *Session) readPage(p playwright.Page, depth int, resolve bool) (Snapshot
 		return Snapshot{}, agentvault.Wrap(agentvault.CodeInternal, err, "accessibility snapshot failed (the page may have been navigating: ask again)")
 	}
 	yaml, fields, refs := compactSnapshot(raw)
+	tr.mark("compact")
 	r := &reading{page: p, depth: depth, epoch: epoch, tokens: tokens, refs: refs, snap: Snapshot{YAML: yaml, Fields: fields}}
 	if lists != nil {
-		s.resolve(p, r, lists())
+		docs := lists()
+		tr.mark("lists")
+		s.resolve(p, r, docs)
+		tr.mark("resolve")
 	}
 	s.last = r
 	s.partial = nil
 	out := r.snap
 	out.Fields = append([]Field(nil), r.snap.Fields...)
 	return out, nil
+}
+
+// readTrace times a whole-page reading's phases for a debug log line
+// (timings and counts only: nothing of the page).
+type readTrace struct {
+	s        *Session
+	start    time.Time
+	last     time.Time
+	frames   int
+	resolve  bool
+	reused   bool
+	phases   []any
+	lookups0 int64
+}
+
+func newReadTrace(s *Session, frames int, resolve bool) *readTrace {
+	now := time.Now()
+	return &readTrace{s: s, start: now, last: now, frames: frames, resolve: resolve, lookups0: refLookups.Load()}
+}
+
+// mark ends a phase.
+func (t *readTrace) mark(phase string) {
+	now := time.Now()
+	t.phases = append(t.phases, phase+"_ms", float64(now.Sub(t.last).Microseconds())/1000)
+	t.last = now
+}
+
+func (t *readTrace) done() {
+	if t.s.b == nil || t.s.b.log == nil {
+		return
+	}
+	args := append([]any{"frames", t.frames, "for_snapshot", t.resolve, "reused", t.reused,
+		"ref_lookups", refLookups.Load() - t.lookups0, "total_ms", float64(time.Since(t.start).Microseconds()) / 1000}, t.phases...)
+	t.s.b.log.Debug("page read", args...)
 }
 
 // resolve gives a reading's fields their selectors from the documents'

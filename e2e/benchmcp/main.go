@@ -27,8 +27,9 @@
 // digits typed) runs last on the pages that take a card, because mcpd
 // refuses snapshots for the rest of a session once a token was filled.
 // Startup is timed from process start to the end of the first navigate.
-// BENCH_STDERR=1 passes the servers' stderr through; BENCH_DUMP=dir writes
-// each server's steady snapshot answer per page there.
+// BENCH_STDERR=1 passes the servers' stderr through (BENCH_MCPD_LOG=debug
+// adds mcpd's "page read" lines: each reading's phases in ms); BENCH_DUMP=dir
+// writes each server's steady snapshot answer per page there.
 //
 // It is a benchmark, not a test: `make bench-mcp` installs @playwright/mcp
 // into .cache/bench-mcp and runs it; neither `make test` nor `make run`
@@ -37,6 +38,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -304,9 +306,9 @@ func setup(pwCLI string) (*env, func(), error) {
 			"--control-url", "http://" + pm.ControlAddr.String(),
 			"--control-token-file", filepath.Join(dataDir, proxyd.ControlTokenFile),
 			"--api-key-file", filepath.Join(dataDir, proxyd.APIKeyFile),
-			"--driver-dir", driver, "--chromium", chromium, "--log-level", "error",
+			"--driver-dir", driver, "--chromium", chromium, "--log-level", cmp.Or(os.Getenv("BENCH_MCPD_LOG"), "error"),
 		},
-		mcpdEnv: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dataDir, "PLAYWRIGHT_NODEJS_PATH=" + node, "AV_SNAP_TRACE=" + os.Getenv("AV_SNAP_TRACE")},
+		mcpdEnv: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dataDir, "PLAYWRIGHT_NODEJS_PATH=" + node},
 	}
 	// playwright-mcp gets the same Chromium flags as mcpd's browser where
 	// they matter for speed (no GPU, no background networking).
