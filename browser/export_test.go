@@ -1,6 +1,10 @@
 package browser
 
-import "github.com/mxschmitt/playwright-go"
+import (
+	"time"
+
+	"github.com/mxschmitt/playwright-go"
+)
 
 var MatchFieldsForTest = matchFields
 
@@ -20,6 +24,25 @@ func SnapshotWalks() int64 { return snapshotWalks.Load() }
 
 // FrameLookups is how many full frame lookups FrameOf has made.
 func FrameLookups() int64 { return frameLookups.Load() }
+
+// NotedWalks is how many walks started on tokens taken after an action.
+func NotedWalks() int64 { return notedWalks.Load() }
+
+// WaitNotedForTest waits until the change tokens the session's last action
+// or wait asked for are in (or the bound passes).
+func WaitNotedForTest(s *Session, bound time.Duration) bool {
+	deadline := time.Now().Add(bound)
+	for time.Now().Before(deadline) {
+		s.pendMu.Lock()
+		done := s.pend != nil && s.pend.seq == s.pendSeq.Load()
+		s.pendMu.Unlock()
+		if done {
+			return true
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return false
+}
 
 // RefLookups is how many per-ref selector lookups snapshots have made.
 func RefLookups() int64 { return refLookups.Load() }

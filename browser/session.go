@@ -62,6 +62,11 @@ type Session struct {
 	// noReadings stops the readings navigations take ahead of a snapshot
 	// (SetReadings), once snapshots are refused for the session.
 	noReadings atomic.Bool
+	// pend are the change tokens noteChanges took last (pendMu), pendSeq
+	// orders them.
+	pendMu  sync.Mutex
+	pend    *pending
+	pendSeq atomic.Uint64
 	// frameMemos are the iframes FrameOf found, by selector.
 	frameMu    sync.Mutex
 	frameMemos map[string]*frameMemo
@@ -78,6 +83,9 @@ func (s *Session) SetReadings(on bool) {
 	s.snapMu.Lock()
 	s.last = nil
 	s.snapMu.Unlock()
+	s.pendMu.Lock()
+	s.pend = nil
+	s.pendMu.Unlock()
 }
 
 // acted records an action on the page: the kept reading is not reused
@@ -258,6 +266,7 @@ func (s *Session) Goto(url string, timeout time.Duration) error {
 		return err
 	}
 	s.warm(p)
+	s.noteChanges()
 	return nil
 }
 
@@ -393,6 +402,7 @@ func (s *Session) Click(t Target, timeout time.Duration) (Action, error) {
 		return Action{}, actionError("click", t, timeout, err)
 	}
 	s.settleNavigation(p, navs, timeout)
+	s.noteChanges()
 	return Action{NewTab: s.TakeNewTabs()}, nil
 }
 
@@ -408,6 +418,7 @@ func (s *Session) Press(t Target, key string, timeout time.Duration) (Action, er
 		return Action{}, actionError("press", t, timeout, err)
 	}
 	s.settleNavigation(p, navs, timeout)
+	s.noteChanges()
 	return Action{NewTab: s.TakeNewTabs()}, nil
 }
 
@@ -455,6 +466,7 @@ func (s *Session) Fill(t Target, value string, timeout time.Duration) error {
 	if err := loc.Fill(value, playwright.LocatorFillOptions{Timeout: ms(timeout)}); err != nil {
 		return fillError(t, timeout, err)
 	}
+	s.noteChanges()
 	return nil
 }
 
@@ -499,6 +511,7 @@ func (s *Session) SelectOption(t Target, value string, timeout time.Duration) er
 	if _, err := loc.SelectOption(playwright.SelectOptionValues{Values: &[]string{pick}}, playwright.LocatorSelectOptionOptions{Timeout: ms(timeout)}); err != nil {
 		return fillError(t, timeout, err)
 	}
+	s.noteChanges()
 	return nil
 }
 
@@ -608,6 +621,7 @@ func (s *Session) WaitFor(t Target, state WaitState, timeout time.Duration) erro
 		}
 		return actionError("wait", t, timeout, err)
 	}
+	s.noteChanges()
 	return nil
 }
 

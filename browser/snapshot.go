@@ -94,6 +94,7 @@ type reading struct {
 	page   playwright.Page
 	depth  int
 	epoch  uint64
+	seq    uint64                      // when the tokens were taken (Session.pendSeq)
 	tokens map[playwright.Frame]string // each frame's change token, taken before the walk
 	refs   map[string]*frameRef
 	// resolved says whether the fields have their selectors yet; docs are
@@ -118,6 +119,15 @@ func (s *Session) readPage(p playwright.Page, depth int, resolve bool) (Snapshot
 		prev = nil
 	}
 	frames := p.Frames()
+	// Tokens taken since the last action (noteChanges) that already show
+	// the page moved on from the kept reading: the walk is certain, and
+	// those tokens, taken before it, stand for it. Otherwise every frame is
+	// asked now, before the walk.
+	if pend := s.pendingTokens(p, epoch, frames, prev); pend != nil && (prev == nil || prev.depth != depth || prev.epoch != epoch || s.partial != nil || !unchanged(prev.tokens, pend.tokens)) {
+		tr.pending = true
+		notedWalks.Add(1)
+		return s.walkPage(p, depth, resolve, epoch, pend.seq, pend.tokens, nil, tr)
+	}
 	var lists func() map[playwright.Frame]docFields
 	if resolve && prev != nil && !prev.resolved {
 		// A navigation's reading whose fields have no selectors yet: their
@@ -125,6 +135,7 @@ func (s *Session) readPage(p playwright.Page, depth int, resolve bool) (Snapshot
 		// with it.
 		lists = s.fieldListsAsync(frames, nil, nil)
 	}
+	seq := s.pendSeq.Add(1)
 	tokens := s.checkFrames(frames)
 	tr.mark("check")
 	if prev != nil && prev.depth == depth && prev.epoch == epoch && s.partial == nil && unchanged(prev.tokens, tokens) {
@@ -146,6 +157,17 @@ func (s *Session) readPage(p playwright.Page, depth int, resolve bool) (Snapshot
 	if resolve && lists == nil {
 		lists = s.fieldListsAsync(frames, prev, tokens)
 	}
+	return s.walkPage(p, depth, resolve, epoch, seq, tokens, lists, tr)
+}
+
+// walkPage walks the page and keeps the reading, with tokens taken before
+// the walk. lists, when not nil, are the field lists already asked for;
+// with resolve and no lists, every frame is asked for its list during the
+// walk.
+func (s *Session) walkPage(p playwright.Page, depth int, resolve bool, epoch, seq uint64, tokens map[playwright.Frame]string, lists func() map[playwright.Frame]docFields, tr *readTrace) (Snapshot, error) {
+	if resolve && lists == nil {
+		lists = s.fieldListsAsync(p.Frames(), nil, nil)
+	}
 	snapshotWalks.Add(1)
 	raw, err := p.AriaSnapshot(playwright.PageAriaSnapshotOptions{
 		Mode:    playwright.AriaSnapshotModeAi,
@@ -161,7 +183,7 @@ func (s *Session) readPage(p playwright.Page, depth int, resolve bool) (Snapshot
 	}
 	yaml, fields, refs := compactSnapshot(raw)
 	tr.mark("compact")
-	r := &reading{page: p, depth: depth, epoch: epoch, tokens: tokens, refs: refs, snap: Snapshot{YAML: yaml, Fields: fields}}
+	r := &reading{page: p, depth: depth, epoch: epoch, seq: seq, tokens: tokens, refs: refs, snap: Snapshot{YAML: yaml, Fields: fields}}
 	if lists != nil {
 		docs := lists()
 		tr.mark("lists")
@@ -184,6 +206,7 @@ type readTrace struct {
 	frames   int
 	resolve  bool
 	reused   bool
+	pending  bool
 	phases   []any
 	lookups0 int64
 }
@@ -204,7 +227,7 @@ func (t *readTrace) done() {
 	if t.s.b == nil || t.s.b.log == nil {
 		return
 	}
-	args := append([]any{"frames", t.frames, "for_snapshot", t.resolve, "reused", t.reused,
+	args := append([]any{"frames", t.frames, "for_snapshot", t.resolve, "reused", t.reused, "tokens_taken_before", t.pending,
 		"ref_lookups", refLookups.Load() - t.lookups0, "total_ms", float64(time.Since(t.start).Microseconds()) / 1000}, t.phases...)
 	t.s.b.log.Debug("page read", args...)
 }
@@ -251,6 +274,68 @@ func (s *Session) fieldListsAsync(frames []playwright.Frame, prev *reading, toke
 type frameDoc struct {
 	frame playwright.Frame
 	doc   docFields
+}
+
+// pending are change tokens of every frame taken after the session's last
+// action (noteChanges), for the next reading.
+type pending struct {
+	seq    uint64
+	page   playwright.Page
+	epoch  uint64
+	tokens map[playwright.Frame]string
+}
+
+// noteChanges takes every frame's change token in the background after an
+// action or a wait. A later reading that finds the page moved on from the
+// kept reading (the tokens differ, the action made the kept reading
+// unusable, or there is none) walks at once with these tokens instead of
+// asking every frame first: they were taken before its walk and after the
+// last action, so a change since either shows in the walk or makes the
+// next check fail, exactly as tokens asked for just before the walk do.
+// The field lists of such a walk are all taken afresh (a list kept from an
+// earlier reading could predate a change made since the tokens).
+func (s *Session) noteChanges() {
+	if s.noReadings.Load() {
+		return
+	}
+	p, err := s.page()
+	if err != nil {
+		return
+	}
+	seq := s.pendSeq.Add(1)
+	epoch := s.epoch.Load()
+	go func() {
+		frames := p.Frames()
+		tokens := s.checkFrames(frames)
+		for _, tok := range tokens {
+			if tok == "" {
+				return // a frame did not answer: the reading asks again
+			}
+		}
+		s.pendMu.Lock()
+		defer s.pendMu.Unlock()
+		if s.pend == nil || s.pend.seq < seq {
+			s.pend = &pending{seq: seq, page: p, epoch: epoch, tokens: tokens}
+		}
+	}()
+}
+
+// pendingTokens returns the tokens noteChanges took on p in this epoch,
+// after those of the kept reading prev, when they cover exactly the frames
+// the page has now.
+func (s *Session) pendingTokens(p playwright.Page, epoch uint64, frames []playwright.Frame, prev *reading) *pending {
+	s.pendMu.Lock()
+	pd := s.pend
+	s.pendMu.Unlock()
+	if pd == nil || pd.page != p || pd.epoch != epoch || s.epoch.Load() != epoch || len(pd.tokens) != len(frames) || (prev != nil && pd.seq < prev.seq) {
+		return nil
+	}
+	for _, f := range frames {
+		if pd.tokens[f] == "" {
+			return nil
+		}
+	}
+	return pd
 }
 
 // unchanged reports whether every frame answered its check with the token
@@ -415,8 +500,9 @@ func (s *Session) restoreRefs(p playwright.Page, ref string) {
 
 var refAttr = regexp.MustCompile(`\[ref=([a-z0-9]+)\]`)
 
-// snapshotWalks counts accessibility walks of a page, for tests.
-var snapshotWalks atomic.Int64
+// snapshotWalks counts accessibility walks of a page, for tests;
+// notedWalks those that started at once on tokens noteChanges took.
+var snapshotWalks, notedWalks atomic.Int64
 
 func newWatchKey() string {
 	b := make([]byte, 8)

@@ -284,3 +284,40 @@ func jsString(v string) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// TestSnapshotWalksOnNotedTokens: after an action the page's change tokens
+// are taken in the background, and the next snapshot walks at once on them
+// instead of asking every frame first. It shows what the action changed and
+// what the page changed after those tokens; and since the tokens predate
+// that later change, the snapshot after it walks again rather than answer
+// from the kept reading. Only then is the page read as unchanged.
+func TestSnapshotWalksOnNotedTokens(t *testing.T) {
+	c, s := openCorpus(t)
+	gotoPage(t, c, s, "checkout5")
+	snap(t, s, browser.SnapshotOptions{})
+	if _, err := s.Click(browser.Target{Selector: "#apply-promo"}, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if !browser.WaitNotedForTest(s, 20*time.Second) {
+		t.Fatal("the tokens after the click did not come")
+	}
+	if err := browser.PageEvalForTest(s, "", `document.querySelector('h2').textContent = 'Contact details'`); err != nil {
+		t.Fatal(err)
+	}
+	noted := browser.NotedWalks()
+	sn := snap(t, s, browser.SnapshotOptions{})
+	if sn.Reused || browser.NotedWalks() != noted+1 {
+		t.Fatalf("the snapshot after the click: reused %v, walks on noted tokens %d", sn.Reused, browser.NotedWalks()-noted)
+	}
+	for _, want := range []string{"Enter a valid discount code or gift card", `heading "Contact details"`} {
+		if !strings.Contains(sn.YAML, want) {
+			t.Fatalf("%q not shown", want)
+		}
+	}
+	if sn := snap(t, s, browser.SnapshotOptions{}); sn.Reused {
+		t.Fatal("the snapshot after a change made since the noted tokens answered from the kept reading")
+	}
+	if sn := snap(t, s, browser.SnapshotOptions{}); !sn.Reused {
+		t.Fatal("an unchanged page was walked again")
+	}
+}
