@@ -615,14 +615,46 @@ func (s *Session) WaitFor(t Target, state WaitState, timeout time.Duration) erro
 	if o.State == playwright.WaitForSelectorStateVisible {
 		loc = loc.Filter(playwright.LocatorFilterOptions{Visible: playwright.Bool(true)})
 	}
-	if err := loc.First().WaitFor(o); err != nil {
-		if errors.Is(err, playwright.ErrTimeout) {
-			return agentvault.Wrap(agentvault.CodeTimeout, err, "%s did not become %s within %d ms", t, stateName(state), timeout.Milliseconds())
-		}
-		return actionError("wait", t, timeout, err)
+	var werr error
+	switch o.State {
+	case playwright.WaitForSelectorStateVisible, playwright.WaitForSelectorStateAttached:
+		// A wait for an element to appear asks Playwright to expect a
+		// count other than zero. playwright-go's WaitFor asks for the
+		// element's handle, which brings it into the page's main world and
+		// previews it there, at the price of compiling Playwright's whole
+		// engine into that world (profiled: most of a first wait on a
+		// page), and the handle is never released. The polling is the
+		// same; the failure carries a count, never the page (to.be.visible
+		// would carry a snapshot of it).
+		werr = playwright.NewPlaywrightAssertions().Locator(loc).Not().ToHaveCount(0, playwright.LocatorAssertionsToHaveCountOptions{Timeout: o.Timeout})
+	default:
+		werr = loc.First().WaitFor(o) // no element comes back
+	}
+	if werr != nil {
+		return waitError(t, state, timeout, werr)
 	}
 	s.noteChanges()
 	return nil
+}
+
+// waitError classifies a failed wait. An expectation that did not hold in
+// time says so with no cause; one that could not be checked names its
+// cause after "Error: " (a selector matching several elements, a page
+// that closed).
+func waitError(t Target, state WaitState, timeout time.Duration, err error) error {
+	msg := err.Error()
+	timedOut := errors.Is(err, playwright.ErrTimeout)
+	if strings.HasPrefix(msg, "Locator expected not to have count") {
+		if _, cause, ok := strings.Cut(msg, "\nError: "); ok {
+			err = errors.New(cause)
+		} else {
+			timedOut = true
+		}
+	}
+	if timedOut {
+		return agentvault.Wrap(agentvault.CodeTimeout, err, "%s did not become %s within %d ms", t, stateName(state), timeout.Milliseconds())
+	}
+	return actionError("wait", t, timeout, err)
 }
 
 func stateName(s WaitState) string {

@@ -2,6 +2,7 @@ package browser_test
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -24,10 +25,13 @@ import (
 // created (worlds/op) and the compilations of Playwright's injected engine
 // into a document (injects/op). The CDP
 // traffic is read from the driver's own protocol log (DEBUG=pw:protocol).
-// Phases: raw is Playwright's AI-mode walk alone (what playwright-mcp's
-// browser_snapshot costs at least), first the first snapshot after the
-// navigation's ready wait, steady one on the unchanged page, changed one
-// after a DOM change made by the page's own script. With
+// Phases: goto is open_page's navigation and reading, wait the first
+// wait_for_selector on the page, raw Playwright's AI-mode walk alone (what
+// playwright-mcp's browser_snapshot costs at least), first the first
+// snapshot after the wait, steady one on the unchanged page, changed one
+// after a DOM change made by the page's own script, nav-first the first
+// snapshot after a click that navigated (and its wait), nav-raw the walk
+// alone at that moment (alternate rounds). With
 // AV_SNAP_PROFILE=v the methods of each phase are printed too.
 //
 //	go test -run '^$' -bench SnapshotCorpus -benchtime 5x ./browser/
@@ -53,6 +57,7 @@ func BenchmarkSnapshotCorpus(b *testing.B) {
 	for _, p := range corpus.Pages() {
 		b.Run(p.Name, func(b *testing.B) {
 			phases := map[string]*phaseStats{}
+			round := 0
 			for b.Loop() {
 				measure := func(name string, f func() error) {
 					tap.mark(s)
@@ -69,11 +74,10 @@ func BenchmarkSnapshotCorpus(b *testing.B) {
 					st.add(d, tap.mark(s))
 				}
 				measure("goto", func() error { return s.Goto(c.URL(p), 30*time.Second) })
-				if p.Ready != "" {
-					if err := s.WaitFor(browser.Target{Selector: p.Ready}, "attached", 20*time.Second); err != nil {
-						b.Fatal(err)
-					}
-				}
+				// The first wait on the page: for what renders late, else for
+				// the field the bench types in.
+				ready := cmp.Or(p.Ready, p.Type.Selector)
+				measure("wait", func() error { return s.WaitFor(browser.Target{Selector: ready}, "visible", 20*time.Second) })
 				measure("first", func() error { _, err := s.SnapshotOf(browser.SnapshotOptions{}); return err })
 				measure("steady", func() error { _, err := s.SnapshotOf(browser.SnapshotOptions{}); return err })
 				if err := browser.PageEvalForTest(s, "", `document.body.appendChild(document.createElement('p')).textContent = 'changed ' + Date.now()`); err != nil {
@@ -81,6 +85,23 @@ func BenchmarkSnapshotCorpus(b *testing.B) {
 				}
 				measure("changed", func() error { _, err := s.SnapshotOf(browser.SnapshotOptions{}); return err })
 				measure("raw", func() error { _, err := browser.RawAria(s); return err })
+				// A click that navigates, the ready wait, then the first
+				// reading: ours on even rounds, Playwright's walk alone on
+				// odd ones (the same moment cannot be read twice).
+				if _, err := s.Click(browser.Target{Selector: p.Nav.Selector}, 30*time.Second); err != nil {
+					b.Fatal(err)
+				}
+				if p.Ready != "" {
+					if err := s.WaitFor(browser.Target{Selector: p.Ready}, "visible", 20*time.Second); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if round%2 == 0 {
+					measure("nav-first", func() error { _, err := s.SnapshotOf(browser.SnapshotOptions{}); return err })
+				} else {
+					measure("nav-raw", func() error { _, err := browser.RawAria(s); return err })
+				}
+				round++
 			}
 			names := make([]string, 0, len(phases))
 			for n := range phases {

@@ -321,3 +321,45 @@ func TestSnapshotWalksOnNotedTokens(t *testing.T) {
 		t.Fatal("an unchanged page was walked again")
 	}
 }
+
+// TestWaitForStates: waits for an element to appear (visible, attached,
+// inside a cross-origin frame, the first of several) return once it is
+// there; a wait that does not hold in time is a timeout; a selector that
+// cannot be used is not.
+func TestWaitForStates(t *testing.T) {
+	c, s := openCorpus(t)
+	p := gotoPage(t, c, s, "checkout5")
+	for _, ok := range []struct {
+		target browser.Target
+		state  browser.WaitState
+	}{
+		{browser.Target{Selector: "#first-name"}, "visible"},
+		{browser.Target{Selector: "#first-name"}, ""},
+		{browser.Target{Selector: "input"}, "visible"},
+		{browser.Target{Selector: "#card-number", Frame: p.Card.Frame}, "attached"},
+		{browser.Target{Selector: "#card-number", Frame: p.Card.Frame}, "visible"},
+		{browser.Target{Selector: "#no-such"}, "detached"},
+		{browser.Target{Selector: "#no-such"}, "hidden"},
+	} {
+		if err := s.WaitFor(ok.target, ok.state, 20*time.Second); err != nil {
+			t.Fatalf("wait for %s %s: %v", ok.target, ok.state, err)
+		}
+	}
+	for _, late := range []struct {
+		target browser.Target
+		state  browser.WaitState
+	}{
+		{browser.Target{Selector: "#no-such"}, "visible"},
+		{browser.Target{Selector: "#no-such"}, "attached"},
+		{browser.Target{Selector: "#no-such", Frame: p.Card.Frame}, "attached"},
+		{browser.Target{Selector: "#first-name"}, "hidden"},
+	} {
+		err := s.WaitFor(late.target, late.state, 300*time.Millisecond)
+		if agentvault.ErrorCode(err) != agentvault.CodeTimeout || !strings.Contains(agentvault.ErrorMessage(err), "did not become") {
+			t.Fatalf("wait for %s %s: %v", late.target, late.state, err)
+		}
+	}
+	if err := s.WaitFor(browser.Target{Selector: "input[[["}, "visible", 5*time.Second); err == nil || agentvault.ErrorCode(err) == agentvault.CodeTimeout {
+		t.Fatalf("an unusable selector: %v", err)
+	}
+}
