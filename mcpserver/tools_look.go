@@ -16,9 +16,9 @@ import (
 type snapshotIn struct {
 	SessionArg
 	Depth    int    `json:"depth,omitempty" jsonschema:"How deep to walk the tree (default and maximum 30). Lower it only when nesting, not width, overflows a page of the answer: it saves characters, not time."`
-	Cursor   int    `json:"cursor,omitempty" jsonschema:"Line offset of the next page of a truncated snapshot: pass it with the depth, selector and frame the truncation note names. Paging an unchanged page walks nothing again."`
-	Selector string `json:"selector,omitempty" jsonschema:"Read only this element and what is inside it, e.g. form#shipping: a CSS or Playwright selector matching exactly one element, or aria-ref=eN from an earlier snapshot. One walk of that part, not of the whole page, and an answer of that part only."`
-	Frame    string `json:"frame,omitempty" jsonschema:"CSS selector of an iframe, as in fill_checkout (e.g. iframe[title='Secure payment input frame']): read only that frame's document, or selector inside it. Field selectors then name that frame."`
+	Cursor   int    `json:"cursor,omitempty" jsonschema:"Line offset of the next page of a truncated snapshot: pass it with the depth, selector and frame the truncation note names. Paging the whole, unchanged page walks nothing again (one quick check per frame); paging a part walks that part again."`
+	Selector string `json:"selector,omitempty" jsonschema:"Read only this element and what is inside it, e.g. form#shipping: a CSS or Playwright selector matching exactly one element, or aria-ref=eN from an earlier snapshot. Costs one walk of that part, never kept for later calls; use it on a heavy page when you need one form or region. A selector that matches nothing (field_not_found) or several elements (invalid_input) is refused at once, with nothing read."`
+	Frame    string `json:"frame,omitempty" jsonschema:"CSS selector of an iframe, as in fill_checkout (e.g. iframe[title='Secure payment input frame']): read only that frame's document, or selector inside it, and its field selectors name that frame. Costs one walk of that frame; use it for a payment form's fields once you know its frame. Refused like selector when it matches no iframe or several."`
 }
 
 type outcomeIn struct {
