@@ -363,3 +363,46 @@ func TestWaitForStates(t *testing.T) {
 		t.Fatalf("an unusable selector: %v", err)
 	}
 }
+
+// TestNavigationReadingLeavesALateFrame: a frame a script mounts during the
+// reading a navigation takes (a payment frame mounting after the load) ends
+// the navigation's wait for that reading: it finishes in the background,
+// and the next snapshot waits for it and shows the frame. The reading is
+// held here as one held by a frame still loading would be.
+func TestNavigationReadingLeavesALateFrame(t *testing.T) {
+	c, s := openCorpus(t)
+	release := browser.HoldReadingsForTest(s)
+	defer func() { release() }()
+	left := browser.WarmsLeftForAFrame()
+	done := make(chan error, 1)
+	go func() { done <- s.Goto(c.URL(corpusPage(t, "shadow")), 30*time.Second) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for !browser.WarmWaitingForTest(s) {
+		if time.Now().After(deadline) {
+			t.Fatal("the navigation never waited for its reading")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := browser.PageEvalForTest(s, "", `const f = document.createElement('iframe'); f.title = 'Chat widget'; f.src = `+jsString(c.Frames[4]+"/chat")+`; document.body.append(f);`); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the navigation did not return")
+	}
+	if browser.WarmsLeftForAFrame() != left+1 {
+		t.Fatal("the navigation waited out the reading instead of leaving it when a frame mounted")
+	}
+	release()
+	release = func() {}
+	if err := s.WaitFor(browser.Target{Selector: "#open-chat", Frame: "iframe[title='Chat widget']"}, "visible", 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if sn := snap(t, s, browser.SnapshotOptions{}); !strings.Contains(sn.YAML, `button "Chat with us"`) {
+		t.Fatalf("the page after the late frame:\n%s", sn.YAML)
+	}
+}
