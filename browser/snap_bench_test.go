@@ -88,9 +88,7 @@ func BenchmarkSnapshotCorpus(b *testing.B) {
 				// A click that navigates, the ready wait, then the first
 				// reading: ours on even rounds, Playwright's walk alone on
 				// odd ones (the same moment cannot be read twice).
-				if _, err := s.Click(browser.Target{Selector: p.Nav.Selector}, 30*time.Second); err != nil {
-					b.Fatal(err)
-				}
+				measure("nav-click", func() error { _, err := s.Click(browser.Target{Selector: p.Nav.Selector}, 30*time.Second); return err })
 				if p.Ready != "" {
 					if err := s.WaitFor(browser.Target{Selector: p.Ready}, "visible", 20*time.Second); err != nil {
 						b.Fatal(err)
