@@ -50,7 +50,7 @@ type UseAuditor interface {
 // auditUse records the use of a value kept in the session's memory before
 // it is typed or sent, and fails closed when it cannot.
 func (ss *Broker) auditUse(ctx context.Context, s *Session, item vault.Item, f vault.Field, host, purpose string, v vault.Secret) error {
-	au, ok := ss.Vault.(UseAuditor)
+	au, ok := ss.cfg.Vault.(UseAuditor)
 	if !ok {
 		return agentvault.Errorf(agentvault.CodeAuditUnavailable, "this vault cannot audit a value it does not store")
 	}
@@ -193,51 +193,27 @@ type Session struct {
 	stale atomic.Bool
 }
 
-// DecideArgs is what an authorization decision sees.
-type DecideArgs struct {
-	Session     string
-	Token       string
-	Key         APIKey
-	Item        vault.Item
-	Field       vault.Field
-	Destination string // normalised host, no port
-	// Page is the filled frame's URL (or the page's) as an approval may
-	// show it: policy.ShownPage, no query or fragment.
-	Page  string
-	Total *control.OrderTotal
-	// Purchase numbers this session's card grants for the item: a spent
-	// grant is followed by a new purchase the caps count again.
-	Purchase int
-	// CVVAgain: for a card's security code asked for after its
-	// authorization was spent, how many times in this session that has
-	// happened, counting this one (policy.Args.CVVAgain); 0 otherwise.
-	CVVAgain int
-}
-
-// Decider is the policy hook authorize consults after the item's own scope
-// admitted the destination (policy.Engine in proxyd). nil means the scope
-// rule alone decides.
-type Decider func(ctx context.Context, a DecideArgs) error
-
-// Broker is the one home of release decisions: it owns the proxy sessions
-// and their grants, decides every authorize (with policy and the owner's
-// rules), and releases a granted value on the wire only after checking the
-// grant and the owner's current state (P21), auditing it first (P12) and
-// recording its recipient (P10).
-type Broker struct {
-	Vault     Vault
+// Config is what a Broker runs on. Vault, LookupKey and Authorizer are
+// required: New refuses a Config without one, so no decision is ever taken
+// by a missing part (there is no default that allows).
+type Config struct {
+	// Vault holds the values; every release goes through it, audited.
+	Vault Vault
+	// LookupKey resolves the API key an agent presents.
 	LookupKey KeyLookup
-	Decide    Decider
+	// Authorizer decides each authorize under the owner's rules after the
+	// item's own scope admitted the destination, and rechecks the owner's
+	// current state before every release on the wire (owner.Service): a
+	// revoked key, a paused card or a removed site ends the grant at its
+	// next use (P21).
+	Authorizer policy.Authorizer
+
 	// Limiter, when set, bounds authorize calls per API key (rate_limited
 	// with a retry time).
 	Limiter *policy.RateLimiter
 	// Now is the clock for grants, session limits and report counting;
 	// nil means time.Now.
 	Now func() time.Time
-	// Recheck, when set, is asked before every release of a granted value
-	// on the wire (owner.Service.Recheck): a revoked key, a paused card or
-	// a removed site ends the grant at its next use (P21).
-	Recheck Decider
 	// Policy holds the one scope rule (policy.Engine.ScopeAdmits) and the
 	// registrable-domain lookup. nil: an engine over the public suffix list.
 	Policy *policy.Engine
@@ -279,6 +255,15 @@ type Broker struct {
 	// authorizes made may wait to be written to the Store, together
 	// (default 1 s; shared.go, writeBehind).
 	GrantWriteBehind time.Duration
+}
+
+// Broker is the one home of release decisions: it owns the proxy sessions
+// and their grants, decides every authorize (with policy and the owner's
+// rules), and releases a granted value on the wire only after checking the
+// grant and the owner's current state (P21), auditing it first (P12) and
+// recording its recipient (P10).
+type Broker struct {
+	cfg Config
 
 	mu      sync.RWMutex
 	byID    map[string]*Session
@@ -315,15 +300,15 @@ func (ss *Broker) OnClose(fn func(*Session)) { ss.onClose = append(ss.onClose, f
 func (ss *Broker) OnOpen(fn func(*Session)) { ss.onOpen = append(ss.onOpen, fn) }
 
 func (ss *Broker) now() time.Time {
-	if ss.Now != nil {
-		return ss.Now()
+	if ss.cfg.Now != nil {
+		return ss.cfg.Now()
 	}
 	return time.Now()
 }
 
 func (ss *Broker) policy() *policy.Engine {
-	if ss.Policy != nil {
-		return ss.Policy
+	if ss.cfg.Policy != nil {
+		return ss.cfg.Policy
 	}
 	return defaultPolicy
 }
@@ -337,9 +322,9 @@ func durationOr(d, def time.Duration) time.Duration {
 	return def
 }
 
-func (ss *Broker) grantTTL() time.Duration    { return durationOr(ss.GrantTTL, 5*time.Minute) }
-func (ss *Broker) sessionIdle() time.Duration { return durationOr(ss.SessionIdle, 30*time.Minute) }
-func (ss *Broker) sessionAge() time.Duration  { return durationOr(ss.SessionMaxAge, 8*time.Hour) }
+func (ss *Broker) grantTTL() time.Duration    { return durationOr(ss.cfg.GrantTTL, 5*time.Minute) }
+func (ss *Broker) sessionIdle() time.Duration { return durationOr(ss.cfg.SessionIdle, 30*time.Minute) }
+func (ss *Broker) sessionAge() time.Duration  { return durationOr(ss.cfg.SessionMaxAge, 8*time.Hour) }
 
 // touch records a use of s (an authorize, a CONNECT, a proxied request).
 func (ss *Broker) Touch(s *Session) { s.lastUsed.Store(ss.now().UnixNano()) }
@@ -394,7 +379,7 @@ const (
 // Store's sessions that ended, went idle or aged out more than purgeGrace
 // ago: without it every session ever opened stays in the Store.
 func (ss *Broker) purge(now time.Time) {
-	if ss.Store == nil {
+	if ss.cfg.Store == nil {
 		return
 	}
 	last := ss.lastPurge.Load()
@@ -406,7 +391,7 @@ func (ss *Broker) purge(now time.Time) {
 	go func() {
 		ctx, cancel := storeCtx()
 		defer cancel()
-		n, err := ss.Store.PurgeSessions(ctx, a)
+		n, err := ss.cfg.Store.PurgeSessions(ctx, a)
 		if err == nil {
 			ss.purged.Add(n)
 		}
@@ -416,10 +401,27 @@ func (ss *Broker) purge(now time.Time) {
 // Purged is how many sessions this broker's purges dropped from the Store.
 func (ss *Broker) Purged() int64 { return ss.purged.Load() }
 
-// New returns a broker with no sessions.
-func New(v Vault, lookup KeyLookup) *Broker {
-	return &Broker{Vault: v, LookupKey: lookup, byID: map[string]*Session{}}
+// New returns a broker with no sessions. A Config without its vault, its
+// key lookup or its authorizer is refused.
+func New(cfg Config) (*Broker, error) {
+	switch {
+	case cfg.Vault == nil:
+		return nil, agentvault.Errorf(agentvault.CodeInternal, "the broker needs a vault")
+	case cfg.LookupKey == nil:
+		return nil, agentvault.Errorf(agentvault.CodeInternal, "the broker needs an API key lookup")
+	case cfg.Authorizer == nil:
+		return nil, agentvault.Errorf(agentvault.CodeInternal, "the broker needs an authorizer (the owner's rules)")
+	}
+	return &Broker{cfg: cfg, byID: map[string]*Session{}}, nil
 }
+
+// LookupKey resolves the API key an agent presents (Config.LookupKey).
+func (ss *Broker) LookupKey(ctx context.Context, apiKey string) (APIKey, error) {
+	return ss.cfg.LookupKey(ctx, apiKey)
+}
+
+// SessionMaxAge is the age at which a session ends.
+func (ss *Broker) SessionMaxAge() time.Duration { return ss.sessionAge() }
 
 func randomID(prefix string, n int) string {
 	b := make([]byte, n)
@@ -430,7 +432,7 @@ func randomID(prefix string, n int) string {
 // Create opens a session under apiKey and returns it with its proxy
 // password (shown once; only its hash is kept).
 func (ss *Broker) Create(ctx context.Context, apiKey string) (*Session, string, error) {
-	key, err := ss.LookupKey(ctx, apiKey)
+	key, err := ss.cfg.LookupKey(ctx, apiKey)
 	if err != nil {
 		return nil, "", err
 	}
@@ -448,7 +450,7 @@ func (ss *Broker) Create(ctx context.Context, apiKey string) (*Session, string, 
 		broker:   ss,
 	}
 	ss.Touch(s)
-	limit := ss.MaxSessionsPerKey
+	limit := ss.cfg.MaxSessionsPerKey
 	if limit <= 0 {
 		limit = 64
 	}
@@ -459,13 +461,13 @@ func (ss *Broker) Create(ctx context.Context, apiKey string) (*Session, string, 
 		ss.storeEnd(s.ID, "refused: too many sessions")
 		return nil, "", agentvault.Errorf(agentvault.CodeTooManySessions, "this API key has too many open sessions: close one first")
 	}
-	if ss.Store != nil && !ss.SingleProcess {
+	if ss.cfg.Store != nil && !ss.cfg.SingleProcess {
 		// The key's open sessions on every replica, this one included (it
 		// is written first: two replicas creating at once may both refuse,
 		// never both admit past the cap). The store's last use lags by up
 		// to half a minute, so a minute more of idleness still counts.
 		now := ss.now()
-		n, err := ss.Store.CountOpenSessions(ctx, key.ID, now.Add(-ss.sessionIdle()-time.Minute), now.Add(-ss.sessionAge()))
+		n, err := ss.cfg.Store.CountOpenSessions(ctx, key.ID, now.Add(-ss.sessionIdle()-time.Minute), now.Add(-ss.sessionAge()))
 		if err != nil {
 			ss.storeEnd(s.ID, "refused: sessions not counted")
 			return nil, "", agentvault.Wrap(agentvault.CodeInternal, err, "the key's open sessions could not be counted")
@@ -588,7 +590,7 @@ func (ss *Broker) CloseAll() {
 	ss.mu.RUnlock()
 	ss.flushGrants()
 	for _, s := range all {
-		if ss.Store != nil {
+		if ss.cfg.Store != nil {
 			ss.keepUses(s)
 			ss.drop(s)
 		} else {
@@ -691,8 +693,8 @@ func (ss *Broker) deniedAuthorize(s *Session, err error) {
 		return
 	case agentvault.CodeRateLimited:
 		now := time.Now()
-		if ss.Now != nil {
-			now = ss.Now()
+		if ss.cfg.Now != nil {
+			now = ss.cfg.Now()
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -781,7 +783,7 @@ func (ss *Broker) Authorize(ctx context.Context, s *Session, req control.Authori
 	ctx = vault.WithReadScope(ctx)
 	var resp control.AuthorizeResponse
 	err := ss.allow(s)
-	if err == nil && !ss.SingleProcess {
+	if err == nil && !ss.cfg.SingleProcess {
 		// The grant's shared state first (spent or renewed on another
 		// replica), and the grant written through before the answer.
 		err = ss.refresh(ctx, s)
@@ -820,10 +822,10 @@ func (ss *Broker) DeniedOnce(sessionID, key string) {
 
 // allow spends one of the key's authorize calls (Limiter).
 func (ss *Broker) allow(s *Session) error {
-	if ss.Limiter == nil {
+	if ss.cfg.Limiter == nil {
 		return nil
 	}
-	return ss.Limiter.Allow(s.Key.ID)
+	return ss.cfg.Limiter.Allow(s.Key.ID)
 }
 
 func (ss *Broker) authorize(ctx context.Context, s *Session, req control.AuthorizeRequest) (control.AuthorizeResponse, error) {
@@ -852,7 +854,7 @@ func (ss *Broker) authorize(ctx context.Context, s *Session, req control.Authori
 			return control.AuthorizeResponse{}, err
 		}
 	}
-	item, err := ss.Vault.GetByLabel(ctx, s.Key.Org, t.Kind, t.Label)
+	item, err := ss.cfg.Vault.GetByLabel(ctx, s.Key.Org, t.Kind, t.Label)
 	if err != nil {
 		if agentvault.ErrorCode(err) == agentvault.CodeNotFound {
 			return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeUnknownToken, "no item for this token")
@@ -865,9 +867,9 @@ func (ss *Broker) authorize(ctx context.Context, s *Session, req control.Authori
 	field := t.Field
 	live, hasLive := s.liveValue(item.ID, field)
 	liveCVV := isLiveCVV(item, field)
-	if liveCVV && ss.Decide != nil {
+	if liveCVV {
 		// A live-CVV card stores no code: the owner types it per purchase.
-		// Decide as if the field existed, so the policy asks for the entry
+		// Authorize as if the field existed, so the policy asks for the entry
 		// (cvv_entry approval); once the owner typed it, it is in the
 		// session's memory.
 		item.Fields = append(slices.Clone(item.Fields), field)
@@ -879,8 +881,10 @@ func (ss *Broker) authorize(ctx context.Context, s *Session, req control.Authori
 	if !pol.ScopeAdmits(item, dest.Host) {
 		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeScopeDenied, "this item may not be used on this site")
 	}
+	// The checkout total the page shows: decided on for a card number (and
+	// named in a purchase approval a security code asks for).
 	var total *policy.Amount
-	if req.OrderTotal != nil && item.Kind == vault.KindCard && field == vault.FieldNumber {
+	if req.OrderTotal != nil {
 		t, err := policy.ParseDecimal(req.OrderTotal.Amount, req.OrderTotal.Currency)
 		if err != nil {
 			return control.AuthorizeResponse{}, err
@@ -911,17 +915,15 @@ func (ss *Broker) authorize(ctx context.Context, s *Session, req control.Authori
 		}
 	}
 	s.mu.Unlock()
-	if ss.Decide != nil {
-		if err := ss.Decide(ctx, DecideArgs{Session: s.ID, Token: req.Token, Key: s.Key, Item: item, Field: field,
-			Destination: dest.Host, Page: policy.ShownPage(target), Total: req.OrderTotal, Purchase: purchase, CVVAgain: cvvAgain}); err != nil {
-			return control.AuthorizeResponse{}, err
-		}
+	if err := ss.cfg.Authorizer.Authorize(ctx, policy.Fill{KeyID: s.Key.ID, Session: s.ID, Item: item, Field: field,
+		Destination: dest.Host, Page: policy.ShownPage(target), Total: total, Purchase: purchase, CVVAgain: cvvAgain}); err != nil {
+		return control.AuthorizeResponse{}, err
 	}
 	// The grant's origins: the filled frame's, and for a card the origins
 	// its payment integration posts to, each admitted by the item's scope.
 	origins := []hostname.Origin{dest}
-	if item.Kind == vault.KindCard && req.FrameURL != "" && ss.PaymentOrigins != nil {
-		for _, o := range ss.PaymentOrigins(req.FrameURL) {
+	if item.Kind == vault.KindCard && req.FrameURL != "" && ss.cfg.PaymentOrigins != nil {
+		for _, o := range ss.cfg.PaymentOrigins(req.FrameURL) {
 			if pol.ScopeAdmits(item, o.Host) && !slices.Contains(origins, o) {
 				origins = append(origins, o)
 			}
@@ -997,7 +999,7 @@ func (ss *Broker) authorize(ctx context.Context, s *Session, req control.Authori
 	case liveCVV:
 		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeCVVEntryRequired, "the owner has not typed this card's security code yet")
 	default:
-		real, err = ss.Vault.Release(ctx, ReleaseArgs{
+		real, err = ss.cfg.Vault.Release(ctx, ReleaseArgs{
 			Org: s.Key.Org, ItemID: item.ID, Field: field, Destination: dest.Host,
 			Session: s.ID, Actor: s.Key.ID, Purpose: PurposeAuthorize,
 		})

@@ -10,6 +10,7 @@ import (
 	"github.com/agentvault/agentvault/broker"
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/hostname"
+	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/vault"
 )
 
@@ -39,20 +40,42 @@ func (v *fakeVault) Release(_ context.Context, a broker.ReleaseArgs) (vault.Secr
 	return vault.NewSecret([]byte(v.number)), nil
 }
 
-func newBroker(t *testing.T) (*broker.Broker, *broker.Session, *time.Time) {
+// allowFills is an Authorizer that allows every fill.
+type allowFills struct{}
+
+func (allowFills) Authorize(context.Context, policy.Fill) error { return nil }
+func (allowFills) Recheck(context.Context, policy.Fill) error   { return nil }
+
+// newBroker is a broker over one card on a clock, allowing every fill,
+// with mods applied to its Config, and a session of it.
+func newBroker(t *testing.T, mods ...func(*broker.Config)) (*broker.Broker, *broker.Session, *time.Time) {
 	t.Helper()
-	v := &fakeVault{number: "4242424242424242", card: vault.Item{ID: "itm_1", Org: "org1", Kind: vault.KindCard, Label: "1",
-		Fields: []vault.Field{vault.FieldNumber, vault.FieldCVV}, Card: &vault.CardMeta{Sites: []string{"shop.test"}}}}
-	b := broker.New(v, func(context.Context, string) (broker.APIKey, error) {
-		return broker.APIKey{ID: "key1", Org: "org1", Suffix: "t3st1"}, nil
-	})
-	now := time.Now()
-	b.Now = func() time.Time { return now }
+	b, now := brokerOnly(t, mods...)
 	s, _, err := b.Create(context.Background(), "avk")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b, s, &now
+	return b, s, now
+}
+
+// brokerOnly is newBroker without the session.
+func brokerOnly(t *testing.T, mods ...func(*broker.Config)) (*broker.Broker, *time.Time) {
+	t.Helper()
+	v := &fakeVault{number: "4242424242424242", card: vault.Item{ID: "itm_1", Org: "org1", Kind: vault.KindCard, Label: "1",
+		Fields: []vault.Field{vault.FieldNumber, vault.FieldCVV}, Card: &vault.CardMeta{Sites: []string{"shop.test"}}}}
+	now := time.Now()
+	cfg := broker.Config{Vault: v, Authorizer: allowFills{}, Now: func() time.Time { return now },
+		LookupKey: func(context.Context, string) (broker.APIKey, error) {
+			return broker.APIKey{ID: "key1", Org: "org1", Suffix: "t3st1"}, nil
+		}}
+	for _, mod := range mods {
+		mod(&cfg)
+	}
+	b, err := broker.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, &now
 }
 
 func grantFor(t *testing.T, b *broker.Broker, s *broker.Session, page string) *broker.Grant {

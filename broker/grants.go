@@ -46,7 +46,7 @@ func (u *Use) Done(status int) {
 		}
 	}
 	u.s.mu.Unlock()
-	if ss := u.s.broker; ss != nil && ss.Store != nil && !ss.SingleProcess {
+	if ss := u.s.broker; ss != nil && ss.cfg.Store != nil && !ss.cfg.SingleProcess {
 		ss.settle(u.s, u.held, accepted)
 	}
 	u.held = nil
@@ -77,7 +77,7 @@ func (ss *Broker) useGrant(ctx context.Context, u *Use, b *Grant, dest hostname.
 	if b.inFlight {
 		return agentvault.Errorf(agentvault.CodeGrantInUse, "another request is using this card authorization")
 	}
-	if ss.Store != nil && !ss.SingleProcess {
+	if ss.cfg.Store != nil && !ss.cfg.SingleProcess {
 		// The claim is the Store's: two replicas never both hold it.
 		return ss.claim(ctx, u, b, now)
 	}
@@ -95,7 +95,7 @@ func (ss *Broker) useGrant(ctx context.Context, u *Use, b *Grant, dest hostname.
 // an authorize on another replica renews a grant in place, and this
 // replica may not have heard of it yet. It re-reads the session once.
 func (ss *Broker) renewedElsewhere(ctx context.Context, s *Session, err error) bool {
-	if ss.Store == nil || ss.SingleProcess {
+	if ss.cfg.Store == nil || ss.cfg.SingleProcess {
 		return false
 	}
 	switch agentvault.ErrorCode(err) {
@@ -109,7 +109,7 @@ func (ss *Broker) renewedElsewhere(ctx context.Context, s *Session, err error) b
 // Release is the only way a real value goes on the wire. It checks the
 // grant (P21: origin, expiry, use rule), the item as it is now (removed, or
 // its sites edited), the one scope rule (P2) and the owner's current state
-// (Recheck: revoked key, paused card, removed site); then it releases the
+// (Config.Authorizer's Recheck: revoked key, paused card, removed site); then it releases the
 // value, audited before it is returned (P12), and records dest's host as one
 // of its recipients (P10). The caller wipes the returned bytes.
 func (ss *Broker) Release(ctx context.Context, u *Use, b *Grant, dest hostname.Origin) ([]byte, error) {
@@ -134,18 +134,16 @@ func (ss *Broker) Release(ctx context.Context, u *Use, b *Grant, dest hostname.O
 			return nil, err
 		}
 	}
-	item, err := ss.Vault.GetByLabel(ctx, s.Key.Org, b.item.Kind, b.item.Label)
+	item, err := ss.cfg.Vault.GetByLabel(ctx, s.Key.Org, b.item.Kind, b.item.Label)
 	if err != nil || item.ID != b.item.ID {
 		return nil, agentvault.Errorf(agentvault.CodeDestinationUnauthorized, "this value is no longer in the vault")
 	}
 	if !ss.policy().ScopeAdmits(item, dest.Host) {
 		return nil, agentvault.Errorf(agentvault.CodeScopeDenied, "this item may not be used on this destination")
 	}
-	if ss.Recheck != nil {
-		if err := ss.Recheck(ctx, DecideArgs{Session: s.ID, Token: b.token, Key: s.Key, Item: item,
-			Field: b.field, Destination: dest.Host}); err != nil {
-			return nil, err
-		}
+	if err := ss.cfg.Authorizer.Recheck(ctx, policy.Fill{KeyID: s.Key.ID, Session: s.ID, Item: item,
+		Field: b.field, Destination: dest.Host}); err != nil {
+		return nil, err
 	}
 	var raw []byte
 	if b.live {
@@ -158,7 +156,7 @@ func (ss *Broker) Release(ctx context.Context, u *Use, b *Grant, dest hostname.O
 		}
 		raw = append([]byte(nil), v.InsecureRawBytes()...)
 	} else {
-		sec, err := ss.Vault.Release(ctx, ReleaseArgs{
+		sec, err := ss.cfg.Vault.Release(ctx, ReleaseArgs{
 			Org: s.Key.Org, ItemID: b.item.ID, Field: b.field, Destination: dest.Host,
 			Session: s.ID, Actor: s.Key.ID, Purpose: PurposeSubstitute,
 		})
@@ -271,7 +269,7 @@ func (ss *Broker) loadRecipients(ctx context.Context, org string) {
 	if done {
 		return
 	}
-	rl, ok := ss.Vault.(RecipientLister)
+	rl, ok := ss.cfg.Vault.(RecipientLister)
 	var list []Recipient
 	if ok {
 		var err error
@@ -356,7 +354,7 @@ func (ss *Broker) ScrubSet(ctx context.Context, s *Session, host string) []Scrub
 	}
 	ss.recipients.mu.RUnlock()
 	for _, rc := range missing {
-		sec, err := ss.Vault.Release(ctx, ReleaseArgs{Org: s.Key.Org, ItemID: rc.item.ID, Field: rc.field,
+		sec, err := ss.cfg.Vault.Release(ctx, ReleaseArgs{Org: s.Key.Org, ItemID: rc.item.ID, Field: rc.field,
 			Destination: host, Session: s.ID, Actor: s.Key.ID, Purpose: PurposeScrub})
 		if err != nil {
 			continue // removed from the vault, or the audit is down: nothing to scrub with

@@ -21,7 +21,6 @@ import (
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/broker"
 	"github.com/agentvault/agentvault/control"
-	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/intercept/rewrite"
 	"github.com/agentvault/agentvault/store/sqlite"
 	"github.com/agentvault/agentvault/vault"
@@ -96,16 +95,8 @@ func TestP23_TOTPLoginAgainstSiteThatChecksTheCode(t *testing.T) {
 
 	var mu sync.Mutex
 	var accepted []string
-	var sessions *broker.Broker
-	e := startProxy(t, func(c *intercept.Config) {
-		sessions = broker.New(realVault{v}, func(ctx context.Context, k string) (broker.APIKey, error) {
-			if k != "avk_test" {
-				return broker.APIKey{}, agentvault.Errorf(agentvault.CodeInvalidAPIKey, "unknown API key")
-			}
-			return broker.APIKey{ID: "key1", Org: "org1", Suffix: testSuffix}, nil
-		})
-		c.Broker = sessions
-	})
+	e := startProxyWith(t, func(c *broker.Config) { c.Vault = realVault{v} }, nil)
+	sessions := e.sessions
 	up := startUpstream(t, e.upCA, func(w http.ResponseWriter, r *http.Request) {
 		code := r.PostFormValue("otp")
 		if r.PostFormValue("user") != "grace" || !siteTOTP(key, time.Now(), code) {

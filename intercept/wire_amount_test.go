@@ -3,10 +3,11 @@ package intercept_test
 import (
 	"context"
 	"errors"
-	"github.com/agentvault/agentvault/broker"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentvault/agentvault/broker"
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/control"
@@ -154,7 +155,6 @@ func TestLiveCVVUseIsAudited(t *testing.T) {
 	up := startUpstream(t, e.upCA, nil)
 	e.vault.add(vault.Item{Kind: vault.KindCard, Label: "1", Card: &vault.CardMeta{AnySite: true}},
 		map[vault.Field]string{vault.FieldNumber: "4242424242424242"})
-	e.sessions.Decide = func(context.Context, broker.DecideArgs) error { return nil }
 	s, pw := e.session()
 	page := hostURL(up, "shop.test", "/pay")
 	if err := e.sessions.SetLiveValue(s.ID, e.vault.items[0].ID, vault.FieldCVV, vault.NewSecret([]byte("5813"))); err != nil {
@@ -195,13 +195,14 @@ func TestLiveCVVUseIsAudited(t *testing.T) {
 // parked for the owner does not, a burst of rate_limited refusals counts
 // once a minute, and an approval the owner denied counts once.
 func TestReportCountsRefusals(t *testing.T) {
-	e := startProxy(t, nil)
-	e.addCard("1", "4242424242424242", "737")
 	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-	e.sessions.Now = func() time.Time { return now }
-	e.sessions.Limiter = policy.NewRateLimiter(2, time.Hour, func() time.Time { return now })
+	e := startProxyWith(t, func(c *broker.Config) {
+		c.Now = func() time.Time { return now }
+		c.Limiter = policy.NewRateLimiter(2, time.Hour, func() time.Time { return now })
+	}, nil)
+	e.addCard("1", "4242424242424242", "737")
 	var decide error
-	e.sessions.Decide = func(context.Context, broker.DecideArgs) error { return decide }
+	e.auth.set(func(policy.Fill) error { return decide }, nil)
 	s, _ := e.session()
 	page := "https://shop.test/pay"
 	decide = agentvault.Errorf(agentvault.CodeApprovalPending, "waiting")

@@ -24,8 +24,9 @@ import (
 // Config configures a Service.
 type Config struct {
 	Store Store
-	// Engine decides fills for Authorize (policy.NewEngine in proxyd).
-	Engine policy.Decider
+	// Engine decides fills for Authorize and Recheck (policy.NewEngine in
+	// proxyd).
+	Engine *policy.Engine
 	// Org is the vault org this appliance serves (the one its owner signs
 	// in for). Required.
 	Org string
@@ -54,7 +55,7 @@ type Config struct {
 // use; several processes may share one store.
 type Service struct {
 	st       Store
-	engine   policy.Decider
+	engine   *policy.Engine
 	org      string
 	notifier Notifier
 	dashURL  string

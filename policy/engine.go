@@ -91,8 +91,8 @@ type Approval struct {
 	Reason Reason
 }
 
-// Args is everything one decision needs. The caller (proxyd's authorize)
-// fills it from the store and the session; the engine reads nothing else.
+// Args is everything one decision needs. The caller (owner.Service, from a
+// Fill) completes it from the store; the engine reads nothing else.
 type Args struct {
 	APIKey KeyInfo
 	Item   vault.Item
@@ -168,13 +168,6 @@ func (d Decision) Err() error {
 		return nil
 	}
 	return agentvault.Errorf(d.Code, "%s", d.Message)
-}
-
-// Decider is what proxyd consumes.
-type Decider interface {
-	Decide(ctx context.Context, a Args) Decision
-	// Recheck is asked again before each release of a granted value.
-	Recheck(a Args) error
 }
 
 // SiteFunc maps a host name to its registrable domain (eTLD+1). proxyd
@@ -524,5 +517,3 @@ func (e *Engine) RegistrableDomain(host string) (string, error) {
 	}
 	return rd, nil
 }
-
-var _ Decider = (*Engine)(nil)

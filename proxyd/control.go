@@ -20,6 +20,7 @@ import (
 // owner's answers become wire types.
 type controlService struct {
 	broker   *broker.Broker
+	vault    broker.Vault // the items the catalog lists
 	ca       *intercept.CA
 	owner    *owner.Service
 	recipes  *recipes.Registry
@@ -39,9 +40,7 @@ func (c *controlService) CreateSession(ctx context.Context, apiKey string) (cont
 	}
 	resp := control.CreateSessionResponse{ID: s.ID, ProxyURL: c.proxyURL, ProxyUser: s.ID, ProxyPassword: pw,
 		CASPKI: c.ca.SPKIHash(), CAPEM: string(c.ca.CertPEM())}
-	if c.broker.SessionMaxAge > 0 {
-		resp.ExpiresAt = time.Now().Add(c.broker.SessionMaxAge).UTC()
-	}
+	resp.ExpiresAt = time.Now().Add(c.broker.SessionMaxAge()).UTC()
 	return resp, nil
 }
 
@@ -65,7 +64,7 @@ func (c *controlService) Catalog(ctx context.Context, apiKey, pageURL string) (j
 	if err != nil {
 		return nil, err
 	}
-	items, err := c.broker.Vault.List(ctx, key.Org)
+	items, err := c.vault.List(ctx, key.Org)
 	if err != nil {
 		return nil, err
 	}
