@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault"
-	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/tokens"
@@ -165,7 +164,7 @@ type Session struct {
 	// scrubStandIns are the stand-ins this session shows for values it
 	// never authorized but a host echoes (item id + field → stand-in).
 	scrubStandIns map[string]string
-	report        control.Report
+	report        Report
 	// counted names refusals already in DeniedCount that can be reported
 	// more than once (an approval the owner denied, seen by each wait).
 	counted map[string]bool
@@ -446,7 +445,7 @@ func (ss *Broker) Create(ctx context.Context, apiKey string) (*Session, string, 
 		pwdHash:  sha256.Sum256([]byte(password)),
 		created:  ss.now(),
 		bindings: map[string]*Grant{},
-		report:   control.Report{FilledFieldKinds: []string{}, CredentialWrites: []string{}},
+		report:   Report{FilledFieldKinds: []string{}, CredentialWrites: []string{}},
 		broker:   ss,
 	}
 	ss.Touch(s)
@@ -527,28 +526,28 @@ func (ss *Broker) Authenticate(user, password string) (*Session, bool) {
 // Close ends a session: its credential stops working (on every replica
 // sharing the Store), its released values are wiped, and its final report
 // (what this replica saw) is returned.
-func (ss *Broker) Close(id string) (control.Report, error) {
+func (ss *Broker) Close(id string) (Report, error) {
 	return ss.end(id, "closed")
 }
 
 // end ends session id everywhere: in the Store (the other replicas are
 // told), then here.
-func (ss *Broker) end(id, reason string) (control.Report, error) {
+func (ss *Broker) end(id, reason string) (Report, error) {
 	s := ss.lookup(id)
 	if s == nil {
-		return control.Report{}, agentvault.Errorf(agentvault.CodeNotFound, "no such session")
+		return Report{}, agentvault.Errorf(agentvault.CodeNotFound, "no such session")
 	}
 	err := ss.storeEnd(id, reason)
 	rep, ok := ss.drop(s)
 	if !ok {
-		return control.Report{}, agentvault.Errorf(agentvault.CodeNotFound, "no such session")
+		return Report{}, agentvault.Errorf(agentvault.CodeNotFound, "no such session")
 	}
 	return rep, err
 }
 
 // drop ends s in this process only: it leaves the cache, its values are
 // wiped, the OnClose hooks run. False when it was dropped already.
-func (ss *Broker) drop(s *Session) (control.Report, bool) {
+func (ss *Broker) drop(s *Session) (Report, bool) {
 	ss.mu.Lock()
 	held := ss.byID[s.ID] == s
 	if held {
@@ -556,7 +555,7 @@ func (ss *Broker) drop(s *Session) (control.Report, bool) {
 	}
 	ss.mu.Unlock()
 	if !held {
-		return control.Report{}, false
+		return Report{}, false
 	}
 	for _, fn := range ss.onClose {
 		defer fn(s)
@@ -660,13 +659,13 @@ func (s *Session) Closed() bool {
 }
 
 // Report returns a copy of the session's report.
-func (s *Session) Report() control.Report {
+func (s *Session) Report() Report {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.reportLocked()
 }
 
-func (s *Session) reportLocked() control.Report {
+func (s *Session) reportLocked() Report {
 	r := s.report
 	r.FilledFieldKinds = slices.Clone(r.FilledFieldKinds)
 	r.CredentialWrites = slices.Clone(r.CredentialWrites)
@@ -716,34 +715,42 @@ func (s *Session) addKinds(kinds ...string) {
 	}
 }
 
-// Event records what the browser side observed.
-func (s *Session) Event(ev control.EventRequest) error {
+// Confirmed records that the browser saw an order confirmation, with the
+// total it showed (nil when none).
+func (s *Session) Confirmed(total *ShownTotal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch ev.Type {
-	case control.EventConfirmation:
-		s.report.ConfirmationDetected = true
-		if ev.OrderTotal != nil {
-			t := *ev.OrderTotal
-			s.report.OrderTotal = &t
-		}
-	case control.EventFill:
-		for _, k := range ev.Kinds {
-			switch vault.Kind(k) {
-			case vault.KindCard, vault.KindLogin, vault.KindIdentity, vault.KindAddress, vault.Kind(vault.FieldCVV):
-			default:
-				return agentvault.Errorf(agentvault.CodeInvalidInput, "unknown field kind")
-			}
-		}
-		s.addKinds(ev.Kinds...)
-	case control.EventCredential:
-		if ev.Site != "" && !slices.Contains(s.report.CredentialWrites, ev.Site) {
-			s.report.CredentialWrites = append(s.report.CredentialWrites, ev.Site)
-		}
-	default:
-		return agentvault.Errorf(agentvault.CodeInvalidInput, "unknown event type")
+	s.report.ConfirmationDetected = true
+	if total != nil {
+		t := *total
+		s.report.OrderTotal = &t
 	}
+}
+
+// Filled records the kinds of fields the browser filled with values it
+// types itself (identity, address); an unknown kind is refused.
+func (s *Session) Filled(kinds []string) error {
+	for _, k := range kinds {
+		switch vault.Kind(k) {
+		case vault.KindCard, vault.KindLogin, vault.KindIdentity, vault.KindAddress, vault.Kind(vault.FieldCVV):
+		default:
+			return agentvault.Errorf(agentvault.CodeInvalidInput, "unknown field kind")
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.addKinds(kinds...)
 	return nil
+}
+
+// CredentialWritten records a login written for site (its registrable
+// domain, or the change a stored login saw).
+func (s *Session) CredentialWritten(site string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if site != "" && !slices.Contains(s.report.CredentialWrites, site) {
+		s.report.CredentialWrites = append(s.report.CredentialWrites, site)
+	}
 }
 
 // pageDestination extracts the host a page or frame URL sends its forms to
@@ -778,10 +785,10 @@ func keySees(sc *tokens.Scope, it vault.Item) bool {
 
 // Authorize binds a token to the destination of the page (or frame) about
 // to be filled, releasing the value once (audited) to build its stand-in.
-func (ss *Broker) Authorize(ctx context.Context, s *Session, req control.AuthorizeRequest) (control.AuthorizeResponse, error) {
+func (ss *Broker) Authorize(ctx context.Context, s *Session, req AuthorizeRequest) (Authorized, error) {
 	// One decision: the store's read cache is checked once for all of it.
 	ctx = vault.WithReadScope(ctx)
-	var resp control.AuthorizeResponse
+	var resp Authorized
 	err := ss.allow(s)
 	if err == nil && !ss.cfg.SingleProcess {
 		// The grant's shared state first (spent or renewed on another
@@ -828,17 +835,17 @@ func (ss *Broker) allow(s *Session) error {
 	return ss.cfg.Limiter.Allow(s.Key.ID)
 }
 
-func (ss *Broker) authorize(ctx context.Context, s *Session, req control.AuthorizeRequest) (control.AuthorizeResponse, error) {
+func (ss *Broker) authorize(ctx context.Context, s *Session, req AuthorizeRequest) (Authorized, error) {
 	if !ss.Alive(s) {
-		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeSessionEnded, "session is closed")
+		return Authorized{}, agentvault.Errorf(agentvault.CodeSessionEnded, "session is closed")
 	}
 	ss.Touch(s)
 	t, err := tokens.Parse(req.Token)
 	if err != nil {
-		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeUnknownToken, "not a valid token")
+		return Authorized{}, agentvault.Errorf(agentvault.CodeUnknownToken, "not a valid token")
 	}
 	if t.Suffix != s.Key.Suffix {
-		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeUnknownToken, "the token does not belong to this API key")
+		return Authorized{}, agentvault.Errorf(agentvault.CodeUnknownToken, "the token does not belong to this API key")
 	}
 	target := req.PageURL
 	if req.FrameURL != "" {
@@ -846,23 +853,23 @@ func (ss *Broker) authorize(ctx context.Context, s *Session, req control.Authori
 	}
 	dest, err := pageDestination(target)
 	if err != nil {
-		return control.AuthorizeResponse{}, err
+		return Authorized{}, err
 	}
 	if req.FrameURL != "" {
 		// The top page must be https too.
 		if _, err := pageDestination(req.PageURL); err != nil {
-			return control.AuthorizeResponse{}, err
+			return Authorized{}, err
 		}
 	}
 	item, err := ss.cfg.Vault.GetByLabel(ctx, s.Key.Org, t.Kind, t.Label)
 	if err != nil {
 		if agentvault.ErrorCode(err) == agentvault.CodeNotFound {
-			return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeUnknownToken, "no item for this token")
+			return Authorized{}, agentvault.Errorf(agentvault.CodeUnknownToken, "no item for this token")
 		}
-		return control.AuthorizeResponse{}, err
+		return Authorized{}, err
 	}
 	if !keySees(s.Key.Scope, item) {
-		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeScopeDenied, "this API key may not use this item")
+		return Authorized{}, agentvault.Errorf(agentvault.CodeScopeDenied, "this API key may not use this item")
 	}
 	field := t.Field
 	live, hasLive := s.liveValue(item.ID, field)
@@ -875,20 +882,18 @@ func (ss *Broker) authorize(ctx context.Context, s *Session, req control.Authori
 		item.Fields = append(slices.Clone(item.Fields), field)
 	}
 	if !item.Has(field) {
-		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeUnknownToken, "the item has no such field")
+		return Authorized{}, agentvault.Errorf(agentvault.CodeUnknownToken, "the item has no such field")
 	}
 	pol := ss.policy()
 	if !pol.ScopeAdmits(item, dest.Host) {
-		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeScopeDenied, "this item may not be used on this site")
+		return Authorized{}, agentvault.Errorf(agentvault.CodeScopeDenied, "this item may not be used on this site")
 	}
 	// The checkout total the page shows: decided on for a card number (and
-	// named in a purchase approval a security code asks for).
+	// named in a purchase approval a security code asks for); a copy, as
+	// the grant keeps it.
 	var total *policy.Amount
-	if req.OrderTotal != nil {
-		t, err := policy.ParseDecimal(req.OrderTotal.Amount, req.OrderTotal.Currency)
-		if err != nil {
-			return control.AuthorizeResponse{}, err
-		}
+	if req.Total != nil {
+		t := *req.Total
 		total = &t
 	}
 	now := ss.now()
@@ -917,7 +922,7 @@ func (ss *Broker) authorize(ctx context.Context, s *Session, req control.Authori
 	s.mu.Unlock()
 	if err := ss.cfg.Authorizer.Authorize(ctx, policy.Fill{KeyID: s.Key.ID, Session: s.ID, Item: item, Field: field,
 		Destination: dest.Host, Page: policy.ShownPage(target), Total: total, Purchase: purchase, CVVAgain: cvvAgain}); err != nil {
-		return control.AuthorizeResponse{}, err
+		return Authorized{}, err
 	}
 	// The grant's origins: the filled frame's, and for a card the origins
 	// its payment integration posts to, each admitted by the item's scope.
@@ -981,12 +986,12 @@ func (ss *Broker) authorize(ctx context.Context, s *Session, req control.Authori
 			settleCVV()
 			standIn := existing.standIn
 			s.mu.Unlock()
-			return control.AuthorizeResponse{Value: standIn, Kind: string(t.Kind), Field: string(field), StandIn: true}, nil
+			return Authorized{Value: standIn, Kind: t.Kind, Field: field, StandIn: true}, nil
 		}
 	}
 	s.mu.Unlock()
 	if closed {
-		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeSessionEnded, "session is closed")
+		return Authorized{}, agentvault.Errorf(agentvault.CodeSessionEnded, "session is closed")
 	}
 	var real vault.Secret
 	switch {
@@ -994,25 +999,25 @@ func (ss *Broker) authorize(ctx context.Context, s *Session, req control.Authori
 		real = vault.NewSecret(live.InsecureRawBytes())
 		if err := ss.auditUse(ctx, s, item, field, dest.Host, PurposeAuthorize, real); err != nil {
 			real.Wipe()
-			return control.AuthorizeResponse{}, err
+			return Authorized{}, err
 		}
 	case liveCVV:
-		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeCVVEntryRequired, "the owner has not typed this card's security code yet")
+		return Authorized{}, agentvault.Errorf(agentvault.CodeCVVEntryRequired, "the owner has not typed this card's security code yet")
 	default:
 		real, err = ss.cfg.Vault.Release(ctx, ReleaseArgs{
 			Org: s.Key.Org, ItemID: item.ID, Field: field, Destination: dest.Host,
 			Session: s.ID, Actor: s.Key.ID, Purpose: PurposeAuthorize,
 		})
 		if err != nil {
-			return control.AuthorizeResponse{}, err
+			return Authorized{}, err
 		}
 	}
 	defer real.Wipe()
-	out := control.AuthorizeResponse{Kind: string(t.Kind), Field: string(field)}
+	out := Authorized{Kind: t.Kind, Field: field}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeSessionEnded, "session is closed")
+		return Authorized{}, agentvault.Errorf(agentvault.CodeSessionEnded, "session is closed")
 	}
 	b := s.bindings[req.Token]
 	if b == nil {
@@ -1026,7 +1031,7 @@ func (ss *Broker) authorize(ctx context.Context, s *Session, req control.Authori
 			if si == "" || s.bindings[si] != nil {
 				si, err = uniqueStandIn(field, real, func(c string) bool { return s.bindings[c] != nil })
 				if err != nil {
-					return control.AuthorizeResponse{}, err
+					return Authorized{}, err
 				}
 			}
 			b.standIn = si

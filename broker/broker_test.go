@@ -8,7 +8,6 @@ import (
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/broker"
-	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/vault"
@@ -80,7 +79,7 @@ func brokerOnly(t *testing.T, mods ...func(*broker.Config)) (*broker.Broker, *ti
 
 func grantFor(t *testing.T, b *broker.Broker, s *broker.Session, page string) *broker.Grant {
 	t.Helper()
-	if _, err := b.Authorize(context.Background(), s, control.AuthorizeRequest{Token: "av_card_1_number_t3st1", PageURL: page}); err != nil {
+	if _, err := b.Authorize(context.Background(), s, broker.AuthorizeRequest{Token: "av_card_1_number_t3st1", PageURL: page}); err != nil {
 		t.Fatal(err)
 	}
 	_, gs := s.Grants()

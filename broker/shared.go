@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault"
-	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/vault"
 )
 
@@ -68,7 +67,7 @@ func (ss *Broker) lookup(id string) *Session {
 	}
 	s = &Session{ID: rec.ID, Key: rec.Key, pwdHash: rec.PwdHash, created: rec.Created, broker: ss,
 		bindings: map[string]*Grant{},
-		report:   control.Report{FilledFieldKinds: []string{}, CredentialWrites: []string{}}}
+		report:   Report{FilledFieldKinds: []string{}, CredentialWrites: []string{}}}
 	// Its last use as the replicas recorded it: a session idle everywhere
 	// ends at its first use here (Alive), it is not revived by loading.
 	s.lastUsed.Store(rec.LastUsed.UnixNano())
@@ -276,7 +275,7 @@ func (s *Session) mergeLocked(g GrantRecord, item vault.Item) {
 // the Store and adopts what the Store kept (another replica's stand-in for
 // the same token wins). On failure the grant is unusable here and the
 // authorize fails.
-func (ss *Broker) writeGrant(ctx context.Context, s *Session, token string, resp control.AuthorizeResponse) (control.AuthorizeResponse, error) {
+func (ss *Broker) writeGrant(ctx context.Context, s *Session, token string, resp Authorized) (Authorized, error) {
 	if ss.cfg.Store == nil {
 		return resp, nil
 	}
@@ -302,9 +301,9 @@ func (ss *Broker) writeGrant(ctx context.Context, s *Session, token string, resp
 			s.version++
 		}
 		if agentvault.ErrorCode(err) == agentvault.CodeSessionEnded {
-			return control.AuthorizeResponse{}, err
+			return Authorized{}, err
 		}
-		return control.AuthorizeResponse{}, agentvault.Wrap(agentvault.CodeInternal, err, "the grant could not be stored")
+		return Authorized{}, agentvault.Wrap(agentvault.CodeInternal, err, "the grant could not be stored")
 	}
 	s.mergeLocked(stored, item)
 	s.version++

@@ -16,7 +16,6 @@ import (
 	"github.com/agentvault/agentvault/broker"
 
 	"github.com/agentvault/agentvault"
-	"github.com/agentvault/agentvault/control"
 )
 
 // luhnCandidates lists every Luhn-valid 16-digit number with the given
@@ -295,7 +294,7 @@ func TestP21_ConcurrentAuthorizeAndSubstitute(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for j := 0; j < 5; j++ {
-				_, _ = e.sessions.Authorize(context.Background(), s, control.AuthorizeRequest{Token: tok("login", "shop", "password"),
+				_, _ = e.sessions.Authorize(context.Background(), s, broker.AuthorizeRequest{Token: tok("login", "shop", "password"),
 					PageURL: "https://pay.shop.test:" + strconv.Itoa(1000+j) + "/"})
 			}
 		}()

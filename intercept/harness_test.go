@@ -9,8 +9,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"github.com/agentvault/agentvault/broker"
-	"github.com/agentvault/agentvault/policy"
 	"io"
 	"log/slog"
 	"math/big"
@@ -25,8 +23,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentvault/agentvault/broker"
+	"github.com/agentvault/agentvault/policy"
+
 	"github.com/agentvault/agentvault"
-	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/vault"
 )
@@ -407,7 +407,7 @@ func (r reauthTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	gs := append([][2]string(nil), r.e.grants[r.s]...)
 	r.e.grantsMu.Unlock()
 	for _, g := range gs {
-		_, _ = r.e.sessions.Authorize(context.Background(), r.s, control.AuthorizeRequest{Token: g[0], PageURL: g[1]})
+		_, _ = r.e.sessions.Authorize(context.Background(), r.s, broker.AuthorizeRequest{Token: g[0], PageURL: g[1]})
 	}
 	return r.base.RoundTrip(req)
 }
@@ -445,8 +445,8 @@ func (e *proxyEnv) addLogin(label, site, password string) {
 		map[vault.Field]string{vault.FieldPassword: password, vault.FieldUsername: "owner"})
 }
 
-func (e *proxyEnv) authorize(s *broker.Session, token, page string) (control.AuthorizeResponse, error) {
-	a, err := e.sessions.Authorize(context.Background(), s, control.AuthorizeRequest{Token: token, PageURL: page})
+func (e *proxyEnv) authorize(s *broker.Session, token, page string) (broker.Authorized, error) {
+	a, err := e.sessions.Authorize(context.Background(), s, broker.AuthorizeRequest{Token: token, PageURL: page})
 	if err == nil {
 		e.grantsMu.Lock()
 		if e.grants == nil {
@@ -478,3 +478,13 @@ func hostURL(u *upstream, host, path string) string {
 }
 
 var _ = strings.Contains
+
+// amount is a checkout total as proxyd reads it from the control API.
+func amount(t testing.TB, value, currency string) *policy.Amount {
+	t.Helper()
+	a, err := policy.ParseDecimal(value, currency)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &a
+}

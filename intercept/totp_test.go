@@ -20,7 +20,6 @@ import (
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/broker"
-	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/intercept/rewrite"
 	"github.com/agentvault/agentvault/store/sqlite"
 	"github.com/agentvault/agentvault/vault"
@@ -113,7 +112,7 @@ func TestP23_TOTPLoginAgainstSiteThatChecksTheCode(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := hostURL(up, "login.example.com", "/login")
-	a, err := sessions.Authorize(ctx, s, control.AuthorizeRequest{Token: tok("login", it.Label, "totp"), PageURL: page})
+	a, err := sessions.Authorize(ctx, s, broker.AuthorizeRequest{Token: tok("login", it.Label, "totp"), PageURL: page})
 	if err != nil {
 		t.Fatal(err)
 	}

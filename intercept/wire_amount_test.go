@@ -10,7 +10,6 @@ import (
 	"github.com/agentvault/agentvault/broker"
 
 	"github.com/agentvault/agentvault"
-	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/vault"
@@ -42,8 +41,8 @@ func TestP18_WireAmountAboveApprovedTotalRefused(t *testing.T) {
 	page := hostURL(up, "shop.test", "/pay")
 	// Each case is its own purchase: a card grant covers one (P21).
 	authorize := func(t *testing.T) string {
-		a, err := e.sessions.Authorize(context.Background(), s, control.AuthorizeRequest{Token: tok("card", "1", "number"), PageURL: page,
-			OrderTotal: &control.OrderTotal{Amount: "12.34", Currency: "EUR"}})
+		a, err := e.sessions.Authorize(context.Background(), s, broker.AuthorizeRequest{Token: tok("card", "1", "number"), PageURL: page,
+			Total: amount(t, "12.34", "EUR")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,8 +120,8 @@ func TestP18_WireAmountConfiguredFields(t *testing.T) {
 	e.addCard("1", "4242424242424242", "737")
 	s, pw := e.session()
 	page := hostURL(up, "shop.test", "/pay")
-	a, err := e.sessions.Authorize(context.Background(), s, control.AuthorizeRequest{Token: tok("card", "1", "number"), PageURL: page,
-		OrderTotal: &control.OrderTotal{Amount: "20", Currency: "USD"}})
+	a, err := e.sessions.Authorize(context.Background(), s, broker.AuthorizeRequest{Token: tok("card", "1", "number"), PageURL: page,
+		Total: amount(t, "20", "USD")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,8 +131,8 @@ func TestP18_WireAmountConfiguredFields(t *testing.T) {
 		"cents=2000&cc=" + a.Value:         "",
 		"cents=2001&cc=" + a.Value:         "amount_mismatch",
 	} {
-		if _, err := e.sessions.Authorize(context.Background(), s, control.AuthorizeRequest{Token: tok("card", "1", "number"), PageURL: page,
-			OrderTotal: &control.OrderTotal{Amount: "20", Currency: "USD"}}); err != nil {
+		if _, err := e.sessions.Authorize(context.Background(), s, broker.AuthorizeRequest{Token: tok("card", "1", "number"), PageURL: page,
+			Total: amount(t, "20", "USD")}); err != nil {
 			t.Fatal(err)
 		}
 		resp, err := e.client(s, pw, false).Post(page, "application/x-www-form-urlencoded", strings.NewReader(body))
@@ -258,16 +257,16 @@ func runWireCases(t *testing.T, path string, cases []wireCase) {
 	e.addCard("1", number, "737")
 	s, pw := e.session()
 	page := hostURL(up, "shop.test", "/pay")
-	a, err := e.sessions.Authorize(context.Background(), s, control.AuthorizeRequest{Token: tok("card", "1", "number"), PageURL: page,
-		OrderTotal: &control.OrderTotal{Amount: "12.34", Currency: "EUR"}})
+	a, err := e.sessions.Authorize(context.Background(), s, broker.AuthorizeRequest{Token: tok("card", "1", "number"), PageURL: page,
+		Total: amount(t, "12.34", "EUR")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			// Each case is its own purchase: a card grant covers one (P21).
-			if _, err := e.sessions.Authorize(context.Background(), s, control.AuthorizeRequest{Token: tok("card", "1", "number"), PageURL: page,
-				OrderTotal: &control.OrderTotal{Amount: "12.34", Currency: "EUR"}}); err != nil {
+			if _, err := e.sessions.Authorize(context.Background(), s, broker.AuthorizeRequest{Token: tok("card", "1", "number"), PageURL: page,
+				Total: amount(t, "12.34", "EUR")}); err != nil {
 				t.Fatal(err)
 			}
 			before := up.count()

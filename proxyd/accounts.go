@@ -38,7 +38,7 @@ func (c *controlService) credentialWrite(ctx context.Context, apiKey, sessionID,
 	if err != nil || k.ID != s.Key.ID {
 		return
 	}
-	_ = s.Event(control.EventRequest{Type: control.EventCredential, Site: label + ":" + change})
+	s.CredentialWritten(label + ":" + change)
 }
 
 func (c *controlService) accountsOn() (*owner.Accounts, error) {

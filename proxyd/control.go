@@ -80,11 +80,18 @@ func (c *controlService) Authorize(ctx context.Context, id string, req control.A
 	if err != nil {
 		return control.AuthorizeResponse{}, err
 	}
-	resp, err := c.broker.Authorize(ctx, s, req)
-	if a, ok := owner.PendingOf(err); ok {
-		p := &control.Pending{Pending: true, WaitID: a.ID, Kind: string(a.Kind), Reason: a.Reason, Site: a.Site,
-			Amount: orderTotal(a.Amount), ExpiresAt: a.Expires}
-		err = agentvault.Wrap(agentvault.CodeApprovalPending, p, "waiting for the owner (%s)", a.Reason)
+	breq, err := authorizeRequest(req)
+	if err != nil {
+		s.Denied()
+		c.metrics.authorizeOutcome(err)
+		return control.AuthorizeResponse{}, err
+	}
+	a, err := c.broker.Authorize(ctx, s, breq)
+	resp := control.AuthorizeResponse{Value: a.Value, Kind: string(a.Kind), Field: string(a.Field), StandIn: a.StandIn}
+	if ap, ok := owner.PendingOf(err); ok {
+		p := &control.Pending{Pending: true, WaitID: ap.ID, Kind: string(ap.Kind), Reason: ap.Reason, Site: ap.Site,
+			Amount: orderTotal(ap.Amount), ExpiresAt: ap.Expires}
+		err = agentvault.Wrap(agentvault.CodeApprovalPending, p, "waiting for the owner (%s)", ap.Reason)
 		c.metrics.authorizeOutcome(err)
 		return control.AuthorizeResponse{}, err
 	}
@@ -97,7 +104,21 @@ func (c *controlService) Event(ctx context.Context, id string, ev control.EventR
 	if err != nil {
 		return err
 	}
-	return s.Event(ev)
+	switch ev.Type {
+	case control.EventConfirmation:
+		var total *broker.ShownTotal
+		if ev.OrderTotal != nil {
+			total = &broker.ShownTotal{Amount: ev.OrderTotal.Amount, Currency: ev.OrderTotal.Currency}
+		}
+		s.Confirmed(total)
+	case control.EventFill:
+		return s.Filled(ev.Kinds)
+	case control.EventCredential:
+		s.CredentialWritten(ev.Site)
+	default:
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "unknown event type")
+	}
+	return nil
 }
 
 func (c *controlService) Report(ctx context.Context, id string) (control.Report, error) {
@@ -106,12 +127,13 @@ func (c *controlService) Report(ctx context.Context, id string) (control.Report,
 		if rep, ok := c.ended.get(id); ok {
 			// An ended session's final report, marked so mcpd knows its
 			// connection is gone (open_page replaces it).
-			rep.Ended = true
-			return rep, nil
+			out := reportOf(rep)
+			out.Ended = true
+			return out, nil
 		}
 		return control.Report{}, err
 	}
-	return s.Report(), nil
+	return reportOf(s.Report()), nil
 }
 
 func (c *controlService) CloseSession(ctx context.Context, id string) (control.CloseResponse, error) {
@@ -119,11 +141,36 @@ func (c *controlService) CloseSession(ctx context.Context, id string) (control.C
 	if err != nil {
 		// Already ended (expired, or the owner ended it): its final report.
 		if kept, ok := c.ended.get(id); ok {
-			return control.CloseResponse{Status: "Session closed", Report: kept}, nil
+			return control.CloseResponse{Status: "Session closed", Report: reportOf(kept)}, nil
 		}
 		return control.CloseResponse{}, err
 	}
-	return control.CloseResponse{Status: "Session closed", Report: rep}, nil
+	return control.CloseResponse{Status: "Session closed", Report: reportOf(rep)}, nil
+}
+
+// authorizeRequest reads the control API's authorize into the broker's:
+// the one translation, the checkout total parsed once (policy.ParseDecimal,
+// the wire form's strict decimal).
+func authorizeRequest(req control.AuthorizeRequest) (broker.AuthorizeRequest, error) {
+	out := broker.AuthorizeRequest{Token: req.Token, PageURL: req.PageURL, FrameURL: req.FrameURL, CVVSpent: req.CVVSpent}
+	if req.OrderTotal != nil {
+		t, err := policy.ParseDecimal(req.OrderTotal.Amount, req.OrderTotal.Currency)
+		if err != nil {
+			return broker.AuthorizeRequest{}, err
+		}
+		out.Total = &t
+	}
+	return out, nil
+}
+
+// reportOf is a session's report in the control API's form.
+func reportOf(r broker.Report) control.Report {
+	out := control.Report{FilledFieldKinds: r.FilledFieldKinds, DeniedCount: r.DeniedCount,
+		ConfirmationDetected: r.ConfirmationDetected, CredentialWrites: r.CredentialWrites}
+	if r.OrderTotal != nil {
+		out.OrderTotal = &control.OrderTotal{Amount: r.OrderTotal.Amount, Currency: r.OrderTotal.Currency}
+	}
+	return out
 }
 
 // Wait long-polls an approval; once it ends without a yes, the fill that
