@@ -187,7 +187,7 @@ var domainImports = map[string][]string{
 	"owner/notify":         {".", "owner", "policy"},
 	"intercept/rewrite":    {".", "hostname", "tokens", "vault"},
 	"broker":               {".", "hostname", "policy", "tokens", "vault"},
-	"intercept":            {".", "broker", "control", "hostname", "intercept/rewrite", "policy", "tokens", "vault"},
+	"intercept":            {".", "broker", "hostname", "intercept/rewrite", "tokens", "vault"},
 	"browser":              {".", "redact"},
 	"mcpserver":            {".", "browser", "control", "redact", "tokens", "policy", "recipes", "skills"},
 	"credentials":          {".", "authz", "vault"},

@@ -213,9 +213,13 @@ type Config struct {
 	// Now is the clock for grants, session limits and report counting;
 	// nil means time.Now.
 	Now func() time.Time
-	// Policy holds the one scope rule (policy.Engine.ScopeAdmits) and the
-	// registrable-domain lookup. nil: an engine over the public suffix list.
+	// Policy holds the one scope rule (policy.Engine.ScopeAdmits), the
+	// registrable-domain lookup and the rate table the wire amount check
+	// converts with. nil: an engine over the public suffix list, no rates.
 	Policy *policy.Engine
+	// WireAmount adds field names to the wire amount check
+	// (policy.WireAmountConfig); the zero value reads the common names.
+	WireAmount policy.WireAmountConfig
 	// PaymentOrigins lists the origins a card frame's payment integration
 	// posts the card to (policy's integration list); nil: none.
 	PaymentOrigins func(frameURL string) []hostname.Origin
@@ -262,7 +266,8 @@ type Config struct {
 // grant and the owner's current state (P21), auditing it first (P12) and
 // recording its recipient (P10).
 type Broker struct {
-	cfg Config
+	cfg  Config
+	wire *policy.WireRules // from cfg.WireAmount
 
 	mu      sync.RWMutex
 	byID    map[string]*Session
@@ -411,7 +416,7 @@ func New(cfg Config) (*Broker, error) {
 	case cfg.Authorizer == nil:
 		return nil, agentvault.Errorf(agentvault.CodeInternal, "the broker needs an authorizer (the owner's rules)")
 	}
-	return &Broker{cfg: cfg, byID: map[string]*Session{}}, nil
+	return &Broker{cfg: cfg, wire: policy.NewWireRules(cfg.WireAmount), byID: map[string]*Session{}}, nil
 }
 
 // LookupKey resolves the API key an agent presents (Config.LookupKey).

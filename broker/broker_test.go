@@ -104,29 +104,29 @@ func TestP21_ReleaseFollowsTheGrant(t *testing.T) {
 	b, s, now := newBroker(t)
 	g := grantFor(t, b, s, "https://shop.test/checkout")
 	for _, bad := range []string{"shop.test:8443", "evil.test", "pay.shop.test"} {
-		if _, err := b.Release(ctx, s.NewUse(), g, origin(t, bad)); agentvault.ErrorCode(err) != agentvault.CodeDestinationUnauthorized {
+		if _, err := b.Release(ctx, s.NewUse(), g, origin(t, bad), nil); agentvault.ErrorCode(err) != agentvault.CodeDestinationUnauthorized {
 			t.Fatalf("%s: %v", bad, err)
 		}
 	}
 	u := s.NewUse()
-	if _, err := b.Release(ctx, u, g, origin(t, "shop.test")); err != nil {
+	if _, err := b.Release(ctx, u, g, origin(t, "shop.test"), nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Release(ctx, s.NewUse(), g, origin(t, "shop.test")); agentvault.ErrorCode(err) != agentvault.CodeGrantInUse {
+	if _, err := b.Release(ctx, s.NewUse(), g, origin(t, "shop.test"), nil); agentvault.ErrorCode(err) != agentvault.CodeGrantInUse {
 		t.Fatalf("concurrent use: %v", err)
 	}
 	u.Done(402) // declined: may be retried
 	u = s.NewUse()
-	if _, err := b.Release(ctx, u, g, origin(t, "shop.test")); err != nil {
+	if _, err := b.Release(ctx, u, g, origin(t, "shop.test"), nil); err != nil {
 		t.Fatalf("retry after a decline: %v", err)
 	}
 	u.Done(200)
-	if _, err := b.Release(ctx, s.NewUse(), g, origin(t, "shop.test")); agentvault.ErrorCode(err) != agentvault.CodeGrantUsed {
+	if _, err := b.Release(ctx, s.NewUse(), g, origin(t, "shop.test"), nil); agentvault.ErrorCode(err) != agentvault.CodeGrantUsed {
 		t.Fatalf("after the purchase: %v", err)
 	}
 	g = grantFor(t, b, s, "https://shop.test/checkout")
 	*now = now.Add(6 * time.Minute)
-	if _, err := b.Release(ctx, s.NewUse(), g, origin(t, "shop.test")); agentvault.ErrorCode(err) != agentvault.CodeGrantExpired {
+	if _, err := b.Release(ctx, s.NewUse(), g, origin(t, "shop.test"), nil); agentvault.ErrorCode(err) != agentvault.CodeGrantExpired {
 		t.Fatalf("expired grant: %v", err)
 	}
 }
@@ -140,7 +140,7 @@ func TestP10_ScrubSetOnlyForRecipients(t *testing.T) {
 	if n := len(b.ScrubSet(ctx, s, "shop.test")); n != 0 {
 		t.Fatalf("authorized but never sent: %d values to scrub", n)
 	}
-	if _, err := b.Release(ctx, s.NewUse(), g, origin(t, "shop.test")); err != nil {
+	if _, err := b.Release(ctx, s.NewUse(), g, origin(t, "shop.test"), nil); err != nil {
 		t.Fatal(err)
 	}
 	other, _, _ := b.Create(ctx, "avk")

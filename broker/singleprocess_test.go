@@ -46,7 +46,7 @@ func TestP21_SingleProcessKeepsUsesAcrossRestarts(t *testing.T) {
 	gSpent := grantFor(t, b1, spentS, "https://shop.test/pay")
 	grantFor(t, b1, unusedS, "https://shop.test/pay")
 	u := spentS.NewUse()
-	raw, err := b1.Release(ctx, u, gSpent, origin(t, "shop.test"))
+	raw, err := b1.Release(ctx, u, gSpent, origin(t, "shop.test"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestP21_SingleProcessKeepsUsesAcrossRestarts(t *testing.T) {
 			t.Fatalf("%d grants after the restart", len(gs))
 		}
 		u := s.NewUse()
-		raw, err := b.Release(ctx, u, gs[0], origin(t, "shop.test"))
+		raw, err := b.Release(ctx, u, gs[0], origin(t, "shop.test"), nil)
 		if err == nil {
 			vault.NewSecret(raw).Wipe()
 			u.Done(200)
@@ -116,14 +116,14 @@ func TestP21_SingleProcessCleanStopKeepsUnusedGrant(t *testing.T) {
 	}
 	_, gs := s2.Grants()
 	u := s2.NewUse()
-	raw, err := b2.Release(ctx, u, gs[0], origin(t, "shop.test"))
+	raw, err := b2.Release(ctx, u, gs[0], origin(t, "shop.test"), nil)
 	if err != nil {
 		t.Fatalf("an unused grant after a clean stop: %v", err)
 	}
 	vault.NewSecret(raw).Wipe()
 	u.Done(200)
 	u = s2.NewUse()
-	if _, err := b2.Release(ctx, u, gs[0], origin(t, "shop.test")); agentvault.ErrorCode(err) != agentvault.CodeGrantUsed {
+	if _, err := b2.Release(ctx, u, gs[0], origin(t, "shop.test"), nil); agentvault.ErrorCode(err) != agentvault.CodeGrantUsed {
 		t.Fatalf("second use: %v, want grant_used", err)
 	}
 }
@@ -189,7 +189,7 @@ func TestP21_SingleProcessWritesGrantsBehind(t *testing.T) {
 		t.Fatalf("%d grants after the restart, want 1", len(gs))
 	}
 	u := s2.NewUse()
-	raw, err := b2.Release(ctx, u, gs[0], origin(t, "shop.test"))
+	raw, err := b2.Release(ctx, u, gs[0], origin(t, "shop.test"), nil)
 	if err != nil {
 		t.Fatalf("the grant written behind, after a clean stop: %v", err)
 	}

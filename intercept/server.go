@@ -21,13 +21,10 @@ import (
 
 // Config is the proxy's configuration. Zero values take the defaults noted.
 type Config struct {
-	CA     *CA
-	Broker *broker.Broker // sessions, grants and every release decision
-	Logger *slog.Logger   // nil: discard
-	// WireAmount configures the amount check on requests that carry a card
-	// number (wire_amount.go). The zero value checks the common field names.
-	WireAmount WireAmountConfig
-	Metrics    *Metrics // nil: none
+	CA      *CA
+	Broker  *broker.Broker // sessions, grants and every release decision
+	Logger  *slog.Logger   // nil: discard
+	Metrics *Metrics       // nil: none
 
 	// UnsafeAllowPrivateRanges lets upstreams be on loopback or private
 	// addresses. Only for tests and local development (P3).
@@ -48,19 +45,18 @@ type Config struct {
 
 // Server is the MITM proxy.
 type Server struct {
-	cfg       Config
-	log       *slog.Logger
-	metrics   *Metrics
-	scrubHit  func(vault.Kind) // metrics.scrub, bound once: not per response
-	ca        *CA
-	broker    *broker.Broker
-	caches    sync.Map    // *broker.Session → *sessionCache
-	wireNames wireNameSet // from cfg.WireAmount, built once
-	dialer    *Dialer
-	upstream  *http.Transport
-	gp        *goproxy.ProxyHttpServer
-	h2        *http2.Server
-	http      *http.Server
+	cfg      Config
+	log      *slog.Logger
+	metrics  *Metrics
+	scrubHit func(vault.Kind) // metrics.scrub, bound once: not per response
+	ca       *CA
+	broker   *broker.Broker
+	caches   sync.Map // *broker.Session → *sessionCache
+	dialer   *Dialer
+	upstream *http.Transport
+	gp       *goproxy.ProxyHttpServer
+	h2       *http2.Server
+	http     *http.Server
 
 	egressMu sync.RWMutex
 	tunnels  atomic.Int64
@@ -121,7 +117,6 @@ func NewServer(cfg Config) (*Server, error) {
 		dialer: &Dialer{UnsafeAllowPrivateRanges: cfg.UnsafeAllowPrivateRanges, Resolver: cfg.Resolver},
 		live:   map[*tunnel]struct{}{},
 	}
-	s.wireNames = wireNames(cfg.WireAmount)
 	s.scrubHit = s.metrics.scrub
 	s.ca.metrics = cfg.Metrics
 	cfg.Broker.OnClose(func(sess *broker.Session) { s.caches.Delete(sess) })

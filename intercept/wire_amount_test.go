@@ -10,7 +10,6 @@ import (
 	"github.com/agentvault/agentvault/broker"
 
 	"github.com/agentvault/agentvault"
-	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/vault"
 )
@@ -74,7 +73,7 @@ func TestP18_WireAmountAboveApprovedTotalRefused(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			authorize(t)
-			before := up.count()
+			before, audited := up.count(), e.vault.audits(broker.PurposeSubstitute)
 			resp, err := e.client(s, pw, false).Post(page, c.ctype, strings.NewReader(c.body))
 			if err != nil {
 				t.Fatal(err)
@@ -82,6 +81,11 @@ func TestP18_WireAmountAboveApprovedTotalRefused(t *testing.T) {
 			resp.Body.Close()
 			if got := agentvault.Code(codeOf(resp)); got != c.want {
 				t.Fatalf("code %q (status %d), want %q", got, resp.StatusCode, c.want)
+			}
+			// The broker compares before the vault audits: a refused
+			// request released nothing, so no release is on record.
+			if n := e.vault.audits(broker.PurposeSubstitute) - audited; n != map[bool]int{true: 1, false: 0}[c.want == ""] {
+				t.Fatalf("%d releases audited", n)
 			}
 			reached := up.count() > before
 			if reached != (c.want == "") {
@@ -113,9 +117,9 @@ func TestP18_WireAmountAboveApprovedTotalRefused(t *testing.T) {
 // TestP18_WireAmountConfiguredFields: names added by config, minor units
 // included, are read like the common ones.
 func TestP18_WireAmountConfiguredFields(t *testing.T) {
-	e := startProxy(t, func(c *intercept.Config) {
-		c.WireAmount = intercept.WireAmountConfig{DecimalFields: []string{"checkout_sum"}, MinorUnitFields: []string{"cents"}}
-	})
+	e := startProxyWith(t, func(c *broker.Config) {
+		c.WireAmount = policy.WireAmountConfig{DecimalFields: []string{"checkout_sum"}, MinorUnitFields: []string{"cents"}}
+	}, nil)
 	up := startUpstream(t, e.upCA, nil)
 	e.addCard("1", "4242424242424242", "737")
 	s, pw := e.session()
@@ -269,7 +273,7 @@ func runWireCases(t *testing.T, path string, cases []wireCase) {
 				Total: amount(t, "12.34", "EUR")}); err != nil {
 				t.Fatal(err)
 			}
-			before := up.count()
+			before, audited := up.count(), e.vault.audits(broker.PurposeSubstitute)
 			target := hostURL(up, "shop.test", strings.ReplaceAll(path, "{si}", a.Value))
 			resp, err := e.client(s, pw, false).Post(target, c.ctype, strings.NewReader(strings.ReplaceAll(c.body, "{si}", a.Value)))
 			if err != nil {
@@ -278,6 +282,9 @@ func runWireCases(t *testing.T, path string, cases []wireCase) {
 			resp.Body.Close()
 			if got := agentvault.Code(codeOf(resp)); got != c.want {
 				t.Fatalf("code %q (status %d), want %q", got, resp.StatusCode, c.want)
+			}
+			if c.want != "" && e.vault.audits(broker.PurposeSubstitute) != audited {
+				t.Fatal("a refused request's number was released (audited)")
 			}
 			reached := up.count() > before
 			if reached != (c.want == "") {

@@ -458,27 +458,6 @@ func covered(approvals []Approval, total Amount, rates Rates) bool {
 	return false
 }
 
-// CheckWireAmount is the check proxyd runs when the request that carries a
-// card number also carries an amount: seen may not exceed the total the
-// release was approved for. A currency it cannot convert is refused.
-func (e *Engine) CheckWireAmount(approved, seen Amount) error {
-	if seen.Minor < 0 {
-		return agentvault.Errorf(agentvault.CodeAmountMismatch, "negative amount on the wire")
-	}
-	s, err := e.Rates.Convert(seen, approved.Currency)
-	if err != nil {
-		return agentvault.Errorf(agentvault.CodeAmountUnconvertible, "the amount on the wire cannot be converted to %s", approved.Currency)
-	}
-	c, err := s.Cmp(approved)
-	if err != nil {
-		return err
-	}
-	if c > 0 {
-		return agentvault.Errorf(agentvault.CodeAmountMismatch, "the amount sent is larger than the approved total")
-	}
-	return nil
-}
-
 func approvalCovers(ap Approval, dest, site string) bool {
 	n, ok := normalizeHost(ap.Site)
 	return ok && (hostname.Under(dest, n) || n == site)

@@ -395,7 +395,7 @@ type PolicyConfig struct {
 	// false is refused.
 	OwnerRules bool `yaml:"owner_rules"`
 	// WireAmount names extra request fields holding the amount a site is
-	// about to charge (intercept.WireAmountConfig has the rules).
+	// about to charge (policy/wireamount.go has the rules).
 	WireAmount WireAmountConfig `yaml:"wire_amount"`
 	// PaymentIntegrations adds to (or, by name, replaces entries of) the
 	// shipped list of payment integrations (policy/processors.yaml): each

@@ -244,6 +244,8 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	// approval and fails with approval_pending; the control API answers it
 	// with 202 and the agent waits on /v1/waits/{id}.
 	bc := broker.Config{Vault: vaultAdapter{v}, LookupKey: m.lookupKey, Authorizer: m.Owner, Policy: eng,
+		WireAmount: policy.WireAmountConfig{DecimalFields: m.Config.Policy.WireAmount.DecimalFields,
+			MinorUnitFields: m.Config.Policy.WireAmount.MinorUnitFields},
 		GrantTTL: l.GrantTTL, SessionIdle: l.SessionIdle, SessionMaxAge: l.SessionMaxAge, MaxSessionsPerKey: l.MaxSessionsPerKey,
 		PaymentOrigins: paymentOrigins(integrations),
 		Limiter:        policy.NewRateLimiter(l.AuthorizeBurst, time.Minute/time.Duration(l.AuthorizePerMinute), nil),
@@ -271,11 +273,6 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	m.Broker.OnClose(func(*broker.Session) { m.daemonMetrics.sessions.Dec() })
 	m.endedReports = newEndedReports(m.Now)
 	m.Broker.OnClose(func(s *broker.Session) { m.endedReports.add(s.ID, s.Report()) })
-	wireAmount := intercept.WireAmountConfig{
-		DecimalFields:   m.Config.Policy.WireAmount.DecimalFields,
-		MinorUnitFields: m.Config.Policy.WireAmount.MinorUnitFields,
-		Engine:          eng,
-	}
 	var resolver intercept.Resolver = net.DefaultResolver
 	if len(m.Config.UnsafeTestHosts) > 0 {
 		resolver = testHostsResolver(m.Config.UnsafeTestHosts)
@@ -283,7 +280,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	}
 	resolver = namingResolver{next: resolver, log: m.Logger}
 	m.Server, err = intercept.NewServer(intercept.Config{
-		CA: m.CA, Broker: m.Broker, Logger: m.Logger, Metrics: m.Metrics, WireAmount: wireAmount,
+		CA: m.CA, Broker: m.Broker, Logger: m.Logger, Metrics: m.Metrics,
 		UnsafeAllowPrivateRanges: m.Config.UnsafeAllowPrivateRanges,
 		Resolver:                 resolver,
 		ExtraRoots:               roots,
