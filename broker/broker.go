@@ -12,12 +12,13 @@ import (
 	"sync"
 	"time"
 
+	"sync/atomic"
+
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/tokens"
 	"github.com/agentvault/agentvault/vault"
-	"sync/atomic"
 )
 
 // ReleaseArgs mirrors vault.ReleaseArgs: which value, for whom, why. It is
@@ -70,9 +71,9 @@ type APIKey struct {
 	ID     string
 	Org    string
 	Suffix string
-	// Scope limits the cards and logins the key sees in the catalog; nil
-	// means every item.
-	Scope *tokens.Scope
+	// Scope is the cards and logins the key may use (the catalog lists and
+	// authorize admits only those); the zero value sees none.
+	Scope policy.KeyScope
 }
 
 // KeyLookup resolves the API key an agent presents.
@@ -774,20 +775,6 @@ func pageDestination(raw string) (hostname.Origin, error) {
 	return hostname.Parse(u.Host, 443)
 }
 
-// keySees applies an API key's item scope (nil: every item).
-func keySees(sc *tokens.Scope, it vault.Item) bool {
-	if sc == nil {
-		return true
-	}
-	switch it.Kind {
-	case vault.KindCard:
-		return sc.AllCards || slices.Contains(sc.CardIDs, it.ID)
-	case vault.KindLogin:
-		return sc.AllLogins || slices.Contains(sc.LoginIDs, it.ID)
-	}
-	return true
-}
-
 // Authorize binds a token to the destination of the page (or frame) about
 // to be filled, releasing the value once (audited) to build its stand-in.
 func (ss *Broker) Authorize(ctx context.Context, s *Session, req AuthorizeRequest) (Authorized, error) {
@@ -873,7 +860,7 @@ func (ss *Broker) authorize(ctx context.Context, s *Session, req AuthorizeReques
 		}
 		return Authorized{}, err
 	}
-	if !keySees(s.Key.Scope, item) {
+	if !s.Key.Scope.Sees(item) {
 		return Authorized{}, agentvault.Errorf(agentvault.CodeScopeDenied, "this API key may not use this item")
 	}
 	field := t.Field

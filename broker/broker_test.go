@@ -65,7 +65,7 @@ func brokerOnly(t *testing.T, mods ...func(*broker.Config)) (*broker.Broker, *ti
 	now := time.Now()
 	cfg := broker.Config{Vault: v, Authorizer: allowFills{}, Now: func() time.Time { return now },
 		LookupKey: func(context.Context, string) (broker.APIKey, error) {
-			return broker.APIKey{ID: "key1", Org: "org1", Suffix: "t3st1"}, nil
+			return broker.APIKey{ID: "key1", Org: "org1", Suffix: "t3st1", Scope: policy.KeyScope{AllCards: true, AllLogins: true}}, nil
 		}}
 	for _, mod := range mods {
 		mod(&cfg)

@@ -50,7 +50,7 @@ func signedInSession(t *testing.T) (*Broker, *Session, *time.Time) {
 	now := time.Now()
 	b, err := New(Config{Vault: loginVault{login}, Authorizer: refuseFills{}, Now: func() time.Time { return now },
 		LookupKey: func(context.Context, string) (APIKey, error) {
-			return APIKey{ID: "key1", Org: "org1", Suffix: "t3st1"}, nil
+			return APIKey{ID: "key1", Org: "org1", Suffix: "t3st1", Scope: policy.KeyScope{AllCards: true, AllLogins: true}}, nil
 		}})
 	if err != nil {
 		t.Fatal(err)

@@ -334,7 +334,7 @@ func startProxyWith(t testing.TB, bmod func(*broker.Config), mod func(*intercept
 		if key != "avk_test" {
 			return broker.APIKey{}, agentvault.Errorf(agentvault.CodeInvalidAPIKey, "unknown API key")
 		}
-		return broker.APIKey{ID: "key1", Org: "org1", Suffix: testSuffix}, nil
+		return broker.APIKey{ID: "key1", Org: "org1", Suffix: testSuffix, Scope: policy.KeyScope{AllCards: true, AllLogins: true}}, nil
 	}}
 	if bmod != nil {
 		bmod(&bc)

@@ -2,7 +2,6 @@ package policy
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"time"
 
@@ -15,31 +14,14 @@ import (
 // under.
 type KeyInfo struct {
 	ID              string
-	AllCards        bool
-	CardIDs         []string // item IDs, when not AllCards
-	AllLogins       bool
-	LoginIDs        []string // item IDs, when not AllLogins
+	Scope           KeyScope
 	CanCreateLogins bool
 	Revoked         bool
 }
 
-// Sees reports whether the key's scope includes the item: cards and logins
-// by the key's selection, identities and addresses always. The catalog and
-// Decide use the same rule.
-func (k KeyInfo) Sees(it vault.Item) bool {
-	if k.Revoked {
-		return false
-	}
-	switch it.Kind {
-	case vault.KindCard:
-		return k.AllCards || slices.Contains(k.CardIDs, it.ID)
-	case vault.KindLogin:
-		return k.AllLogins || slices.Contains(k.LoginIDs, it.ID)
-	case vault.KindIdentity, vault.KindAddress:
-		return true
-	}
-	return false
-}
+// Sees reports whether the key may use the item: not revoked, and the item
+// in its scope (KeyScope.Sees).
+func (k KeyInfo) Sees(it vault.Item) bool { return !k.Revoked && k.Scope.Sees(it) }
 
 // CheckCreateLogins refuses a credential write (create_login and the other
 // login writes) for a key the owner has not allowed to create logins.

@@ -52,11 +52,8 @@ func (c *controlService) AuthenticateKey(ctx context.Context, apiKey string) (co
 	if err != nil {
 		return control.KeyInfo{}, err
 	}
-	info := control.KeyInfo{ID: k.ID, Name: k.ID, AllCards: true, AllLogins: true}
-	if k.Scope != nil {
-		info.AllCards, info.CardIDs, info.AllLogins, info.LoginIDs = k.Scope.AllCards, k.Scope.CardIDs, k.Scope.AllLogins, k.Scope.LoginIDs
-	}
-	return info, nil
+	return control.KeyInfo{ID: k.ID, Name: k.ID, AllCards: k.Scope.AllCards, CardIDs: k.Scope.CardIDs,
+		AllLogins: k.Scope.AllLogins, LoginIDs: k.Scope.LoginIDs}, nil
 }
 
 func (c *controlService) Catalog(ctx context.Context, apiKey, pageURL string) (json.RawMessage, error) {
@@ -68,11 +65,7 @@ func (c *controlService) Catalog(ctx context.Context, apiKey, pageURL string) (j
 	if err != nil {
 		return nil, err
 	}
-	scope := tokens.Scope{AllCards: true, AllLogins: true}
-	if key.Scope != nil {
-		scope = *key.Scope
-	}
-	return json.Marshal(tokens.BuildCatalog(items, tokens.CatalogArgs{Suffix: key.Suffix, URL: pageURL, Scope: scope}))
+	return json.Marshal(tokens.BuildCatalog(items, tokens.CatalogArgs{Suffix: key.Suffix, URL: pageURL, Sees: key.Scope.Sees}))
 }
 
 func (c *controlService) Authorize(ctx context.Context, id string, req control.AuthorizeRequest) (control.AuthorizeResponse, error) {

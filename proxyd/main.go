@@ -468,8 +468,7 @@ func (m *Main) lookupKey(ctx context.Context, key string) (broker.APIKey, error)
 	if err != nil {
 		return broker.APIKey{}, err
 	}
-	scope := tokens.Scope{AllCards: k.Scope.AllCards, CardIDs: k.Scope.CardIDs, AllLogins: k.Scope.AllLogins, LoginIDs: k.Scope.LoginIDs}
-	return broker.APIKey{ID: k.ID, Org: m.Owner.Org(), Suffix: tokens.Suffix(m.secret, k.ID), Scope: &scope}, nil
+	return broker.APIKey{ID: k.ID, Org: m.Owner.Org(), Suffix: tokens.Suffix(m.secret, k.ID), Scope: k.Scope.Items()}, nil
 }
 
 // Run serves until ctx ends, then shuts down gracefully.
