@@ -10,9 +10,8 @@ import (
 	"net/url"
 	"slices"
 	"sync"
-	"time"
-
 	"sync/atomic"
+	"time"
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/hostname"
