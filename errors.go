@@ -1,8 +1,9 @@
 // Package agentvault holds the domain vocabulary every other package shares:
 // the one error type with a stable code. It imports nothing but the standard
-// library, and it must never learn about HTTP, MCP, goproxy or playwright; the
-// mapping of codes to HTTP statuses lives in intercept, and to MCP results in
-// cmd/mcpd's server package, exactly once each.
+// library, and it must never import HTTP, MCP, goproxy or playwright. The
+// mapping of codes to HTTP statuses is here (HTTPStatus, a table of
+// numbers, used by the control API and the proxy), and to MCP results in
+// package mcpserver, exactly once each.
 package agentvault
 
 import (

@@ -268,60 +268,14 @@ func waitParam(v string) (time.Duration, error) {
 	return min(d, MaxWait), nil
 }
 
-// HTTPStatus maps an error code to the HTTP status of a refusal, for the
-// control API and the proxy alike. It is the one place this mapping lives.
-func HTTPStatus(code agentvault.Code) int {
-	switch code {
-	case agentvault.CodeInvalidInput, agentvault.CodeInvalidParams, agentvault.CodeMalformedRequest, agentvault.CodeInvalidRecipe:
-		return http.StatusBadRequest
-	case agentvault.CodeUnauthorized, agentvault.CodeInvalidAPIKey, agentvault.CodeKeyRevoked:
-		return http.StatusUnauthorized
-	case agentvault.CodeProxyAuth:
-		return http.StatusProxyAuthRequired
-	case agentvault.CodeNotFound, agentvault.CodeSessionEnded:
-		return http.StatusNotFound
-	case agentvault.CodeConflict:
-		return http.StatusConflict
-	case agentvault.CodeBrowserCaptchaPending, agentvault.CodeBrowserLoginTimeout:
-		// Unprocessable, not unavailable: nothing may retry a sign-in on
-		// its own (seed 000).
-		return http.StatusUnprocessableEntity
-	case agentvault.CodeBodyTooLarge:
-		return http.StatusRequestEntityTooLarge
-	case agentvault.CodeTooManyTunnels, agentvault.CodeRateLimited, agentvault.CodeTooManySessions:
-		return http.StatusTooManyRequests
-	case agentvault.CodeUpstream, agentvault.CodeUpstreamTLS:
-		return http.StatusBadGateway
-	case agentvault.CodeTimeout:
-		return http.StatusGatewayTimeout
-	case agentvault.CodeSealed, agentvault.CodeAuditUnavailable:
-		return http.StatusServiceUnavailable
-	case agentvault.CodeInternal, agentvault.CodeSubstitution:
-		return http.StatusInternalServerError
-	}
-	// Every policy refusal (destination, scope, insecure, private, loop,
-	// tokens, limits, approvals) is a 403.
-	return http.StatusForbidden
-}
-
-// ErrorJSON renders err as the error body. Only the public message goes
-// out; the internal cause stays for logs.
-func ErrorJSON(err error) []byte {
-	b, _ := json.Marshal(ErrorBody{
-		Code:    string(agentvault.ErrorCode(err)),
-		Message: agentvault.ErrorMessage(err),
-	})
-	return append(b, '\n')
-}
-
 // WriteError answers an HTTP request with the coded error.
 func WriteError(w http.ResponseWriter, err error) {
-	body := ErrorJSON(err)
+	body := agentvault.ErrorJSON(err)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
-	h.Set("X-Agentvault-Code", string(agentvault.ErrorCode(err)))
-	w.WriteHeader(HTTPStatus(agentvault.ErrorCode(err)))
+	h.Set(agentvault.CodeHeader, string(agentvault.ErrorCode(err)))
+	w.WriteHeader(agentvault.HTTPStatus(agentvault.ErrorCode(err)))
 	_, _ = w.Write(body)
 }
 

@@ -3,6 +3,8 @@ package control
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/agentvault/agentvault"
 )
 
 // Paths of the control API. Session paths take the session id after
@@ -108,11 +110,9 @@ type CloseResponse struct {
 	Report Report `json:"report"`
 }
 
-// ErrorBody is every error answer: a stable code and a public message.
-type ErrorBody struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
+// ErrorBody is every error answer: a stable code and a public message
+// (agentvault.ErrorBody, which the proxy's refusals carry too).
+type ErrorBody = agentvault.ErrorBody
 
 // WaitsPath is where a pending authorization is waited on:
 // GET /v1/waits/{id}?timeout=25s.

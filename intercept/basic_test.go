@@ -1,8 +1,6 @@
 package intercept_test
 
 import (
-	"context"
-	"github.com/agentvault/agentvault/broker"
 	"net/http"
 	"strings"
 	"testing"
@@ -108,7 +106,6 @@ func TestLiveCVVFromSessionMemory(t *testing.T) {
 	// A live-CVV card: the vault holds no code.
 	e.vault.add(vault.Item{Kind: vault.KindCard, Label: "1", Card: &vault.CardMeta{AnySite: true}},
 		map[vault.Field]string{vault.FieldNumber: "4242424242424242"})
-	e.sessions.Decide = func(context.Context, broker.DecideArgs) error { return nil }
 	s, pw := e.session()
 	page := "https://shop.test:" + up.port() + "/pay"
 	if _, err := e.authorize(s, tok("card", "1", "cvv"), page); agentvault.ErrorCode(err) != agentvault.CodeCVVEntryRequired {

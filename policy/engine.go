@@ -2,7 +2,6 @@ package policy
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"time"
 
@@ -15,31 +14,14 @@ import (
 // under.
 type KeyInfo struct {
 	ID              string
-	AllCards        bool
-	CardIDs         []string // item IDs, when not AllCards
-	AllLogins       bool
-	LoginIDs        []string // item IDs, when not AllLogins
+	Scope           KeyScope
 	CanCreateLogins bool
 	Revoked         bool
 }
 
-// Sees reports whether the key's scope includes the item: cards and logins
-// by the key's selection, identities and addresses always. The catalog and
-// Decide use the same rule.
-func (k KeyInfo) Sees(it vault.Item) bool {
-	if k.Revoked {
-		return false
-	}
-	switch it.Kind {
-	case vault.KindCard:
-		return k.AllCards || slices.Contains(k.CardIDs, it.ID)
-	case vault.KindLogin:
-		return k.AllLogins || slices.Contains(k.LoginIDs, it.ID)
-	case vault.KindIdentity, vault.KindAddress:
-		return true
-	}
-	return false
-}
+// Sees reports whether the key may use the item: not revoked, and the item
+// in its scope (KeyScope.Sees).
+func (k KeyInfo) Sees(it vault.Item) bool { return !k.Revoked && k.Scope.Sees(it) }
 
 // CheckCreateLogins refuses a credential write (create_login and the other
 // login writes) for a key the owner has not allowed to create logins.
@@ -91,8 +73,8 @@ type Approval struct {
 	Reason Reason
 }
 
-// Args is everything one decision needs. The caller (proxyd's authorize)
-// fills it from the store and the session; the engine reads nothing else.
+// Args is everything one decision needs. The caller (owner.Service, from a
+// Fill) completes it from the store; the engine reads nothing else.
 type Args struct {
 	APIKey KeyInfo
 	Item   vault.Item
@@ -168,13 +150,6 @@ func (d Decision) Err() error {
 		return nil
 	}
 	return agentvault.Errorf(d.Code, "%s", d.Message)
-}
-
-// Decider is what proxyd consumes.
-type Decider interface {
-	Decide(ctx context.Context, a Args) Decision
-	// Recheck is asked again before each release of a granted value.
-	Recheck(a Args) error
 }
 
 // SiteFunc maps a host name to its registrable domain (eTLD+1). proxyd
@@ -465,27 +440,6 @@ func covered(approvals []Approval, total Amount, rates Rates) bool {
 	return false
 }
 
-// CheckWireAmount is the check proxyd runs when the request that carries a
-// card number also carries an amount: seen may not exceed the total the
-// release was approved for. A currency it cannot convert is refused.
-func (e *Engine) CheckWireAmount(approved, seen Amount) error {
-	if seen.Minor < 0 {
-		return agentvault.Errorf(agentvault.CodeAmountMismatch, "negative amount on the wire")
-	}
-	s, err := e.Rates.Convert(seen, approved.Currency)
-	if err != nil {
-		return agentvault.Errorf(agentvault.CodeAmountUnconvertible, "the amount on the wire cannot be converted to %s", approved.Currency)
-	}
-	c, err := s.Cmp(approved)
-	if err != nil {
-		return err
-	}
-	if c > 0 {
-		return agentvault.Errorf(agentvault.CodeAmountMismatch, "the amount sent is larger than the approved total")
-	}
-	return nil
-}
-
 func approvalCovers(ap Approval, dest, site string) bool {
 	n, ok := normalizeHost(ap.Site)
 	return ok && (hostname.Under(dest, n) || n == site)
@@ -524,5 +478,3 @@ func (e *Engine) RegistrableDomain(host string) (string, error) {
 	}
 	return rd, nil
 }
-
-var _ Decider = (*Engine)(nil)

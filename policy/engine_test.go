@@ -25,7 +25,7 @@ func login(site string) vault.Item {
 
 func baseArgs() Args {
 	return Args{
-		APIKey:                 KeyInfo{ID: "key1", AllCards: true, AllLogins: true},
+		APIKey:                 KeyInfo{ID: "key1", Scope: KeyScope{AllCards: true, AllLogins: true}},
 		Item:                   card(),
 		Field:                  vault.FieldNumber,
 		Destination:            "shop.example.com",
@@ -72,8 +72,8 @@ func TestScopeAndKeys(t *testing.T) {
 		{"allowed", func(a *Args) {}, want{allow: true}},
 		{"revoked key", func(a *Args) { a.APIKey.Revoked = true }, want{code: agentvault.CodeKeyRevoked}},
 		{"no key", func(a *Args) { a.APIKey = KeyInfo{} }, want{code: agentvault.CodeInvalidAPIKey}},
-		{"card outside key scope", func(a *Args) { a.APIKey.AllCards = false; a.APIKey.CardIDs = []string{"itm_other"} }, want{code: agentvault.CodeScopeDenied}},
-		{"card in key scope", func(a *Args) { a.APIKey.AllCards = false; a.APIKey.CardIDs = []string{"itm_card1"} }, want{allow: true}},
+		{"card outside key scope", func(a *Args) { a.APIKey.Scope.AllCards = false; a.APIKey.Scope.CardIDs = []string{"itm_other"} }, want{code: agentvault.CodeScopeDenied}},
+		{"card in key scope", func(a *Args) { a.APIKey.Scope.AllCards = false; a.APIKey.Scope.CardIDs = []string{"itm_card1"} }, want{allow: true}},
 		{"field the item lacks", func(a *Args) { a.Field = vault.FieldPassword }, want{code: agentvault.CodeNotFound}},
 		{"no field", func(a *Args) { a.Field = "" }, want{code: agentvault.CodeInvalidInput}},
 		{"card listed site covers its subdomains", func(a *Args) { a.Item.Card = &vault.CardMeta{Sites: []string{"example.com"}} }, want{allow: true}},
@@ -114,7 +114,7 @@ func TestScopeAndKeys(t *testing.T) {
 		{"login outside key scope", func(a *Args) {
 			a.Item = login("example.com")
 			a.Field = vault.FieldPassword
-			a.APIKey.AllLogins = false
+			a.APIKey.Scope.AllLogins = false
 		}, want{code: agentvault.CodeScopeDenied}},
 		{"login upper-case trailing dot destination", func(a *Args) {
 			a.Item = login("example.com")
@@ -384,10 +384,10 @@ func TestKeyScope(t *testing.T) {
 		identity      bool
 		createLoginOK bool
 	}{
-		{"all", KeyInfo{ID: "k", AllCards: true, AllLogins: true, CanCreateLogins: true}, true, true, true, true},
-		{"selected", KeyInfo{ID: "k", CardIDs: []string{"itm_card1"}, LoginIDs: []string{"itm_other"}}, true, false, true, false},
+		{"all", KeyInfo{ID: "k", Scope: KeyScope{AllCards: true, AllLogins: true}, CanCreateLogins: true}, true, true, true, true},
+		{"selected", KeyInfo{ID: "k", Scope: KeyScope{CardIDs: []string{"itm_card1"}, LoginIDs: []string{"itm_other"}}}, true, false, true, false},
 		{"none", KeyInfo{ID: "k"}, false, false, true, false},
-		{"revoked", KeyInfo{ID: "k", AllCards: true, AllLogins: true, CanCreateLogins: true, Revoked: true}, false, false, false, false},
+		{"revoked", KeyInfo{ID: "k", Scope: KeyScope{AllCards: true, AllLogins: true}, CanCreateLogins: true, Revoked: true}, false, false, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.k.Sees(c) != tc.card || tc.k.Sees(l) != tc.login || tc.k.Sees(id) != tc.identity {

@@ -1,10 +1,37 @@
 package policy
 
 import (
+	"slices"
+
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/vault"
 )
+
+// KeyScope is the one rule for which items an API key may use: every card
+// or the listed item ids, the same for logins; identities and addresses
+// always. Its zero value sees no card and no login. The broker's authorize,
+// the engine's decisions and the token catalog (given Sees) all ask here.
+type KeyScope struct {
+	AllCards  bool
+	CardIDs   []string // item ids, when not AllCards
+	AllLogins bool
+	LoginIDs  []string // item ids, when not AllLogins
+}
+
+// Sees reports whether the scope includes the item. An item of an unknown
+// kind is not seen.
+func (k KeyScope) Sees(it vault.Item) bool {
+	switch it.Kind {
+	case vault.KindCard:
+		return k.AllCards || slices.Contains(k.CardIDs, it.ID)
+	case vault.KindLogin:
+		return k.AllLogins || slices.Contains(k.LoginIDs, it.ID)
+	case vault.KindIdentity, vault.KindAddress:
+		return true
+	}
+	return false
+}
 
 // ScopeAdmits is the one rule for where an item may be used (P2). Every
 // caller that asks "may this value go to this host" asks here: the engine's

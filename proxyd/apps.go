@@ -66,7 +66,7 @@ type endedReports struct {
 }
 
 type endedReport struct {
-	rep control.Report
+	rep broker.Report
 	at  time.Time
 }
 
@@ -82,7 +82,7 @@ func newEndedReports(now func() time.Time) *endedReports {
 	return &endedReports{now: now, byID: map[string]endedReport{}}
 }
 
-func (e *endedReports) add(id string, rep control.Report) {
+func (e *endedReports) add(id string, rep broker.Report) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if _, ok := e.byID[id]; !ok {
@@ -96,15 +96,15 @@ func (e *endedReports) add(id string, rep control.Report) {
 }
 
 // get is the final report of an ended session, when still kept.
-func (e *endedReports) get(id string) (control.Report, bool) {
+func (e *endedReports) get(id string) (broker.Report, bool) {
 	if e == nil {
-		return control.Report{}, false
+		return broker.Report{}, false
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	r, ok := e.byID[id]
 	if !ok || e.now().Sub(r.at) > endedReportsKeep {
-		return control.Report{}, false
+		return broker.Report{}, false
 	}
 	return r.rep, true
 }

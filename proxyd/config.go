@@ -17,7 +17,6 @@ import (
 	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/internal/deploy"
-	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/store/postgres"
 	"gopkg.in/yaml.v3"
@@ -276,8 +275,8 @@ func (c *Config) Validate() error {
 		if _, err := intercept.NormalizeDestination(h, 443); err != nil || strings.Contains(h, ":") {
 			return bad("policy.authorized_destinations: %q is not a host name", h)
 		}
-		if _, err := owner.NormalizeHost(h); err != nil {
-			return bad("policy.authorized_destinations: %q is not a host name with a dot or an IP address", h)
+		if _, err := hostname.Site(h); err != nil {
+			return bad("policy.authorized_destinations: %q is not a site (a host with a registrable domain, or an IP address)", h)
 		}
 	}
 	for _, f := range append(append([]string(nil), c.Policy.WireAmount.DecimalFields...), c.Policy.WireAmount.MinorUnitFields...) {
@@ -408,7 +407,7 @@ type PolicyConfig struct {
 	// false is refused.
 	OwnerRules bool `yaml:"owner_rules"`
 	// WireAmount names extra request fields holding the amount a site is
-	// about to charge (intercept.WireAmountConfig has the rules).
+	// about to charge (policy/wireamount.go has the rules).
 	WireAmount WireAmountConfig `yaml:"wire_amount"`
 	// PaymentIntegrations adds to (or, by name, replaces entries of) the
 	// shipped list of payment integrations (policy/processors.yaml): each

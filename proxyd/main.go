@@ -119,10 +119,13 @@ type Main struct {
 	serveErr     chan error
 	closed       bool
 	dataDir      string
-	apiKeyHash   [32]byte
-	suffix       string
-	configMu     sync.Mutex
-	lock         *os.File // flock on <data>/proxyd.lock, held until Close
+	// cleanStopMark: the broker's sessions live in this process's store
+	// alone (SQLite), so Close marks a clean stop (cleanStopFile).
+	cleanStopMark bool
+	apiKeyHash    [32]byte
+	suffix        string
+	configMu      sync.Mutex
+	lock          *os.File // flock on <data>/proxyd.lock, held until Close
 	// daemonMetrics are proxyd's own series on Metrics.Registry.
 	daemonMetrics *daemonMetrics
 	// botAuth signs for the sites the owner chose (botauth.go); nil: off.
@@ -239,43 +242,46 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		return err
 	}
 	l := m.Config.Limits
-	m.Broker = broker.New(vaultAdapter{v}, m.lookupKey)
-	m.Broker.Decide = ownerDecider(m.Owner)
-	m.Broker.Recheck = ownerRechecker(m.Owner)
-	m.Broker.Policy = eng
-	m.Broker.GrantTTL, m.Broker.SessionIdle, m.Broker.SessionMaxAge = l.GrantTTL, l.SessionIdle, l.SessionMaxAge
-	m.Broker.MaxSessionsPerKey = l.MaxSessionsPerKey
-	m.Broker.Store, m.Broker.Notifier = sessionStore(st)
-	// SQLite: one proxyd per file (the data directory's lock), so the
-	// broker's cache is authoritative and card uses stay in memory.
-	m.Broker.SingleProcess = m.Config.Store.Driver != "postgres"
-	if m.Broker.SingleProcess {
-		// Without the mark of a clean stop, card uses held in memory by
-		// the last process are unknown.
-		mark := filepath.Join(m.dataDir, cleanStopFile)
-		_, err := os.Stat(mark)
-		m.Broker.UsesLost = err != nil
-		_ = os.Remove(mark)
-	}
-	// A card request settles its claim when the site's answer arrives:
-	// the lease outlasts the longest wait for one.
-	m.Broker.ClaimLease = max(2*time.Minute, l.UpstreamTimeout+time.Minute)
-	m.Broker.OnOpen(func(*broker.Session) { m.daemonMetrics.sessions.Inc() })
-	m.Broker.OnClose(func(*broker.Session) { m.daemonMetrics.sessions.Dec() })
-	m.endedReports = newEndedReports(m.Now)
-	m.Broker.OnClose(func(s *broker.Session) { m.endedReports.add(s.ID, s.Report()) })
 	integrations, err := m.Config.Policy.Integrations()
 	if err != nil {
 		return err
 	}
 	m.integrations = integrations
-	m.Broker.PaymentOrigins = paymentOrigins(integrations)
-	m.Broker.Limiter = policy.NewRateLimiter(l.AuthorizeBurst, time.Minute/time.Duration(l.AuthorizePerMinute), nil)
-	wireAmount := intercept.WireAmountConfig{
-		DecimalFields:   m.Config.Policy.WireAmount.DecimalFields,
-		MinorUnitFields: m.Config.Policy.WireAmount.MinorUnitFields,
-		Engine:          eng,
+	// Deny by default (P1): every authorize, and every release on the wire,
+	// is decided by the owner's rules (owner.Service, the broker's
+	// policy.Authorizer). A decision that needs the owner queues an
+	// approval and fails with approval_pending; the control API answers it
+	// with 202 and the agent waits on /v1/waits/{id}.
+	bc := broker.Config{Vault: vaultAdapter{v}, LookupKey: m.lookupKey, Authorizer: m.Owner, Policy: eng,
+		WireAmount: policy.WireAmountConfig{DecimalFields: m.Config.Policy.WireAmount.DecimalFields,
+			MinorUnitFields: m.Config.Policy.WireAmount.MinorUnitFields},
+		GrantTTL: l.GrantTTL, SessionIdle: l.SessionIdle, SessionMaxAge: l.SessionMaxAge, MaxSessionsPerKey: l.MaxSessionsPerKey,
+		PaymentOrigins: paymentOrigins(integrations),
+		Limiter:        policy.NewRateLimiter(l.AuthorizeBurst, time.Minute/time.Duration(l.AuthorizePerMinute), nil),
+		// A card request settles its claim when the site's answer arrives:
+		// the lease outlasts the longest wait for one.
+		ClaimLease: max(2*time.Minute, l.UpstreamTimeout+time.Minute),
 	}
+	bc.Store, bc.Notifier = sessionStore(st)
+	// SQLite: one proxyd per file (the data directory's lock), so the
+	// broker's cache is authoritative and card uses stay in memory.
+	bc.SingleProcess = m.Config.Store.Driver != "postgres"
+	if bc.SingleProcess {
+		// Without the mark of a clean stop, card uses held in memory by
+		// the last process are unknown.
+		mark := filepath.Join(m.dataDir, cleanStopFile)
+		_, err := os.Stat(mark)
+		bc.UsesLost = err != nil
+		_ = os.Remove(mark)
+	}
+	m.cleanStopMark = bc.SingleProcess && bc.Store != nil
+	if m.Broker, err = broker.New(bc); err != nil {
+		return err
+	}
+	m.Broker.OnOpen(func(*broker.Session) { m.daemonMetrics.sessions.Inc() })
+	m.Broker.OnClose(func(*broker.Session) { m.daemonMetrics.sessions.Dec() })
+	m.endedReports = newEndedReports(m.Now)
+	m.Broker.OnClose(func(s *broker.Session) { m.endedReports.add(s.ID, s.Report()) })
 	var resolver intercept.Resolver = net.DefaultResolver
 	if len(m.Config.UnsafeTestHosts) > 0 {
 		resolver = testHostsResolver(m.Config.UnsafeTestHosts)
@@ -286,7 +292,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		return err
 	}
 	m.Server, err = intercept.NewServer(intercept.Config{
-		CA: m.CA, Broker: m.Broker, Logger: m.Logger, Metrics: m.Metrics, WireAmount: wireAmount, Signer: m.botAuthSigner(),
+		CA: m.CA, Broker: m.Broker, Logger: m.Logger, Metrics: m.Metrics, Signer: m.botAuthSigner(),
 		UnsafeAllowPrivateRanges: m.Config.UnsafeAllowPrivateRanges,
 		Resolver:                 resolver,
 		ExtraRoots:               roots,
@@ -333,7 +339,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		proxyURL = "http://" + m.ProxyAddr.String()
 	}
 	m.controlSrv = &http.Server{
-		Handler: control.NewHandler(&controlService{broker: m.Broker, ca: m.CA, owner: m.Owner, recipes: m.Recipes, proxyURL: proxyURL,
+		Handler: control.NewHandler(&controlService{broker: m.Broker, vault: vaultAdapter{v}, ca: m.CA, owner: m.Owner, recipes: m.Recipes, proxyURL: proxyURL,
 			creds: m.credentialAPI(), metrics: m.daemonMetrics, accounts: m.Accounts, HandoffService: m.handoffHub(), apps: m.appRegistry(), ended: m.endedReports,
 			emails: m.notify.emailsOwner, integrations: m.integrations},
 			m.ControlToken, m.Logger),
@@ -475,8 +481,7 @@ func (m *Main) lookupKey(ctx context.Context, key string) (broker.APIKey, error)
 	if err != nil {
 		return broker.APIKey{}, err
 	}
-	scope := tokens.Scope{AllCards: k.Scope.AllCards, CardIDs: k.Scope.CardIDs, AllLogins: k.Scope.AllLogins, LoginIDs: k.Scope.LoginIDs}
-	return broker.APIKey{ID: k.ID, Org: m.Owner.Org(), Suffix: tokens.Suffix(m.secret, k.ID), Scope: &scope}, nil
+	return broker.APIKey{ID: k.ID, Org: m.Owner.Org(), Suffix: tokens.Suffix(m.secret, k.ID), Scope: k.Scope.Items()}, nil
 }
 
 // Run serves until ctx ends, then shuts down gracefully.
@@ -615,7 +620,7 @@ func (m *Main) Close() error {
 	}
 	if m.Broker != nil {
 		m.Broker.CloseAll()
-		if m.Broker.SingleProcess && m.Broker.Store != nil {
+		if m.cleanStopMark {
 			_ = os.WriteFile(filepath.Join(m.dataDir, cleanStopFile), nil, 0o600)
 		}
 	}

@@ -11,20 +11,14 @@ import (
 	"github.com/agentvault/agentvault/vault"
 )
 
-// Scope is what an API key may see: every card or the listed item ids, and
-// the same for logins. Identity and addresses are not scoped.
-type Scope struct {
-	AllCards  bool
-	CardIDs   []string
-	AllLogins bool
-	LoginIDs  []string
-}
-
 // CatalogArgs are the inputs of BuildCatalog.
 type CatalogArgs struct {
 	Suffix string // the key's token suffix (see Suffix)
 	URL    string // optional: narrow cards and logins to this page's site
-	Scope  Scope
+	// Sees is the key's scope check (policy.KeyScope.Sees, the one rule;
+	// this package keeps no copy of it): a card or login it does not see is
+	// left out. nil: no card and no login is listed.
+	Sees func(vault.Item) bool
 }
 
 // Catalog is the answer of get_token_catalog (seed 004). It is built from
@@ -111,7 +105,7 @@ type LoginEntry struct {
 
 // BuildCatalog lists the tokens a key may use, following seed 004:
 //
-//   - the key's scope is applied first (cards and logins only);
+//   - the key's scope (args.Sees) is applied first (cards and logins only);
 //   - without a URL every card and login in scope is listed, by label;
 //   - under a URL, cards registered for the URL's site come first, then
 //     anySite cards; other cards drop out. A URL that does not parse (an
@@ -177,7 +171,7 @@ func BuildCatalog(items []vault.Item, args CatalogArgs) Catalog {
 			}
 			cat.Addresses = append(cat.Addresses, e)
 		case vault.KindCard:
-			if !args.Scope.AllCards && !slices.Contains(args.Scope.CardIDs, it.ID) {
+			if args.Sees == nil || !args.Sees(it) {
 				continue
 			}
 			var m vault.CardMeta
@@ -204,7 +198,7 @@ func BuildCatalog(items []vault.Item, args CatalogArgs) Catalog {
 				anyCards = append(anyCards, e)
 			}
 		case vault.KindLogin:
-			if !args.Scope.AllLogins && !slices.Contains(args.Scope.LoginIDs, it.ID) {
+			if args.Sees == nil || !args.Sees(it) {
 				continue
 			}
 			var m vault.LoginMeta

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/vault"
 )
 
@@ -40,7 +41,7 @@ func catalogItems() []vault.Item {
 	}
 }
 
-var allScope = Scope{AllCards: true, AllLogins: true}
+var allScope = policy.KeyScope{AllCards: true, AllLogins: true}
 
 func labels[T any](es []T, f func(T) string) []string {
 	var out []string
@@ -64,7 +65,7 @@ func TestP2_CatalogFilter(t *testing.T) {
 	cases := []struct {
 		name    string
 		url     string
-		scope   Scope
+		scope   policy.KeyScope
 		cards   []string
 		logins  []string
 		related []string
@@ -83,13 +84,13 @@ func TestP2_CatalogFilter(t *testing.T) {
 		{"unparseable", "shop.example.com/checkout", allScope, []string{"2", "10"}, nil, nil},
 		{"bad escape", "https://%zz/", allScope, []string{"2", "10"}, nil, nil},
 		{"not http", "ftp://shop.example.com/", allScope, []string{"2", "10"}, nil, nil},
-		{"scope first", "https://shop.example.com/", Scope{CardIDs: []string{"c2", "c3"}, LoginIDs: []string{"l2"}}, []string{"2"}, nil, []string{"us.example.com"}},
-		{"scope no url", "", Scope{CardIDs: []string{"c3"}}, []string{"3"}, nil, nil},
-		{"nothing in scope", "https://github.com/", Scope{}, nil, nil, nil},
+		{"scope first", "https://shop.example.com/", policy.KeyScope{CardIDs: []string{"c2", "c3"}, LoginIDs: []string{"l2"}}, []string{"2"}, nil, []string{"us.example.com"}},
+		{"scope no url", "", policy.KeyScope{CardIDs: []string{"c3"}}, []string{"3"}, nil, nil},
+		{"nothing in scope", "https://github.com/", policy.KeyScope{}, nil, nil, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cat := BuildCatalog(catalogItems(), CatalogArgs{Suffix: "u7x2k", URL: c.url, Scope: c.scope})
+			cat := BuildCatalog(catalogItems(), CatalogArgs{Suffix: "u7x2k", URL: c.url, Sees: c.scope.Sees})
 			if got := cardLabels(cat); !slices.Equal(got, c.cards) {
 				t.Errorf("cards %v want %v", got, c.cards)
 			}
@@ -114,7 +115,7 @@ func TestP2_CatalogFilter(t *testing.T) {
 }
 
 func TestCatalogShape(t *testing.T) {
-	cat := BuildCatalog(catalogItems(), CatalogArgs{Suffix: "u7x2k", URL: "https://shop.example.com/checkout", Scope: allScope})
+	cat := BuildCatalog(catalogItems(), CatalogArgs{Suffix: "u7x2k", URL: "https://shop.example.com/checkout", Sees: allScope.Sees})
 	raw, _ := json.Marshal(cat)
 	var m map[string]any
 	if err := json.Unmarshal(raw, &m); err != nil {
@@ -191,7 +192,7 @@ func TestP11_CatalogHoldsNoRealSecret(t *testing.T) {
 	it.Card.Last4 = realNumber[12:]
 	items := append(catalogItems(), it,
 		login("l9", "shop", "shop.example", "https://shop.example", vault.FieldEmail, vault.FieldPassword))
-	raw, _ := json.Marshal(BuildCatalog(items, CatalogArgs{Suffix: "u7x2k", Scope: allScope}))
+	raw, _ := json.Marshal(BuildCatalog(items, CatalogArgs{Suffix: "u7x2k", Sees: allScope.Sees}))
 	for _, secret := range []string{realNumber, realNumber[:12], realPassword, `"` + realCVV + `"`} {
 		if strings.Contains(string(raw), secret) {
 			t.Fatalf("catalog holds a real value (%d bytes)", len(secret))
@@ -222,7 +223,7 @@ func TestP2_CatalogHostRules(t *testing.T) {
 		{"https://my_shop.example/", []string{"3"}},
 	} {
 		t.Run(tc.url, func(t *testing.T) {
-			got := cardLabels(BuildCatalog(items, CatalogArgs{Suffix: "u7x2k", URL: tc.url, Scope: allScope}))
+			got := cardLabels(BuildCatalog(items, CatalogArgs{Suffix: "u7x2k", URL: tc.url, Sees: allScope.Sees}))
 			if !slices.Equal(got, tc.cards) {
 				t.Errorf("cards %v want %v", got, tc.cards)
 			}

@@ -182,9 +182,9 @@ func checkSites(anySite bool, sites []string) ([]string, error) {
 	}
 	var out []string
 	for _, s := range sites {
-		h, err := siteHost(s)
+		h, err := hostname.Site(s)
 		if err != nil {
-			return nil, err
+			return nil, invalid("a card's site is a host with a registrable domain, or an IP address")
 		}
 		if !slices.Contains(out, h) {
 			out = append(out, h)
@@ -245,45 +245,19 @@ func checkLogin(in LoginInput) (domain string, probs []InputProblem) {
 	return domain, probs
 }
 
-// normalizeHost reads a site the owner typed (a host or a URL, whose host
-// it takes) through package hostname, the one normaliser: the stored name is
-// the punycode the wire will carry. It refuses IP addresses: a card or login
-// site is a DNS name.
-func normalizeHost(s string) (string, error) {
-	h, err := hostname.Host(s)
+// registrableDomain is a login's site: the registrable domain of the site
+// the owner typed (hostname.Site, the one answer to what a site is; an IP
+// address is its own).
+func registrableDomain(site string) (string, error) {
+	h, err := hostname.Site(site)
 	if err != nil {
-		return "", invalid("not a host name or URL")
-	}
-	if hostname.IsIP(h) {
-		return "", invalid("an IP address is not a site")
-	}
-	return h, nil
-}
-
-// registrableDomain returns the eTLD+1 of host, refusing a bare public
-// suffix such as "com" or "co.uk".
-func registrableDomain(host string) (string, error) {
-	h, err := normalizeHost(host)
-	if err != nil {
-		return "", err
+		return "", invalid("a login's site is a host with a registrable domain, or an IP address")
 	}
 	d, err := hostname.Registrable(h)
 	if err != nil {
-		return "", invalid("site must be a registrable domain, not a public suffix")
+		return "", invalid("a login's site is a host with a registrable domain, or an IP address")
 	}
 	return d, nil
-}
-
-// siteHost validates a card site: a host whose registrable domain exists.
-func siteHost(s string) (string, error) {
-	h, err := normalizeHost(s)
-	if err != nil {
-		return "", err
-	}
-	if _, err := registrableDomain(h); err != nil {
-		return "", err
-	}
-	return h, nil
 }
 
 func validEmail(s string) bool {

@@ -67,6 +67,11 @@ func TestValidateCard(t *testing.T) {
 		{"live cvv with cvv", mod(func(c *CardInput) { c.LiveCVV = true }), false},
 		{"no sites", mod(func(c *CardInput) { c.AnySite = false }), false},
 		{"both sites and any", mod(func(c *CardInput) { c.Sites = []string{"a.com"} }), false},
+		// hostname.Site: an IP address is a site of its own; a public
+		// suffix or a single label is none.
+		{"ip site", mod(func(c *CardInput) { c.AnySite, c.Sites = false, []string{"203.0.113.7"} }), true},
+		{"public suffix site", mod(func(c *CardInput) { c.AnySite, c.Sites = false, []string{"co.uk"} }), false},
+		{"single label site", mod(func(c *CardInput) { c.AnySite, c.Sites = false, []string{"localhost"} }), false},
 		{"holder newline", mod(func(c *CardInput) { c.Holder = "a\nb" }), false},
 	}
 	for _, c := range cases {
@@ -99,8 +104,9 @@ func TestRegistrableDomain(t *testing.T) {
 		{"com", ""},
 		{"co.uk", ""},
 		{"github.io", ""},
-		{"127.0.0.1", ""},
-		{"[::1]", ""},
+		// An IP address is a site of its own (hostname.Site).
+		{"127.0.0.1", "127.0.0.1"},
+		{"[::1]", "::1"},
 		{"localhost", ""},
 		{"", ""},
 		// Behaviour changes (package hostname is the one normaliser): "_"

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/internal/cardcheck"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/policy"
@@ -142,7 +143,7 @@ func (st *state) plan(ctx context.Context, s Spec, c *cli) ([]change, error) {
 		}
 		want := map[string]bool{}
 		for _, h := range *s.Sites {
-			n, err := owner.NormalizeHost(h)
+			n, err := hostname.Site(h)
 			if err != nil {
 				return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "sites: %q is not a host name", h)
 			}
@@ -171,7 +172,7 @@ func (st *state) plan(ctx context.Context, s Spec, c *cli) ([]change, error) {
 		want := map[pair]bool{}
 		var order []pair
 		for _, d := range *s.Signups {
-			site, err := owner.NormalizeHost(d.Site)
+			site, err := hostname.Site(d.Site)
 			email := strings.ToLower(strings.TrimSpace(d.Email))
 			if err != nil || !strings.Contains(email, "@") {
 				return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "signups: %q %q is not a site and an email", d.Site, d.Email)
@@ -236,7 +237,7 @@ func cardRules(d CardDef) (string, policy.CardPolicy, error) {
 		*a.dst = &amt
 	}
 	for _, m := range d.BlockedMerchants {
-		h, err := owner.NormalizeHost(m)
+		h, err := hostname.Site(m)
 		if err != nil {
 			return "", r, agentvault.Errorf(agentvault.CodeInvalidInput, "card %s: blocked_merchants: %q is not a host name", d.Card, m)
 		}
@@ -277,7 +278,7 @@ func (st *state) planCard(ctx context.Context, d CardDef, c *cli) ([]change, err
 	}
 	if d.AnySite || len(d.Sites) > 0 {
 		for _, s := range d.Sites {
-			h, err := owner.NormalizeHost(s)
+			h, err := hostname.Site(s)
 			if err != nil {
 				return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "card %s: sites: %q is not a host name", d.Card, s)
 			}
