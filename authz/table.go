@@ -155,6 +155,9 @@ var table = map[Surface]map[string]Rule{
 		"owner set-card":       {Level: Shell, What: "change a card's rules and sites"},
 		"owner export":         {Level: Shell, What: "print the owner's settings as a file"},
 		"owner apply":          {Level: Shell, What: "make the owner's settings match a file"},
+		"owner notify show":    {Level: Shell, What: "see notification settings"},
+		"owner notify on":      {Level: Shell, What: "turn notifications on"},
+		"owner notify off":     {Level: Shell, What: "turn notifications off"},
 
 		"botauth status":  {Level: Shell, What: "see which sites the agent's requests are signed for"},
 		"botauth enable":  {Level: Shell, What: "sign the agent's requests to a site"},

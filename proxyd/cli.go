@@ -96,15 +96,20 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // cliCommand is the command's words as package authz names them: "run",
-// "owner revoke", "vault add-card"; "" for help and for words no command
-// has (the command's own parser says what is wrong with those).
+// "owner revoke", "vault add-card", "owner notify show"; "" for help and
+// for words no command has (the command's own parser says what is wrong
+// with those).
 func cliCommand(args []string) string {
 	switch args[0] {
 	case "vault", "owner", "ca", "session", "botauth":
 		if len(args) < 2 || args[1] == "help" || args[1] == "-h" || args[1] == "--help" || strings.HasPrefix(args[1], "-") {
 			return ""
 		}
-		return args[0] + " " + args[1]
+		words := args[0] + " " + args[1]
+		if len(args) > 2 && !strings.HasPrefix(args[2], "-") && cliKnown(words+" "+args[2]) {
+			return words + " " + args[2]
+		}
+		return words
 	}
 	return args[0]
 }
@@ -176,6 +181,7 @@ func runStoreCommand(ctx context.Context, args []string, common commonFlags, std
 	case "owner":
 		env := ownercli.DefaultEnv(s.openOwner, s.items, stdout, stderr)
 		env.UpdateCard = s.updateCard
+		env.Notify = cliNotifications{cfg: s.cfg}
 		return ownercli.Run(ctx, args[1:], env)
 	case "botauth":
 		return cmdBotAuth(ctx, args[1:], s, stdout, stderr)
