@@ -49,7 +49,7 @@ const (
 	Cards         Area = "cards"         // cards and their rules (caps, thresholds, sites)
 	Logins        Area = "logins"        // the vault's site logins
 	Keys          Area = "keys"          // agents' API keys and their scopes
-	Sites         Area = "sites"         // authorized sites and pre-approved sign-ups
+	Sites         Area = "sites"         // authorized sites, pre-approved sign-ups, sites the agent signs for
 	Activity      Area = "activity"      // the activity log and audit records
 	Apps          Area = "apps"          // connected apps and their hosted sessions
 	Recipes       Area = "recipes"       // checkout recipe submissions
@@ -65,7 +65,7 @@ var AreaNames = map[Area]string{
 	Cards:         "manage cards and their limits",
 	Logins:        "manage saved logins",
 	Keys:          "manage agents' API keys",
-	Sites:         "manage authorized sites and sign-ups",
+	Sites:         "manage authorized sites, sign-ups and the sites the agent signs its requests for",
 	Activity:      "read the activity log",
 	Apps:          "manage connected apps",
 	Recipes:       "review checkout recipes",

@@ -74,6 +74,15 @@ var table = map[Surface]map[string]Rule{
 		"POST /recipes/{id}/edit":      {Level: OwnerOnly, Area: Recipes, What: "edit a checkout recipe"},
 		"GET /notifications":           {Level: OwnerOnly, Area: Notifications, What: "see notification settings"},
 		"POST /notifications":          {Level: OwnerOnly, Area: Notifications, What: "change notification settings"},
+
+		// Signed requests: which sites learn the agent's identity is a
+		// choice of sites, like authorizing one; the key every site knows
+		// the agent by is the owner's alone.
+		"GET /signing":               {Level: OwnerOnly, Area: Sites, What: "see which sites the agent's requests are signed for"},
+		"POST /signing/sites":        {Level: OwnerOnly, Area: Sites, What: "sign the agent's requests to a site"},
+		"POST /signing/sites/remove": {Level: OwnerOnly, Area: Sites, What: "stop signing the agent's requests to a site"},
+		"GET /signing/rotate":        {Level: OwnerOnly, What: "rotate the agent's signing key"},
+		"POST /signing/rotate":       {Level: OwnerOnly, What: "rotate the agent's signing key"},
 	},
 
 	// The control API: mcpd, holding the control token, calls for an

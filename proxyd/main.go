@@ -319,7 +319,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		}
 		if m.dashH, err = dashboard.New(dashboard.Config{Service: m.Owner, Vault: v, Logger: m.Logger, LiveCVV: liveCVV,
 			Recipes: m.Recipes, Credentials: m.Credentials, OnSignInFailed: m.daemonMetrics.signInFailures.Inc, Handoffs: m.handoffHub(),
-			Notifications: m.notify, Apps: m.appRegistry()}); err != nil {
+			Notifications: m.notify, Apps: m.appRegistry(), Signing: botAuthOwner{m}}); err != nil {
 			return err
 		}
 		m.DashboardAddr = m.dashL.Addr()

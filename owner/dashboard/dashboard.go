@@ -81,6 +81,8 @@ type Config struct {
 	Notifications Notifications
 	// Apps, when set, serves the connected apps page (apps.go).
 	Apps Apps
+	// Signing, when set, serves the signed requests page (signing.go).
+	Signing Signing
 }
 
 // Handler serves the dashboard.
@@ -100,6 +102,7 @@ type Handler struct {
 	handoffs Handoffs      // challenge hand-offs' live view (handoff.go)
 	notifs   Notifications // the owner's notification switches (notify.go)
 	apps     Apps          // connected apps and their hosted sessions (apps.go)
+	signing  Signing       // the agent's signing identity (signing.go)
 
 	routes []string // every pattern registered, each through authz (access.go)
 }
@@ -117,7 +120,7 @@ func New(cfg Config) (*Handler, error) {
 		return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "dashboard needs the owner service and the vault")
 	}
 	h := &Handler{svc: cfg.Service, vault: cfg.Vault, log: cfg.Logger, now: cfg.Now, liveCVV: cfg.LiveCVV, recipes: cfg.Recipes, creds: cfg.Credentials, handoffs: cfg.Handoffs, notifs: cfg.Notifications, apps: cfg.Apps,
-		signInFailed: cfg.OnSignInFailed}
+		signing: cfg.Signing, signInFailed: cfg.OnSignInFailed}
 	if h.signInFailed == nil {
 		h.signInFailed = func() {}
 	}
@@ -175,6 +178,7 @@ func New(cfg Config) (*Handler, error) {
 	h.handoffRoutes(m)
 	h.notifyRoutes(m)
 	h.appRoutes(m)
+	h.signingRoutes(m)
 	h.mux = m
 	return h, nil
 }
@@ -919,6 +923,8 @@ func navOf(name, path string) string {
 	case "cardnew", "loginnew", "confirm":
 		first, _, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
 		return first
+	case "signingrotate":
+		return "signing"
 	}
 	return name
 }
