@@ -1,7 +1,7 @@
 // Package ownercli is `proxyd owner ...`: the owner's commands on the
 // appliance itself, above all the first-run `set-password` that creates the
-// dashboard account, plus API keys, authorized sites, approvals and card
-// pauses for owners who prefer a shell. It never opens a store itself:
+// dashboard account, plus API keys, authorized sites, approvals, card
+// rules and notification switches for owners who prefer a shell. It never opens a store itself:
 // proxyd hands it the owner service over the store the deployment's config
 // names, so a command changes what every replica reads.
 //
