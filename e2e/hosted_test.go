@@ -146,9 +146,33 @@ func (a *hostedAgent) call(name string, args map[string]any) answer {
 	return answer{text: txt, isErr: res.IsError, res: res}
 }
 
+// machinePending is the answer of a call that outlived the hosted call
+// deadline with nobody asked: the work goes on and the agent fetches its
+// own answer with get_pending_result.
+var machinePending = regexp.MustCompile(`^status=pending wait=(w_[a-z2-7]+) waiting_on_owner=false(?: session=(s_[a-z2-7]+))?`)
+
+// follow turns such a pending answer into the call's own answer, as an
+// agent does: on a loaded machine an open_page can outlast the deadline.
+// An answer waiting on the owner is returned as it is.
+func (a *hostedAgent) follow(r answer) answer {
+	a.t.Helper()
+	m := machinePending.FindStringSubmatch(r.text)
+	if m == nil {
+		return r
+	}
+	if a.session == "" && m[2] != "" {
+		a.session = m[2]
+	}
+	waitUntil(a.t, 3*time.Minute, "the answer of a call that outlived the hosted deadline, from get_pending_result", func() bool {
+		r = a.call("get_pending_result", map[string]any{"wait": m[1]})
+		return !machinePending.MatchString(r.text)
+	})
+	return r
+}
+
 func (a *hostedAgent) must(name string, args map[string]any) answer {
 	a.t.Helper()
-	r := a.call(name, args)
+	r := a.follow(a.call(name, args))
 	if r.isErr || strings.HasPrefix(r.text, "status=pending") {
 		a.t.Fatalf("%s: %q", name, leakcheck.Redact(r.status()))
 	}
