@@ -167,6 +167,15 @@ func init() { domainImports["internal/cardcheck"] = []string{".", "vault"} }
 // server); nothing of the owner's side, so mcpd does not link it.
 func init() { domainImports["internal/webtls"] = []string{"."} }
 
+// internal/failguard: the one rule that slows down guessing (failed
+// attempts per client, doubling waits), the standard library only; the
+// dashboard's sign-in and proxyd's proxy listener use it.
+func init() {
+	domainImports["internal/failguard"] = []string{}
+	domainImports["owner/dashboard"] = append(domainImports["owner/dashboard"], "internal/failguard")
+	domainImports["proxyd"] = append(domainImports["proxyd"], "internal/failguard")
+}
+
 // internal/deploy: where a deployment's files and listeners are, for both
 // daemons; mcpd links it, so nothing of the owner's or the vault's side.
 func init() { domainImports["internal/deploy"] = []string{"."} }
