@@ -264,8 +264,7 @@ var forbiddenEdges = [][2]string{
 // the issue that removes it. TestForbiddenEdges only logs them; the branch
 // that removes an edge deletes its entry here and in domainImports, and the
 // test fails while an entry names an edge that is already gone.
-var pendingEdges = map[[2]string]string{
-}
+var pendingEdges = map[[2]string]string{}
 
 // hostnameExternal are the only modules outside the standard library that
 // package hostname, the one host-name normaliser, may import.
