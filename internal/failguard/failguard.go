@@ -143,3 +143,16 @@ func ClientKey(remoteAddr string) string {
 	}
 	return ip.String()
 }
+
+// Clients is a Guard keyed by client (ClientKey of a remote address), each
+// client with the same free failures: the proxy listener's credentials.
+type Clients struct {
+	Guard *Guard
+	Free  int
+}
+
+// Wait is how long the client at remoteAddr must still wait (0: go ahead).
+func (c Clients) Wait(remoteAddr string) time.Duration { return c.Guard.Wait(ClientKey(remoteAddr)) }
+
+// Failed counts a failure of the client at remoteAddr.
+func (c Clients) Failed(remoteAddr string) { c.Guard.Failed(ClientKey(remoteAddr), c.Free) }
