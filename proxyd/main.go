@@ -551,6 +551,7 @@ func (m *Main) Run(ctx context.Context) error {
 	debug.FreeOSMemory()
 	trimCodePages()
 	m.Logger.Info("proxyd listening", slog.String("proxy", m.ProxyAddr.String()),
+		slog.Bool("proxy_network", m.Config.Listen.ProxyNetwork), slog.Bool("proxy_tls", m.Config.Listen.ProxyTLS),
 		slog.String("control", m.ControlAddr.String()), slog.Bool("control_tls", m.Config.Listen.ControlTLS), slog.String("admin", m.AdminAddr.String()),
 		slog.String("egress", egress), slog.Bool("unsafe_allow_private_ranges", m.Config.UnsafeAllowPrivateRanges))
 	var err error
