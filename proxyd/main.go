@@ -281,7 +281,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	m.Broker.OnOpen(func(*broker.Session) { m.daemonMetrics.sessions.Inc() })
 	m.Broker.OnClose(func(*broker.Session) { m.daemonMetrics.sessions.Dec() })
 	m.endedReports = newEndedReports(m.Now)
-	m.Broker.OnClose(func(s *broker.Session) { m.endedReports.add(s.ID, s.Report()) })
+	m.Broker.OnClose(func(s *broker.Session) { m.endedReports.add(s.ID, s.Key.ID, s.Report()) })
 	var resolver intercept.Resolver = net.DefaultResolver
 	if len(m.Config.UnsafeTestHosts) > 0 {
 		resolver = testHostsResolver(m.Config.UnsafeTestHosts)
