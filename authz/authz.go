@@ -125,11 +125,11 @@ type Rule struct {
 type Kind int
 
 const (
-	Anonymous  Kind = iota // nobody signed in
-	PersonKind             // a signed-in person (dashboard)
-	AgentKind              // mcpd on an agent's behalf (control API)
-	AgentKeyKind           // an agent itself, its API key as the bearer (control API)
-	ShellKind              // the owner's shell on the appliance's host (CLI)
+	Anonymous    Kind = iota // nobody signed in
+	PersonKind               // a signed-in person (dashboard)
+	AgentKind                // mcpd on an agent's behalf (control API)
+	AgentKeyKind             // an agent itself, its API key as the bearer (control API)
+	ShellKind                // the owner's shell on the appliance's host (CLI)
 )
 
 // Subject is who asks.
