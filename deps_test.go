@@ -167,6 +167,15 @@ func init() { domainImports["internal/cardcheck"] = []string{".", "vault"} }
 // server); nothing of the owner's side, so mcpd does not link it.
 func init() { domainImports["internal/webtls"] = []string{"."} }
 
+// internal/failguard: the one rule that slows down guessing (failed
+// attempts per client, doubling waits), the standard library only; the
+// dashboard's sign-in and proxyd's proxy listener use it.
+func init() {
+	domainImports["internal/failguard"] = []string{}
+	domainImports["owner/dashboard"] = append(domainImports["owner/dashboard"], "internal/failguard")
+	domainImports["proxyd"] = append(domainImports["proxyd"], "internal/failguard")
+}
+
 // internal/deploy: where a deployment's files and listeners are, for both
 // daemons; mcpd links it, so nothing of the owner's or the vault's side.
 func init() { domainImports["internal/deploy"] = []string{"."} }
@@ -255,8 +264,7 @@ var forbiddenEdges = [][2]string{
 // the issue that removes it. TestForbiddenEdges only logs them; the branch
 // that removes an edge deletes its entry here and in domainImports, and the
 // test fails while an entry names an edge that is already gone.
-var pendingEdges = map[[2]string]string{
-}
+var pendingEdges = map[[2]string]string{}
 
 // hostnameExternal are the only modules outside the standard library that
 // package hostname, the one host-name normaliser, may import.

@@ -88,15 +88,17 @@ var table = map[Surface]map[string]Rule{
 	// The control API: mcpd, holding the control token, calls for an
 	// agent's key; the service behind each route checks the key and its
 	// scope. ForPerson: the call acts for the person the key is bound to.
+	// OwnKey: an agent driving its own browser may make the call itself,
+	// its API key as the bearer (docs/byob.md), bound to that key.
 	Control: {
-		"POST /v1/sessions":                {Level: Agent, What: "open a proxy session"},
-		"GET /v1/catalog":                  {Level: Agent, What: "read the token catalog"},
+		"POST /v1/sessions":                {Level: Agent, OwnKey: true, What: "open a proxy session"},
+		"GET /v1/catalog":                  {Level: Agent, OwnKey: true, What: "read the token catalog"},
 		"GET /v1/payment-integrations":     {Level: Agent, What: "list the payment integrations"},
-		"POST /v1/sessions/{id}/authorize": {Level: Agent, What: "authorize a token for a page"},
-		"POST /v1/sessions/{id}/events":    {Level: Agent, What: "report a session event"},
-		"GET /v1/sessions/{id}/report":     {Level: Agent, What: "read a session's report"},
-		"DELETE /v1/sessions/{id}":         {Level: Agent, What: "close a session"},
-		"GET /v1/waits/{id}":               {Level: Agent, What: "wait on the owner's decision"},
+		"POST /v1/sessions/{id}/authorize": {Level: Agent, OwnKey: true, What: "authorize a token for a page"},
+		"POST /v1/sessions/{id}/events":    {Level: Agent, OwnKey: true, What: "report a session event"},
+		"GET /v1/sessions/{id}/report":     {Level: Agent, OwnKey: true, What: "read a session's report"},
+		"DELETE /v1/sessions/{id}":         {Level: Agent, OwnKey: true, What: "close a session"},
+		"GET /v1/waits/{id}":               {Level: Agent, OwnKey: true, What: "wait on the owner's decision"},
 		"GET /v1/recipes":                  {Level: Agent, What: "look up checkout recipes"},
 		"POST /v1/recipes/submissions":     {Level: Agent, What: "submit a checkout recipe"},
 		"GET /v1/recipes/submissions/{id}": {Level: Agent, What: "read a recipe submission"},

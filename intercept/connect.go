@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -80,13 +81,30 @@ func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 		ctx.Resp = resp
 		return &goproxy.ConnectAction{Action: goproxy.ConnectReject}, host
 	}
+	// A client that sent wrong credentials too often waits before any
+	// credential of its is checked again, right ones included: a guesser
+	// learns nothing while it waits.
+	if g := s.cfg.AuthGuard; g != nil {
+		if w := g.Wait(req.RemoteAddr); w > 0 {
+			secs := int64((w + time.Second - 1) / time.Second)
+			action, h := reject(agentvault.Errorf(agentvault.CodeRateLimited,
+				"too many wrong proxy credentials from this address; retry after %ds", secs), nil)
+			ctx.Resp.Header.Set("Retry-After", strconv.FormatInt(secs, 10))
+			return action, h
+		}
+	}
 	user, pass, ok := proxyCredentials(req.Header)
 	if !ok {
-		return reject(agentvault.Errorf(agentvault.CodeProxyAuth, "proxy credentials required"), nil)
+		return reject(agentvault.Errorf(agentvault.CodeProxyAuth, msgCredentialsRequired), nil)
 	}
 	sess, ok := s.broker.Authenticate(user, pass)
 	if !ok {
-		return reject(agentvault.Errorf(agentvault.CodeProxyAuth, "proxy credentials rejected"), nil)
+		// A right password of a session that expired is no guess; an
+		// unknown session (a closed one too) or a wrong password counts.
+		if sess == nil && s.cfg.AuthGuard != nil {
+			s.cfg.AuthGuard.Failed(req.RemoteAddr)
+		}
+		return reject(agentvault.Errorf(agentvault.CodeProxyAuth, "proxy credentials rejected: use the proxyUser and proxyPassword of an open session (POST /v1/sessions)"), nil)
 	}
 	if s.closing.Load() {
 		return reject(agentvault.Errorf(agentvault.CodeUpstream, "proxy is shutting down"), sess)

@@ -33,6 +33,9 @@ type Config struct {
 	UnsafeAllowPrivateRanges bool
 	// ExtraRoots are trusted for upstream TLS on top of the system roots (P5).
 	ExtraRoots []*x509.Certificate
+	// AuthGuard, when set, limits wrong proxy credentials per client (a
+	// proxy listener that faces a network); nil: no limit.
+	AuthGuard AuthGuard
 	// EgressStrict refuses every CONNECT to a host outside AllowedHosts (P1).
 	EgressStrict bool
 	AllowedHosts []string
@@ -43,6 +46,16 @@ type Config struct {
 	IdleTimeout       time.Duration // default 90s
 	UpstreamTimeout   time.Duration // default 60s (to response headers)
 	Resolver          Resolver      // default net.DefaultResolver
+}
+
+// AuthGuard slows down guessing of proxy credentials: proxyd hands the
+// proxy package failguard's rule, keyed by client.
+type AuthGuard interface {
+	// Wait is how long the client at remoteAddr (host:port) must still
+	// wait before a credential of its is checked (0: now).
+	Wait(remoteAddr string) time.Duration
+	// Failed counts a wrong credential from the client at remoteAddr.
+	Failed(remoteAddr string)
 }
 
 // Server is the MITM proxy.

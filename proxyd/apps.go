@@ -66,8 +66,9 @@ type endedReports struct {
 }
 
 type endedReport struct {
-	rep broker.Report
-	at  time.Time
+	rep   broker.Report
+	keyID string // the API key that opened the session
+	at    time.Time
 }
 
 const (
@@ -82,13 +83,13 @@ func newEndedReports(now func() time.Time) *endedReports {
 	return &endedReports{now: now, byID: map[string]endedReport{}}
 }
 
-func (e *endedReports) add(id string, rep broker.Report) {
+func (e *endedReports) add(id, keyID string, rep broker.Report) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if _, ok := e.byID[id]; !ok {
 		e.order = append(e.order, id)
 	}
-	e.byID[id] = endedReport{rep: rep, at: e.now()}
+	e.byID[id] = endedReport{rep: rep, keyID: keyID, at: e.now()}
 	for len(e.order) > endedReportsMax {
 		delete(e.byID, e.order[0])
 		e.order = e.order[1:]
@@ -97,14 +98,25 @@ func (e *endedReports) add(id string, rep broker.Report) {
 
 // get is the final report of an ended session, when still kept.
 func (e *endedReports) get(id string) (broker.Report, bool) {
+	r, ok := e.kept(id)
+	return r.rep, ok
+}
+
+// keyOf is the API key that opened an ended session, when still kept.
+func (e *endedReports) keyOf(id string) (string, bool) {
+	r, ok := e.kept(id)
+	return r.keyID, ok
+}
+
+func (e *endedReports) kept(id string) (endedReport, bool) {
 	if e == nil {
-		return broker.Report{}, false
+		return endedReport{}, false
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	r, ok := e.byID[id]
 	if !ok || e.now().Sub(r.at) > endedReportsKeep {
-		return broker.Report{}, false
+		return endedReport{}, false
 	}
-	return r.rep, true
+	return r, true
 }

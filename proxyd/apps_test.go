@@ -33,7 +33,7 @@ func TestConnectedApps_ReportListEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	ended := newEndedReports(nil)
-	b.OnClose(func(s *broker.Session) { ended.add(s.ID, s.Report()) })
+	b.OnClose(func(s *broker.Session) { ended.add(s.ID, s.Key.ID, s.Report()) })
 	reg := apps.New(brokerSessions{b}, nil)
 	srv := httptest.NewServer(control.NewHandler(&controlService{broker: b, apps: reg, ended: ended}, "tok", nil))
 	defer srv.Close()

@@ -489,9 +489,14 @@ func cmdSession(ctx context.Context, args []string, common commonFlags, stdout, 
 	if err != nil {
 		return fail(stderr, err)
 	}
-	proxy := strings.Replace(s.ProxyURL, "http://", "http://"+s.ProxyUser+":"+s.ProxyPassword+"@", 1)
-	fmt.Fprintf(stdout, "session:  %s\nproxy:    %s\nca:       %s\n\ncurl --proxy '%s' --cacert %s https://example.com/\n",
-		s.ID, proxy, caPath, proxy, caPath)
+	scheme, rest, _ := strings.Cut(s.ProxyURL, "://")
+	proxy := scheme + "://" + s.ProxyUser + ":" + s.ProxyPassword + "@" + rest
+	proxyCA := "" // an https:// proxy with the deployment CA's leaf: the same ca.pem
+	if scheme == "https" && cc.Config.Listen.ProxyCertFile == "" {
+		proxyCA = " --proxy-cacert " + caPath
+	}
+	fmt.Fprintf(stdout, "session:  %s\nproxy:    %s\nca:       %s\n\ncurl --proxy '%s'%s --cacert %s https://example.com/\n",
+		s.ID, proxy, caPath, proxy, proxyCA, caPath)
 	return 0
 }
 

@@ -96,8 +96,24 @@ type StoreConfig struct {
 
 // ListenConfig holds the three listener addresses.
 type ListenConfig struct {
-	Proxy   string `yaml:"proxy"`
-	Control string `yaml:"control"`
+	Proxy string `yaml:"proxy"`
+	// ProxyNetwork lets listen.proxy face a network, for browsers on other
+	// machines (docs/deploy.md says what to open); off, it must be a
+	// loopback address. Every CONNECT needs a session's credentials either
+	// way; facing a network, wrong ones are also limited per client address
+	// (limits.proxy_auth_failures).
+	ProxyNetwork bool `yaml:"proxy_network"`
+	// ProxyTLS serves the proxy itself over TLS (an https:// proxy URL), so
+	// the session's credentials and the CONNECT lines are encrypted on the
+	// network. Its certificate is a leaf of the deployment's CA (ca.pem,
+	// which a browser of the appliance trusts anyway) naming listen.proxy's
+	// host and ProxyNames, or the owner's own (ProxyCertFile and
+	// ProxyKeyFile, PEM, re-read when they change).
+	ProxyTLS      bool     `yaml:"proxy_tls"`
+	ProxyNames    []string `yaml:"proxy_names"`
+	ProxyCertFile string   `yaml:"proxy_cert_file"`
+	ProxyKeyFile  string   `yaml:"proxy_key_file"`
+	Control       string   `yaml:"control"`
 	// ControlTLS serves the control API over TLS (1.2 or later) with a
 	// leaf of the deployment's CA (ca.pem in data_dir), so mcpd on another
 	// machine can reach it: without it listen.control is loopback-only,
@@ -148,6 +164,10 @@ type LimitsConfig struct {
 	SessionIdle       time.Duration `yaml:"session_idle"`
 	SessionMaxAge     time.Duration `yaml:"session_max_age"`
 	MaxSessionsPerKey int           `yaml:"max_sessions_per_key"`
+	// ProxyAuthFailures is how many wrong proxy credentials one client
+	// address may send before it waits (10 s, doubling up to 15 minutes)
+	// with every CONNECT refused unchecked; only with listen.proxy_network.
+	ProxyAuthFailures int `yaml:"proxy_auth_failures"`
 }
 
 // TLSConfig adds upstream trust roots (P5).
@@ -218,8 +238,8 @@ func (c *Config) Validate() error {
 		if err != nil {
 			return bad("%s: %q is not host:port", name, addr)
 		}
-		if name == "listen.proxy" {
-			continue
+		if name == "listen.proxy" && c.Listen.ProxyNetwork {
+			continue // browsers elsewhere: credentials on every CONNECT, wrong ones limited
 		}
 		if name == "listen.control" && c.Listen.ControlTLS {
 			continue // any address: the token travels inside TLS
@@ -230,10 +250,16 @@ func (c *Config) Validate() error {
 			if name == "listen.control" {
 				return bad("listen.control must be a loopback address unless listen.control_tls is true, got %q", addr)
 			}
+			if name == "listen.proxy" {
+				return bad("listen.proxy must be a loopback address unless listen.proxy_network is true (docs/deploy.md: browsers on other machines), got %q", addr)
+			}
 			return bad("%s must be a loopback address, got %q", name, addr)
 		}
 	}
 	if err := c.Listen.validateControlTLS(); err != nil {
+		return err
+	}
+	if err := c.validateProxyListener(); err != nil {
 		return err
 	}
 	if c.Listen.Credentials != "" {
@@ -319,9 +345,6 @@ func (c *Config) Validate() error {
 	default:
 		return bad("log.format must be json or text")
 	}
-	if c.ProxyURL != "" && !strings.HasPrefix(c.ProxyURL, "http://") {
-		return bad("proxy_url must be an http:// URL (the proxy speaks CONNECT)")
-	}
 	if err := c.Notify.validate(); err != nil {
 		return err
 	}
@@ -354,7 +377,7 @@ func (l ListenConfig) validateControlTLS() error {
 		return nil
 	}
 	for _, n := range l.ControlNames {
-		if h, err := hostname.Bare(n); err != nil || h != n || strings.HasPrefix(n, "[") {
+		if !validCertName(n) {
 			return agentvault.Errorf(agentvault.CodeInvalidInput, "config: listen.control_names: %q is not a lower-case host name or IP address (no port, no brackets)", n)
 		}
 	}
@@ -367,7 +390,15 @@ func (l ListenConfig) validateControlTLS() error {
 // controlCertNames are the names the control API's certificate holds:
 // listen.control's host (unless it is every address) and
 // listen.control_names, without repeats.
-func controlCertNames(l ListenConfig) []string {
+func controlCertNames(l ListenConfig) []string { return certNames(l.Control, l.ControlNames) }
+
+// proxyCertNames are the names the proxy listener's certificate holds
+// (listen.proxy_tls without the owner's certificate).
+func proxyCertNames(l ListenConfig) []string { return certNames(l.Proxy, l.ProxyNames) }
+
+// certNames are a listener's host (unless it is every address) and the
+// extra names, without repeats.
+func certNames(listen string, extra []string) []string {
 	var names []string
 	seen := map[string]bool{}
 	add := func(n string) {
@@ -376,7 +407,7 @@ func controlCertNames(l ListenConfig) []string {
 			names = append(names, n)
 		}
 	}
-	if host, _, err := net.SplitHostPort(l.Control); err == nil {
+	if host, _, err := net.SplitHostPort(listen); err == nil {
 		if ip, err := netip.ParseAddr(host); err == nil {
 			if !ip.IsUnspecified() {
 				add(ip.Unmap().String())
@@ -385,10 +416,104 @@ func controlCertNames(l ListenConfig) []string {
 			add(h)
 		}
 	}
-	for _, n := range l.ControlNames {
+	for _, n := range extra {
 		add(n)
 	}
 	return names
+}
+
+// validCertName reports whether n may be named by a listener's certificate
+// as the config gives it: a lower-case host name or IP address, no port,
+// no brackets.
+func validCertName(n string) bool {
+	h, err := hostname.Bare(n)
+	return err == nil && h == n && !strings.HasPrefix(n, "[")
+}
+
+// validateProxyListener checks the proxy listener's TLS keys and the proxy
+// URL browsers are told.
+func (c *Config) validateProxyListener() error {
+	bad := func(f string, a ...any) error {
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "config: "+f, a...)
+	}
+	l := c.Listen
+	owned := l.ProxyCertFile != "" || l.ProxyKeyFile != ""
+	if !l.ProxyTLS {
+		if len(l.ProxyNames) > 0 || owned {
+			return bad("listen.proxy_names, proxy_cert_file and proxy_key_file are for listen.proxy_tls, which is false")
+		}
+	}
+	if owned {
+		if l.ProxyCertFile == "" || l.ProxyKeyFile == "" {
+			return bad("listen.proxy_cert_file and listen.proxy_key_file go together")
+		}
+		if len(l.ProxyNames) > 0 {
+			return bad("listen.proxy_names is for the deployment CA's certificate; the owner's certificate (listen.proxy_cert_file) names its own hosts")
+		}
+		for _, f := range []string{l.ProxyCertFile, l.ProxyKeyFile} {
+			if _, err := os.Stat(expandHome(f)); err != nil {
+				return bad("listen.proxy_cert_file or proxy_key_file: %s is not readable", f)
+			}
+		}
+	}
+	for _, n := range l.ProxyNames {
+		if !validCertName(n) {
+			return bad("listen.proxy_names: %q is not a lower-case host name or IP address (no port, no brackets)", n)
+		}
+	}
+	if l.ProxyTLS && !owned && len(proxyCertNames(l)) == 0 {
+		return bad("listen.proxy %q listens on every address: listen.proxy_names must name the hosts browsers dial (or give the owner's certificate)", l.Proxy)
+	}
+	scheme := "http://"
+	if l.ProxyTLS {
+		scheme = "https://"
+	}
+	if c.ProxyURL != "" {
+		u, err := url.Parse(c.ProxyURL)
+		if err != nil || u.Host == "" || u.User != nil || !strings.HasPrefix(c.ProxyURL, scheme) || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			if l.ProxyTLS {
+				return bad("proxy_url must be an https:// URL (host and port only): listen.proxy_tls is on")
+			}
+			return bad("proxy_url must be an http:// URL (host and port only; the proxy speaks CONNECT), or https:// with listen.proxy_tls")
+		}
+	} else if l.ProxyNetwork {
+		if host, _, err := net.SplitHostPort(l.Proxy); err == nil && unspecified(host) && (!l.ProxyTLS || owned) {
+			return bad("listen.proxy %q listens on every address: set proxy_url to the address browsers on other machines dial", l.Proxy)
+		}
+	}
+	if l.ProxyNetwork && c.Limits.ProxyAuthFailures < 1 {
+		return bad("limits.proxy_auth_failures must be at least 1 when listen.proxy_network is on")
+	}
+	return nil
+}
+
+// unspecified reports whether a listen host is every address (empty, 0.0.0.0, ::).
+func unspecified(host string) bool {
+	if host == "" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsUnspecified()
+}
+
+// proxyURLOf is the proxy URL browsers are told by default (proxy_url
+// empty): the scheme of listen.proxy_tls and the address bound, or, when
+// that is every address, the first name of the proxy's certificate.
+func proxyURLOf(l ListenConfig, bound net.Addr) string {
+	scheme := "http://"
+	if l.ProxyTLS {
+		scheme = "https://"
+	}
+	host, port, err := net.SplitHostPort(bound.String())
+	if err != nil {
+		return scheme + bound.String()
+	}
+	if unspecified(host) {
+		if names := proxyCertNames(l); len(names) > 0 && l.ProxyCertFile == "" {
+			host = names[0]
+		}
+	}
+	return scheme + net.JoinHostPort(host, port)
 }
 
 func expandHome(p string) string { return deploy.ExpandHome(p) }

@@ -165,6 +165,28 @@ func (c *controlService) CloseSession(ctx context.Context, id string) (control.C
 	return control.CloseResponse{Status: "Session closed", Report: reportOf(rep)}, nil
 }
 
+// SessionKeyID is the API key that opened a session, live or ended (while
+// its final report is kept), for the control API's calls an agent makes
+// with its own key (docs/byob.md).
+func (c *controlService) SessionKeyID(ctx context.Context, id string) (string, error) {
+	if s, err := c.broker.Get(id); err == nil {
+		return s.Key.ID, nil
+	}
+	if k, ok := c.ended.keyOf(id); ok {
+		return k, nil
+	}
+	return "", agentvault.Errorf(agentvault.CodeNotFound, "no such session")
+}
+
+// WaitKeyID is the API key whose fill waits on an approval.
+func (c *controlService) WaitKeyID(ctx context.Context, id string) (string, error) {
+	a, err := c.owner.Approval(ctx, id)
+	if err != nil || a.APIKeyID == "" {
+		return "", agentvault.Errorf(agentvault.CodeNotFound, "no such wait")
+	}
+	return a.APIKeyID, nil
+}
+
 // authorizeRequest reads the control API's authorize into the broker's:
 // the one translation, the checkout total parsed once (policy.ParseDecimal,
 // the wire form's strict decimal).
@@ -278,4 +300,5 @@ var _ control.Service = (*controlService)(nil)
 var (
 	_ control.Service          = (*controlService)(nil)
 	_ control.KeyAuthenticator = (*controlService)(nil)
+	_ control.OwnKeyService    = (*controlService)(nil)
 )

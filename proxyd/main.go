@@ -281,7 +281,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	m.Broker.OnOpen(func(*broker.Session) { m.daemonMetrics.sessions.Inc() })
 	m.Broker.OnClose(func(*broker.Session) { m.daemonMetrics.sessions.Dec() })
 	m.endedReports = newEndedReports(m.Now)
-	m.Broker.OnClose(func(s *broker.Session) { m.endedReports.add(s.ID, s.Report()) })
+	m.Broker.OnClose(func(s *broker.Session) { m.endedReports.add(s.ID, s.Key.ID, s.Report()) })
 	var resolver intercept.Resolver = net.DefaultResolver
 	if len(m.Config.UnsafeTestHosts) > 0 {
 		resolver = testHostsResolver(m.Config.UnsafeTestHosts)
@@ -296,6 +296,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		UnsafeAllowPrivateRanges: m.Config.UnsafeAllowPrivateRanges,
 		Resolver:                 resolver,
 		ExtraRoots:               roots,
+		AuthGuard:                proxyAuthGuard(m.Config),
 		EgressStrict:             m.Config.Egress.Mode == "strict",
 		AllowedHosts:             m.Config.Egress.Allow,
 		MaxBodyBytes:             l.MaxBodyBytes, MaxTunnels: l.MaxTunnels,
@@ -330,13 +331,21 @@ func (m *Main) Open(ctx context.Context) (err error) {
 			}
 		}
 	}
+	pl, err := proxyListener(m.proxyL, m.Config.Listen, m.CA)
+	if err != nil {
+		return err
+	}
+	m.proxyL = pl
+	if m.Config.Listen.ProxyNetwork && !m.Config.Listen.ProxyTLS {
+		m.Logger.Warn("listen.proxy faces the network without listen.proxy_tls: each session's proxy credentials cross it in clear; keep it on a network you trust")
+	}
 	m.ProxyAddr, m.ControlAddr, m.AdminAddr = m.proxyL.Addr(), m.controlL.Addr(), m.adminL.Addr()
 	// Every listener of this process is a loop destination (P16).
 	m.Server.AddSelf(m.ControlAddr)
 	m.Server.AddSelf(m.AdminAddr)
 	proxyURL := m.Config.ProxyURL
 	if proxyURL == "" {
-		proxyURL = "http://" + m.ProxyAddr.String()
+		proxyURL = proxyURLOf(m.Config.Listen, m.ProxyAddr)
 	}
 	m.controlSrv = &http.Server{
 		Handler: control.NewHandler(&controlService{broker: m.Broker, vault: vaultAdapter{v}, ca: m.CA, owner: m.Owner, recipes: m.Recipes, proxyURL: proxyURL,
@@ -347,7 +356,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelDebug),
 	}
 	if m.Config.Listen.ControlTLS {
-		cc, err := newControlCert(m.CA, controlCertNames(m.Config.Listen), nil)
+		cc, err := newCALeafCert(m.CA, controlCertNames(m.Config.Listen), nil)
 		if err != nil {
 			return err
 		}
@@ -542,6 +551,7 @@ func (m *Main) Run(ctx context.Context) error {
 	debug.FreeOSMemory()
 	trimCodePages()
 	m.Logger.Info("proxyd listening", slog.String("proxy", m.ProxyAddr.String()),
+		slog.Bool("proxy_network", m.Config.Listen.ProxyNetwork), slog.Bool("proxy_tls", m.Config.Listen.ProxyTLS),
 		slog.String("control", m.ControlAddr.String()), slog.Bool("control_tls", m.Config.Listen.ControlTLS), slog.String("admin", m.AdminAddr.String()),
 		slog.String("egress", egress), slog.Bool("unsafe_allow_private_ranges", m.Config.UnsafeAllowPrivateRanges))
 	var err error
