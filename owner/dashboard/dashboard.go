@@ -736,8 +736,8 @@ type activityData struct {
 	// Diagnostics are the sign-ins browser_login kept a masked capture
 	// of (seed 000), newest first.
 	Diagnostics []diagnosticRow
-	Totals       []cardTotal
-	Days         int
+	Totals      []cardTotal
+	Days        int
 }
 
 type refusalRow struct {
