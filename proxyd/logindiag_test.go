@@ -2,6 +2,7 @@ package proxyd_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"regexp"
 	"strings"
@@ -58,7 +59,14 @@ func TestSeed000_LoginDiagnosticReachesTheOwner(t *testing.T) {
 	if n := len(regexp.MustCompile(`login-[0-9a-f]{16}\.png`).FindAllString(page, -1)); n != 1 {
 		t.Errorf("the Activity page lists %d captures, want the one event that passed", n)
 	}
-	if !strings.Contains(logs.String(), `"msg":"login diagnostic kept","artifact":"`+ref+`"`) {
+	logged := false
+	for _, line := range strings.Split(logs.String(), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == "login diagnostic kept" {
+			logged = logged || rec["artifact"] == ref && rec["session"] == s.ID
+		}
+	}
+	if !logged {
 		t.Error("proxyd's log does not record the capture's reference")
 	}
 	if strings.Contains(page, smuggled) {
