@@ -39,9 +39,12 @@ func hintPages(t *testing.T) (shop string) {
 	mux.HandleFunc("/four", func(w http.ResponseWriter, r *http.Request) {
 		var b strings.Builder
 		for i := 1; i <= 5; i++ {
-			fmt.Fprintf(&b, `<p id="t%d">Total €10.00</p>`, i)
+			fmt.Fprintf(&b, `<p id="t%d" data-testid="total">Total €10.00</p>`, i)
 		}
-		page(w, b.String())
+		page(w, b.String()+`<label for="email">Email</label><input id="email" type="email">`)
+	})
+	mux.HandleFunc("/long", func(w http.ResponseWriter, r *http.Request) {
+		page(w, `<p class="total">Total €10.00</p><p class="big">Total €10.00 `+strings.Repeat("x", 4000)+`</p>`)
 	})
 	mux.HandleFunc("/framed", func(w http.ResponseWriter, r *http.Request) {
 		// text: the summary frame's text; rest: the page's own text;
@@ -110,6 +113,12 @@ func TestSeed004_PageHints(t *testing.T) {
 		if _, ok := got["amount"]; ok {
 			t.Fatalf("a dropped hint names a figure: %v", got)
 		}
+	})
+
+	t.Run("an element over 4,000 characters adds nothing", func(t *testing.T) {
+		h.ok("open_page", map[string]any{"url": shop + "/long"})
+		accepted(t, declare(map[string]any{"selector": ".total"}), true)
+		accepted(t, declare(map[string]any{"selector": ".big"}), false)
 	})
 
 	t.Run("a page holds at most 4 hints of a kind until it navigates", func(t *testing.T) {
@@ -184,6 +193,28 @@ func TestSeed004_PageHints(t *testing.T) {
 		ss.mu.Unlock()
 		if n != 1 {
 			t.Fatalf("hints kept: %d, want only the trusted one", n)
+		}
+	})
+
+	// Last: a token fill closes the page's data for the rest of the
+	// session.
+	t.Run("after a token fill a hint is kept, not read back", func(t *testing.T) {
+		h.ok("open_page", map[string]any{"url": shop + "/four"})
+		h.ok("fill_checkout", map[string]any{"fields": []map[string]any{{"selector": "#email", "value": "av_identity_1_email_u7x2k"}}})
+		got := declare(map[string]any{"selector": "#t1"})
+		if got["accepted"] != true || got["checked"] != false || got["amount"] != nil {
+			t.Fatalf("after a fill: %v", got)
+		}
+		// A selector that compares an attribute's value could test what
+		// the page shows: refused after a fill.
+		h.refused("declare_page_hint", map[string]any{"kind": "order.total", "selector": `[data-testid="total"]`}, agentvault.CodeInvalidHint)
+		// The kept hint is read at the card fill.
+		ss, _ := h.srv.lookup("")
+		ss.mu.Lock()
+		total, ok := hintedTotal(ss)
+		ss.mu.Unlock()
+		if !ok || total.Amount != "10.00" || total.Currency != "EUR" {
+			t.Fatalf("the kept hint at the card fill: %+v %v", total, ok)
 		}
 	})
 }
