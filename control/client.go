@@ -326,18 +326,18 @@ func (c *Client) doStatus(ctx context.Context, method, path string, in, out, acc
 	return resp.StatusCode, nil
 }
 
-// RetryAfterError is a refusal that came with a Retry-After (a 429's): the
+// retryAfterError is a refusal that came with a Retry-After (a 429's): the
 // wait the proxy asked for, kept so the agent is told it (seed 004:
 // rate_limited, wait for Retry-After). It answers the same
 // RetryAfterDuration the server reads to write the header.
-type RetryAfterError struct {
+type retryAfterError struct {
 	Err   error
 	After time.Duration
 }
 
-func (e *RetryAfterError) Error() string                     { return e.Err.Error() }
-func (e *RetryAfterError) Unwrap() error                     { return e.Err }
-func (e *RetryAfterError) RetryAfterDuration() time.Duration { return e.After }
+func (e *retryAfterError) Error() string                     { return e.Err.Error() }
+func (e *retryAfterError) Unwrap() error                     { return e.Err }
+func (e *retryAfterError) RetryAfterDuration() time.Duration { return e.After }
 
 // withRetryAfter keeps a refusal's Retry-After, in whole seconds (the
 // form the server writes; an HTTP date is not read).
@@ -346,7 +346,7 @@ func withRetryAfter(err error, h http.Header) error {
 	if perr != nil || secs <= 0 {
 		return err
 	}
-	return &RetryAfterError{Err: err, After: time.Duration(secs) * time.Second}
+	return &retryAfterError{Err: err, After: time.Duration(secs) * time.Second}
 }
 
 // decodeError turns an error answer back into the *agentvault.Error proxyd
