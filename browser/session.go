@@ -300,6 +300,9 @@ func (s *Session) Click(t Target, timeout time.Duration) (Action, error) {
 		return Action{}, err
 	}
 	if err := loc.Click(playwright.LocatorClickOptions{Timeout: ms(timeout)}); err != nil {
+		if covered(err) {
+			return Action{}, coveredError(t, timeout, activationKey(loc), err)
+		}
 		return Action{}, actionError("click", t, timeout, err)
 	}
 	return Action{NewTab: s.TakeNewTabs()}, nil
@@ -315,6 +318,56 @@ func (s *Session) Press(t Target, key string, timeout time.Duration) (Action, er
 		return Action{}, actionError("press", t, timeout, err)
 	}
 	return Action{NewTab: s.TakeNewTabs()}, nil
+}
+
+// covered reports a click that timed out because another element covers
+// the target and never reached it. Playwright's "intercepts pointer
+// events" alone is not that: followed by "performing click action" or
+// "click action done", the click landed and the timeout was the wait after
+// it (actionError says so).
+func covered(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "intercepts pointer events") &&
+		!strings.Contains(msg, "performing click action") && !strings.Contains(msg, "click action done")
+}
+
+// activationScript names the key that activates an element the way a
+// click does: Space for a checkbox, radio or switch, Enter for a button,
+// a link or a submit input, "" when no key does (a plain element with a
+// click handler).
+const activationScript = `(e) => {
+	const tag = e.tagName.toLowerCase();
+	const type = (e.getAttribute('type') || '').toLowerCase();
+	const role = (e.getAttribute('role') || '').toLowerCase();
+	if ((tag === 'input' && (type === 'checkbox' || type === 'radio')) || ['checkbox', 'radio', 'switch'].includes(role)) return 'Space';
+	if (tag === 'button' || tag === 'summary' || (tag === 'a' && e.hasAttribute('href')) ||
+		(tag === 'input' && ['submit', 'button', 'reset', 'image'].includes(type)) ||
+		['button', 'link', 'menuitem', 'tab', 'option'].includes(role)) return 'Enter';
+	return '';
+}`
+
+// activationKey reads which key activates the click's target ("" when
+// none, or when the element cannot be read any more).
+func activationKey(loc playwright.Locator) string {
+	v, err := loc.First().Evaluate(activationScript, nil, playwright.LocatorEvaluateOptions{Timeout: ms(2 * time.Second)})
+	if err != nil {
+		return ""
+	}
+	k, _ := v.(string)
+	return k
+}
+
+// coveredError is a click that something covers (an expanded payment
+// iframe, a cookie wall, a modal scrim): it says so and names the fix
+// for this target (seed 004, click): press with the key that activates
+// it, or, when no key does, clear the overlay first.
+func coveredError(t Target, timeout time.Duration, key string, err error) error {
+	if key == "" {
+		return agentvault.Wrap(agentvault.CodeTimeout, err,
+			"click on %s timed out after %d ms because another element covers it, and no key activates this target: clear the overlay first (close the cookie banner, dialog or expanded frame covering it), then click again", t, timeout.Milliseconds())
+	}
+	return agentvault.Wrap(agentvault.CodeTimeout, err,
+		"click on %s timed out after %d ms because another element covers it: use press with %s on %s instead", t, timeout.Milliseconds(), key, t)
 }
 
 // actionError explains a failed click or press in our own words. Playwright's

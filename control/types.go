@@ -24,6 +24,10 @@ const (
 	EventConfirmation = "confirmation"
 	EventFill         = "fill"
 	EventCredential   = "credential_write"
+	// EventLoginDiagnostic says browser_login kept a masked diagnostic
+	// capture of a sign-in that did not succeed (seed 000): the event
+	// carries its reference, never the capture (CheckLoginDiagnostic).
+	EventLoginDiagnostic = "login_diagnostic"
 )
 
 // CreateSessionRequest opens a browser session under an API key.
@@ -85,8 +89,15 @@ type EventRequest struct {
 	Type       string      `json:"type"`
 	OrderTotal *OrderTotal `json:"orderTotal,omitempty"`
 	Kinds      []string    `json:"kinds,omitempty"`
-	// Site is the registrable domain of a credential write event.
+	// Site is the registrable domain of a credential write event, the
+	// sign-in page's host of a login diagnostic.
 	Site string `json:"site,omitempty"`
+	// Login, Outcome and Artifact are a login diagnostic's: the stored
+	// login's label, how the sign-in ended (LoginOutcomes) and the
+	// capture's reference (NewLoginArtifact).
+	Login    string `json:"login,omitempty"`
+	Outcome  string `json:"outcome,omitempty"`
+	Artifact string `json:"artifact,omitempty"`
 }
 
 // EventResponse is the empty answer to an event.

@@ -50,7 +50,7 @@ type Main struct {
 	HTTPAddr    string
 	httpDefault bool
 	// ArtifactDir keeps browser_login's masked diagnostic captures for the
-	// owner (--artifact-dir); empty keeps none.
+	// owner (--artifact-dir; default <data>/mcpd/login-diagnostics).
 	ArtifactDir string
 	// LoginBudget shortens browser_login's end-to-end budget
 	// (--login-budget; 0: DefaultLoginBudget). It never lengthens it: the
@@ -173,8 +173,16 @@ func (m *Main) applyDeployment() error {
 	if m.TLSDir == "" {
 		m.TLSDir = filepath.Join(dir, "mcpd")
 	}
+	if m.ArtifactDir == "" {
+		m.ArtifactDir = filepath.Join(dir, "mcpd", DiagnosticsDir)
+	}
 	return nil
 }
+
+// DiagnosticsDir is where, under <data>/mcpd, browser_login keeps its
+// masked diagnostic captures unless --artifact-dir names another place:
+// seed 000 keeps one for every sign-in that does not succeed.
+const DiagnosticsDir = "login-diagnostics"
 
 // Deployment is the data directory and config mcpd follows (after
 // ParseFlags or Open).
@@ -192,7 +200,7 @@ func (m *Main) FlagSet() *flag.FlagSet {
 	fs.SetOutput(m.Stderr)
 	fs.StringVar(&m.DataDir, "data", m.DataDir, "proxyd's data directory (control-token, api-key, ca.pem, proxyd.yaml); default as proxyd: $AGENTVAULT_DATA, $DATA, the config's data_dir, ~/.agentvault")
 	fs.StringVar(&m.ConfigFile, "config", m.ConfigFile, "proxyd's config file, read for data_dir and the listen addresses (default: <data>/proxyd.yaml when there is one)")
-	fs.StringVar(&m.ArtifactDir, "artifact-dir", envOr("AGENTVAULT_ARTIFACT_DIR", ""), "keep browser_login's masked diagnostic captures here for the owner (empty: none kept)")
+	fs.StringVar(&m.ArtifactDir, "artifact-dir", envOr("AGENTVAULT_ARTIFACT_DIR", ""), "where browser_login keeps the masked diagnostic capture of a sign-in that did not succeed, for the owner (default <data>/mcpd/"+DiagnosticsDir+")")
 	fs.DurationVar(&m.LoginBudget, "login-budget", envDuration("AGENTVAULT_LOGIN_BUDGET", 0), "shorten browser_login's end-to-end budget (at most and by default 120s)")
 	fs.StringVar(&m.ControlURL, "control-url", envOr("AGENTVAULT_CONTROL_URL", m.ControlURL), "proxyd control API base URL (http:// on loopback, https:// elsewhere); several replicas of one deployment separated by commas")
 	fs.StringVar(&m.ControlCA, "control-ca", envOr("AGENTVAULT_CONTROL_CA", m.ControlCA), "PEM file of the CA to trust for https:// control URLs (proxyd's <data_dir>/ca.pem); default: the system roots")

@@ -69,7 +69,9 @@ type Config struct {
 	// browser_login (tools_browser_login.go): LoginBudget is its end-to-end
 	// budget (default 120 s); Captcha the managed browser's solver (nil:
 	// no captcha waits); ArtifactDir where its masked diagnostic captures
-	// are kept for the owner ("" : none kept, the answer degrades).
+	// are kept for the owner (Main defaults it to <data>/mcpd/
+	// login-diagnostics; "" keeps none and the answer degrades, as the
+	// seed allows a capture that failed).
 	LoginBudget time.Duration
 	Captcha     CaptchaProvider
 	ArtifactDir string

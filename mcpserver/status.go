@@ -3,8 +3,10 @@ package mcpserver
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/agentvault/agentvault"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -175,6 +177,12 @@ func statusError(err error, filled *[2]int) *mcp.CallToolResult {
 	// often do) does not get the same hint a second time.
 	if hint := codeHint(code); hint != "" && !strings.Contains(strings.ToLower(msg), strings.ToLower(strings.TrimSuffix(hint, "."))) {
 		msg += " " + hint
+	}
+	// A refusal the proxy gave a Retry-After (rate_limited) says how long
+	// to wait (seed 004: get_token_catalog, "wait for Retry-After").
+	var ra interface{ RetryAfterDuration() time.Duration }
+	if errors.As(err, &ra) && ra.RetryAfterDuration() > 0 {
+		msg += fmt.Sprintf(" Retry-After: %d s. Wait that long, then call again.", int((ra.RetryAfterDuration()+time.Second-1)/time.Second))
 	}
 	return prose(status{State: "error", Code: code, Filled: filled}, msg)
 }

@@ -73,6 +73,9 @@ type Service struct {
 	// staged settles TOTP replacements once decided (totp_replace.go);
 	// nil until NewAccounts.
 	staged atomic.Pointer[Accounts]
+
+	diagMu sync.Mutex
+	diags  []LoginDiagnostic // diagnostics.go
 }
 
 // New returns a Service.

@@ -9,6 +9,7 @@ import (
 	"github.com/agentvault/agentvault/apps"
 	"github.com/agentvault/agentvault/broker"
 	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/policy"
@@ -132,9 +133,30 @@ func (c *controlService) Event(ctx context.Context, id string, ev control.EventR
 		return s.Filled(ev.Kinds)
 	case control.EventCredential:
 		s.CredentialWritten(ev.Site)
+	case control.EventLoginDiagnostic:
+		return c.loginDiagnostic(s, ev)
 	default:
 		return agentvault.Errorf(agentvault.CodeInvalidInput, "unknown event type")
 	}
+	return nil
+}
+
+// loginDiagnostic hands the owner the reference of a capture browser_login
+// kept (seed 000): the owner's Activity page lists it, and the log keeps
+// it. Only a reference, a label and a host pass.
+func (c *controlService) loginDiagnostic(s *broker.Session, ev control.EventRequest) error {
+	if err := control.CheckLoginDiagnostic(ev); err != nil {
+		return err
+	}
+	if ev.Login != "" && !tokens.ValidLabel(ev.Login) {
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "a login diagnostic's login must be a catalog label")
+	}
+	site, err := hostname.Bare(ev.Site)
+	if err != nil {
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "a login diagnostic's site must be the sign-in page's host")
+	}
+	c.owner.RecordLoginDiagnostic(owner.LoginDiagnostic{APIKeyID: s.Key.ID, Session: s.ID, Login: ev.Login, Site: site,
+		Outcome: ev.Outcome, Artifact: ev.Artifact})
 	return nil
 }
 

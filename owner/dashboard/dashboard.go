@@ -737,13 +737,21 @@ type activityData struct {
 	Unanswered   int            // denied and expired approvals shown
 	Refusals     []refusalRow
 	RefusalCodes map[string]int
-	Totals       []cardTotal
-	Days         int
+	// Diagnostics are the sign-ins browser_login kept a masked capture
+	// of (seed 000), newest first.
+	Diagnostics []diagnosticRow
+	Totals      []cardTotal
+	Days        int
 }
 
 type refusalRow struct {
 	owner.Refusal
 	Item    string
+	KeyName string
+}
+
+type diagnosticRow struct {
+	owner.LoginDiagnostic
 	KeyName string
 }
 
@@ -812,6 +820,9 @@ func (h *Handler) activityPage(w http.ResponseWriter, r *http.Request) {
 		if i < 100 {
 			d.Refusals = append(d.Refusals, refusalRow{Refusal: rf, Item: items[rf.ItemID], KeyName: names[rf.APIKeyID]})
 		}
+	}
+	for _, dg := range h.svc.LoginDiagnostics() {
+		d.Diagnostics = append(d.Diagnostics, diagnosticRow{LoginDiagnostic: dg, KeyName: names[dg.APIKeyID]})
 	}
 	policies, err := h.svc.CardPolicies(ctx)
 	if err != nil {
