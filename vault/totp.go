@@ -205,7 +205,7 @@ func totpCode(key []byte, t time.Time, p totpParams) []byte {
 // already holds, e.g. in tests: the vault itself never hands a stored seed
 // out, only Release's code of the moment.
 func TOTPCode(seed Secret, t time.Time) (Secret, error) {
-	s, err := parseTOTPSeed(seed.b)
+	s, err := parseTOTPSeed(seed.InsecureRawBytes())
 	if err != nil {
 		return Secret{}, err
 	}
@@ -220,5 +220,5 @@ func TOTPCode(seed Secret, t time.Time) (Secret, error) {
 	if s.period != 0 {
 		p.Period = s.period
 	}
-	return Secret{b: totpCode(s.key, t, p)}, nil
+	return takeSecret(totpCode(s.key, t, p)), nil
 }

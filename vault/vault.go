@@ -707,7 +707,7 @@ func (v *Vault) Release(ctx context.Context, a ReleaseArgs) (Secret, error) {
 		wipe(pt)
 		return Secret{}, agentvault.Wrap(agentvault.CodeAuditUnavailable, err, "audit log unavailable; value not released")
 	}
-	s := Secret{b: pt}
+	s := takeSecret(pt)
 	return s, nil
 }
 
@@ -754,7 +754,7 @@ func fieldName(f Field) string {
 // can check a candidate value against the log.
 func (v *Vault) AuditHMAC(value Secret) []byte {
 	mac := hmac.New(sha256.New, v.auditKey)
-	mac.Write(value.b)
+	mac.Write(value.InsecureRawBytes())
 	return mac.Sum(nil)
 }
 

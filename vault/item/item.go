@@ -1,4 +1,4 @@
-package vault
+package item
 
 import "time"
 
@@ -118,6 +118,19 @@ type LoginMeta struct {
 	// OwnerManaged is true once the owner replaced a generated password:
 	// Generated then describes a password that no longer exists.
 	OwnerManaged bool `json:",omitempty"`
+}
+
+// PasswordPolicy is what the vault generated: its length, its character
+// classes and symbol alphabet. It says nothing about the value beyond
+// what a site's validator checks. Which policies the vault generates is the
+// vault's rule (vault.PasswordRules.Policy).
+type PasswordPolicy struct {
+	Length         int    `json:"length"`
+	Lowercase      bool   `json:"lowercase"`
+	Uppercase      bool   `json:"uppercase"`
+	Digits         bool   `json:"digits"`
+	Symbols        string `json:"symbols"` // the symbol alphabet; "" when noSymbols
+	NoTripleRepeat bool   `json:"noTripleRepeat,omitempty"`
 }
 
 // IdentityMeta is the owner's identity for forms.
