@@ -192,9 +192,10 @@ var domainImports = map[string][]string{
 	"hostname":             {"."},
 	"botauth":              {".", "hostname"},
 	"authz":                {"."},
-	"vault":                {".", "hostname"},
-	"tokens":               {".", "hostname", "vault"},
-	"policy":               {".", "hostname", "vault"},
+	"vault":                {".", "hostname", "vault/item"},
+	"vault/item":           {},
+	"tokens":               {".", "hostname", "vault/item"},
+	"policy":               {".", "hostname", "vault/item"},
 	"redact":               {"."},
 	"control":              {".", "authz"},
 	"owner":                {".", "hostname", "policy", "vault"},
@@ -208,9 +209,10 @@ var domainImports = map[string][]string{
 	"intercept":            {".", "broker", "hostname", "intercept/rewrite", "tokens", "vault"},
 	"browser":              {".", "redact"},
 	"mcpserver":            {".", "browser", "control", "redact", "tokens", "policy", "recipes", "skills", "internal/deploy"},
-	"credentials":          {".", "authz", "vault"},
+	"credentials":          {".", "authz", "credentials/credname", "vault"},
+	"credentials/credname": {},
 	"credentials/credtest": {".", "authz", "credentials", "vault"},
-	"skills":               {".", "authz", "credentials"},
+	"skills":               {".", "credentials/credname"},
 
 	// Test support and conformance suites.
 	"browser/browsertest":   {"browser"},
@@ -241,6 +243,66 @@ var domainImports = map[string][]string{
 	"e2e/benchmcp": {"e2e/merchant", "proxyd"},
 }
 
+// TestMcpdLinksNeitherOwnerNorVault: the mcpd binary speaks the control API
+// and never holds the owner's state or the vault's (docs/DESIGN.md), so
+// neither package is even linked into it. The leaves it may link instead
+// (vault/item for the item vocabulary, credentials/credname for a
+// credential's name) are not these packages. On failure the test names the
+// chain of imports that pulled one in.
+func TestMcpdLinksNeitherOwnerNorVault(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-json", "./cmd/mcpd").Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./cmd/mcpd: %v", err)
+	}
+	imports := map[string][]string{}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p goPackage
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		imports[p.ImportPath] = p.Imports
+	}
+	root := module + "/cmd/mcpd"
+	if imports[root] == nil {
+		t.Fatalf("go list -deps ./cmd/mcpd did not list %s", root)
+	}
+	for _, banned := range []string{module + "/owner", module + "/vault"} {
+		if _, linked := imports[banned]; !linked {
+			continue
+		}
+		t.Errorf("cmd/mcpd links %s through %s; mcpd reaches the owner's and the vault's state only over the control API",
+			rel(banned), strings.Join(importChain(imports, root, banned), " -> "))
+	}
+}
+
+// importChain is a shortest chain of direct imports from one package to
+// another, by package path relative to the module, for a failure message.
+func importChain(imports map[string][]string, from, to string) []string {
+	prev := map[string]string{from: ""}
+	queue := []string{from}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if p == to {
+			var chain []string
+			for ; p != ""; p = prev[p] {
+				chain = append([]string{rel(p)}, chain...)
+			}
+			return chain
+		}
+		for _, imp := range imports[p] {
+			if _, seen := prev[imp]; !seen {
+				prev[imp] = p
+				queue = append(queue, imp)
+			}
+		}
+	}
+	return []string{rel(from), "?", rel(to)}
+}
+
 // forbiddenEdges are direct imports docs/DESIGN.md rules out even where the
 // direction table would otherwise have to list them (issue 24: a fill is
 // decided in the broker, so the proxy mechanism does not read policy or the
@@ -255,8 +317,7 @@ var forbiddenEdges = [][2]string{
 // the issue that removes it. TestForbiddenEdges only logs them; the branch
 // that removes an edge deletes its entry here and in domainImports, and the
 // test fails while an entry names an edge that is already gone.
-var pendingEdges = map[[2]string]string{
-}
+var pendingEdges = map[[2]string]string{}
 
 // hostnameExternal are the only modules outside the standard library that
 // package hostname, the one host-name normaliser, may import.
