@@ -311,6 +311,9 @@ var forbiddenEdges = [][2]string{
 	{"intercept", "policy"},
 	{"intercept", "control"},
 	{"broker", "control"},
+	// mcpd links tokens and policy: they name items through vault/item.
+	{"tokens", "vault"},
+	{"policy", "vault"},
 }
 
 // pendingEdges are forbidden edges that still exist in the tree, each with
