@@ -121,21 +121,7 @@ func withStatusKeys(s status, raw []byte) ([]byte, error) {
 	}
 	var b bytes.Buffer
 	b.WriteByte('{')
-	for _, kv := range s.pairs() {
-		k := kv[0]
-		for {
-			if _, taken := keys[k]; !taken {
-				break
-			}
-			k = "_" + k
-		}
-		kb, _ := json.Marshal(k)
-		vb, _ := json.Marshal(kv[1])
-		b.Write(kb)
-		b.WriteByte(':')
-		b.Write(vb)
-		b.WriteByte(',')
-	}
+	writeStatusKeys(&b, keys, s.pairs(), false)
 	body := bytes.TrimSpace(raw[1:])
 	if len(body) > 0 && body[0] == '}' {
 		// Empty object: drop the trailing comma.
@@ -239,6 +225,31 @@ func addStatus(res *mcp.CallToolResult, pairs [][2]string) {
 	}
 }
 
+// writeStatusKeys writes pairs as JSON members, each followed by a comma.
+// A key the object already has (taken) gets leading underscores until it is
+// free, so the object's own key keeps its value. Values are strings;
+// with trueLiteral a "true" is written as the JSON literal (session_ended).
+func writeStatusKeys(b *bytes.Buffer, taken map[string]json.RawMessage, pairs [][2]string, trueLiteral bool) {
+	for _, kv := range pairs {
+		k := kv[0]
+		for {
+			if _, ok := taken[k]; !ok {
+				break
+			}
+			k = "_" + k
+		}
+		kb, _ := json.Marshal(k)
+		vb, _ := json.Marshal(kv[1])
+		if trueLiteral && kv[1] == "true" {
+			vb = []byte("true")
+		}
+		b.Write(kb)
+		b.WriteByte(':')
+		b.Write(vb)
+		b.WriteByte(',')
+	}
+}
+
 // insertStatusKeys puts extra after a JSON answer's leading status keys
 // (status, code, filled, with or without leading underscores). A key the
 // object already has gets a leading underscore.
@@ -276,26 +287,7 @@ func insertStatusKeys(text string, extra [][2]string) string {
 	}
 insert:
 	var b bytes.Buffer
-	for _, kv := range extra {
-		k := kv[0]
-		for {
-			if _, taken := keys[k]; !taken {
-				break
-			}
-			k = "_" + k
-		}
-		kb, _ := json.Marshal(k)
-		var vb []byte
-		if kv[1] == "true" {
-			vb = []byte("true")
-		} else {
-			vb, _ = json.Marshal(kv[1])
-		}
-		b.Write(kb)
-		b.WriteByte(':')
-		b.Write(vb)
-		b.WriteByte(',')
-	}
+	writeStatusKeys(&b, keys, extra, true)
 	ins := b.String()
 	head := text[:off]
 	if strings.TrimSpace(head) == "{" {

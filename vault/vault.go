@@ -724,16 +724,7 @@ func (v *Vault) totpOf(rec ItemRecord, seed []byte) ([]byte, error) {
 		return nil, agentvault.Errorf(agentvault.CodeConflict, "the login's stored TOTP seed is not usable; add the login again")
 	}
 	defer s.wipe()
-	p := defaultTOTPParams().withMeta(it.Login)
-	if s.alg != "" {
-		p.Algorithm = s.alg
-	}
-	if s.digits != 0 {
-		p.Digits = s.digits
-	}
-	if s.period != 0 {
-		p.Period = s.period
-	}
+	p := defaultTOTPParams().withMeta(it.Login).withSeed(s)
 	if !p.valid() {
 		return nil, agentvault.Errorf(agentvault.CodeConflict, "the login's TOTP settings are not usable; add the login again")
 	}
