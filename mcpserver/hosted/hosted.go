@@ -252,7 +252,7 @@ type hsession struct {
 	inFlight    int
 	credExpires time.Time
 	ending      *endedRec // ended while a call was in flight
-	pageHost    string    // the page's host, as last reported (hosted_apps.go)
+	pageHost    string    // the page's host, as last reported (apps.go)
 }
 
 // endedRec is what is left of an ended session: why, and what its close
