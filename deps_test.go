@@ -93,6 +93,7 @@ func TestLayeringRules(t *testing.T) {
 		"control":           {goproxy, playwright, mcpSDK, sqliteDrv, pgx, module + "/store/sqlite"},
 		"browser":           {goproxy, mcpSDK, sqliteDrv, pgx, module + "/vault"},
 		"mcpserver":         {goproxy, sqliteDrv, pgx, module + "/store/sqlite", module + "/intercept"},
+		"mcpserver/hosted":  {goproxy, playwright, sqliteDrv, pgx, module + "/browser", module + "/vault", module + "/owner", module + "/intercept"},
 		"cmd/mcpd":          {goproxy, sqliteDrv, pgx, module + "/store/sqlite", module + "/intercept", module + "/owner"},
 		"intercept/rewrite": {goproxy, playwright, mcpSDK, sqliteDrv, pgx},
 		"owner":             {goproxy, playwright, mcpSDK, sqliteDrv, pgx, module + "/store/sqlite"},
@@ -201,9 +202,10 @@ var domainImports = map[string][]string{
 	"hostname":             {"."},
 	"botauth":              {".", "hostname"},
 	"authz":                {"."},
-	"vault":                {".", "hostname"},
-	"tokens":               {".", "hostname", "vault"},
-	"policy":               {".", "hostname", "vault"},
+	"vault":                {".", "hostname", "vault/item"},
+	"vault/item":           {},
+	"tokens":               {".", "hostname", "vault/item"},
+	"policy":               {".", "hostname", "vault/item"},
 	"redact":               {"."},
 	"control":              {".", "authz"},
 	"owner":                {".", "hostname", "policy", "vault"},
@@ -216,10 +218,12 @@ var domainImports = map[string][]string{
 	"broker":               {".", "hostname", "policy", "tokens", "vault"},
 	"intercept":            {".", "broker", "hostname", "intercept/rewrite", "tokens", "vault"},
 	"browser":              {".", "redact"},
-	"mcpserver":            {".", "browser", "control", "redact", "tokens", "policy", "recipes", "skills", "internal/deploy"},
-	"credentials":          {".", "authz", "vault"},
+	"mcpserver":            {".", "browser", "control", "redact", "tokens", "policy", "recipes", "skills", "internal/deploy", "mcpserver/hosted"},
+	"mcpserver/hosted":     {".", "control"},
+	"credentials":          {".", "authz", "credentials/credname", "vault"},
+	"credentials/credname": {},
 	"credentials/credtest": {".", "authz", "credentials", "vault"},
-	"skills":               {".", "authz", "credentials"},
+	"skills":               {".", "credentials/credname"},
 
 	// Test support and conformance suites.
 	"browser/browsertest":   {"browser"},
@@ -250,6 +254,66 @@ var domainImports = map[string][]string{
 	"e2e/benchmcp": {"e2e/merchant", "proxyd"},
 }
 
+// TestMcpdLinksNeitherOwnerNorVault: the mcpd binary speaks the control API
+// and never holds the owner's state or the vault's (docs/DESIGN.md), so
+// neither package is even linked into it. The leaves it may link instead
+// (vault/item for the item vocabulary, credentials/credname for a
+// credential's name) are not these packages. On failure the test names the
+// chain of imports that pulled one in.
+func TestMcpdLinksNeitherOwnerNorVault(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-json", "./cmd/mcpd").Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./cmd/mcpd: %v", err)
+	}
+	imports := map[string][]string{}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p goPackage
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		imports[p.ImportPath] = p.Imports
+	}
+	root := module + "/cmd/mcpd"
+	if imports[root] == nil {
+		t.Fatalf("go list -deps ./cmd/mcpd did not list %s", root)
+	}
+	for _, banned := range []string{module + "/owner", module + "/vault"} {
+		if _, linked := imports[banned]; !linked {
+			continue
+		}
+		t.Errorf("cmd/mcpd links %s through %s; mcpd reaches the owner's and the vault's state only over the control API",
+			rel(banned), strings.Join(importChain(imports, root, banned), " -> "))
+	}
+}
+
+// importChain is a shortest chain of direct imports from one package to
+// another, by package path relative to the module, for a failure message.
+func importChain(imports map[string][]string, from, to string) []string {
+	prev := map[string]string{from: ""}
+	queue := []string{from}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if p == to {
+			var chain []string
+			for ; p != ""; p = prev[p] {
+				chain = append([]string{rel(p)}, chain...)
+			}
+			return chain
+		}
+		for _, imp := range imports[p] {
+			if _, seen := prev[imp]; !seen {
+				prev[imp] = p
+				queue = append(queue, imp)
+			}
+		}
+	}
+	return []string{rel(from), "?", rel(to)}
+}
+
 // forbiddenEdges are direct imports docs/DESIGN.md rules out even where the
 // direction table would otherwise have to list them (issue 24: a fill is
 // decided in the broker, so the proxy mechanism does not read policy or the
@@ -258,6 +322,9 @@ var forbiddenEdges = [][2]string{
 	{"intercept", "policy"},
 	{"intercept", "control"},
 	{"broker", "control"},
+	// mcpd links tokens and policy: they name items through vault/item.
+	{"tokens", "vault"},
+	{"policy", "vault"},
 }
 
 // pendingEdges are forbidden edges that still exist in the tree, each with

@@ -15,6 +15,7 @@ import (
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/browser"
 	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/mcpserver/hosted"
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/skills"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -80,7 +81,7 @@ type Config struct {
 	// over that skill directory.
 	Credentials CredentialControl
 	Skills      *skills.Dir
-	// Hosted, when set, applies the hosted server's rules (hosted.go).
+	// Hosted, when set, applies the hosted server's rules (package hosted).
 	Hosted *HostedConfig
 	// Handoffs is the hand-off part of the control API; nil uses Control
 	// when it implements HandoffControl. HandoffWait is the owner's time
@@ -135,11 +136,8 @@ type Server struct {
 	recipes         RecipeControl
 	registryTimeout time.Duration
 	screenWait      time.Duration
-	// hosted holds the hosted server's connections (nil on the local
-	// server); local is the one connection of the local server, or of a
-	// hosted server without API keys.
-	hosted *hosted
-	local  *conn
+	// calls is the call layer every tool call runs through (calls.go).
+	calls *hosted.Calls
 }
 
 // New builds the server and registers the tools.
@@ -155,7 +153,6 @@ func New(cfg Config) (*Server, error) {
 		integrations: &integrationCache{},
 		loginBudget:  cfg.LoginBudget, captcha: cfg.Captcha}
 	s.stopCtx, s.stop = context.WithCancel(context.Background())
-	s.local = newConn("local", "", cfg.APIKey)
 	if s.ownerWaitMax <= 0 {
 		s.ownerWaitMax = defaultOwnerWaitMax
 	}
@@ -176,6 +173,11 @@ func New(cfg Config) (*Server, error) {
 	if s.screenWait <= 0 {
 		s.screenWait = defaultScreenWait
 	}
+	var apps hosted.AppReporter
+	if ar, ok := cfg.Control.(hosted.AppReporter); ok {
+		apps = ar
+	}
+	s.calls = hosted.New(hostedTools{s}, hosted.Options{APIKey: cfg.APIKey, Logger: s.log, Apps: apps, Stop: s.stopCtx})
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "agentvault-mcpd", Version: "0.1.0"}, &mcp.ServerOptions{
 		Instructions: serverInstructions,
 	})
@@ -184,7 +186,7 @@ func New(cfg Config) (*Server, error) {
 	s.registerAccounts()
 	s.registerHints()
 	s.registerBrowserLogin()
-	s.registerPending()
+	s.calls.RegisterPending(s.mcp)
 	if cfg.Hosted != nil {
 		s.EnableHosted(*cfg.Hosted)
 	}
@@ -198,7 +200,7 @@ func (s *Server) MCP() *mcp.Server { return s.mcp }
 
 // Run serves one MCP connection until it ends or ctx is done.
 func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
-	return s.mcp.Run(ctx, idTransport{t})
+	return s.mcp.Run(ctx, hosted.Transport(t))
 }
 
 // Close ends every session (closing them on proxyd too) and the browser.
@@ -262,14 +264,7 @@ func (s *Server) getDriver() (*browser.Driver, error) {
 	return s.driver, nil
 }
 
-// SessionArg is the optional session handle every tool accepts.
-type SessionArg struct {
-	Session string `json:"session,omitempty" jsonschema:"Handle of the session an earlier answer named (s_...). Leave it out on the local server: calls use the session open_page started."`
-}
-
-func (a SessionArg) handle() string { return a.Session }
-
-type sessionArg interface{ handle() string }
+type sessionArg interface{ Handle() string }
 
 // toolFunc is a tool body: it gets the call's session (nil when the tool
 // may run without one and none exists) and returns a finished result or an
@@ -291,7 +286,7 @@ func addTool[In sessionArg](s *Server, name, desc string, readOnly bool, f toolF
 					res = statusError(agentvault.Errorf(agentvault.CodeInternal, "%s failed unexpectedly", name), nil)
 				}
 			}()
-			call := &callState{req: req, tool: name, flight: flightOf(ctx)}
+			call := &callState{req: req, tool: name, flight: hosted.FlightOf(ctx)}
 			err := s.proxydCheck(ctx, name)
 			var r *mcp.CallToolResult
 			if err == nil {
@@ -309,9 +304,9 @@ func addTool[In sessionArg](s *Server, name, desc string, readOnly bool, f toolF
 			s.log.Info("tool", "tool", name, "status", "ok", "ms", time.Since(start).Milliseconds())
 			return withNotes(r, call.notes)
 		}
-		// dispatch (hosted.go) applies the session, deadline and retry
-		// rules, and may set in's session before run reads it.
-		return s.dispatch(ctx, req, name, any(&in).(handleSetter), run), nil, nil
+		// The call layer (package hosted) applies the session, deadline and
+		// retry rules, and may set in's session before run reads it.
+		return s.calls.Dispatch(ctx, req, name, any(&in).(hosted.HandleSetter), run), nil, nil
 	})
 }
 

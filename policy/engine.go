@@ -7,7 +7,7 @@ import (
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/hostname"
-	"github.com/agentvault/agentvault/vault"
+	"github.com/agentvault/agentvault/vault/item"
 )
 
 // KeyInfo is what the engine needs to know about the API key a fill runs
@@ -21,7 +21,7 @@ type KeyInfo struct {
 
 // Sees reports whether the key may use the item: not revoked, and the item
 // in its scope (KeyScope.Sees).
-func (k KeyInfo) Sees(it vault.Item) bool { return !k.Revoked && k.Scope.Sees(it) }
+func (k KeyInfo) Sees(it item.Item) bool { return !k.Revoked && k.Scope.Sees(it) }
 
 // CheckCreateLogins refuses a credential write (create_login and the other
 // login writes) for a key the owner has not allowed to create logins.
@@ -77,8 +77,8 @@ type Approval struct {
 // Fill) completes it from the store; the engine reads nothing else.
 type Args struct {
 	APIKey KeyInfo
-	Item   vault.Item
-	Field  vault.Field
+	Item   item.Item
+	Field  item.Field
 	// Destination is the normalised host the value would be typed on and
 	// sent to: lower case, punycode, no trailing dot, no port.
 	Destination string
@@ -218,7 +218,7 @@ func (e *Engine) decide(a Args, dest, site string) Decision {
 		return refuse(agentvault.CodeNotFound, "the item has no such field")
 	}
 	switch it.Kind {
-	case vault.KindCard:
+	case item.KindCard:
 		if !a.APIKey.Sees(it) {
 			return refuse(agentvault.CodeScopeDenied, "this key may not use this card")
 		}
@@ -229,7 +229,7 @@ func (e *Engine) decide(a Args, dest, site string) Decision {
 			return refuse(agentvault.CodeScopeDenied, "this card is not allowed on "+dest)
 		}
 		return e.decideCard(a, dest, site)
-	case vault.KindLogin:
+	case item.KindLogin:
 		if !a.APIKey.Sees(it) {
 			return refuse(agentvault.CodeScopeDenied, "this key may not use this login")
 		}
@@ -242,7 +242,7 @@ func (e *Engine) decide(a Args, dest, site string) Decision {
 		// The login's own site is the owner's authorization for it: they
 		// saved (or approved) a credential for exactly that domain.
 		return Decision{Allow: true, Message: "allowed"}
-	case vault.KindIdentity, vault.KindAddress:
+	case item.KindIdentity, item.KindAddress:
 		if d, ok := e.destinationGate(a, dest, site); !ok {
 			return d
 		}
@@ -279,7 +279,7 @@ func (e *Engine) decideCard(a Args, dest, site string) Decision {
 		}
 	}
 	var spend Decision
-	if a.Field == vault.FieldNumber {
+	if a.Field == item.FieldNumber {
 		spend = e.spending(a, dest, site)
 		if !spend.Allow && !spend.NeedsOwner {
 			return spend
@@ -288,10 +288,10 @@ func (e *Engine) decideCard(a Args, dest, site string) Decision {
 	if d, ok := e.destinationGate(a, dest, site); !ok {
 		return d
 	}
-	if a.Field == vault.FieldNumber {
+	if a.Field == item.FieldNumber {
 		return spend
 	}
-	if a.Field == vault.FieldCVV && a.CVVAgain > 0 {
+	if a.Field == item.FieldCVV && a.CVVAgain > 0 {
 		// One owner's yes per spent authorization: the n-th time the code
 		// is asked for again needs n such approvals in this session.
 		n := 0
@@ -305,7 +305,7 @@ func (e *Engine) decideCard(a Args, dest, site string) Decision {
 				"this card's security code was already used for this purchase: the owner approves the purchase again")
 		}
 	}
-	if a.Field == vault.FieldCVV && c.LiveCVV {
+	if a.Field == item.FieldCVV && c.LiveCVV {
 		for _, ap := range a.Approvals {
 			if ap.Kind == ApprovalCVV && ap.ItemID == a.Item.ID && approvalCovers(ap, dest, site) {
 				return Decision{Allow: true, Message: "allowed"}

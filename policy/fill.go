@@ -3,7 +3,7 @@ package policy
 import (
 	"context"
 
-	"github.com/agentvault/agentvault/vault"
+	"github.com/agentvault/agentvault/vault/item"
 )
 
 // Fill is one fill as the broker has resolved it: the session's key, the
@@ -13,8 +13,8 @@ import (
 type Fill struct {
 	KeyID   string // the session's API key id (its state is read again)
 	Session string
-	Item    vault.Item
-	Field   vault.Field
+	Item    item.Item
+	Field   item.Field
 	// Destination is the normalised host the value would be typed on and
 	// sent to, no port.
 	Destination string

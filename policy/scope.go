@@ -5,7 +5,7 @@ import (
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/hostname"
-	"github.com/agentvault/agentvault/vault"
+	"github.com/agentvault/agentvault/vault/item"
 )
 
 // KeyScope is the one rule for which items an API key may use: every card
@@ -21,13 +21,13 @@ type KeyScope struct {
 
 // Sees reports whether the scope includes the item. An item of an unknown
 // kind is not seen.
-func (k KeyScope) Sees(it vault.Item) bool {
+func (k KeyScope) Sees(it item.Item) bool {
 	switch it.Kind {
-	case vault.KindCard:
+	case item.KindCard:
 		return k.AllCards || slices.Contains(k.CardIDs, it.ID)
-	case vault.KindLogin:
+	case item.KindLogin:
 		return k.AllLogins || slices.Contains(k.LoginIDs, it.ID)
-	case vault.KindIdentity, vault.KindAddress:
+	case item.KindIdentity, item.KindAddress:
 		return true
 	}
 	return false
@@ -45,13 +45,13 @@ func (k KeyScope) Sees(it vault.Item) bool {
 //   - Identity and address data: anywhere (it is typed, not substituted).
 //
 // host is a normalised host name without a port.
-func (e *Engine) ScopeAdmits(it vault.Item, host string) bool {
+func (e *Engine) ScopeAdmits(it item.Item, host string) bool {
 	dest, ok := normalizeHost(host)
 	if !ok {
 		return false
 	}
 	switch it.Kind {
-	case vault.KindCard:
+	case item.KindCard:
 		if it.Card == nil {
 			return false
 		}
@@ -64,7 +64,7 @@ func (e *Engine) ScopeAdmits(it vault.Item, host string) bool {
 			}
 		}
 		return false
-	case vault.KindLogin:
+	case item.KindLogin:
 		if it.Login == nil || it.Login.Site == "" {
 			return false
 		}
@@ -78,7 +78,7 @@ func (e *Engine) ScopeAdmits(it vault.Item, host string) bool {
 		}
 		siteReg, err := e.RegistrableDomain(site)
 		return err == nil && reg == siteReg
-	case vault.KindIdentity, vault.KindAddress:
+	case item.KindIdentity, item.KindAddress:
 		return true
 	}
 	return false
@@ -107,7 +107,7 @@ func (e *Engine) Recheck(a Args) error {
 		return agentvault.Errorf(agentvault.CodeScopeDenied, "the destination has no registrable domain")
 	}
 	switch a.Item.Kind {
-	case vault.KindCard:
+	case item.KindCard:
 		if a.Card.Paused {
 			return agentvault.Errorf(agentvault.CodeCardPaused, "the owner has paused this card")
 		}
@@ -117,7 +117,7 @@ func (e *Engine) Recheck(a Args) error {
 			}
 		}
 		fallthrough
-	case vault.KindIdentity, vault.KindAddress:
+	case item.KindIdentity, item.KindAddress:
 		if _, ok := e.destinationGate(a, dest, site); !ok {
 			return agentvault.Errorf(agentvault.CodeDestinationUnauthorized, "the owner no longer authorizes this destination")
 		}

@@ -9,6 +9,7 @@ import (
 
 	agentvault "github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/hostname"
+	"github.com/agentvault/agentvault/vault/item"
 )
 
 // invalid is the one way validation fails: CodeInvalidInput, a message that
@@ -315,32 +316,8 @@ func validateIdentity(id IdentityMeta) error {
 	return nil
 }
 
-// maxLabelLen is the token grammar's label bound (tokens.MaxLabelLen).
-const maxLabelLen = 32
-
-// LoginLabel turns a registrable domain into a login's token label (the
-// one rule: tokens.LoginLabel trims a URL or host to a domain and calls
-// this): the first DNS label, lowercase, runs of anything
-// outside [a-z0-9-] folded to one '-', no leading or trailing '-', at most
-// 32 characters ("github.com" -> "github", "my_bank.co.uk" -> "my-bank").
-func LoginLabel(domain string) string {
-	name, _, _ := strings.Cut(strings.ToLower(domain), ".")
-	var b []byte
-	for i := 0; i < len(name) && len(b) < maxLabelLen; i++ {
-		c := name[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-' && len(b) > 0:
-			b = append(b, c)
-		case len(b) > 0 && b[len(b)-1] != '-':
-			b = append(b, '-')
-		}
-	}
-	s := strings.TrimRight(string(b), "-")
-	if s == "" {
-		return "login"
-	}
-	return s
-}
+// maxLabelLen is the token grammar's label bound.
+const maxLabelLen = item.MaxLabelLen
 
 // labelWithSuffix is the n-th label for a taken base ("github-2"), the
 // base shortened so the whole stays within the grammar's bound.

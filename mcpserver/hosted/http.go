@@ -1,4 +1,4 @@
-package mcpserver
+package hosted
 
 import (
 	"bytes"
@@ -47,7 +47,7 @@ type KeyChecker interface {
 
 var _ KeyChecker = (*control.Client)(nil)
 
-// HTTPOptions configures HTTPHandler.
+// HTTPOptions configures Handler.
 type HTTPOptions struct {
 	// Keys, when set, requires an API key as the bearer token of every
 	// request; each key is a connection of its own. nil: no keys, one
@@ -55,12 +55,12 @@ type HTTPOptions struct {
 	Keys KeyChecker
 }
 
-// HTTPHandler serves the hosted server over streamable HTTP. It turns on
-// the hosted rules (EnableHosted) with zero settings if they are not on
-// yet.
-func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
-	s.EnableHosted(HostedConfig{})
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{Stateless: true})
+// Handler serves srv, whose tools run through cl, as the hosted server
+// over streamable HTTP. It turns on the hosted rules (Enable) with zero
+// settings if they are not on yet.
+func (cl *Calls) Handler(srv *mcp.Server, opts HTTPOptions) http.Handler {
+	cl.Enable(Config{})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
 	var inner http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del(rpcIDHeader)
 		if r.Method == http.MethodPost && r.Body != nil {

@@ -1,8 +1,7 @@
-package mcpserver
+package hosted
 
 import (
 	"context"
-	"net/url"
 	"time"
 
 	"github.com/agentvault/agentvault"
@@ -17,13 +16,13 @@ import (
 // call after the owner's End is refused with the ended-session message,
 // and after a session starts or ends so the page stays current.
 
-// appReporter is the optional part of Control that keeps the dashboard's
-// list (control.Client implements it).
-type appReporter interface {
+// AppReporter keeps the dashboard's list of connected apps
+// (control.Client implements it).
+type AppReporter interface {
 	ReportAppSessions(ctx context.Context, req control.AppSessionsRequest) (control.AppSessionsResponse, error)
 }
 
-var _ appReporter = (*control.Client)(nil)
+var _ AppReporter = (*control.Client)(nil)
 
 // appReportTimeout bounds a report: the dashboard's list is best effort,
 // and a call waits on it only this long.
@@ -37,29 +36,12 @@ func handlePrefix(h string) string {
 	return h
 }
 
-// pageHostOf is the host of the page ss shows, when the session is free
-// to be read (a running call holds ss.mu; then the last host seen stays).
-func pageHostOf(ss *Session) (string, bool) {
-	if !ss.mu.TryLock() {
-		return "", false
-	}
-	defer ss.mu.Unlock()
-	if ss.page == nil || ss.closed {
-		return "", true
-	}
-	u, err := url.Parse(ss.page.URL())
-	if err != nil {
-		return "", true
-	}
-	return u.Hostname(), true
-}
-
 // syncApps reports c's open sessions and ends the ones the owner ended on
 // the dashboard. Errors are logged and ignored: a call does not fail for
 // the dashboard's list.
-func (s *Server) syncApps(ctx context.Context, c *conn) {
-	ar, ok := s.cfg.Control.(appReporter)
-	if !ok || s.hosted == nil {
+func (cl *Calls) syncApps(ctx context.Context, c *conn) {
+	ar := cl.opts.Apps
+	if ar == nil || cl.table() == nil {
 		return
 	}
 	c.mu.Lock()
@@ -67,18 +49,18 @@ func (s *Server) syncApps(ctx context.Context, c *conn) {
 	byID := make(map[string]*hsession, len(c.live))
 	req := control.AppSessionsRequest{Sessions: make([]control.AppSession, 0, len(c.live))}
 	for _, hs := range c.live {
-		byID[hs.ss.ctl.ID] = hs
+		byID[hs.ss.ProxyID()] = hs
 	}
 	c.mu.Unlock()
 	if len(byID) == 0 {
 		return
 	}
 	if key == "" {
-		key = s.cfg.APIKey
+		key = cl.opts.APIKey
 	}
 	req.APIKey = key
 	for id, hs := range byID {
-		if host, ok := pageHostOf(hs.ss); ok {
+		if host, ok := hs.ss.PageHost(); ok {
 			c.mu.Lock()
 			hs.pageHost = host
 			c.mu.Unlock()
@@ -92,21 +74,21 @@ func (s *Server) syncApps(ctx context.Context, c *conn) {
 	defer cancel()
 	resp, err := ar.ReportAppSessions(ctx, req)
 	if err != nil {
-		s.log.Debug("connected apps report failed", "code", string(agentvault.ErrorCode(err)))
+		cl.log.Debug("connected apps report failed", "code", string(agentvault.ErrorCode(err)))
 		return
 	}
-	s.log.Debug("connected apps reported", "sessions", len(req.Sessions), "ended", len(resp.Ended))
+	cl.log.Debug("connected apps reported", "sessions", len(req.Sessions), "ended", len(resp.Ended))
 	for _, id := range resp.Ended {
 		if hs := byID[id]; hs != nil {
-			s.endSession(hs, reasonOwner)
+			cl.endSession(hs, reasonOwner)
 		}
 	}
 }
 
 // syncAppsLater reports c's sessions without holding up the caller.
-func (s *Server) syncAppsLater(c *conn) {
-	if _, ok := s.cfg.Control.(appReporter); !ok || s.hosted == nil {
+func (cl *Calls) syncAppsLater(c *conn) {
+	if cl.opts.Apps == nil || cl.table() == nil {
 		return
 	}
-	go s.syncApps(s.stopCtx, c)
+	go cl.syncApps(cl.opts.Stop, c)
 }
