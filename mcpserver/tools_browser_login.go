@@ -42,19 +42,39 @@ type CaptchaProvider interface {
 }
 
 // CaptchaProviderFor maps the seed's provider names to the solver a
-// deployment registered: steel_cloud only with solveCaptcha, browserbase
-// always (its solver is on by default), anything else none.
+// deployment registered: steel_cloud and browserbase when their solver is
+// on (solveCaptcha is the setting in effect: browserbase's is on unless
+// turned off, steel_cloud's off unless turned on), anything else none.
 func CaptchaProviderFor(name string, solveCaptcha bool, registered map[string]CaptchaProvider) CaptchaProvider {
 	switch name {
-	case "steel_cloud":
+	case string(browser.ProviderSteel), string(browser.ProviderBrowserbase):
 		if !solveCaptcha {
 			return nil
 		}
-	case "browserbase":
 	default:
 		return nil
 	}
 	return registered[name]
+}
+
+// ProviderSolver waits on the solver of the managed browser a session runs
+// in: Browserbase's solver signals in the page's console, Steel's captcha
+// status API (package browser reads both).
+type ProviderSolver struct{}
+
+// Pending asks the session's managed browser.
+func (ProviderSolver) Pending(ctx context.Context, page *browser.Session) (bool, error) {
+	return page.CaptchaPending(ctx)
+}
+
+var _ CaptchaProvider = ProviderSolver{}
+
+// solverFor is the solver browser_login waits on for a browser
+// configuration: the managed provider's own when its solver is on.
+func solverFor(r browser.Remote) CaptchaProvider {
+	return CaptchaProviderFor(string(r.Kind()), r.SolverOn(), map[string]CaptchaProvider{
+		string(browser.ProviderSteel): ProviderSolver{}, string(browser.ProviderBrowserbase): ProviderSolver{},
+	})
 }
 
 // diagnosticReserve is the part of the budget kept for the capture.
