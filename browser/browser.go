@@ -420,18 +420,19 @@ func (b *Browser) newManagedSession(opts SessionOptions, w, h int) (*Session, er
 		s.solver = st
 		if b.managed.kind == ProviderBrowserbase {
 			bctx.OnConsole(func(m playwright.ConsoleMessage) { st.console(m.Text()) })
-			onNav := func(pg playwright.Page) {
-				pg.OnFrameNavigated(func(f playwright.Frame) {
-					if f.ParentFrame() == nil {
-						st.navigated()
-					}
-				})
-			}
-			for _, pg := range bctx.Pages() {
-				onNav(pg)
-			}
-			bctx.OnPage(onNav)
 		}
+		watch := func(pg playwright.Page) {
+			pg.OnFrameNavigated(func(f playwright.Frame) {
+				if f.ParentFrame() == nil {
+					st.navigated()
+				}
+			})
+			pg.OnDOMContentLoaded(func(playwright.Page) { st.parsed() })
+		}
+		for _, pg := range bctx.Pages() {
+			watch(pg)
+		}
+		bctx.OnPage(watch)
 	}
 	return s, nil
 }

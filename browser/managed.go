@@ -336,15 +336,27 @@ func spkiOfPEM(s string) (string, error) {
 	return base64.StdEncoding.EncodeToString(sum[:]), nil
 }
 
+// solverPickup is how long after a document arrives (its commit, then its
+// DOMContentLoaded) its solver may take to announce a challenge there.
+// Until then a challenge may be up that the solver has not picked up yet
+// (the page's own text is no guide: a challenge page can look like any
+// page), so the session counts as pending: without this, the
+// post-credential challenge of seed 000 would be read as the signed-in page
+// it replaced.
+const solverPickup = 3 * time.Second
+
 // solverState is a managed session's captcha solver as mcpd sees it.
 type solverState struct {
 	api *managedAPI
 	id  string
 
 	mu sync.Mutex
+	// arrived is when the latest document of the session's pages
+	// committed or was parsed.
+	arrived time.Time
 	// solving is Browserbase's: set by its "browserbase-solving-started"
 	// console message, cleared by the next browserbase-solving-* message
-	// or a new document.
+	// or a navigation of a main frame.
 	solving bool
 	// asked and last are Steel's: the last status answer and when.
 	asked time.Time
@@ -364,21 +376,32 @@ func (st *solverState) console(text string) {
 	st.mu.Unlock()
 }
 
-// navigated clears Browserbase's signal: a new document has no challenge
-// being solved until the solver says so again.
+// navigated is a main frame's navigation, seen before anything of the new
+// document: it starts the pickup window and clears Browserbase's signal
+// (nothing is solved there until the solver says so). A navigation within
+// the document clears it too: a solve it interrupted is not waited for.
 func (st *solverState) navigated() {
 	st.mu.Lock()
-	st.solving = false
+	st.solving, st.arrived = false, time.Now()
+	st.mu.Unlock()
+}
+
+// parsed is a document's DOMContentLoaded: a slow page's window starts
+// again once its challenge can show.
+func (st *solverState) parsed() {
+	st.mu.Lock()
+	st.arrived = time.Now()
 	st.mu.Unlock()
 }
 
 func (st *solverState) pending(ctx context.Context) (bool, error) {
-	if st.api.kind != ProviderSteel {
-		st.mu.Lock()
-		defer st.mu.Unlock()
-		return st.solving, nil
-	}
 	st.mu.Lock()
+	fresh := !st.arrived.IsZero() && time.Since(st.arrived) < solverPickup
+	if fresh || st.api.kind != ProviderSteel {
+		v := fresh || st.solving
+		st.mu.Unlock()
+		return v, nil
+	}
 	if !st.asked.IsZero() && time.Since(st.asked) < captchaStatusEvery {
 		v := st.last
 		st.mu.Unlock()

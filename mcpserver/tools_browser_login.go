@@ -245,7 +245,17 @@ func (s *Server) browserLogin(ctx context.Context, in browserLoginIn) (*mcp.Call
 			}
 			return notConcluded(agentvault.CodeBrowserCaptchaPending, "The managed browser was still solving a captcha after the submit.")
 		}
-		switch s.readLoginOutcome(ss, f.Password) {
+		out := s.readLoginOutcome(ss, f.Password)
+		if out != outcomeUnknown && s.captcha != nil {
+			// A challenge the solver has not announced yet looks like any
+			// page: the read counts only if the solver is still quiet
+			// after it (its pickup window covers a document that arrived
+			// while the page was read).
+			if pending, err := s.captcha.Pending(ctx, ss.page); err == nil && pending {
+				out = outcomeUnknown
+			}
+		}
+		switch out {
 		case outcomeSignedIn:
 			// No identifier typed (the portal kept it from an earlier
 			// step): the answer says so rather than inventing one.
