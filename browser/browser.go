@@ -262,9 +262,6 @@ func (b *Browser) Connected() bool {
 	return b.b == nil || b.b.IsConnected()
 }
 
-// Provider is where the browser runs.
-func (b *Browser) Provider() Provider { return b.cfg.Remote.Kind() }
-
 // Trusts reports whether the browser was launched trusting exactly spki.
 func (b *Browser) Trusts(spki string) bool {
 	for _, s := range b.cfg.TrustSPKI {

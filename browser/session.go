@@ -149,10 +149,6 @@ func (s *Session) Close() error {
 	return s.ctx.Close()
 }
 
-// SolvesCaptchas reports whether the session's browser has a captcha
-// solver turned on (a managed provider's).
-func (s *Session) SolvesCaptchas() bool { return s.solver != nil }
-
 // CaptchaPending reports whether the managed browser's solver is working on
 // a challenge now: Browserbase's from the solver's console messages,
 // Steel's from its captcha status API (asked at most once a second). A
