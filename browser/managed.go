@@ -28,7 +28,10 @@ import (
 // double of both.
 //
 // What goes to the provider: the session's proxy (proxyd's address with the
-// session's own proxy credential), proxyd's CA certificate, the viewport,
+// session's own proxy credential), proxyd's CA certificate (Steel:
+// caCertificates, PEM, as steel-browser's session service takes it;
+// Browserbase: an uploaded certificate's id in proxySettings.caCertificates;
+// neither is in the providers' public references yet), the viewport,
 // the solver setting and a one-hour timeout (proxyd's own age limit for a
 // session). What never leaves this file: the API key (a request header
 // only), the proxy credential, the connect URL (it carries a key) and the
