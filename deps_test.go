@@ -192,6 +192,10 @@ func init() { domainImports["internal/httpsigtest"] = []string{} }
 // library only.
 func init() { domainImports["internal/leakcheck"] = []string{} }
 
+// internal/managedtest: test support (remote browsers and a double of the
+// managed providers' session APIs), no project package.
+func init() { domainImports["internal/managedtest"] = []string{} }
+
 // broker/sessionstoretest: the conformance suite of broker.SessionStore.
 func init() {
 	domainImports["broker/sessionstoretest"] = []string{".", "broker", "hostname", "policy", "tokens", "vault"}

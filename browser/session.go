@@ -1,6 +1,7 @@
 package browser
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -43,6 +44,13 @@ type Session struct {
 	refusals          []Refusal
 	closed            bool
 	netlog            *netLog // get_network_log, when started (netlog.go)
+
+	// release ends a managed provider's session (its browser goes with
+	// it); nil for a context of a shared browser.
+	release func() error
+	// solver is the managed browser's captcha solver; nil when it has
+	// none or it is off.
+	solver *solverState
 }
 
 // Refusal is a request of the session that proxyd refused inside the tunnel.
@@ -135,7 +143,21 @@ func (s *Session) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	if s.release != nil {
+		return s.release()
+	}
 	return s.ctx.Close()
+}
+
+// CaptchaPending reports whether the managed browser's solver is working on
+// a challenge now: Browserbase's from the solver's console messages,
+// Steel's from its captcha status API (asked at most once a second). A
+// session without a solver answers false and asks nothing.
+func (s *Session) CaptchaPending(ctx context.Context) (bool, error) {
+	if s.solver == nil {
+		return false, nil
+	}
+	return s.solver.pending(ctx)
 }
 
 func ms(d time.Duration) *float64 {
@@ -253,6 +275,12 @@ func navError(err error) error {
 	switch {
 	case errors.Is(err, playwright.ErrTimeout):
 		return agentvault.Wrap(agentvault.CodeTimeout, err, "the page did not finish loading in time")
+	case strings.Contains(msg, "ERR_CERT_AUTHORITY_INVALID"):
+		// Only proxyd's leaves reach the browser (it verifies the real
+		// site itself): an unknown authority is a browser that does not
+		// trust proxyd's CA, which one mcpd did not launch must.
+		return agentvault.Wrap(agentvault.CodeUpstream, err,
+			"the browser does not trust proxyd's certificate authority (net::ERR_CERT_AUTHORITY_INVALID): a remote browser must be started trusting it, see docs/browsers.md")
 	case strings.Contains(msg, "ERR_TUNNEL_CONNECTION_FAILED"), strings.Contains(msg, "ERR_PROXY"):
 		return agentvault.Wrap(agentvault.CodeUpstream, err, "the proxy refused or could not reach this site (%s)", netCode(msg))
 	case strings.Contains(msg, "net::"):

@@ -28,11 +28,12 @@ import (
 // submit. The signed-in outcome on the plain site is
 // TestBrowserLogin_MerchantEmailFirst (totp_test.go).
 //
-// The built mcpd cannot be handed a captcha solver (cmd/mcpd drives a
-// self-hosted Chromium: no provider, no waits), so the captcha cases run
-// mcpd's own Main in-process with Main.Captcha set to a test solver
-// registered under a seed provider name. The other cases run the built
-// binary; its --login-budget flag shortens the 120 s budget.
+// The captcha cases here run mcpd's own Main in-process with Main.Captcha
+// set to a test solver registered under a seed provider name, over the
+// self-hosted Chromium; the built mcpd waiting on a managed provider's own
+// solver signals is TestSeed000_ManagedSolverWaits (remote_browser_test.go).
+// The other cases run the built binary; its --login-budget flag shortens
+// the 120 s budget.
 
 // loginLabel is the catalog label of the appliance's own login.
 func loginLabel(t *testing.T, agent *mcpAgent, ap *appliance) string {

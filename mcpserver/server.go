@@ -46,6 +46,9 @@ type Config struct {
 	ProxyURL string
 	// DriverDir and ChromiumPath locate playwright's driver and Chromium.
 	DriverDir, ChromiumPath string
+	// Browser, when set, is a browser mcpd does not launch: a remote one
+	// or a managed provider (browser.Remote; the zero value is local).
+	Browser browser.Remote
 	// ExtraTrustSPKI adds certificate SPKI hashes Chromium trusts besides
 	// proxyd's CA.
 	ExtraTrustSPKI []string
@@ -247,7 +250,7 @@ func (s *Server) Prewarm() {
 }
 
 func (s *Server) driverConfig() browser.Config {
-	return browser.Config{DriverDir: s.cfg.DriverDir, ChromiumPath: s.cfg.ChromiumPath, Logger: s.log}
+	return browser.Config{DriverDir: s.cfg.DriverDir, ChromiumPath: s.cfg.ChromiumPath, Remote: s.cfg.Browser, Logger: s.log}
 }
 
 // getDriver returns the running driver, starting it now if Prewarm was not
@@ -400,7 +403,9 @@ func (s *Server) ensureSession(ctx context.Context, handle string) (*Session, er
 	return ss, nil
 }
 
-// ensureBrowser launches Chromium once, trusting proxyd's CA.
+// ensureBrowser launches Chromium once, trusting proxyd's CA (or connects
+// to the remote browser, or readies the managed provider, that
+// Config.Browser names).
 func (s *Server) ensureBrowser(spki string) (*browser.Browser, error) {
 	s.launchMu.Lock()
 	defer s.launchMu.Unlock()
@@ -408,11 +413,12 @@ func (s *Server) ensureBrowser(spki string) (*browser.Browser, error) {
 		return nil, agentvault.Errorf(agentvault.CodeInternal, "the server is closing")
 	}
 	if s.browser != nil {
-		if spki == "" || s.browser.Trusts(spki) {
+		if (spki == "" || s.browser.Trusts(spki)) && s.browser.Connected() {
 			return s.browser, nil
 		}
 		// proxyd's CA changed (a restart with a new data dir): the flag is
-		// process-wide, so the browser has to be relaunched.
+		// process-wide, so the browser has to be relaunched. A browser
+		// that went away (a remote one restarted) is reached again.
 		_ = s.browser.Close()
 		s.browser = nil
 	}
@@ -426,12 +432,39 @@ func (s *Server) ensureBrowser(spki string) (*browser.Browser, error) {
 	}
 	cfg := s.driverConfig()
 	cfg.TrustSPKI = trust
+	if s.cfg.Browser.Managed() {
+		cfg.TrustPEM = s.caPEMOf(spki)
+	}
 	b, err := d.Launch(cfg)
 	if err != nil {
 		return nil, err
 	}
 	s.browser = b
 	return b, nil
+}
+
+// caPEMOf is proxyd's CA certificate whose SPKI hash is spki, as a proxy
+// session announced it (a managed provider is handed the certificate, not
+// its hash); "" when no open session names it.
+func (s *Server) caPEMOf(spki string) string {
+	if spki == "" {
+		return ""
+	}
+	s.mu.Lock()
+	sessions := make([]*Session, 0, len(s.sessions))
+	for _, ss := range s.sessions {
+		sessions = append(sessions, ss)
+	}
+	s.mu.Unlock()
+	for _, ss := range sessions {
+		ss.seg.Lock()
+		pem, match := ss.ctl.CAPEM, ss.ctl.CASPKI == spki
+		ss.seg.Unlock()
+		if match && pem != "" {
+			return pem
+		}
+	}
+	return ""
 }
 
 // prelaunch starts Chromium for a session that has no page yet, so that

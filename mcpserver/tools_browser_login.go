@@ -43,19 +43,39 @@ type CaptchaProvider interface {
 }
 
 // CaptchaProviderFor maps the seed's provider names to the solver a
-// deployment registered: steel_cloud only with solveCaptcha, browserbase
-// always (its solver is on by default), anything else none.
+// deployment registered: steel_cloud and browserbase when their solver is
+// on (solveCaptcha is the setting in effect: browserbase's is on unless
+// turned off, steel_cloud's off unless turned on), anything else none.
 func CaptchaProviderFor(name string, solveCaptcha bool, registered map[string]CaptchaProvider) CaptchaProvider {
 	switch name {
-	case "steel_cloud":
+	case string(browser.ProviderSteel), string(browser.ProviderBrowserbase):
 		if !solveCaptcha {
 			return nil
 		}
-	case "browserbase":
 	default:
 		return nil
 	}
 	return registered[name]
+}
+
+// ProviderSolver waits on the solver of the managed browser a session runs
+// in: Browserbase's solver signals in the page's console, Steel's captcha
+// status API (package browser reads both).
+type ProviderSolver struct{}
+
+// Pending asks the session's managed browser.
+func (ProviderSolver) Pending(ctx context.Context, page *browser.Session) (bool, error) {
+	return page.CaptchaPending(ctx)
+}
+
+var _ CaptchaProvider = ProviderSolver{}
+
+// solverFor is the solver browser_login waits on for a browser
+// configuration: the managed provider's own when its solver is on.
+func solverFor(r browser.Remote) CaptchaProvider {
+	return CaptchaProviderFor(string(r.Kind()), r.SolverOn(), map[string]CaptchaProvider{
+		string(browser.ProviderSteel): ProviderSolver{}, string(browser.ProviderBrowserbase): ProviderSolver{},
+	})
 }
 
 // diagnosticReserve is the part of the budget kept for the capture.
@@ -226,7 +246,17 @@ func (s *Server) browserLogin(ctx context.Context, in browserLoginIn) (*mcp.Call
 			}
 			return notConcluded(agentvault.CodeBrowserCaptchaPending, "The managed browser was still solving a captcha after the submit.")
 		}
-		switch s.readLoginOutcome(ss, f.Password) {
+		out := s.readLoginOutcome(ss, f.Password)
+		if out != outcomeUnknown && s.captcha != nil {
+			// A challenge the solver has not announced yet looks like any
+			// page: the read counts only if the solver is still quiet
+			// after it (its pickup window covers a document that arrived
+			// while the page was read).
+			if pending, err := s.captcha.Pending(ctx, ss.page); err == nil && pending {
+				out = outcomeUnknown
+			}
+		}
+		switch out {
 		case outcomeSignedIn:
 			// No identifier typed (the portal kept it from an earlier
 			// step): the answer says so rather than inventing one.
