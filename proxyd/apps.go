@@ -23,6 +23,15 @@ func (c *controlService) ReportAppSessions(ctx context.Context, req control.AppS
 	return c.apps.Report(ctx, req)
 }
 
+// appUses is what the holder chose keyID may use on the hosted server
+// (Connected apps); without a registry nothing is chosen.
+func (c *controlService) appUses(keyID string) ([]string, bool) {
+	if c.apps == nil {
+		return nil, false
+	}
+	return c.apps.Uses(keyID)
+}
+
 // appRegistry returns the process's registry of hosted sessions (package
 // apps), over the broker's proxy sessions, built on first use.
 func (m *Main) appRegistry() *apps.Registry {
