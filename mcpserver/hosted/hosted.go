@@ -473,6 +473,10 @@ func (cl *Calls) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c
 	if len(handle) > maxHandleLen {
 		return cl.refusal(agentvault.CodeInvalidParams, false, "session is longer than %d characters: pass the handle an earlier answer named (s_...).", maxHandleLen)
 	}
+	if res := cl.refuseUnchosen(req, tool); res != nil {
+		cl.log.Info("tool", "tool", tool, "status", "not_chosen")
+		return res
+	}
 	idem, err := idempotencyKeyOf(req)
 	if err != nil {
 		return cl.tools.Error(err)

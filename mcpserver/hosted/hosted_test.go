@@ -108,7 +108,8 @@ type keyTable map[string]string // key -> id
 
 func (k keyTable) AuthenticateKey(ctx context.Context, key string) (control.KeyInfo, error) {
 	if id, ok := k[key]; ok {
-		return control.KeyInfo{ID: id, Name: "app " + id}, nil
+		// The holder has chosen every use (apps_test.go tests the choice).
+		return control.KeyInfo{ID: id, Name: "app " + id, AppChosen: true, AppUses: control.AppUses}, nil
 	}
 	return control.KeyInfo{}, agentvault.Errorf(agentvault.CodeInvalidAPIKey, "the API key is not valid")
 }
@@ -129,13 +130,19 @@ type fakeHarness struct {
 
 func newFakeHarness(t *testing.T) *fakeHarness {
 	t.Helper()
+	return newFakeHarnessKeys(t, keyTable{keyA: "avk_aaaa", keyB: "avk_bbbb"})
+}
+
+// newFakeHarnessKeys is newFakeHarness with its own key check.
+func newFakeHarnessKeys(t *testing.T, keys KeyChecker) *fakeHarness {
+	t.Helper()
 	stop, cancel := context.WithCancel(context.Background())
 	clock := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
 	ft := &fakeTools{runs: map[string]int{}}
 	cl := New(ft, Options{APIKey: "avk_local", Stop: stop})
 	cl.Enable(Config{Now: clock.now, SweepEvery: -1})
 	srv := mcp.NewServer(&mcp.Implementation{Name: "fake", Version: "0"}, nil)
-	for _, name := range []string{"open_page", "click", "close_session"} {
+	for _, name := range []string{"open_page", "click", "close_session", "get_checkout_recipes", "fill_checkout", "create_login"} {
 		mcp.AddTool(srv, &mcp.Tool{Name: name}, func(ctx context.Context, req *mcp.CallToolRequest, in fakeIn) (*mcp.CallToolResult, any, error) {
 			return cl.Dispatch(ctx, req, name, &in, func(context.Context) *mcp.CallToolResult {
 				return answer(false, fmt.Sprintf("status=ok\n%s run %d on %s", name, ft.ran(name), in.Session))
@@ -143,7 +150,7 @@ func newFakeHarness(t *testing.T) *fakeHarness {
 		})
 	}
 	cl.RegisterPending(srv)
-	hs := httptest.NewServer(cl.Handler(srv, HTTPOptions{Keys: keyTable{keyA: "avk_aaaa", keyB: "avk_bbbb"}}))
+	hs := httptest.NewServer(cl.Handler(srv, HTTPOptions{Keys: keys}))
 	t.Cleanup(func() { hs.Close(); cancel() })
 	return &fakeHarness{calls: cl, tools: ft, url: hs.URL, clock: clock}
 }
