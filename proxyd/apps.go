@@ -32,6 +32,12 @@ func (c *controlService) appUses(keyID string) ([]string, bool) {
 	return c.apps.Uses(keyID)
 }
 
+// ConnectedApps is the registry behind the dashboard's Connected apps
+// page (what each API key may use on the hosted server, and its open
+// sessions), for a program that embeds Main, such as a test standing in
+// for the holder's choice.
+func (m *Main) ConnectedApps() *apps.Registry { return m.appRegistry() }
+
 // appRegistry returns the process's registry of hosted sessions (package
 // apps), over the broker's proxy sessions, built on first use.
 func (m *Main) appRegistry() *apps.Registry {
