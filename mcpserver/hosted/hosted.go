@@ -596,6 +596,9 @@ func (cl *Calls) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c
 		failedFirst := started && res.IsError && !loginWrites[tool] && (tool != "open_page" || !hs.ss.HasPage())
 		switch {
 		case closing:
+			if res.IsError && cl.tools.Code(res) == agentvault.CodeInternal {
+				res = cl.closeAfterInternalError(hs)
+			}
 			if running > 0 && cl.awaitOthers(callCtx, hs) {
 				res.Content = append(res.Content, &mcp.TextContent{Text: finishedAfterwards(hs.ss.Found())})
 			}
@@ -632,6 +635,26 @@ func (cl *Calls) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c
 	}()
 	return cl.awaitFlight(ctx, c, f, cl.callDeadline(), true)
 }
+
+// closeAfterInternalError is close_session's answer when the tool failed
+// inside (seed 004, "Closing a hosted session"): the layer closes the
+// session itself (Session.Close does nothing twice) and says what the close
+// found.
+func (cl *Calls) closeAfterInternalError(hs *hsession) *mcp.CallToolResult {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	hs.ss.Close(ctx)
+	f := hs.ss.Found()
+	if f == nil {
+		f = &Found{Note: NoReportNote}
+	}
+	b, _ := json.Marshal(f)
+	return cl.tools.Error(agentvault.Errorf(agentvault.CodeInternal, "close_session hit an internal error, but the session is closed. What its close found: %s", b))
+}
+
+// NoReportNote is what a close that could read nothing found (seed 004,
+// "When a session ends").
+const NoReportNote = "No report could be read for that session. Do NOT read this as nothing having been filled."
 
 // awaitOthers waits until close_session is the only call left on hs (the
 // calls that were running when it closed have finished), or until ctx

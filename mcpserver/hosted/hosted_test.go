@@ -30,6 +30,8 @@ type fakeTools struct {
 	mu     sync.Mutex
 	opened []*fakeSession
 	runs   map[string]int // by tool
+	// fail makes a tool answer an error with this code (set before calls).
+	fail map[string]agentvault.Code
 }
 
 type fakeSession struct {
@@ -138,14 +140,18 @@ func newFakeHarnessKeys(t *testing.T, keys KeyChecker) *fakeHarness {
 	t.Helper()
 	stop, cancel := context.WithCancel(context.Background())
 	clock := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	ft := &fakeTools{runs: map[string]int{}}
+	ft := &fakeTools{runs: map[string]int{}, fail: map[string]agentvault.Code{}}
 	cl := New(ft, Options{APIKey: "avk_local", Stop: stop})
 	cl.Enable(Config{Now: clock.now, SweepEvery: -1})
 	srv := mcp.NewServer(&mcp.Implementation{Name: "fake", Version: "0"}, nil)
 	for _, name := range []string{"open_page", "click", "close_session", "get_checkout_recipes", "fill_checkout", "create_login"} {
 		mcp.AddTool(srv, &mcp.Tool{Name: name}, func(ctx context.Context, req *mcp.CallToolRequest, in fakeIn) (*mcp.CallToolResult, any, error) {
 			return cl.Dispatch(ctx, req, name, &in, func(context.Context) *mcp.CallToolResult {
-				return answer(false, fmt.Sprintf("status=ok\n%s run %d on %s", name, ft.ran(name), in.Session))
+				n := ft.ran(name)
+				if code := ft.fail[name]; code != "" {
+					return ft.Error(agentvault.Errorf(code, "%s failed unexpectedly", name))
+				}
+				return answer(false, fmt.Sprintf("status=ok\n%s run %d on %s", name, n, in.Session))
 			}), nil, nil
 		})
 	}
@@ -285,5 +291,29 @@ func TestP20_RefusalBeforeTheToolNotKept(t *testing.T) {
 	}
 	if c.replay.get(flightKeyOf("open_page", `{}`, "", "21", idem), h.clock.now()) == nil {
 		t.Fatal("a call that ran was not kept")
+	}
+}
+
+// TestSeed004_CloseSessionInternalErrorStillCloses: a close_session that
+// fails inside answers "close_session hit an internal error, but the
+// session is closed." with what the close found; the session is closed
+// and later calls on it read the ended message.
+func TestSeed004_CloseSessionInternalErrorStillCloses(t *testing.T) {
+	h := newFakeHarness(t)
+	handle := handleIn(t, h.call(t, keyA, 1, "open_page", nil, ""))
+	h.tools.fail["close_session"] = agentvault.CodeInternal
+	txt := h.call(t, keyA, 2, "close_session", map[string]any{"session": handle}, "")
+	if !strings.HasPrefix(txt, "status=error code=internal session="+handle+" session_ended=true\n") ||
+		!strings.Contains(txt, `close_session hit an internal error, but the session is closed. What its close found: {"note":"fake close"}`) {
+		t.Fatalf("close_session failing inside: %q", txt)
+	}
+	if !h.tools.opened[0].isClosed() {
+		t.Fatal("the session's browser was not closed")
+	}
+	if txt := h.call(t, keyA, 3, "click", map[string]any{"session": handle}, ""); !strings.Contains(txt, "This session has ended: the gateway closed it because "+reasonClosed) {
+		t.Fatalf("a call after the failed close: %q", txt)
+	}
+	if txt2 := h.call(t, keyA, 4, "close_session", map[string]any{"session": handle}, ""); txt2 != txt {
+		t.Fatalf("close_session sent again: %q", txt2)
 	}
 }
