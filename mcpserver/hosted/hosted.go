@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentvault/agentvault"
@@ -136,6 +137,8 @@ type Calls struct {
 	tools Tools
 	opts  Options
 	log   *slog.Logger
+	// closeAnywayOnce adds closeAnyway to the server once (Handler).
+	closeAnywayOnce sync.Once
 
 	mu sync.Mutex
 	// hosted holds the hosted server's connections (nil on the local
@@ -316,10 +319,18 @@ func randomHandle(prefix string, n int) string {
 
 // connOf is the connection a call came on.
 func (cl *Calls) connOf(req *mcp.CallToolRequest) *conn {
-	if cl.table() == nil || req == nil || req.Extra == nil || req.Extra.TokenInfo == nil || req.Extra.TokenInfo.UserID == "" {
+	if req == nil {
 		return cl.local
 	}
-	ti := req.Extra.TokenInfo
+	return cl.connOfExtra(req.Extra)
+}
+
+// connOfExtra is the connection of a request with extra.
+func (cl *Calls) connOfExtra(extra *mcp.RequestExtra) *conn {
+	if cl.table() == nil || extra == nil || extra.TokenInfo == nil || extra.TokenInfo.UserID == "" {
+		return cl.local
+	}
+	ti := extra.TokenInfo
 	key, _ := ti.Extra[tokenInfoKey].(string)
 	name, _ := ti.Extra[tokenInfoName].(string)
 	h := cl.table()
@@ -389,6 +400,9 @@ type HandleSetter interface {
 // progress notifications; on the hosted server every rule of seed 004. On
 // the hosted server it may set in's session before run reads it.
 func (cl *Calls) Dispatch(ctx context.Context, req *mcp.CallToolRequest, tool string, in HandleSetter, run func(context.Context) *mcp.CallToolResult) *mcp.CallToolResult {
+	if r, ok := ctx.Value(reachedKey{}).(*atomic.Bool); ok {
+		r.Store(true)
+	}
 	c := cl.connOf(req)
 	if cl.table() == nil {
 		return cl.dispatchLocal(ctx, req, c, tool, run)
@@ -634,6 +648,52 @@ func (cl *Calls) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c
 		done(res, true, weight)
 	}()
 	return cl.awaitFlight(ctx, c, f, cl.callDeadline(), true)
+}
+
+// reachedKey marks, in a close_session call's context, whether the call
+// reached Dispatch (closeAnyway).
+type reachedKey struct{}
+
+// closeAnyway is the hosted server's receiving middleware for a
+// close_session refused for its arguments before it reached Dispatch (the
+// SDK's schema check): the session its `session` names is closed anyway,
+// and the refusal says so (seed 004, "Closing a hosted session").
+func (cl *Calls) closeAnyway(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		p, ok := req.GetParams().(*mcp.CallToolParamsRaw)
+		if method != "tools/call" || !ok || p.Name != "close_session" || cl.table() == nil {
+			return next(ctx, method, req)
+		}
+		reached := new(atomic.Bool)
+		res, err := next(context.WithValue(ctx, reachedKey{}, reached), method, req)
+		r, ok := res.(*mcp.CallToolResult)
+		if err != nil || !ok || !r.IsError || reached.Load() {
+			return res, err
+		}
+		var args struct {
+			Session string `json:"session"`
+		}
+		if json.Unmarshal(p.Arguments, &args) != nil || args.Session == "" {
+			return res, err
+		}
+		c := cl.connOfExtra(req.GetExtra())
+		c.mu.Lock()
+		hs := c.live[args.Session]
+		c.mu.Unlock()
+		if hs == nil {
+			return res, err
+		}
+		cl.endSession(hs, reasonClosed)
+		var why []string
+		for _, ct := range r.Content {
+			if tc, ok := ct.(*mcp.TextContent); ok {
+				why = append(why, tc.Text)
+			}
+		}
+		cl.log.Info("tool", "tool", "close_session", "status", "closed_anyway")
+		out := cl.tools.Error(agentvault.Errorf(agentvault.CodeInvalidParams, "close_session's arguments were refused: %s. The session is closed anyway.", strings.Join(why, " ")))
+		return withSession(cl.tools, out, hs.handle, true), nil
+	}
 }
 
 // closeAfterInternalError is close_session's answer when the tool failed

@@ -317,3 +317,23 @@ func TestSeed004_CloseSessionInternalErrorStillCloses(t *testing.T) {
 		t.Fatalf("close_session sent again: %q", txt2)
 	}
 }
+
+// TestSeed004_CloseSessionRefusedForItsArgumentsClosesAnyway: a
+// close_session whose arguments fail the schema is refused with a status
+// line, still closes the session it names, and says "The session is
+// closed anyway."
+func TestSeed004_CloseSessionRefusedForItsArgumentsClosesAnyway(t *testing.T) {
+	h := newFakeHarness(t)
+	handle := handleIn(t, h.call(t, keyA, 1, "open_page", nil, ""))
+	txt := h.call(t, keyA, 2, "close_session", map[string]any{"session": handle, "selector": 5}, "")
+	if !strings.HasPrefix(txt, "status=error code=invalid_params session="+handle+" session_ended=true\n") || !strings.Contains(txt, "The session is closed anyway.") ||
+		h.tools.count("close_session") != 0 {
+		t.Fatalf("close_session with refused arguments: %q", txt)
+	}
+	if !h.tools.opened[0].isClosed() {
+		t.Fatal("the session's browser was not closed")
+	}
+	if txt := h.call(t, keyA, 3, "click", map[string]any{"session": handle}, ""); !strings.Contains(txt, "This session has ended: the gateway closed it because "+reasonClosed) {
+		t.Fatalf("a call after the refused close: %q", txt)
+	}
+}

@@ -61,6 +61,7 @@ type HTTPOptions struct {
 // settings if they are not on yet.
 func (cl *Calls) Handler(srv *mcp.Server, opts HTTPOptions) http.Handler {
 	cl.Enable(Config{})
+	cl.closeAnywayOnce.Do(func() { srv.AddReceivingMiddleware(cl.closeAnyway) })
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
 	var inner http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del(rpcIDHeader)
