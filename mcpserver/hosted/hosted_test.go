@@ -32,17 +32,20 @@ type fakeTools struct {
 	runs   map[string]int // by tool
 	// fail makes a tool answer an error with this code (set before calls).
 	fail map[string]agentvault.Code
+	// noPage: sessions opened from now on have no page (HasPage).
+	noPage bool
 }
 
 type fakeSession struct {
 	id     string
+	noPage bool
 	mu     sync.Mutex
 	closed bool
 }
 
 func (s *fakeSession) ProxyID() string           { return s.id }
 func (s *fakeSession) Expires() time.Time        { return time.Time{} }
-func (s *fakeSession) HasPage() bool             { return true }
+func (s *fakeSession) HasPage() bool             { return !s.noPage }
 func (s *fakeSession) PageHost() (string, bool)  { return "shop.example", true }
 func (s *fakeSession) Found() *Found             { return &Found{Note: "fake close"} }
 func (s *fakeSession) Close(ctx context.Context) { s.mu.Lock(); s.closed = true; s.mu.Unlock() }
@@ -56,7 +59,7 @@ func (s *fakeSession) isClosed() bool {
 func (f *fakeTools) Open(ctx context.Context, apiKey, handle string) (Session, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s := &fakeSession{id: fmt.Sprintf("proxy%d", len(f.opened)+1)}
+	s := &fakeSession{id: fmt.Sprintf("proxy%d", len(f.opened)+1), noPage: f.noPage}
 	f.opened = append(f.opened, s)
 	return s, nil
 }
@@ -335,5 +338,42 @@ func TestSeed004_CloseSessionRefusedForItsArgumentsClosesAnyway(t *testing.T) {
 	}
 	if txt := h.call(t, keyA, 3, "click", map[string]any{"session": handle}, ""); !strings.Contains(txt, "This session has ended: the gateway closed it because "+reasonClosed) {
 		t.Fatalf("a call after the refused close: %q", txt)
+	}
+}
+
+// TestSeed004_OpenPageFailingWithoutAPageClosesTheSession: an open_page
+// without a session that fails before a page opened closes the session it
+// started and names no handle; the next open_page starts a new one.
+func TestSeed004_OpenPageFailingWithoutAPageClosesTheSession(t *testing.T) {
+	h := newFakeHarness(t)
+	h.tools.noPage = true
+	h.tools.fail["open_page"] = agentvault.CodeUnavailable
+	txt := h.call(t, keyA, 1, "open_page", nil, "")
+	if !strings.HasPrefix(txt, "status=error code=unavailable\n") || strings.Contains(txt, "session") {
+		t.Fatalf("open_page failing without a page: %q", txt)
+	}
+	if len(h.tools.opened) != 1 {
+		t.Fatalf("sessions opened: %d", len(h.tools.opened))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !h.tools.opened[0].isClosed() {
+		if time.Now().After(deadline) {
+			t.Fatal("the session open_page started was not closed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	h.calls.hosted.mu.Lock()
+	c := h.calls.hosted.conns["avk_aaaa"]
+	h.calls.hosted.mu.Unlock()
+	c.mu.Lock()
+	live := len(c.live)
+	c.mu.Unlock()
+	if live != 0 {
+		t.Fatalf("%d sessions still live", live)
+	}
+	h.tools.noPage = false
+	delete(h.tools.fail, "open_page")
+	if handle := handleIn(t, h.call(t, keyA, 2, "open_page", nil, "")); handle == "" || len(h.tools.opened) != 2 {
+		t.Fatalf("the next open_page: %q, %d sessions", handle, len(h.tools.opened))
 	}
 }
