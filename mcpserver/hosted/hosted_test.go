@@ -377,3 +377,33 @@ func TestSeed004_OpenPageFailingWithoutAPageClosesTheSession(t *testing.T) {
 		t.Fatalf("the next open_page: %q, %d sessions", handle, len(h.tools.opened))
 	}
 }
+
+// TestSeed004_EndedSessionRecordLastsAnHourAndTheLast100: a connection
+// keeps the record of its last 100 ended sessions for an hour: the 101st
+// most recent, or one ended over an hour ago, reads as the message with no
+// record.
+func TestSeed004_EndedSessionRecordLastsAnHourAndTheLast100(t *testing.T) {
+	h := newFakeHarness(t)
+	var handles []string
+	for i := 0; i < endedMax+1; i++ {
+		hd := handleIn(t, h.call(t, keyA, 1000+2*i, "open_page", nil, ""))
+		h.call(t, keyA, 1001+2*i, "close_session", map[string]any{"session": hd}, "")
+		handles = append(handles, hd)
+	}
+	withRecord := "This session has ended: the gateway closed it because " + reasonClosed
+	if txt := h.call(t, keyA, 1, "click", map[string]any{"session": handles[0]}, ""); !strings.Contains(txt, endedNoRecord) {
+		t.Fatalf("the 101st most recent ended session: %q", txt)
+	}
+	if txt := h.call(t, keyA, 2, "click", map[string]any{"session": handles[1]}, ""); !strings.Contains(txt, withRecord) {
+		t.Fatalf("the 100th most recent ended session: %q", txt)
+	}
+	last := handles[len(handles)-1]
+	h.clock.add(endedKeep - time.Minute)
+	if txt := h.call(t, keyA, 3, "click", map[string]any{"session": last}, ""); !strings.Contains(txt, withRecord) {
+		t.Fatalf("59 minutes after its end: %q", txt)
+	}
+	h.clock.add(2 * time.Minute)
+	if txt := h.call(t, keyA, 4, "click", map[string]any{"session": last}, ""); !strings.Contains(txt, endedNoRecord) {
+		t.Fatalf("61 minutes after its end: %q", txt)
+	}
+}
