@@ -1,15 +1,19 @@
 // Package apps keeps the hosted MCP server's open sessions as mcpd reports
 // them (control.AppSessionsPath), per API key, for the dashboard's
 // connected apps page (seed 004, "On the hosted server"), and remembers the
-// sessions the owner ended there until mcpd is told. It lives in memory: a
+// sessions the owner ended there until mcpd is told, and what the holder
+// chose each connection (API key) may use there (Choose). It lives in memory: a
 // restart of either daemon forgets it, as it forgets the sessions
-// themselves. It reaches the proxy sessions only through the Sessions
+// themselves (a proxyd restart forgets the choices as well: every connection
+// is then refused until the holder chooses again). It reaches the proxy sessions only through the Sessions
 // interface its wiring (proxyd, over the broker) gives it, and imports the
 // control API's wire types and nothing of the owner's side or the vault.
 package apps
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,6 +57,9 @@ type Registry struct {
 	byID map[string]entry // proxy session id → its latest report
 	// ended are the proxy sessions the owner ended, until mcpd is told.
 	ended map[string]time.Time
+	// uses is what the holder chose each key may use on the hosted
+	// server, by key id (Choose); a key with no entry has no choice yet.
+	uses map[string][]string
 }
 
 type entry struct {
@@ -69,7 +76,7 @@ func New(s Sessions, now func() time.Time) *Registry {
 	if now == nil {
 		now = time.Now
 	}
-	return &Registry{sessions: s, now: now, byID: map[string]entry{}, ended: map[string]time.Time{}}
+	return &Registry{sessions: s, now: now, byID: map[string]entry{}, ended: map[string]time.Time{}, uses: map[string][]string{}}
 }
 
 // Report keeps the reported sessions that are open and belong to the
@@ -159,4 +166,37 @@ func (a *Registry) EndAppSession(id string) error {
 	}
 	a.sessions.Close(id)
 	return nil
+}
+
+// Choose records what the holder lets the API key keyID use on the hosted
+// server: a subset of control.AppUses, possibly empty (the key may then use
+// nothing but get_checkout_recipes, as before a choice). An unknown use is
+// refused with invalid_input.
+func (a *Registry) Choose(keyID string, uses []string) error {
+	if keyID == "" {
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "no API key named: choose on the Connected apps page")
+	}
+	var kept []string
+	for _, u := range control.AppUses {
+		if slices.Contains(uses, u) {
+			kept = append(kept, u)
+		}
+	}
+	for _, u := range uses {
+		if !slices.Contains(control.AppUses, u) {
+			return agentvault.Errorf(agentvault.CodeInvalidInput, "unknown use %q: choose among %s", u, strings.Join(control.AppUses, ", "))
+		}
+	}
+	a.mu.Lock()
+	a.uses[keyID] = kept
+	a.mu.Unlock()
+	return nil
+}
+
+// Uses is what the holder chose for keyID; chosen is false until they did.
+func (a *Registry) Uses(keyID string) (uses []string, chosen bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	u, ok := a.uses[keyID]
+	return slices.Clone(u), ok
 }

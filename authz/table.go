@@ -68,6 +68,7 @@ var table = map[Surface]map[string]Rule{
 		"GET /activity":                {Level: OwnerOnly, Area: Activity, What: "read the activity log"},
 		"GET /apps":                    {Level: OwnerOnly, Area: Apps, What: "see connected apps"},
 		"POST /apps/sessions/{id}/end": {Level: OwnerOnly, Area: Apps, What: "end a connected app's session"},
+		"POST /apps/keys/{id}/uses":    {Level: OwnerOnly, Area: Apps, What: "choose what a connected app may use"},
 		"GET /recipes":                 {Level: OwnerOnly, Area: Recipes, What: "review checkout recipes"},
 		"POST /recipes/{id}/accept":    {Level: OwnerOnly, Area: Recipes, What: "accept a checkout recipe"},
 		"POST /recipes/{id}/reject":    {Level: OwnerOnly, Area: Recipes, What: "reject a checkout recipe"},

@@ -217,4 +217,26 @@ type KeyInfo struct {
 	AllLogins       bool     `json:"allLogins"`
 	LoginIDs        []string `json:"loginIds,omitempty"`
 	CanCreateLogins bool     `json:"canCreateLogins"`
+	// AppChosen is whether the account holder has chosen on the
+	// dashboard's Connected apps page what this key may use on the hosted
+	// MCP server, and AppUses what they chose (AppUseCheckout,
+	// AppUseLogins). Until a choice the hosted server runs only
+	// get_checkout_recipes for the key (seed 004).
+	AppChosen bool     `json:"appChosen"`
+	AppUses   []string `json:"appUses,omitempty"`
 }
+
+// What a connection (an API key on the hosted MCP server) may use, as the
+// account holder chooses it on Connected apps.
+const (
+	// AppUseCheckout: the browser and checkout tools (pages, the catalog,
+	// fill_checkout, recipes).
+	AppUseCheckout = "checkout"
+	// AppUseLogins: the browser and the login tools (create_login and the
+	// other account writes, fill_login).
+	AppUseLogins = "logins"
+)
+
+// AppUses is every use a holder can choose, in the order the dashboard
+// shows them.
+var AppUses = []string{AppUseCheckout, AppUseLogins}

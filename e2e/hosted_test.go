@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/internal/leakcheck"
 	"github.com/agentvault/agentvault/mcpserver"
 	"github.com/agentvault/agentvault/owner"
@@ -41,6 +42,7 @@ func (c *hostedClock) jump(d time.Duration) {
 // hostedMCP is mcpd's own Main serving the hosted server over streamable
 // HTTP with API keys, beside proxyd's Main.
 type hostedMCP struct {
+	oa    *ownerAppliance
 	url   string
 	logs  *syncBuffer
 	clock *hostedClock
@@ -48,7 +50,7 @@ type hostedMCP struct {
 
 func startHostedMCP(t *testing.T, oa *ownerAppliance) *hostedMCP {
 	t.Helper()
-	hm := &hostedMCP{logs: &syncBuffer{}, clock: &hostedClock{}}
+	hm := &hostedMCP{oa: oa, logs: &syncBuffer{}, clock: &hostedClock{}}
 	m := mcpserver.NewMain()
 	m.ControlURL, m.ControlTokenFile, m.APIKeyFile = oa.controlURL, oa.controlTokenFile, oa.apiKeyFile
 	m.DriverDir, m.ChromiumPath, m.LogLevel, m.Stderr = driverDir(), chromiumPath(), "debug", hm.logs
@@ -99,7 +101,30 @@ const reasonIdleText = "it was idle too long"
 
 var errSessionHeader = &json.UnsupportedValueError{Str: "the hosted server sent an Mcp-Session-Id header"}
 
+// agent is a client on key, whose holder has let it use everything on
+// Connected apps (chooseAllUses).
 func (hm *hostedMCP) agent(t *testing.T, key string) *hostedAgent {
+	t.Helper()
+	chooseAllUses(t, hm.oa, key)
+	return hm.agentAsIs(t, key)
+}
+
+// chooseAllUses stands in for the holder choosing on Connected apps that
+// key may use everything on the hosted server (TestSeed004_HostedConnectedAppsChoice
+// makes the choice on the dashboard itself).
+func chooseAllUses(t *testing.T, oa *ownerAppliance, key string) {
+	t.Helper()
+	k, err := oa.pm.Broker.LookupKey(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := oa.pm.ConnectedApps().Choose(k.ID, control.AppUses); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// agentAsIs is a client on key with whatever the holder chose for it.
+func (hm *hostedMCP) agentAsIs(t *testing.T, key string) *hostedAgent {
 	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "hosted-e2e", Version: "1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

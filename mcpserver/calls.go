@@ -144,7 +144,7 @@ func (t toolSession) PageHost() (string, bool) {
 
 func (t toolSession) Close(ctx context.Context) { _, _ = t.s.closeSession(ctx, t.ss) }
 
-const noReportNote = "No report could be read for that session. Do NOT read this as nothing having been filled."
+const noReportNote = hosted.NoReportNote
 
 // Found is what the session's close found, for the hosted server's
 // ended-session message.

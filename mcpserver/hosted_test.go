@@ -69,7 +69,8 @@ type keyTable map[string]string // key -> id
 
 func (k keyTable) AuthenticateKey(ctx context.Context, key string) (control.KeyInfo, error) {
 	if id, ok := k[key]; ok {
-		return control.KeyInfo{ID: id, Name: "app " + id}, nil
+		// The holder has chosen every use (apps_test.go tests the choice).
+		return control.KeyInfo{ID: id, Name: "app " + id, AppChosen: true, AppUses: control.AppUses}, nil
 	}
 	return control.KeyInfo{}, agentvault.Errorf(agentvault.CodeInvalidAPIKey, "the API key is not valid")
 }

@@ -23,6 +23,21 @@ func (c *controlService) ReportAppSessions(ctx context.Context, req control.AppS
 	return c.apps.Report(ctx, req)
 }
 
+// appUses is what the holder chose keyID may use on the hosted server
+// (Connected apps); without a registry nothing is chosen.
+func (c *controlService) appUses(keyID string) ([]string, bool) {
+	if c.apps == nil {
+		return nil, false
+	}
+	return c.apps.Uses(keyID)
+}
+
+// ConnectedApps is the registry behind the dashboard's Connected apps
+// page (what each API key may use on the hosted server, and its open
+// sessions), for a program that embeds Main, such as a test standing in
+// for the holder's choice.
+func (m *Main) ConnectedApps() *apps.Registry { return m.appRegistry() }
+
 // appRegistry returns the process's registry of hosted sessions (package
 // apps), over the broker's proxy sessions, built on first use.
 func (m *Main) appRegistry() *apps.Registry {

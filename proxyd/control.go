@@ -77,8 +77,10 @@ func (c *controlService) AuthenticateKey(ctx context.Context, apiKey string) (co
 	if err != nil {
 		return control.KeyInfo{}, err
 	}
-	return control.KeyInfo{ID: k.ID, Name: k.ID, AllCards: k.Scope.AllCards, CardIDs: k.Scope.CardIDs,
-		AllLogins: k.Scope.AllLogins, LoginIDs: k.Scope.LoginIDs}, nil
+	info := control.KeyInfo{ID: k.ID, Name: k.ID, AllCards: k.Scope.AllCards, CardIDs: k.Scope.CardIDs,
+		AllLogins: k.Scope.AllLogins, LoginIDs: k.Scope.LoginIDs}
+	info.AppUses, info.AppChosen = c.appUses(k.ID)
+	return info, nil
 }
 
 func (c *controlService) Catalog(ctx context.Context, apiKey, pageURL string) (json.RawMessage, error) {

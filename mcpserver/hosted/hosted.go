@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentvault/agentvault"
@@ -136,6 +138,8 @@ type Calls struct {
 	tools Tools
 	opts  Options
 	log   *slog.Logger
+	// closeAnywayOnce adds closeAnyway to the server once (Handler).
+	closeAnywayOnce sync.Once
 
 	mu sync.Mutex
 	// hosted holds the hosted server's connections (nil on the local
@@ -316,10 +320,18 @@ func randomHandle(prefix string, n int) string {
 
 // connOf is the connection a call came on.
 func (cl *Calls) connOf(req *mcp.CallToolRequest) *conn {
-	if cl.table() == nil || req == nil || req.Extra == nil || req.Extra.TokenInfo == nil || req.Extra.TokenInfo.UserID == "" {
+	if req == nil {
 		return cl.local
 	}
-	ti := req.Extra.TokenInfo
+	return cl.connOfExtra(req.Extra)
+}
+
+// connOfExtra is the connection of a request with extra.
+func (cl *Calls) connOfExtra(extra *mcp.RequestExtra) *conn {
+	if cl.table() == nil || extra == nil || extra.TokenInfo == nil || extra.TokenInfo.UserID == "" {
+		return cl.local
+	}
+	ti := extra.TokenInfo
 	key, _ := ti.Extra[tokenInfoKey].(string)
 	name, _ := ti.Extra[tokenInfoName].(string)
 	h := cl.table()
@@ -389,6 +401,9 @@ type HandleSetter interface {
 // progress notifications; on the hosted server every rule of seed 004. On
 // the hosted server it may set in's session before run reads it.
 func (cl *Calls) Dispatch(ctx context.Context, req *mcp.CallToolRequest, tool string, in HandleSetter, run func(context.Context) *mcp.CallToolResult) *mcp.CallToolResult {
+	if r, ok := ctx.Value(reachedKey{}).(*atomic.Bool); ok {
+		r.Store(true)
+	}
 	c := cl.connOf(req)
 	if cl.table() == nil {
 		return cl.dispatchLocal(ctx, req, c, tool, run)
@@ -472,6 +487,10 @@ func (cl *Calls) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c
 	}
 	if len(handle) > maxHandleLen {
 		return cl.refusal(agentvault.CodeInvalidParams, false, "session is longer than %d characters: pass the handle an earlier answer named (s_...).", maxHandleLen)
+	}
+	if res := cl.refuseUnchosen(req, tool); res != nil {
+		cl.log.Info("tool", "tool", tool, "status", "not_chosen")
+		return res
 	}
 	idem, err := idempotencyKeyOf(req)
 	if err != nil {
@@ -592,6 +611,9 @@ func (cl *Calls) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c
 		failedFirst := started && res.IsError && !loginWrites[tool] && (tool != "open_page" || !hs.ss.HasPage())
 		switch {
 		case closing:
+			if res.IsError && cl.tools.Code(res) == agentvault.CodeInternal {
+				res = cl.closeAfterInternalError(hs)
+			}
 			if running > 0 && cl.awaitOthers(callCtx, hs) {
 				res.Content = append(res.Content, &mcp.TextContent{Text: finishedAfterwards(hs.ss.Found())})
 			}
@@ -613,6 +635,11 @@ func (cl *Calls) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c
 			if earlier != nil {
 				res = withEarlier(res, earlier)
 			}
+			if started && tool == "open_page" && !res.IsError {
+				if line := cl.otherBrowsers(c, hs); line != "" {
+					res.Content = append(res.Content, &mcp.TextContent{Text: line})
+				}
+			}
 			ended := cl.leave(hs, !noTouch[tool])
 			res = withSession(cl.tools, res, hs.handle, ended)
 		}
@@ -628,6 +655,106 @@ func (cl *Calls) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c
 	}()
 	return cl.awaitFlight(ctx, c, f, cl.callDeadline(), true)
 }
+
+// otherBrowsers names the connection's open browsers besides hs, for a
+// hosted open_page that started a new one (seed 004, open_page), or "".
+func (cl *Calls) otherBrowsers(c *conn, hs *hsession) string {
+	c.mu.Lock()
+	var others []*hsession
+	for _, o := range c.live {
+		if o != hs {
+			others = append(others, o)
+		}
+	}
+	c.mu.Unlock()
+	var names []string
+	for _, o := range others {
+		if !o.ss.HasPage() {
+			continue
+		}
+		c.mu.Lock()
+		n, host := o.handle, o.pageHost
+		c.mu.Unlock()
+		if h, ok := o.ss.PageHost(); ok && h != "" {
+			host = h
+		}
+		if host != "" {
+			n += " (" + host + ")"
+		}
+		names = append(names, n)
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	sort.Strings(names)
+	return fmt.Sprintf("This connection already has %d other open browser(s): %s. Pass one of those handles as `session` to reuse it, or close_session the ones you no longer need, rather than loading the site in several at once.", len(names), strings.Join(names, ", "))
+}
+
+// reachedKey marks, in a close_session call's context, whether the call
+// reached Dispatch (closeAnyway).
+type reachedKey struct{}
+
+// closeAnyway is the hosted server's receiving middleware for a
+// close_session refused for its arguments before it reached Dispatch (the
+// SDK's schema check): the session its `session` names is closed anyway,
+// and the refusal says so (seed 004, "Closing a hosted session").
+func (cl *Calls) closeAnyway(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		p, ok := req.GetParams().(*mcp.CallToolParamsRaw)
+		if method != "tools/call" || !ok || p.Name != "close_session" || cl.table() == nil {
+			return next(ctx, method, req)
+		}
+		reached := new(atomic.Bool)
+		res, err := next(context.WithValue(ctx, reachedKey{}, reached), method, req)
+		r, ok := res.(*mcp.CallToolResult)
+		if err != nil || !ok || !r.IsError || reached.Load() {
+			return res, err
+		}
+		var args struct {
+			Session string `json:"session"`
+		}
+		if json.Unmarshal(p.Arguments, &args) != nil || args.Session == "" {
+			return res, err
+		}
+		c := cl.connOfExtra(req.GetExtra())
+		c.mu.Lock()
+		hs := c.live[args.Session]
+		c.mu.Unlock()
+		if hs == nil {
+			return res, err
+		}
+		cl.endSession(hs, reasonClosed)
+		var why []string
+		for _, ct := range r.Content {
+			if tc, ok := ct.(*mcp.TextContent); ok {
+				why = append(why, tc.Text)
+			}
+		}
+		cl.log.Info("tool", "tool", "close_session", "status", "closed_anyway")
+		out := cl.tools.Error(agentvault.Errorf(agentvault.CodeInvalidParams, "close_session's arguments were refused: %s. The session is closed anyway.", strings.Join(why, " ")))
+		return withSession(cl.tools, out, hs.handle, true), nil
+	}
+}
+
+// closeAfterInternalError is close_session's answer when the tool failed
+// inside (seed 004, "Closing a hosted session"): the layer closes the
+// session itself (Session.Close does nothing twice) and says what the close
+// found.
+func (cl *Calls) closeAfterInternalError(hs *hsession) *mcp.CallToolResult {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	hs.ss.Close(ctx)
+	f := hs.ss.Found()
+	if f == nil {
+		f = &Found{Note: NoReportNote}
+	}
+	b, _ := json.Marshal(f)
+	return cl.tools.Error(agentvault.Errorf(agentvault.CodeInternal, "close_session hit an internal error, but the session is closed. What its close found: %s", b))
+}
+
+// NoReportNote is what a close that could read nothing found (seed 004,
+// "When a session ends").
+const NoReportNote = "No report could be read for that session. Do NOT read this as nothing having been filled."
 
 // awaitOthers waits until close_session is the only call left on hs (the
 // calls that were running when it closed have finished), or until ctx

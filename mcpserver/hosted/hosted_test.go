@@ -30,17 +30,22 @@ type fakeTools struct {
 	mu     sync.Mutex
 	opened []*fakeSession
 	runs   map[string]int // by tool
+	// fail makes a tool answer an error with this code (set before calls).
+	fail map[string]agentvault.Code
+	// noPage: sessions opened from now on have no page (HasPage).
+	noPage bool
 }
 
 type fakeSession struct {
 	id     string
+	noPage bool
 	mu     sync.Mutex
 	closed bool
 }
 
 func (s *fakeSession) ProxyID() string           { return s.id }
 func (s *fakeSession) Expires() time.Time        { return time.Time{} }
-func (s *fakeSession) HasPage() bool             { return true }
+func (s *fakeSession) HasPage() bool             { return !s.noPage }
 func (s *fakeSession) PageHost() (string, bool)  { return "shop.example", true }
 func (s *fakeSession) Found() *Found             { return &Found{Note: "fake close"} }
 func (s *fakeSession) Close(ctx context.Context) { s.mu.Lock(); s.closed = true; s.mu.Unlock() }
@@ -54,7 +59,7 @@ func (s *fakeSession) isClosed() bool {
 func (f *fakeTools) Open(ctx context.Context, apiKey, handle string) (Session, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s := &fakeSession{id: fmt.Sprintf("proxy%d", len(f.opened)+1)}
+	s := &fakeSession{id: fmt.Sprintf("proxy%d", len(f.opened)+1), noPage: f.noPage}
 	f.opened = append(f.opened, s)
 	return s, nil
 }
@@ -108,7 +113,8 @@ type keyTable map[string]string // key -> id
 
 func (k keyTable) AuthenticateKey(ctx context.Context, key string) (control.KeyInfo, error) {
 	if id, ok := k[key]; ok {
-		return control.KeyInfo{ID: id, Name: "app " + id}, nil
+		// The holder has chosen every use (apps_test.go tests the choice).
+		return control.KeyInfo{ID: id, Name: "app " + id, AppChosen: true, AppUses: control.AppUses}, nil
 	}
 	return control.KeyInfo{}, agentvault.Errorf(agentvault.CodeInvalidAPIKey, "the API key is not valid")
 }
@@ -129,21 +135,31 @@ type fakeHarness struct {
 
 func newFakeHarness(t *testing.T) *fakeHarness {
 	t.Helper()
+	return newFakeHarnessKeys(t, keyTable{keyA: "avk_aaaa", keyB: "avk_bbbb"})
+}
+
+// newFakeHarnessKeys is newFakeHarness with its own key check.
+func newFakeHarnessKeys(t *testing.T, keys KeyChecker) *fakeHarness {
+	t.Helper()
 	stop, cancel := context.WithCancel(context.Background())
 	clock := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	ft := &fakeTools{runs: map[string]int{}}
+	ft := &fakeTools{runs: map[string]int{}, fail: map[string]agentvault.Code{}}
 	cl := New(ft, Options{APIKey: "avk_local", Stop: stop})
 	cl.Enable(Config{Now: clock.now, SweepEvery: -1})
 	srv := mcp.NewServer(&mcp.Implementation{Name: "fake", Version: "0"}, nil)
-	for _, name := range []string{"open_page", "click", "close_session"} {
+	for _, name := range []string{"open_page", "click", "close_session", "get_checkout_recipes", "fill_checkout", "create_login"} {
 		mcp.AddTool(srv, &mcp.Tool{Name: name}, func(ctx context.Context, req *mcp.CallToolRequest, in fakeIn) (*mcp.CallToolResult, any, error) {
 			return cl.Dispatch(ctx, req, name, &in, func(context.Context) *mcp.CallToolResult {
-				return answer(false, fmt.Sprintf("status=ok\n%s run %d on %s", name, ft.ran(name), in.Session))
+				n := ft.ran(name)
+				if code := ft.fail[name]; code != "" {
+					return ft.Error(agentvault.Errorf(code, "%s failed unexpectedly", name))
+				}
+				return answer(false, fmt.Sprintf("status=ok\n%s run %d on %s", name, n, in.Session))
 			}), nil, nil
 		})
 	}
 	cl.RegisterPending(srv)
-	hs := httptest.NewServer(cl.Handler(srv, HTTPOptions{Keys: keyTable{keyA: "avk_aaaa", keyB: "avk_bbbb"}}))
+	hs := httptest.NewServer(cl.Handler(srv, HTTPOptions{Keys: keys}))
 	t.Cleanup(func() { hs.Close(); cancel() })
 	return &fakeHarness{calls: cl, tools: ft, url: hs.URL, clock: clock}
 }
@@ -278,5 +294,138 @@ func TestP20_RefusalBeforeTheToolNotKept(t *testing.T) {
 	}
 	if c.replay.get(flightKeyOf("open_page", `{}`, "", "21", idem), h.clock.now()) == nil {
 		t.Fatal("a call that ran was not kept")
+	}
+}
+
+// TestSeed004_CloseSessionInternalErrorStillCloses: a close_session that
+// fails inside answers "close_session hit an internal error, but the
+// session is closed." with what the close found; the session is closed
+// and later calls on it read the ended message.
+func TestSeed004_CloseSessionInternalErrorStillCloses(t *testing.T) {
+	h := newFakeHarness(t)
+	handle := handleIn(t, h.call(t, keyA, 1, "open_page", nil, ""))
+	h.tools.fail["close_session"] = agentvault.CodeInternal
+	txt := h.call(t, keyA, 2, "close_session", map[string]any{"session": handle}, "")
+	if !strings.HasPrefix(txt, "status=error code=internal session="+handle+" session_ended=true\n") ||
+		!strings.Contains(txt, `close_session hit an internal error, but the session is closed. What its close found: {"note":"fake close"}`) {
+		t.Fatalf("close_session failing inside: %q", txt)
+	}
+	if !h.tools.opened[0].isClosed() {
+		t.Fatal("the session's browser was not closed")
+	}
+	if txt := h.call(t, keyA, 3, "click", map[string]any{"session": handle}, ""); !strings.Contains(txt, "This session has ended: the gateway closed it because "+reasonClosed) {
+		t.Fatalf("a call after the failed close: %q", txt)
+	}
+	if txt2 := h.call(t, keyA, 4, "close_session", map[string]any{"session": handle}, ""); txt2 != txt {
+		t.Fatalf("close_session sent again: %q", txt2)
+	}
+}
+
+// TestSeed004_CloseSessionRefusedForItsArgumentsClosesAnyway: a
+// close_session whose arguments fail the schema is refused with a status
+// line, still closes the session it names, and says "The session is
+// closed anyway."
+func TestSeed004_CloseSessionRefusedForItsArgumentsClosesAnyway(t *testing.T) {
+	h := newFakeHarness(t)
+	handle := handleIn(t, h.call(t, keyA, 1, "open_page", nil, ""))
+	txt := h.call(t, keyA, 2, "close_session", map[string]any{"session": handle, "selector": 5}, "")
+	if !strings.HasPrefix(txt, "status=error code=invalid_params session="+handle+" session_ended=true\n") || !strings.Contains(txt, "The session is closed anyway.") ||
+		h.tools.count("close_session") != 0 {
+		t.Fatalf("close_session with refused arguments: %q", txt)
+	}
+	if !h.tools.opened[0].isClosed() {
+		t.Fatal("the session's browser was not closed")
+	}
+	if txt := h.call(t, keyA, 3, "click", map[string]any{"session": handle}, ""); !strings.Contains(txt, "This session has ended: the gateway closed it because "+reasonClosed) {
+		t.Fatalf("a call after the refused close: %q", txt)
+	}
+}
+
+// TestSeed004_OpenPageFailingWithoutAPageClosesTheSession: an open_page
+// without a session that fails before a page opened closes the session it
+// started and names no handle; the next open_page starts a new one.
+func TestSeed004_OpenPageFailingWithoutAPageClosesTheSession(t *testing.T) {
+	h := newFakeHarness(t)
+	h.tools.noPage = true
+	h.tools.fail["open_page"] = agentvault.CodeUnavailable
+	txt := h.call(t, keyA, 1, "open_page", nil, "")
+	if !strings.HasPrefix(txt, "status=error code=unavailable\n") || strings.Contains(txt, "session") {
+		t.Fatalf("open_page failing without a page: %q", txt)
+	}
+	if len(h.tools.opened) != 1 {
+		t.Fatalf("sessions opened: %d", len(h.tools.opened))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !h.tools.opened[0].isClosed() {
+		if time.Now().After(deadline) {
+			t.Fatal("the session open_page started was not closed")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	h.calls.hosted.mu.Lock()
+	c := h.calls.hosted.conns["avk_aaaa"]
+	h.calls.hosted.mu.Unlock()
+	c.mu.Lock()
+	live := len(c.live)
+	c.mu.Unlock()
+	if live != 0 {
+		t.Fatalf("%d sessions still live", live)
+	}
+	h.tools.noPage = false
+	delete(h.tools.fail, "open_page")
+	if handle := handleIn(t, h.call(t, keyA, 2, "open_page", nil, "")); handle == "" || len(h.tools.opened) != 2 {
+		t.Fatalf("the next open_page: %q, %d sessions", handle, len(h.tools.opened))
+	}
+}
+
+// TestSeed004_EndedSessionRecordLastsAnHourAndTheLast100: a connection
+// keeps the record of its last 100 ended sessions for an hour: the 101st
+// most recent, or one ended over an hour ago, reads as the message with no
+// record.
+func TestSeed004_EndedSessionRecordLastsAnHourAndTheLast100(t *testing.T) {
+	h := newFakeHarness(t)
+	var handles []string
+	for i := 0; i < endedMax+1; i++ {
+		hd := handleIn(t, h.call(t, keyA, 1000+2*i, "open_page", nil, ""))
+		h.call(t, keyA, 1001+2*i, "close_session", map[string]any{"session": hd}, "")
+		handles = append(handles, hd)
+	}
+	withRecord := "This session has ended: the gateway closed it because " + reasonClosed
+	if txt := h.call(t, keyA, 1, "click", map[string]any{"session": handles[0]}, ""); !strings.Contains(txt, endedNoRecord) {
+		t.Fatalf("the 101st most recent ended session: %q", txt)
+	}
+	if txt := h.call(t, keyA, 2, "click", map[string]any{"session": handles[1]}, ""); !strings.Contains(txt, withRecord) {
+		t.Fatalf("the 100th most recent ended session: %q", txt)
+	}
+	last := handles[len(handles)-1]
+	h.clock.add(endedKeep - time.Minute)
+	if txt := h.call(t, keyA, 3, "click", map[string]any{"session": last}, ""); !strings.Contains(txt, withRecord) {
+		t.Fatalf("59 minutes after its end: %q", txt)
+	}
+	h.clock.add(2 * time.Minute)
+	if txt := h.call(t, keyA, 4, "click", map[string]any{"session": last}, ""); !strings.Contains(txt, endedNoRecord) {
+		t.Fatalf("61 minutes after its end: %q", txt)
+	}
+}
+
+// TestSeed004_HostedOpenPageNamesTheOtherOpenBrowsers: an open_page that
+// starts a new browser while the connection has others open names them
+// (before the session line, which stays last); the first one names none,
+// and another connection's browsers are not named.
+func TestSeed004_HostedOpenPageNamesTheOtherOpenBrowsers(t *testing.T) {
+	h := newFakeHarness(t)
+	first := h.call(t, keyA, 1, "open_page", nil, "")
+	one := handleIn(t, first)
+	if strings.Contains(first, "other open browser") {
+		t.Fatalf("the first open_page names others: %q", first)
+	}
+	handleIn(t, h.call(t, keyB, 2, "open_page", nil, ""))
+	second := h.call(t, keyA, 3, "open_page", nil, "")
+	two := handleIn(t, second)
+	want := "This connection already has 1 other open browser(s): " + one + " ("
+	_, others, _ := strings.Cut(second, want)
+	others, _, _ = strings.Cut(others, "\n")
+	if !strings.Contains(second, want) || strings.Contains(others, two) || !strings.HasSuffix(second, "(pass this as \"session\" on every later call in this task)") {
+		t.Fatalf("the second open_page: %q", second)
 	}
 }

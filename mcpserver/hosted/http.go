@@ -32,6 +32,7 @@ const (
 	// TokenInfo.Extra keys of an authenticated connection.
 	tokenInfoKey  = "apiKey"
 	tokenInfoName = "name"
+	tokenInfoUses = "appUses" // connUses: what the holder chose, nil before a choice
 	// maxPeek bounds how much of a request body is read to find its id.
 	maxPeek = 1 << 20
 	// keyCacheFor is how long a checked key is trusted without asking
@@ -60,6 +61,7 @@ type HTTPOptions struct {
 // settings if they are not on yet.
 func (cl *Calls) Handler(srv *mcp.Server, opts HTTPOptions) http.Handler {
 	cl.Enable(Config{})
+	cl.closeAnywayOnce.Do(func() { srv.AddReceivingMiddleware(cl.closeAnyway) })
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
 	var inner http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del(rpcIDHeader)
@@ -159,5 +161,9 @@ func (k *keyCache) verify(ctx context.Context, token string, _ *http.Request) (*
 		k.seen[sum] = e
 		k.mu.Unlock()
 	}
-	return &auth.TokenInfo{UserID: e.info.ID, Extra: map[string]any{tokenInfoKey: token, tokenInfoName: e.info.Name}}, nil
+	extra := map[string]any{tokenInfoKey: token, tokenInfoName: e.info.Name}
+	if e.info.AppChosen {
+		extra[tokenInfoUses] = append([]string{}, e.info.AppUses...)
+	}
+	return &auth.TokenInfo{UserID: e.info.ID, Extra: extra}, nil
 }
