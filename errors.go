@@ -103,6 +103,12 @@ const (
 	CodeHandoffNotApplicable    Code = "handoff_not_applicable"
 	CodeChallengeScanIncomplete Code = "challenge_scan_incomplete"
 
+	// Residential egress (seed 004, issue 25): the upstream proxy the owner
+	// routes through is not answering (nothing went out), or it dropped a
+	// connection that was carrying a request.
+	CodeEgressUnavailable Code = "egress_unavailable"
+	CodeEgressLost        Code = "egress_lost"
+
 	// Payment integrations (issue 17): the frame encrypts the card in its own
 	// script before it leaves the browser, so no value can be substituted on
 	// the wire; mcpd refuses the fill before anything is typed.

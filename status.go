@@ -25,11 +25,11 @@ func HTTPStatus(code Code) int {
 		return 413 // Content Too Large
 	case CodeTooManyTunnels, CodeRateLimited, CodeTooManySessions:
 		return 429 // Too Many Requests
-	case CodeUpstream, CodeUpstreamTLS:
+	case CodeUpstream, CodeUpstreamTLS, CodeEgressLost:
 		return 502 // Bad Gateway
 	case CodeTimeout:
 		return 504 // Gateway Timeout
-	case CodeSealed, CodeAuditUnavailable:
+	case CodeSealed, CodeAuditUnavailable, CodeEgressUnavailable:
 		return 503 // Service Unavailable
 	case CodeInternal, CodeSubstitution:
 		return 500 // Internal Server Error

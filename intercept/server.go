@@ -46,6 +46,9 @@ type Config struct {
 	IdleTimeout       time.Duration // default 90s
 	UpstreamTimeout   time.Duration // default 60s (to response headers)
 	Resolver          Resolver      // default net.DefaultResolver
+	// UpstreamProxy, when set, carries every connection to a site
+	// (residential egress); destinations are vetted before it (P3).
+	UpstreamProxy *UpstreamProxy
 }
 
 // AuthGuard slows down guessing of proxy credentials: proxyd hands the
@@ -129,7 +132,7 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg: cfg, log: log, metrics: cfg.Metrics, ca: cfg.CA, broker: cfg.Broker,
-		dialer: &Dialer{UnsafeAllowPrivateRanges: cfg.UnsafeAllowPrivateRanges, Resolver: cfg.Resolver},
+		dialer: &Dialer{UnsafeAllowPrivateRanges: cfg.UnsafeAllowPrivateRanges, Resolver: cfg.Resolver, Upstream: cfg.UpstreamProxy},
 		live:   map[*tunnel]struct{}{},
 	}
 	s.scrubHit = s.metrics.scrub
