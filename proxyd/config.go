@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -142,6 +143,76 @@ type ListenConfig struct {
 type EgressConfig struct {
 	Mode  string   `yaml:"mode"` // "open" or "strict"
 	Allow []string `yaml:"allow"`
+	// UpstreamProxy routes every upstream connection through the owner's
+	// egress (a residential or corporate proxy): "http://host:port" (HTTP
+	// CONNECT) or "socks5://host:port"; empty: direct. Destinations are
+	// still classified (P3) before the proxy is asked for them. Needs a
+	// restart.
+	UpstreamProxy string `yaml:"upstream_proxy"`
+	// UpstreamProxyCredentialsFile holds "user:password" for the upstream
+	// proxy (one line, mode 0600); never in the config itself, never logged.
+	UpstreamProxyCredentialsFile string `yaml:"upstream_proxy_credentials_file"`
+}
+
+// upstreamProxy reads the egress proxy of the config (nil: direct). The
+// credentials come from their file, which must be the owner's alone.
+func (e EgressConfig) upstreamProxy() (*intercept.UpstreamProxy, error) {
+	if e.UpstreamProxy == "" {
+		return nil, nil
+	}
+	scheme, addr, err := parseUpstreamProxy(e.UpstreamProxy)
+	if err != nil {
+		return nil, err
+	}
+	up := &intercept.UpstreamProxy{Scheme: scheme, Addr: addr}
+	if f := expandHome(e.UpstreamProxyCredentialsFile); f != "" {
+		st, err := os.Stat(f)
+		if err != nil {
+			return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "config: egress.upstream_proxy_credentials_file: cannot read %s: create it with one line user:password, mode 0600", f)
+		}
+		if st.Mode().Perm()&0o077 != 0 {
+			return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "config: egress.upstream_proxy_credentials_file: %s is readable by others (mode %o): chmod 600 it", f, st.Mode().Perm())
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "config: egress.upstream_proxy_credentials_file: cannot read %s", f)
+		}
+		user, pass, ok := strings.Cut(strings.TrimRight(string(b), "\r\n"), ":")
+		if !ok || user == "" || strings.ContainsAny(user+pass, "\r\n") {
+			return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "config: egress.upstream_proxy_credentials_file: %s must hold one line user:password", f)
+		}
+		up.Username, up.Password = user, pass
+	}
+	return up, nil
+}
+
+// parseUpstreamProxy checks an egress proxy URL: http or socks5, a host and
+// a port, nothing else (credentials go in their own file).
+func parseUpstreamProxy(raw string) (scheme, addr string, err error) {
+	bad := func(why string) (string, string, error) {
+		return "", "", agentvault.Errorf(agentvault.CodeInvalidInput, "config: egress.upstream_proxy: %s (want http://host:port or socks5://host:port)", why)
+	}
+	u, perr := url.Parse(raw)
+	if perr != nil {
+		return bad("not a URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "socks5" {
+		return bad("scheme " + strconv.Quote(u.Scheme) + " is not http or socks5")
+	}
+	if u.User != nil {
+		return bad("credentials do not belong in the URL: put user:password in upstream_proxy_credentials_file")
+	}
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return bad("a path, query or fragment is not allowed")
+	}
+	host, port, serr := net.SplitHostPort(u.Host)
+	if serr != nil || host == "" || port == "" {
+		return bad("host and port are required")
+	}
+	if n, aerr := strconv.Atoi(port); aerr != nil || n < 1 || n > 65535 {
+		return bad("port " + strconv.Quote(port) + " is not a port")
+	}
+	return u.Scheme, u.Host, nil
 }
 
 // LimitsConfig are the P14 limits.
@@ -293,6 +364,13 @@ func (c *Config) Validate() error {
 		if _, err := intercept.NormalizeDestination(h, 443); err != nil {
 			return bad("egress.allow: %q is not a host name", h)
 		}
+	}
+	if c.Egress.UpstreamProxy != "" {
+		if _, _, err := parseUpstreamProxy(c.Egress.UpstreamProxy); err != nil {
+			return err
+		}
+	} else if c.Egress.UpstreamProxyCredentialsFile != "" {
+		return bad("egress.upstream_proxy_credentials_file is set without egress.upstream_proxy")
 	}
 	if !c.Policy.OwnerRules {
 		return bad("policy.owner_rules cannot be turned off: every fill is decided by the owner's rules (deny by default)")

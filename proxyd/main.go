@@ -291,9 +291,17 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	if err := m.openBotAuth(ctx); err != nil {
 		return err
 	}
+	upstreamProxy, err := m.Config.Egress.upstreamProxy()
+	if err != nil {
+		return err
+	}
+	if upstreamProxy != nil {
+		m.Logger.Info("upstream connections go through the owner's egress proxy", slog.Any("upstream_proxy", upstreamProxy))
+	}
 	m.Server, err = intercept.NewServer(intercept.Config{
 		CA: m.CA, Broker: m.Broker, Logger: m.Logger, Metrics: m.Metrics, Signer: m.botAuthSigner(),
 		UnsafeAllowPrivateRanges: m.Config.UnsafeAllowPrivateRanges,
+		UpstreamProxy:            upstreamProxy,
 		Resolver:                 resolver,
 		ExtraRoots:               roots,
 		AuthGuard:                proxyAuthGuard(m.Config),
