@@ -4,8 +4,9 @@
 // sessions the owner ended there until mcpd is told, and what the holder
 // chose each connection (API key) may use there (Choose). It lives in memory: a
 // restart of either daemon forgets it, as it forgets the sessions
-// themselves (a proxyd restart forgets the choices as well: every connection
-// is then refused until the holder chooses again). It reaches the proxy sessions only through the Sessions
+// themselves, except the choices, which a ChoiceStore keeps when the wiring
+// gives one (proxyd: a sealed vault blob), so a restart does not refuse every
+// connection until the holder chooses again. It reaches the proxy sessions only through the Sessions
 // interface its wiring (proxyd, over the broker) gives it, and imports the
 // control API's wire types and nothing of the owner's side or the vault.
 package apps
@@ -60,6 +61,38 @@ type Registry struct {
 	// uses is what the holder chose each key may use on the hosted
 	// server, by key id (Choose); a key with no entry has no choice yet.
 	uses map[string][]string
+	// store keeps the choices across restarts (nil: memory only).
+	store ChoiceStore
+}
+
+// ChoiceStore keeps the holder's choices (key id → uses) durably. Save
+// writes the whole set; Load returns what was saved (empty when nothing).
+type ChoiceStore interface {
+	Load(ctx context.Context) (map[string][]string, error)
+	Save(ctx context.Context, uses map[string][]string) error
+}
+
+// KeepChoices loads the saved choices and keeps every later Choose in st.
+// A store that cannot be read is an error: the wiring must not start with
+// the holder's choices silently forgotten.
+func (a *Registry) KeepChoices(ctx context.Context, st ChoiceStore) error {
+	saved, err := st.Load(ctx)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k, u := range saved {
+		var kept []string
+		for _, x := range control.AppUses {
+			if slices.Contains(u, x) {
+				kept = append(kept, x)
+			}
+		}
+		a.uses[k] = kept
+	}
+	a.store = st
+	return nil
 }
 
 type entry struct {
@@ -188,8 +221,19 @@ func (a *Registry) Choose(keyID string, uses []string) error {
 		}
 	}
 	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.store != nil {
+		next := make(map[string][]string, len(a.uses)+1)
+		for k, u := range a.uses {
+			next[k] = u
+		}
+		next[keyID] = kept
+		// Saved first: a choice the store refused is not in effect either.
+		if err := a.store.Save(context.Background(), next); err != nil {
+			return agentvault.Wrap(agentvault.CodeInternal, err, "the choice could not be saved; nothing changed: try again")
+		}
+	}
 	a.uses[keyID] = kept
-	a.mu.Unlock()
 	return nil
 }
 

@@ -2,6 +2,8 @@ package proxyd
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"sync"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/agentvault/agentvault/broker"
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/owner/dashboard"
+	"github.com/agentvault/agentvault/vault"
 )
 
 var _ dashboard.Apps = (*apps.Registry)(nil)
@@ -47,6 +50,39 @@ func (m *Main) appRegistry() *apps.Registry {
 		m.apps = apps.New(brokerSessions{m.Broker}, m.Now)
 	}
 	return m.apps
+}
+
+// appChoicesBlob is the vault blob holding the holder's Connected apps
+// choices (apps.ChoiceStore), sealed like the owner's delegation.
+const appChoicesBlob = "apps.choices"
+
+// vaultChoices keeps the Connected apps choices in a sealed vault blob.
+type vaultChoices struct {
+	open func(ctx context.Context, name string) ([]byte, error)
+	seal func(ctx context.Context, name string, data []byte) error
+}
+
+func (v vaultChoices) Load(ctx context.Context) (map[string][]string, error) {
+	b, err := v.open(ctx, appChoicesBlob)
+	if errors.Is(err, vault.ErrNotFound) {
+		return map[string][]string{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	m := map[string][]string{}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "the Connected apps choices in the vault do not parse")
+	}
+	return m, nil
+}
+
+func (v vaultChoices) Save(ctx context.Context, uses map[string][]string) error {
+	b, err := json.Marshal(uses)
+	if err != nil {
+		return err
+	}
+	return v.seal(ctx, appChoicesBlob, b)
 }
 
 // brokerSessions gives the app registry the broker's proxy sessions.

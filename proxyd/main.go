@@ -282,6 +282,12 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	m.Broker.OnClose(func(*broker.Session) { m.daemonMetrics.sessions.Dec() })
 	m.endedReports = newEndedReports(m.Now)
 	m.Broker.OnClose(func(s *broker.Session) { m.endedReports.add(s.ID, s.Key.ID, s.Report()) })
+	// The holder's Connected apps choices outlive a restart (a sealed
+	// blob): without them every hosted connection would be refused until
+	// the holder chose again.
+	if err := m.appRegistry().KeepChoices(ctx, vaultChoices{open: v.OpenBlob, seal: v.SealBlob}); err != nil {
+		return err
+	}
 	var resolver intercept.Resolver = net.DefaultResolver
 	if len(m.Config.UnsafeTestHosts) > 0 {
 		resolver = testHostsResolver(m.Config.UnsafeTestHosts)
