@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"time"
 
 	agentvault "github.com/agentvault/agentvault"
@@ -471,11 +470,11 @@ func (s *Store) ExpireApprovals(ctx context.Context, now time.Time) ([]owner.App
 // card's running totals and the entry written inside one IMMEDIATE
 // transaction (the store's _txlock), so two processes or connections
 // racing for the last of a cap are serialised by SQLite's write lock and
-// only one wins (P18). Within this process, reservations waiting at the
-// same moment share that transaction and its fsync (group commit, as the
-// audit does): each is checked in turn against the totals the ones before
-// it left, and each caller returns only after the commit holding its
-// entry returned. If ctx ends first Reserve fails, and the entry may still
+// only one wins (P18). Within this process, reservations and audit records
+// waiting at the same moment share that transaction and its fsync (group
+// commit, store.go's durable writer): each reservation is checked in turn
+// against the totals the ones before it left, and each caller returns only
+// after the commit holding its entry returned. If ctx ends first Reserve fails, and the entry may still
 // be committed: the authorization then fails while its amount counts, and
 // an authorize retried with the same id finds it counted once (P20).
 func (s *Store) Reserve(ctx context.Context, r policy.Reservation) error {
@@ -488,48 +487,11 @@ func (s *Store) Reserve(ctx context.Context, r policy.Reservation) error {
 	if r.Amount.Minor < 0 {
 		return agentvault.Errorf(agentvault.CodeAmountUnknown, "negative amount")
 	}
-	if s.noGroupCommit || s.h == nil || s.h.ledger == nil {
-		refusals, err := s.commitReservations(ctx, []policy.Reservation{r})
-		if err != nil {
-			return err
-		}
-		return refusals[0]
-	}
-	refusal, err := s.h.ledger.Do(ctx, r)
+	res, err := s.durableDo(ctx, durableOp{resv: &r})
 	if err != nil {
 		return dbErr(err, "reserve spending")
 	}
-	return refusal
-}
-
-// maxLedgerBatch bounds the reservations of one group commit.
-const maxLedgerBatch = 256
-
-// commitReservations writes rs in one transaction, in order, and returns
-// each one's refusal (a cap it would break, an id reused for another
-// purchase) or nil. A refused reservation writes nothing and does not stop
-// the others; any other error fails them all (groupcommit then retries
-// each alone).
-func (s *Store) commitReservations(ctx context.Context, rs []policy.Reservation) ([]error, error) {
-	refusals := make([]error, len(rs))
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		for i, r := range rs {
-			err := s.reserveIn(ctx, tx, r)
-			var ae *agentvault.Error
-			if errors.As(err, &ae) {
-				refusals[i] = err
-				continue
-			}
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, dbErr(err, "reserve spending")
-	}
-	return refusals, nil
+	return res.refusal
 }
 
 const (

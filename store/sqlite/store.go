@@ -39,13 +39,15 @@ type handle struct {
 	file os.FileInfo // identity (device and inode) of the database file
 	db   *sql.DB
 	refs int
-	// audit is the file's one audit writer: concurrent AppendAudit calls
-	// share one transaction and one fsync (group commit, see AppendAudit).
-	audit *groupcommit.Writer[vault.AuditRecord, int64]
-	// ledger is the file's one reservation writer: concurrent Reserve
-	// calls share one transaction and one fsync the same way (owner.go).
-	ledger *groupcommit.Writer[policy.Reservation, error]
-	stmts  stmtCache
+	// durable is the file's one writer of the records a caller may act on
+	// only once they are on disk: audit records (AppendAudit, P12) and
+	// spending reservations (Reserve, owner.go, P18). Whatever of both
+	// waits at one moment shares one IMMEDIATE transaction and one fsync
+	// (group commit): a purchase's authorize and another's release commit
+	// together, and no second writer of this process waits on SQLite's
+	// write lock behind the first.
+	durable *groupcommit.Writer[durableOp, durableResult]
+	stmts   stmtCache
 	// cache holds the owner state and items purchases re-read, valid for
 	// one version of the file (readcache.go).
 	cache readCache
@@ -154,8 +156,7 @@ func Open(path string) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	s.h.audit = groupcommit.New(s.commitAudit, maxAuditBatch)
-	s.h.ledger = groupcommit.New(s.commitReservations, maxLedgerBatch)
+	s.h.durable = groupcommit.New(s.commitDurable, maxDurableBatch)
 	handles.open = append(handles.open, s.h)
 	return s, nil
 }
@@ -216,8 +217,7 @@ func (s *Store) Close() error {
 			return
 		}
 		handles.open = slices.DeleteFunc(handles.open, func(h *handle) bool { return h == s.h })
-		s.h.audit.Close()
-		s.h.ledger.Close()
+		s.h.durable.Close()
 		s.h.stmts.close()
 		s.err = s.db.Close()
 	})
@@ -515,63 +515,106 @@ RETURNING last`, org, string(kind)).Scan(&n)
 	return n, dbErr(err, "next label")
 }
 
-// maxAuditBatch bounds the records of one group commit.
-const maxAuditBatch = 256
+// maxDurableBatch bounds the records (audit and reservations) of one
+// group commit.
+const maxDurableBatch = 256
+
+// durableOp is one record for the durable writer: an audit record or a
+// reservation (exactly one is set).
+type durableOp struct {
+	audit *vault.AuditRecord
+	resv  *policy.Reservation
+}
+
+// durableResult is one record's answer: an audit record's seq, or a
+// reservation's refusal (nil: counted).
+type durableResult struct {
+	seq     int64
+	refusal error
+}
+
+// durableDo commits op through the file's durable writer (group commit),
+// or alone in its own transaction (the benchmarks' baseline).
+func (s *Store) durableDo(ctx context.Context, op durableOp) (durableResult, error) {
+	if s.noGroupCommit || s.h == nil || s.h.durable == nil {
+		rs, err := s.commitDurable(ctx, []durableOp{op})
+		if err != nil {
+			return durableResult{}, err
+		}
+		return rs[0], nil
+	}
+	return s.h.durable.Do(ctx, op)
+}
 
 // AppendAudit implements vault.AuditStore with group commit: the record
-// joins every other record waiting at that moment, one writer goroutine
-// inserts them in one IMMEDIATE transaction, and each caller returns its
-// own seq only after that transaction committed (synchronous=FULL: the
-// WAL is fsynced). One fsync serves many releases, and a release still
-// never leaves before its record is durable (P12).
+// joins every other record waiting at that moment (audit records and
+// reservations), one writer goroutine inserts them in one IMMEDIATE
+// transaction, and each caller returns its own seq only after that
+// transaction committed (synchronous=FULL: the WAL is fsynced). One fsync
+// serves many releases, and a release still never leaves before its record
+// is durable (P12).
 func (s *Store) AppendAudit(ctx context.Context, r vault.AuditRecord) (int64, error) {
-	if s.noGroupCommit || s.h == nil || s.h.audit == nil {
-		seqs, err := s.commitAudit(ctx, []vault.AuditRecord{r})
-		if err != nil {
-			return 0, err
-		}
-		return seqs[0], nil
+	res, err := s.durableDo(ctx, durableOp{audit: &r})
+	if err != nil {
+		return 0, dbErr(err, "append audit")
 	}
-	seq, err := s.h.audit.Do(ctx, r)
-	return seq, dbErr(err, "append audit")
+	return res.seq, nil
 }
 
-// AuditCommits reports how many audit group commits ran on this file in
-// this process and how many records they held (for metrics and benchmarks).
+// AuditCommits reports how many group commits of the durable writer ran on
+// this file in this process and how many records (audit records and
+// reservations) they held (for metrics and benchmarks).
 func (s *Store) AuditCommits() (commits, records int64) {
-	if s.h == nil || s.h.audit == nil {
+	if s.h == nil || s.h.durable == nil {
 		return 0, 0
 	}
-	return s.h.audit.Stats()
+	return s.h.durable.Stats()
 }
 
-// commitAudit inserts records in one transaction, in order: their seqs
-// increase in the order the callers were taken.
-func (s *Store) commitAudit(ctx context.Context, recs []vault.AuditRecord) ([]int64, error) {
-	seqs := make([]int64, 0, len(recs))
+// commitDurable writes ops in one transaction, in order: audit seqs
+// increase in the order the callers were taken, and each reservation is
+// checked against the totals the ones before it left. A refused
+// reservation writes nothing and does not stop the others; any other error
+// fails them all (groupcommit then retries each alone).
+func (s *Store) commitDurable(ctx context.Context, ops []durableOp) ([]durableResult, error) {
+	out := make([]durableResult, len(ops))
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		stmt, err := s.txStmt(ctx, tx, qAuditPut)
-		if err != nil {
-			return err
-		}
-		for _, r := range recs {
-			res, err := stmt.ExecContext(ctx, nanos(r.Time), r.Action, r.Org, r.ItemID, string(r.Kind), string(r.Field),
+		var put *sql.Stmt
+		for i, op := range ops {
+			if op.resv != nil {
+				err := s.reserveIn(ctx, tx, *op.resv)
+				var ae *agentvault.Error
+				if errors.As(err, &ae) {
+					out[i].refusal = err
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			if put == nil {
+				var err error
+				if put, err = s.txStmt(ctx, tx, qAuditPut); err != nil {
+					return err
+				}
+			}
+			r := op.audit
+			res, err := put.ExecContext(ctx, nanos(r.Time), r.Action, r.Org, r.ItemID, string(r.Kind), string(r.Field),
 				r.Destination, r.Session, r.Actor, r.Purpose, r.ValueHMAC)
 			if err != nil {
 				return err
 			}
-			seq, err := res.LastInsertId()
-			if err != nil {
+			if out[i].seq, err = res.LastInsertId(); err != nil {
 				return err
 			}
-			seqs = append(seqs, seq)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, dbErr(err, "append audit")
+		return nil, err
 	}
-	return seqs, nil
+	return out, nil
 }
 
 // QueryAudit implements vault.AuditStore.
