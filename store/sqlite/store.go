@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -47,7 +49,11 @@ type handle struct {
 	// together, and no second writer of this process waits on SQLite's
 	// write lock behind the first.
 	durable *groupcommit.Writer[durableOp, durableResult]
-	stmts   stmtCache
+	// wconn is the durable writer's own connection (only its goroutine
+	// uses it), and wsync the synchronous level it was last set to.
+	wconn *sql.Conn
+	wsync int
+	stmts stmtCache
 	// cache holds the owner state and items purchases re-read, valid for
 	// one version of the file (readcache.go).
 	cache readCache
@@ -75,7 +81,12 @@ var handles struct {
 //     the next checkpoint, so after a power cut or an OS crash the last
 //     commits can roll back. An audit record written before a value went
 //     upstream, a ledger entry and a decided approval must survive that
-//     too (P12, P18, P22), so every commit fsyncs the WAL.
+//     too (P12, P18, P22), so every commit fsyncs the WAL. One exception,
+//     on the durable writer's own connection (commitDurable): a group
+//     commit holding only reservations, none of which lets a value leave
+//     by itself, is written at NORMAL; the commit of the audit record that
+//     must precede the value's release is FULL, and its fsync of the WAL
+//     makes every reservation written before it durable too.
 //   - busy_timeout: another process (the owner CLI, a second proxyd
 //     replica) holding the write lock makes writers wait, not fail.
 //   - foreign keys on; IMMEDIATE write transactions (no deadlocked
@@ -156,7 +167,7 @@ func Open(path string) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	s.h.durable = groupcommit.New(s.commitDurable, maxDurableBatch)
+	s.h.durable = groupcommit.New(s.commitDurableOnWriter, maxDurableBatch)
 	handles.open = append(handles.open, s.h)
 	return s, nil
 }
@@ -218,6 +229,7 @@ func (s *Store) Close() error {
 		}
 		handles.open = slices.DeleteFunc(handles.open, func(h *handle) bool { return h == s.h })
 		s.h.durable.Close()
+		s.h.dropWriterConn()
 		s.h.stmts.close()
 		s.err = s.db.Close()
 	})
@@ -577,8 +589,83 @@ func (s *Store) AuditCommits() (commits, records int64) {
 // reservation writes nothing and does not stop the others; any other error
 // fails them all (groupcommit then retries each alone).
 func (s *Store) commitDurable(ctx context.Context, ops []durableOp) ([]durableResult, error) {
+	return s.commitDurableIn(ctx, ops, s.tx)
+}
+
+// syncNormal is PRAGMA synchronous's NORMAL.
+const syncNormal = 1
+
+// commitDurableOnWriter is commitDurable on the writer goroutine's own
+// connection, at the synchronous level the batch needs. A batch holding an
+// audit record commits at FULL: the record is on disk before its caller
+// returns, and the value it audits leaves only then (P12). A batch of
+// reservations alone commits at NORMAL, which in WAL mode writes the WAL
+// but does not fsync it: a kill -9 loses nothing (the written pages are
+// the kernel's), and an OS crash can lose only reservations no value left
+// under since. A reservation lets nothing leave by itself (the broker's
+// release of the card comes later, and audits it first), and the WAL is
+// one file appended in order, so the FULL commit of that release's audit
+// record fsyncs every reservation written before it (P18: the card goes
+// out only with its reservation durable). A grant whose reservation an
+// OS crash took back is gone with it (after a crash proxyd counts every
+// one-purchase grant used), so no card can leave against a lost
+// reservation. Checkpoints still fsync at NORMAL.
+func (s *Store) commitDurableOnWriter(ctx context.Context, ops []durableOp) ([]durableResult, error) {
+	h := s.h
+	if h.wconn == nil {
+		c, err := s.db.Conn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		h.wconn, h.wsync = c, syncFull
+	}
+	level := syncNormal
+	for _, op := range ops {
+		if op.audit != nil {
+			level = syncFull
+			break
+		}
+	}
+	if level != h.wsync {
+		if _, err := h.wconn.ExecContext(ctx, `PRAGMA synchronous = `+strconv.Itoa(level)); err != nil {
+			h.dropWriterConn()
+			return nil, err
+		}
+		h.wsync = level
+	}
+	out, err := s.commitDurableIn(ctx, ops, func(ctx context.Context, fn func(*sql.Tx) error) error {
+		tx, err := h.wconn.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if err := fn(tx); err != nil {
+			tx.Rollback()
+			return err
+		}
+		return tx.Commit()
+	})
+	if err != nil {
+		// Whatever state the connection is in, the next batch gets a new one.
+		h.dropWriterConn()
+	}
+	return out, err
+}
+
+// dropWriterConn discards the writer's connection: closed, never handed
+// back to the pool, where another writer could find it at NORMAL.
+func (h *handle) dropWriterConn() {
+	if h.wconn == nil {
+		return
+	}
+	_ = h.wconn.Raw(func(any) error { return driver.ErrBadConn })
+	_ = h.wconn.Close()
+	h.wconn = nil
+}
+
+// commitDurableIn is commitDurable's body, in a transaction that inTx runs.
+func (s *Store) commitDurableIn(ctx context.Context, ops []durableOp, inTx func(context.Context, func(*sql.Tx) error) error) ([]durableResult, error) {
 	out := make([]durableResult, len(ops))
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	err := inTx(ctx, func(tx *sql.Tx) error {
 		var put *sql.Stmt
 		for i, op := range ops {
 			if op.resv != nil {
