@@ -496,7 +496,7 @@ func (s *Store) Reserve(ctx context.Context, r policy.Reservation) error {
 
 const (
 	qLedgerEntry = `SELECT card_id, currency, minor FROM ledger WHERE id = ?`
-	qLedgerPut   = `INSERT INTO ledger (id, card_id, day, month, currency, minor, created) VALUES (?, ?, ?, ?, ?, ?, ?)`
+	qLedgerPut   = `INSERT INTO ledger (id, card_id, day, month, currency, minor, created) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
 	// qSpent reads the running totals (migration 90) of a card's day and
 	// month in one currency; a period with no entry yet reads 0.
 	qSpent = `SELECT coalesce(sum(CASE WHEN period = ?3 THEN minor END), 0), coalesce(sum(CASE WHEN period = ?4 THEN minor END), 0)
@@ -504,24 +504,13 @@ FROM ledger_totals WHERE card_id = ?1 AND currency = ?2 AND period IN (?3, ?4)`
 )
 
 // reserveIn checks r against the caps and writes it in tx. It returns a
-// coded error (and writes nothing) when r is refused.
+// coded error (and writes nothing) when r is refused. The usual
+// reservation is new: its totals are read, the caps checked and the entry
+// inserted, two statements. The entry's id is looked up only when the
+// insert found it taken or the caps refused: the same authorization again
+// is counted once and never refused (P20), another purchase under the same
+// id is a conflict.
 func (s *Store) reserveIn(ctx context.Context, tx *sql.Tx, r policy.Reservation) error {
-	get, err := s.txStmt(ctx, tx, qLedgerEntry)
-	if err != nil {
-		return err
-	}
-	var card, cur string
-	var minor int64
-	err = get.QueryRowContext(ctx, r.ID).Scan(&card, &cur, &minor)
-	if err == nil {
-		if card != r.CardID || cur != r.Amount.Currency || minor != r.Amount.Minor {
-			return agentvault.Errorf(agentvault.CodeConflict, "reservation id reused for another purchase")
-		}
-		return nil // the same authorization again: counted once (P20)
-	}
-	if err != sql.ErrNoRows {
-		return err
-	}
 	sp, err := s.txStmt(ctx, tx, qSpent)
 	if err != nil {
 		return err
@@ -530,15 +519,48 @@ func (s *Store) reserveIn(ctx context.Context, tx *sql.Tx, r policy.Reservation)
 	if err != nil {
 		return err
 	}
-	if err := policy.CheckCaps(r.Amount, today, month, r.Caps); err != nil {
-		return err
+	if capErr := policy.CheckCaps(r.Amount, today, month, r.Caps); capErr != nil {
+		if same, err := s.reservedIn(ctx, tx, r); err != nil || same {
+			return err
+		}
+		return capErr
 	}
 	put, err := s.txStmt(ctx, tx, qLedgerPut)
 	if err != nil {
 		return err
 	}
-	_, err = put.ExecContext(ctx, r.ID, r.CardID, r.Day, r.Month, r.Amount.Currency, r.Amount.Minor, time.Now().UnixNano())
+	res, err := put.ExecContext(ctx, r.ID, r.CardID, r.Day, r.Month, r.Amount.Currency, r.Amount.Minor, time.Now().UnixNano())
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 1 {
+		return err
+	}
+	_, err = s.reservedIn(ctx, tx, r) // the id was taken
 	return err
+}
+
+// reservedIn reports whether r's id is already in the ledger for the same
+// purchase (card, currency, amount); the id held by another purchase is a
+// coded conflict.
+func (s *Store) reservedIn(ctx context.Context, tx *sql.Tx, r policy.Reservation) (bool, error) {
+	get, err := s.txStmt(ctx, tx, qLedgerEntry)
+	if err != nil {
+		return false, err
+	}
+	var card, cur string
+	var minor int64
+	err = get.QueryRowContext(ctx, r.ID).Scan(&card, &cur, &minor)
+	if err == sql.ErrNoRows {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if card != r.CardID || cur != r.Amount.Currency || minor != r.Amount.Minor {
+		return false, agentvault.Errorf(agentvault.CodeConflict, "reservation id reused for another purchase")
+	}
+	return true, nil
 }
 
 func spent(ctx context.Context, q *sql.Stmt, cardID, day, month, cur string) (policy.Amount, policy.Amount, error) {
