@@ -21,15 +21,26 @@ const wholeFieldLen = 7
 // base64 view of it holds one of them or a token's "av_" in any case
 // (rewrite.Base64Fragments): a text without any is not decoded.
 type requestMatch struct {
-	m, long, b64 *tokens.Matcher
-	pats         []reqPattern
+	m, long *tokens.Matcher
+	pats    []reqPattern
+	// b64 is built on first use (a large body): a purchase's every
+	// authorize renews its grant and so gives the session a new
+	// requestMatch, and most requests carry no large body.
+	b64      *tokens.Matcher
+	b64Once  sync.Once
+	longVals []tokens.Pattern // what long was built from
 }
 
 // mayHideBase64 is the hidden-value check's mayHide (rewrite.EachEncodedViewIf):
 // false only when no base64 view of b can hold a token's shape or a long
 // value (containsTokenShape needs "av_", in any case).
 func (rm *requestMatch) mayHideBase64(b []byte) bool {
-	return rm.b64 == nil || rm.b64.Contains(b)
+	rm.b64Once.Do(func() {
+		if rm.b64 == nil {
+			rm.b64 = base64Prefilter(rm.longVals)
+		}
+	})
+	return rm.b64.Contains(b)
 }
 
 // base64Prefilter is requestMatch.b64 for the long values long: the
@@ -114,7 +125,7 @@ func newRequestMatch(grants []*broker.Grant) *requestMatch {
 			}
 		}
 	}
-	rm.m, rm.long, rm.b64 = tokens.NewMatcher(pats), tokens.NewMatcher(long), base64Prefilter(long)
+	rm.m, rm.long, rm.longVals = tokens.NewMatcher(pats), tokens.NewMatcher(long), long
 	return rm
 }
 

@@ -247,9 +247,10 @@ func hiddenClean(rm *requestMatch, views [][]byte) bool {
 			joinBufs.Put(jp)
 		}
 	}()
-	// A text none of whose base64 views can hold a value (no fragment of
-	// one in it, rm.mayHideBase64) is not decoded as base64: for a large
-	// body without one, the check is a scan or two, not five.
+	// A large text none of whose base64 views can hold a value (no
+	// fragment of one in it, rm.mayHideBase64) is not decoded as base64:
+	// the check is a scan or two, not five. A small one is decoded: that
+	// costs less than the prefilter's matcher.
 	for _, v := range views {
 		if len(v) > joinViewMax {
 			if !clean(v) || !rewrite.EachEncodedViewIf(v, rm.mayHideBase64, clean) {
@@ -258,7 +259,7 @@ func hiddenClean(rm *requestMatch, views [][]byte) bool {
 			continue
 		}
 		j = append(append(j, v...), '\n')
-		rewrite.EachEncodedViewIf(v, rm.mayHideBase64, func(p []byte) bool {
+		rewrite.EachEncodedView(v, func(p []byte) bool {
 			j = append(append(j, p...), '\n')
 			return true
 		})
