@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/agentvault/agentvault"
@@ -312,4 +313,26 @@ func TestP9_HiddenValuesLargeBodyBase64(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBase64PrefilterBuiltOnceUnderConcurrency: requests of one session
+// sharing its matcher build the prefilter once, whoever comes first, and
+// all get its answer (run with -race).
+func TestBase64PrefilterBuiltOnceUnderConcurrency(t *testing.T) {
+	_, vals := hiddenTestMatch()
+	var long []tokens.Pattern
+	for _, v := range vals {
+		long = append(long, tokens.Pattern{Value: []byte(v)})
+	}
+	rm := &requestMatch{longVals: long}
+	hidden := []byte("xx" + base64.StdEncoding.EncodeToString([]byte("zz4242420000004242")) + "xx")
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if !rm.mayHideBase64(hidden) || rm.mayHideBase64([]byte(strings.Repeat("x", 64))) {
+				t.Error("prefilter answer wrong under concurrency")
+			}
+		})
+	}
+	wg.Wait()
 }
