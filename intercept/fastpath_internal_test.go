@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -335,4 +336,30 @@ func TestBase64PrefilterBuiltOnceUnderConcurrency(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestBufConnLetsItsReaderGo: the peek reader in front of a tunnel's TLS
+// layer hands out what it holds, then is dropped, and reads go to the
+// connection (an idle tunnel keeps no 4 KiB buffer, P14).
+func TestBufConnLetsItsReaderGo(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	go func() { _, _ = a.Write([]byte("abc")) }()
+	br := bufio.NewReaderSize(b, 4096)
+	if _, err := br.Peek(3); err != nil {
+		t.Fatal(err)
+	}
+	c := &bufConn{Conn: b, r: br}
+	p := make([]byte, 8)
+	if n, err := c.Read(p); err != nil || string(p[:n]) != "abc" {
+		t.Fatalf("read %q, %v", p[:n], err)
+	}
+	go func() { _, _ = a.Write([]byte("de")) }()
+	if n, err := c.Read(p); err != nil || string(p[:n]) != "de" {
+		t.Fatalf("read %q, %v", p[:n], err)
+	}
+	if c.r != nil {
+		t.Fatal("the drained reader is still held")
+	}
 }
