@@ -140,3 +140,28 @@ func TestLiveCVVFromSessionMemory(t *testing.T) {
 		t.Fatal("live value accepted for a closed session")
 	}
 }
+
+// TestServedCountsConnectsAndRequests: Served moves with every CONNECT and
+// every request inside a tunnel, and stands still while nothing comes
+// (proxyd reads that as idle and gives memory back).
+func TestServedCountsConnectsAndRequests(t *testing.T) {
+	e := startProxy(t, nil)
+	up := startUpstream(t, e.upCA, nil)
+	s, pw := e.session()
+	before := e.srv.Served()
+	c := e.client(s, pw, false)
+	for range 3 {
+		resp, err := c.Get(hostURL(up, "shop.test", "/hello"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, resp.Body)
+		resp.Body.Close()
+	}
+	if got := e.srv.Served() - before; got != 4 { // one CONNECT (keep-alive), three requests
+		t.Fatalf("Served moved by %d, want 4", got)
+	}
+	if e.srv.Served() != before+4 {
+		t.Fatal("Served moved with nothing served")
+	}
+}

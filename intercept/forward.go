@@ -103,6 +103,7 @@ type outcome struct {
 // Close so the HTTP/1.1 loop drops the connection (P8).
 func (s *Server) handle(t *tunnel, req *http.Request, proto string) *http.Response {
 	start := time.Now()
+	s.served.Add(1)
 	ctx := req.Context()
 	oc := outcome{decision: DecisionForwarded}
 	resp, err := s.forward(ctx, t, req, proto, &oc)

@@ -79,6 +79,7 @@ type Server struct {
 	egressMu sync.RWMutex
 	tunnels  atomic.Int64
 	closing  atomic.Bool
+	served   atomic.Uint64 // CONNECTs and requests taken (Served)
 	mu       sync.Mutex
 	live     map[*tunnel]struct{}
 	tunnelWG sync.WaitGroup
@@ -232,3 +233,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // UpstreamTransport is the proxy's upstream transport (for tests).
 func (s *Server) UpstreamTransport() *http.Transport { return s.upstream }
+
+// Served counts the CONNECTs and the requests inside tunnels the proxy has
+// taken since it started: a caller that sees it stand still knows the
+// proxy idled in between (proxyd then gives memory back to the system).
+func (s *Server) Served() uint64 { return s.served.Load() }

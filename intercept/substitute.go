@@ -247,9 +247,13 @@ func hiddenClean(rm *requestMatch, views [][]byte) bool {
 			joinBufs.Put(jp)
 		}
 	}()
+	// A large text none of whose base64 views can hold a value (no
+	// fragment of one in it, rm.mayHideBase64) is not decoded as base64:
+	// the check is a scan or two, not five. A small one is decoded: that
+	// costs less than the prefilter's matcher.
 	for _, v := range views {
 		if len(v) > joinViewMax {
-			if !clean(v) || !rewrite.EachEncodedView(v, clean) {
+			if !clean(v) || !rewrite.EachEncodedViewIf(v, rm.mayHideBase64, clean) {
 				return false
 			}
 			continue

@@ -141,6 +141,10 @@ func (m *Main) pendingCount(ctx context.Context) (int, error) {
 	return len(ps), err
 }
 
+// idleTrimEvery is how many seconds without a proxy request proxyd waits
+// before it gives memory back (and again after each as many).
+const idleTrimEvery = 30
+
 // NewMain returns a Main with the embedded defaults.
 func NewMain() *Main { return &Main{Config: DefaultConfig(), Stderr: os.Stderr} }
 
@@ -534,12 +538,25 @@ func (m *Main) Run(ctx context.Context) error {
 		// Idle and aged-out proxy sessions end within a second (P21).
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
+		// A proxy that took no CONNECT and no request for idleTrimEvery
+		// gives back what the last load left it (freed heap, the code it
+		// ran): the idle footprint after a load is the one after start-up.
+		var ticks int
+		served := m.Server.Served()
 		for {
 			select {
 			case <-sweepCtx.Done():
 				return
 			case <-t.C:
 				m.Broker.Sweep()
+				if ticks++; ticks%idleTrimEvery == 0 {
+					if now := m.Server.Served(); now == served {
+						debug.FreeOSMemory()
+						trimCodePages()
+					} else {
+						served = now
+					}
+				}
 			}
 		}
 	}()
