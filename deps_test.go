@@ -213,7 +213,7 @@ var domainImports = map[string][]string{
 	"redact":               {"."},
 	"control":              {".", "authz"},
 	"owner":                {".", "hostname", "policy", "vault"},
-	"owner/dashboard":      {".", "apps", "authz", "credentials", "handoff", "hostname", "owner", "policy", "recipes", "vault", "internal/cardcheck"},
+	"owner/dashboard":      {".", "apps", "authz", "control", "credentials", "handoff", "hostname", "owner", "policy", "recipes", "vault", "internal/cardcheck"},
 	"handoff":              {".", "control"},
 	"apps":                 {".", "control"},
 	"recipes":              {".", "hostname", "policy", "redact"},
