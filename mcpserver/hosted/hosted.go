@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -635,11 +634,6 @@ func (cl *Calls) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c
 			if earlier != nil {
 				res = withEarlier(res, earlier)
 			}
-			if started && tool == "open_page" && !res.IsError {
-				if line := cl.otherBrowsers(c, hs); line != "" {
-					res.Content = append(res.Content, &mcp.TextContent{Text: line})
-				}
-			}
 			ended := cl.leave(hs, !noTouch[tool])
 			res = withSession(cl.tools, res, hs.handle, ended)
 		}
@@ -654,40 +648,6 @@ func (cl *Calls) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c
 		done(res, true, weight)
 	}()
 	return cl.awaitFlight(ctx, c, f, cl.callDeadline(), true)
-}
-
-// otherBrowsers names the connection's open browsers besides hs, for a
-// hosted open_page that started a new one (seed 004, open_page), or "".
-func (cl *Calls) otherBrowsers(c *conn, hs *hsession) string {
-	c.mu.Lock()
-	var others []*hsession
-	for _, o := range c.live {
-		if o != hs {
-			others = append(others, o)
-		}
-	}
-	c.mu.Unlock()
-	var names []string
-	for _, o := range others {
-		if !o.ss.HasPage() {
-			continue
-		}
-		c.mu.Lock()
-		n, host := o.handle, o.pageHost
-		c.mu.Unlock()
-		if h, ok := o.ss.PageHost(); ok && h != "" {
-			host = h
-		}
-		if host != "" {
-			n += " (" + host + ")"
-		}
-		names = append(names, n)
-	}
-	if len(names) == 0 {
-		return ""
-	}
-	sort.Strings(names)
-	return fmt.Sprintf("This connection already has %d other open browser(s): %s. Pass one of those handles as `session` to reuse it, or close_session the ones you no longer need, rather than loading the site in several at once.", len(names), strings.Join(names, ", "))
 }
 
 // reachedKey marks, in a close_session call's context, whether the call

@@ -407,25 +407,3 @@ func TestSeed004_EndedSessionRecordLastsAnHourAndTheLast100(t *testing.T) {
 		t.Fatalf("61 minutes after its end: %q", txt)
 	}
 }
-
-// TestSeed004_HostedOpenPageNamesTheOtherOpenBrowsers: an open_page that
-// starts a new browser while the connection has others open names them
-// (before the session line, which stays last); the first one names none,
-// and another connection's browsers are not named.
-func TestSeed004_HostedOpenPageNamesTheOtherOpenBrowsers(t *testing.T) {
-	h := newFakeHarness(t)
-	first := h.call(t, keyA, 1, "open_page", nil, "")
-	one := handleIn(t, first)
-	if strings.Contains(first, "other open browser") {
-		t.Fatalf("the first open_page names others: %q", first)
-	}
-	handleIn(t, h.call(t, keyB, 2, "open_page", nil, ""))
-	second := h.call(t, keyA, 3, "open_page", nil, "")
-	two := handleIn(t, second)
-	want := "This connection already has 1 other open browser(s): " + one + " ("
-	_, others, _ := strings.Cut(second, want)
-	others, _, _ = strings.Cut(others, "\n")
-	if !strings.Contains(second, want) || strings.Contains(others, two) || !strings.HasSuffix(second, "(pass this as \"session\" on every later call in this task)") {
-		t.Fatalf("the second open_page: %q", second)
-	}
-}
