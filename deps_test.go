@@ -89,10 +89,11 @@ func TestLayeringRules(t *testing.T) {
 		"policy":            {goproxy, playwright, mcpSDK, sqliteDrv, pgx},
 		"redact":            {goproxy, playwright, mcpSDK, sqliteDrv, pgx},
 		"vault":             {goproxy, playwright, mcpSDK, sqliteDrv, pgx},
-		"broker":            {goproxy, playwright, mcpSDK, sqliteDrv, pgx, module + "/store/sqlite", module + "/intercept", module + "/owner"},
+		"broker":            {goproxy, playwright, mcpSDK, sqliteDrv, pgx, module + "/store/sqlite", module + "/intercept", module + "/owner", module + "/control"},
 		"control":           {goproxy, playwright, mcpSDK, sqliteDrv, pgx, module + "/store/sqlite"},
 		"browser":           {goproxy, mcpSDK, sqliteDrv, pgx, module + "/vault"},
 		"mcpserver":         {goproxy, sqliteDrv, pgx, module + "/store/sqlite", module + "/intercept"},
+		"mcpserver/hosted":  {goproxy, playwright, sqliteDrv, pgx, module + "/browser", module + "/vault", module + "/owner", module + "/intercept"},
 		"cmd/mcpd":          {goproxy, sqliteDrv, pgx, module + "/store/sqlite", module + "/intercept", module + "/owner"},
 		"intercept/rewrite": {goproxy, playwright, mcpSDK, sqliteDrv, pgx},
 		"owner":             {goproxy, playwright, mcpSDK, sqliteDrv, pgx, module + "/store/sqlite"},
@@ -167,6 +168,15 @@ func init() { domainImports["internal/cardcheck"] = []string{".", "vault"} }
 // server); nothing of the owner's side, so mcpd does not link it.
 func init() { domainImports["internal/webtls"] = []string{"."} }
 
+// internal/failguard: the one rule that slows down guessing (failed
+// attempts per client, doubling waits), the standard library only; the
+// dashboard's sign-in and proxyd's proxy listener use it.
+func init() {
+	domainImports["internal/failguard"] = []string{}
+	domainImports["owner/dashboard"] = append(domainImports["owner/dashboard"], "internal/failguard")
+	domainImports["proxyd"] = append(domainImports["proxyd"], "internal/failguard")
+}
+
 // internal/deploy: where a deployment's files and listeners are, for both
 // daemons; mcpd links it, so nothing of the owner's or the vault's side.
 func init() { domainImports["internal/deploy"] = []string{"."} }
@@ -182,6 +192,10 @@ func init() { domainImports["internal/httpsigtest"] = []string{} }
 // library only.
 func init() { domainImports["internal/leakcheck"] = []string{} }
 
+// internal/managedtest: test support (remote browsers and a double of the
+// managed providers' session APIs), no project package.
+func init() { domainImports["internal/managedtest"] = []string{} }
+
 // broker/sessionstoretest: the conformance suite of broker.SessionStore.
 func init() {
 	domainImports["broker/sessionstoretest"] = []string{".", "broker", "hostname", "policy", "tokens", "vault"}
@@ -192,25 +206,28 @@ var domainImports = map[string][]string{
 	"hostname":             {"."},
 	"botauth":              {".", "hostname"},
 	"authz":                {"."},
-	"vault":                {".", "hostname"},
-	"tokens":               {".", "hostname", "vault"},
-	"policy":               {".", "hostname", "vault"},
+	"vault":                {".", "hostname", "vault/item"},
+	"vault/item":           {},
+	"tokens":               {".", "hostname", "vault/item"},
+	"policy":               {".", "hostname", "vault/item"},
 	"redact":               {"."},
 	"control":              {".", "authz"},
 	"owner":                {".", "hostname", "policy", "vault"},
-	"owner/dashboard":      {".", "apps", "authz", "credentials", "handoff", "hostname", "owner", "policy", "recipes", "vault", "internal/cardcheck"},
+	"owner/dashboard":      {".", "apps", "authz", "control", "credentials", "handoff", "hostname", "owner", "policy", "recipes", "vault", "internal/cardcheck"},
 	"handoff":              {".", "control"},
 	"apps":                 {".", "control"},
 	"recipes":              {".", "hostname", "policy", "redact"},
 	"owner/notify":         {".", "owner", "policy"},
 	"intercept/rewrite":    {".", "hostname", "tokens", "vault"},
-	"broker":               {".", "control", "hostname", "policy", "tokens", "vault"},
-	"intercept":            {".", "broker", "control", "hostname", "intercept/rewrite", "policy", "tokens", "vault"},
+	"broker":               {".", "hostname", "policy", "tokens", "vault"},
+	"intercept":            {".", "broker", "hostname", "intercept/rewrite", "tokens", "vault"},
 	"browser":              {".", "redact"},
-	"mcpserver":            {".", "browser", "control", "redact", "tokens", "policy", "recipes", "skills", "internal/deploy"},
-	"credentials":          {".", "authz", "vault"},
+	"mcpserver":            {".", "browser", "control", "redact", "tokens", "policy", "recipes", "skills", "internal/deploy", "mcpserver/hosted"},
+	"mcpserver/hosted":     {".", "control"},
+	"credentials":          {".", "authz", "credentials/credname", "vault"},
+	"credentials/credname": {},
 	"credentials/credtest": {".", "authz", "credentials", "vault"},
-	"skills":               {".", "authz", "credentials"},
+	"skills":               {".", "credentials/credname"},
 
 	// Test support and conformance suites.
 	"browser/browsertest":   {"browser"},
@@ -229,7 +246,7 @@ var domainImports = map[string][]string{
 	// The owner's command line.
 	"internal/termio":   {},
 	"internal/vaultcli": {".", "internal/cardcheck", "internal/termio", "store/sqlite", "vault"},
-	"owner/ownercli":    {".", "internal/cardcheck", "internal/termio", "owner", "policy", "vault"},
+	"owner/ownercli":    {".", "internal/cardcheck", "internal/termio", "hostname", "owner", "policy", "vault"},
 
 	// Wiring: these import what they wire, listed as it is today so that a new
 	// edge is a decision, not an accident.
@@ -242,6 +259,66 @@ var domainImports = map[string][]string{
 	"e2e/benchmcp": {"e2e/corpus", "proxyd", "vault"},
 }
 
+// TestMcpdLinksNeitherOwnerNorVault: the mcpd binary speaks the control API
+// and never holds the owner's state or the vault's (docs/DESIGN.md), so
+// neither package is even linked into it. The leaves it may link instead
+// (vault/item for the item vocabulary, credentials/credname for a
+// credential's name) are not these packages. On failure the test names the
+// chain of imports that pulled one in.
+func TestMcpdLinksNeitherOwnerNorVault(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-json", "./cmd/mcpd").Output()
+	if err != nil {
+		t.Fatalf("go list -deps ./cmd/mcpd: %v", err)
+	}
+	imports := map[string][]string{}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p goPackage
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		imports[p.ImportPath] = p.Imports
+	}
+	root := module + "/cmd/mcpd"
+	if imports[root] == nil {
+		t.Fatalf("go list -deps ./cmd/mcpd did not list %s", root)
+	}
+	for _, banned := range []string{module + "/owner", module + "/vault"} {
+		if _, linked := imports[banned]; !linked {
+			continue
+		}
+		t.Errorf("cmd/mcpd links %s through %s; mcpd reaches the owner's and the vault's state only over the control API",
+			rel(banned), strings.Join(importChain(imports, root, banned), " -> "))
+	}
+}
+
+// importChain is a shortest chain of direct imports from one package to
+// another, by package path relative to the module, for a failure message.
+func importChain(imports map[string][]string, from, to string) []string {
+	prev := map[string]string{from: ""}
+	queue := []string{from}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if p == to {
+			var chain []string
+			for ; p != ""; p = prev[p] {
+				chain = append([]string{rel(p)}, chain...)
+			}
+			return chain
+		}
+		for _, imp := range imports[p] {
+			if _, seen := prev[imp]; !seen {
+				prev[imp] = p
+				queue = append(queue, imp)
+			}
+		}
+	}
+	return []string{rel(from), "?", rel(to)}
+}
+
 // forbiddenEdges are direct imports docs/DESIGN.md rules out even where the
 // direction table would otherwise have to list them (issue 24: a fill is
 // decided in the broker, so the proxy mechanism does not read policy or the
@@ -250,17 +327,16 @@ var forbiddenEdges = [][2]string{
 	{"intercept", "policy"},
 	{"intercept", "control"},
 	{"broker", "control"},
+	// mcpd links tokens and policy: they name items through vault/item.
+	{"tokens", "vault"},
+	{"policy", "vault"},
 }
 
 // pendingEdges are forbidden edges that still exist in the tree, each with
 // the issue that removes it. TestForbiddenEdges only logs them; the branch
 // that removes an edge deletes its entry here and in domainImports, and the
 // test fails while an entry names an edge that is already gone.
-var pendingEdges = map[[2]string]string{
-	{"intercept", "policy"}:  "issue 24: the wire-amount rules move into policy, the broker compares",
-	{"intercept", "control"}: "issue 24: the wire-amount check moves behind broker.Release",
-	{"broker", "control"}:    "issue 24: proxyd translates control <-> broker once",
-}
+var pendingEdges = map[[2]string]string{}
 
 // hostnameExternal are the only modules outside the standard library that
 // package hostname, the one host-name normaliser, may import.

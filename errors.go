@@ -1,8 +1,9 @@
 // Package agentvault holds the domain vocabulary every other package shares:
 // the one error type with a stable code. It imports nothing but the standard
-// library, and it must never learn about HTTP, MCP, goproxy or playwright; the
-// mapping of codes to HTTP statuses lives in intercept, and to MCP results in
-// cmd/mcpd's server package, exactly once each.
+// library, and it must never import HTTP, MCP, goproxy or playwright. The
+// mapping of codes to HTTP statuses is here (HTTPStatus, a table of
+// numbers, used by the control API and the proxy), and to MCP results in
+// package mcpserver, exactly once each.
 package agentvault
 
 import (
@@ -101,6 +102,12 @@ const (
 	// not finish.
 	CodeHandoffNotApplicable    Code = "handoff_not_applicable"
 	CodeChallengeScanIncomplete Code = "challenge_scan_incomplete"
+
+	// Residential egress (seed 004, issue 25): the upstream proxy the owner
+	// routes through is not answering (nothing went out), or it dropped a
+	// connection that was carrying a request.
+	CodeEgressUnavailable Code = "egress_unavailable"
+	CodeEgressLost        Code = "egress_lost"
 
 	// Payment integrations (issue 17): the frame encrypts the card in its own
 	// script before it leaves the browser, so no value can be substituted on

@@ -1,15 +1,20 @@
 // Package apps keeps the hosted MCP server's open sessions as mcpd reports
 // them (control.AppSessionsPath), per API key, for the dashboard's
 // connected apps page (seed 004, "On the hosted server"), and remembers the
-// sessions the owner ended there until mcpd is told. It lives in memory: a
+// sessions the owner ended there until mcpd is told, and what the holder
+// chose each connection (API key) may use there (Choose). It lives in memory: a
 // restart of either daemon forgets it, as it forgets the sessions
-// themselves. It reaches the proxy sessions only through the Sessions
+// themselves, except the choices, which a ChoiceStore keeps when the wiring
+// gives one (proxyd: a sealed vault blob), so a restart does not refuse every
+// connection until the holder chooses again. It reaches the proxy sessions only through the Sessions
 // interface its wiring (proxyd, over the broker) gives it, and imports the
 // control API's wire types and nothing of the owner's side or the vault.
 package apps
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -53,6 +58,41 @@ type Registry struct {
 	byID map[string]entry // proxy session id → its latest report
 	// ended are the proxy sessions the owner ended, until mcpd is told.
 	ended map[string]time.Time
+	// uses is what the holder chose each key may use on the hosted
+	// server, by key id (Choose); a key with no entry has no choice yet.
+	uses map[string][]string
+	// store keeps the choices across restarts (nil: memory only).
+	store ChoiceStore
+}
+
+// ChoiceStore keeps the holder's choices (key id → uses) durably. Save
+// writes the whole set; Load returns what was saved (empty when nothing).
+type ChoiceStore interface {
+	Load(ctx context.Context) (map[string][]string, error)
+	Save(ctx context.Context, uses map[string][]string) error
+}
+
+// KeepChoices loads the saved choices and keeps every later Choose in st.
+// A store that cannot be read is an error: the wiring must not start with
+// the holder's choices silently forgotten.
+func (a *Registry) KeepChoices(ctx context.Context, st ChoiceStore) error {
+	saved, err := st.Load(ctx)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k, u := range saved {
+		var kept []string
+		for _, x := range control.AppUses {
+			if slices.Contains(u, x) {
+				kept = append(kept, x)
+			}
+		}
+		a.uses[k] = kept
+	}
+	a.store = st
+	return nil
 }
 
 type entry struct {
@@ -69,7 +109,7 @@ func New(s Sessions, now func() time.Time) *Registry {
 	if now == nil {
 		now = time.Now
 	}
-	return &Registry{sessions: s, now: now, byID: map[string]entry{}, ended: map[string]time.Time{}}
+	return &Registry{sessions: s, now: now, byID: map[string]entry{}, ended: map[string]time.Time{}, uses: map[string][]string{}}
 }
 
 // Report keeps the reported sessions that are open and belong to the
@@ -159,4 +199,48 @@ func (a *Registry) EndAppSession(id string) error {
 	}
 	a.sessions.Close(id)
 	return nil
+}
+
+// Choose records what the holder lets the API key keyID use on the hosted
+// server: a subset of control.AppUses, possibly empty (the key may then use
+// nothing but get_checkout_recipes, as before a choice). An unknown use is
+// refused with invalid_input.
+func (a *Registry) Choose(keyID string, uses []string) error {
+	if keyID == "" {
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "no API key named: choose on the Connected apps page")
+	}
+	var kept []string
+	for _, u := range control.AppUses {
+		if slices.Contains(uses, u) {
+			kept = append(kept, u)
+		}
+	}
+	for _, u := range uses {
+		if !slices.Contains(control.AppUses, u) {
+			return agentvault.Errorf(agentvault.CodeInvalidInput, "unknown use %q: choose among %s", u, strings.Join(control.AppUses, ", "))
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.store != nil {
+		next := make(map[string][]string, len(a.uses)+1)
+		for k, u := range a.uses {
+			next[k] = u
+		}
+		next[keyID] = kept
+		// Saved first: a choice the store refused is not in effect either.
+		if err := a.store.Save(context.Background(), next); err != nil {
+			return agentvault.Wrap(agentvault.CodeInternal, err, "the choice could not be saved; nothing changed: try again")
+		}
+	}
+	a.uses[keyID] = kept
+	return nil
+}
+
+// Uses is what the holder chose for keyID; chosen is false until they did.
+func (a *Registry) Uses(keyID string) (uses []string, chosen bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	u, ok := a.uses[keyID]
+	return slices.Clone(u), ok
 }

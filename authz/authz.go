@@ -49,7 +49,7 @@ const (
 	Cards         Area = "cards"         // cards and their rules (caps, thresholds, sites)
 	Logins        Area = "logins"        // the vault's site logins
 	Keys          Area = "keys"          // agents' API keys and their scopes
-	Sites         Area = "sites"         // authorized sites and pre-approved sign-ups
+	Sites         Area = "sites"         // authorized sites, pre-approved sign-ups, sites the agent signs for
 	Activity      Area = "activity"      // the activity log and audit records
 	Apps          Area = "apps"          // connected apps and their hosted sessions
 	Recipes       Area = "recipes"       // checkout recipe submissions
@@ -65,7 +65,7 @@ var AreaNames = map[Area]string{
 	Cards:         "manage cards and their limits",
 	Logins:        "manage saved logins",
 	Keys:          "manage agents' API keys",
-	Sites:         "manage authorized sites and sign-ups",
+	Sites:         "manage authorized sites, sign-ups and the sites the agent signs its requests for",
 	Activity:      "read the activity log",
 	Apps:          "manage connected apps",
 	Recipes:       "review checkout recipes",
@@ -91,8 +91,9 @@ const (
 	// With no Area, owners only.
 	OwnerOnly
 	// Agent: an agent's API key, within the key's scope; reached through
-	// mcpd, which holds the control token. A call that acts for a person
-	// (Rule.ForPerson) needs that person's consent on the key.
+	// mcpd, which holds the control token, or, for a call marked OwnKey,
+	// by the agent itself with its key as the bearer. A call that acts for
+	// a person (Rule.ForPerson) needs that person's consent on the key.
 	Agent
 	// Shell: the owner at the appliance's host (the CLI reads the data
 	// directory, master key included, so whoever runs it is the owner).
@@ -110,6 +111,12 @@ type Rule struct {
 	// the person's consent on the key, the call reaches the organisation's
 	// credentials and never the person's own.
 	ForPerson bool
+	// OwnKey marks an agent call an agent may also make itself, with its
+	// own API key as the bearer instead of mcpd's control token: the calls
+	// of an agent that drives its own browser (docs/byob.md). The control
+	// API binds such a call to that key: the key it names, the sessions it
+	// opened, the approvals its fills wait on.
+	OwnKey bool
 	// What the action does, in a few words: "approve purchases".
 	What string
 }
@@ -118,10 +125,11 @@ type Rule struct {
 type Kind int
 
 const (
-	Anonymous  Kind = iota // nobody signed in
-	PersonKind             // a signed-in person (dashboard)
-	AgentKind              // mcpd on an agent's behalf (control API)
-	ShellKind              // the owner's shell on the appliance's host (CLI)
+	Anonymous    Kind = iota // nobody signed in
+	PersonKind               // a signed-in person (dashboard)
+	AgentKind                // mcpd on an agent's behalf (control API)
+	AgentKeyKind             // an agent itself, its API key as the bearer (control API)
+	ShellKind                // the owner's shell on the appliance's host (CLI)
 )
 
 // Subject is who asks.
@@ -142,6 +150,10 @@ var ShellOwner = Subject{Kind: ShellKind, Role: Owner}
 
 // AgentCaller is mcpd calling the control API for an agent's key.
 var AgentCaller = Subject{Kind: AgentKind}
+
+// AgentKeyCaller is an agent calling the control API itself, with its own
+// API key as the bearer.
+var AgentKeyCaller = Subject{Kind: AgentKeyKind}
 
 // PersonAs is a signed-in person with a role and, for an admin, the areas
 // delegated to admins.
@@ -226,7 +238,7 @@ func (r Rule) permits(sub Subject) bool {
 		}
 		return sub.Role == Admin && r.Area != "" && slices.Contains(sub.Delegated, r.Area)
 	case Agent:
-		return sub.Kind == AgentKind
+		return sub.Kind == AgentKind || (sub.Kind == AgentKeyKind && r.OwnKey)
 	case Shell:
 		return sub.Kind == ShellKind
 	}
@@ -252,6 +264,9 @@ func (r Rule) WhoCan() string {
 		}
 		return "only the owner may " + what
 	case Agent:
+		if r.OwnKey {
+			return "only an agent's API key (its own bearer, or through mcpd) may " + what
+		}
 		return "only an agent's API key, through mcpd, may " + what
 	case Shell:
 		return "only the owner at the appliance's shell may " + what

@@ -24,6 +24,9 @@ func TestP24_EveryEntryHasALevelAndWords(t *testing.T) {
 			if r.ForPerson && r.Level != authz.Agent {
 				t.Errorf("%s %q: ForPerson is for agent calls", s, e)
 			}
+			if r.OwnKey && (r.Level != authz.Agent || s != authz.Control || r.ForPerson) {
+				t.Errorf("%s %q: OwnKey is for control API calls of an agent that act for no person", s, e)
+			}
 		}
 	}
 	for _, a := range authz.Areas {
@@ -77,6 +80,24 @@ func TestP24_ChecksByRole(t *testing.T) {
 	}
 	if authz.Check(authz.AgentCaller, authz.Control, "POST /v1/sessions") != nil || authz.Check(member, authz.Control, "POST /v1/sessions") == nil {
 		t.Error("control routes are for agents' keys through mcpd")
+	}
+	// An agent with its own key as the bearer reaches the calls of the
+	// bring-your-own-browser flow and nothing else mcpd may call.
+	for _, e := range []string{"POST /v1/sessions", "GET /v1/catalog", "POST /v1/sessions/{id}/authorize", "GET /v1/waits/{id}",
+		"POST /v1/sessions/{id}/events", "GET /v1/sessions/{id}/report", "DELETE /v1/sessions/{id}"} {
+		if err := authz.Check(authz.AgentKeyCaller, authz.Control, e); err != nil {
+			t.Errorf("own key on %q: %v", e, err)
+		}
+	}
+	for _, e := range []string{"POST /v1/hints/totp/take", "POST /v1/apps/sessions", "POST /v1/keys/authenticate", "POST /v1/credentials/use",
+		"POST /v1/logins/create", "POST /v1/handoffs/{id}/frame", "GET /v1/payment-integrations", "POST /v1/recipes/submissions"} {
+		err := authz.Check(authz.AgentKeyCaller, authz.Control, e)
+		if err == nil || !strings.Contains(agentvault.ErrorMessage(err), "through mcpd") {
+			t.Errorf("own key on %q: %v, want a refusal saying it goes through mcpd", e, err)
+		}
+	}
+	if authz.Check(authz.AgentKeyCaller, authz.Dashboard, "GET /cards") == nil || authz.Check(authz.AgentKeyCaller, authz.CLI, "owner revoke") == nil {
+		t.Error("an agent's own key reaches the dashboard or the CLI")
 	}
 	if authz.Check(authz.ShellOwner, authz.CLI, "owner revoke") != nil || authz.Check(owner, authz.CLI, "owner revoke") == nil {
 		t.Error("CLI commands are the shell's")

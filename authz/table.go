@@ -68,26 +68,38 @@ var table = map[Surface]map[string]Rule{
 		"GET /activity":                {Level: OwnerOnly, Area: Activity, What: "read the activity log"},
 		"GET /apps":                    {Level: OwnerOnly, Area: Apps, What: "see connected apps"},
 		"POST /apps/sessions/{id}/end": {Level: OwnerOnly, Area: Apps, What: "end a connected app's session"},
+		"POST /apps/keys/{id}/uses":    {Level: OwnerOnly, Area: Apps, What: "choose what a connected app may use"},
 		"GET /recipes":                 {Level: OwnerOnly, Area: Recipes, What: "review checkout recipes"},
 		"POST /recipes/{id}/accept":    {Level: OwnerOnly, Area: Recipes, What: "accept a checkout recipe"},
 		"POST /recipes/{id}/reject":    {Level: OwnerOnly, Area: Recipes, What: "reject a checkout recipe"},
 		"POST /recipes/{id}/edit":      {Level: OwnerOnly, Area: Recipes, What: "edit a checkout recipe"},
 		"GET /notifications":           {Level: OwnerOnly, Area: Notifications, What: "see notification settings"},
 		"POST /notifications":          {Level: OwnerOnly, Area: Notifications, What: "change notification settings"},
+
+		// Signed requests: which sites learn the agent's identity is a
+		// choice of sites, like authorizing one; the key every site knows
+		// the agent by is the owner's alone.
+		"GET /signing":               {Level: OwnerOnly, Area: Sites, What: "see which sites the agent's requests are signed for"},
+		"POST /signing/sites":        {Level: OwnerOnly, Area: Sites, What: "sign the agent's requests to a site"},
+		"POST /signing/sites/remove": {Level: OwnerOnly, Area: Sites, What: "stop signing the agent's requests to a site"},
+		"GET /signing/rotate":        {Level: OwnerOnly, What: "rotate the agent's signing key"},
+		"POST /signing/rotate":       {Level: OwnerOnly, What: "rotate the agent's signing key"},
 	},
 
 	// The control API: mcpd, holding the control token, calls for an
 	// agent's key; the service behind each route checks the key and its
 	// scope. ForPerson: the call acts for the person the key is bound to.
+	// OwnKey: an agent driving its own browser may make the call itself,
+	// its API key as the bearer (docs/byob.md), bound to that key.
 	Control: {
-		"POST /v1/sessions":                {Level: Agent, What: "open a proxy session"},
-		"GET /v1/catalog":                  {Level: Agent, What: "read the token catalog"},
+		"POST /v1/sessions":                {Level: Agent, OwnKey: true, What: "open a proxy session"},
+		"GET /v1/catalog":                  {Level: Agent, OwnKey: true, What: "read the token catalog"},
 		"GET /v1/payment-integrations":     {Level: Agent, What: "list the payment integrations"},
-		"POST /v1/sessions/{id}/authorize": {Level: Agent, What: "authorize a token for a page"},
-		"POST /v1/sessions/{id}/events":    {Level: Agent, What: "report a session event"},
-		"GET /v1/sessions/{id}/report":     {Level: Agent, What: "read a session's report"},
-		"DELETE /v1/sessions/{id}":         {Level: Agent, What: "close a session"},
-		"GET /v1/waits/{id}":               {Level: Agent, What: "wait on the owner's decision"},
+		"POST /v1/sessions/{id}/authorize": {Level: Agent, OwnKey: true, What: "authorize a token for a page"},
+		"POST /v1/sessions/{id}/events":    {Level: Agent, OwnKey: true, What: "report a session event"},
+		"GET /v1/sessions/{id}/report":     {Level: Agent, OwnKey: true, What: "read a session's report"},
+		"DELETE /v1/sessions/{id}":         {Level: Agent, OwnKey: true, What: "close a session"},
+		"GET /v1/waits/{id}":               {Level: Agent, OwnKey: true, What: "wait on the owner's decision"},
 		"GET /v1/recipes":                  {Level: Agent, What: "look up checkout recipes"},
 		"POST /v1/recipes/submissions":     {Level: Agent, What: "submit a checkout recipe"},
 		"GET /v1/recipes/submissions/{id}": {Level: Agent, What: "read a recipe submission"},
@@ -155,6 +167,9 @@ var table = map[Surface]map[string]Rule{
 		"owner set-card":       {Level: Shell, What: "change a card's rules and sites"},
 		"owner export":         {Level: Shell, What: "print the owner's settings as a file"},
 		"owner apply":          {Level: Shell, What: "make the owner's settings match a file"},
+		"owner notify show":    {Level: Shell, What: "see notification settings"},
+		"owner notify on":      {Level: Shell, What: "turn notifications on"},
+		"owner notify off":     {Level: Shell, What: "turn notifications off"},
 
 		"botauth status":  {Level: Shell, What: "see which sites the agent's requests are signed for"},
 		"botauth enable":  {Level: Shell, What: "sign the agent's requests to a site"},

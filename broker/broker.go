@@ -10,15 +10,14 @@ import (
 	"net/url"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentvault/agentvault"
-	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/tokens"
 	"github.com/agentvault/agentvault/vault"
-	"sync/atomic"
 )
 
 // ReleaseArgs mirrors vault.ReleaseArgs: which value, for whom, why. It is
@@ -50,7 +49,7 @@ type UseAuditor interface {
 // auditUse records the use of a value kept in the session's memory before
 // it is typed or sent, and fails closed when it cannot.
 func (ss *Broker) auditUse(ctx context.Context, s *Session, item vault.Item, f vault.Field, host, purpose string, v vault.Secret) error {
-	au, ok := ss.Vault.(UseAuditor)
+	au, ok := ss.cfg.Vault.(UseAuditor)
 	if !ok {
 		return agentvault.Errorf(agentvault.CodeAuditUnavailable, "this vault cannot audit a value it does not store")
 	}
@@ -71,9 +70,9 @@ type APIKey struct {
 	ID     string
 	Org    string
 	Suffix string
-	// Scope limits the cards and logins the key sees in the catalog; nil
-	// means every item.
-	Scope *tokens.Scope
+	// Scope is the cards and logins the key may use (the catalog lists and
+	// authorize admits only those); the zero value sees none.
+	Scope policy.KeyScope
 }
 
 // KeyLookup resolves the API key an agent presents.
@@ -165,7 +164,7 @@ type Session struct {
 	// scrubStandIns are the stand-ins this session shows for values it
 	// never authorized but a host echoes (item id + field → stand-in).
 	scrubStandIns map[string]string
-	report        control.Report
+	report        Report
 	// counted names refusals already in DeniedCount that can be reported
 	// more than once (an approval the owner denied, seen by each wait).
 	counted map[string]bool
@@ -193,54 +192,34 @@ type Session struct {
 	stale atomic.Bool
 }
 
-// DecideArgs is what an authorization decision sees.
-type DecideArgs struct {
-	Session     string
-	Token       string
-	Key         APIKey
-	Item        vault.Item
-	Field       vault.Field
-	Destination string // normalised host, no port
-	// Page is the filled frame's URL (or the page's) as an approval may
-	// show it: policy.ShownPage, no query or fragment.
-	Page  string
-	Total *control.OrderTotal
-	// Purchase numbers this session's card grants for the item: a spent
-	// grant is followed by a new purchase the caps count again.
-	Purchase int
-	// CVVAgain: for a card's security code asked for after its
-	// authorization was spent, how many times in this session that has
-	// happened, counting this one (policy.Args.CVVAgain); 0 otherwise.
-	CVVAgain int
-}
-
-// Decider is the policy hook authorize consults after the item's own scope
-// admitted the destination (policy.Engine in proxyd). nil means the scope
-// rule alone decides.
-type Decider func(ctx context.Context, a DecideArgs) error
-
-// Broker is the one home of release decisions: it owns the proxy sessions
-// and their grants, decides every authorize (with policy and the owner's
-// rules), and releases a granted value on the wire only after checking the
-// grant and the owner's current state (P21), auditing it first (P12) and
-// recording its recipient (P10).
-type Broker struct {
-	Vault     Vault
+// Config is what a Broker runs on. Vault, LookupKey and Authorizer are
+// required: New refuses a Config without one, so no decision is ever taken
+// by a missing part (there is no default that allows).
+type Config struct {
+	// Vault holds the values; every release goes through it, audited.
+	Vault Vault
+	// LookupKey resolves the API key an agent presents.
 	LookupKey KeyLookup
-	Decide    Decider
+	// Authorizer decides each authorize under the owner's rules after the
+	// item's own scope admitted the destination, and rechecks the owner's
+	// current state before every release on the wire (owner.Service): a
+	// revoked key, a paused card or a removed site ends the grant at its
+	// next use (P21).
+	Authorizer policy.Authorizer
+
 	// Limiter, when set, bounds authorize calls per API key (rate_limited
 	// with a retry time).
 	Limiter *policy.RateLimiter
 	// Now is the clock for grants, session limits and report counting;
 	// nil means time.Now.
 	Now func() time.Time
-	// Recheck, when set, is asked before every release of a granted value
-	// on the wire (owner.Service.Recheck): a revoked key, a paused card or
-	// a removed site ends the grant at its next use (P21).
-	Recheck Decider
-	// Policy holds the one scope rule (policy.Engine.ScopeAdmits) and the
-	// registrable-domain lookup. nil: an engine over the public suffix list.
+	// Policy holds the one scope rule (policy.Engine.ScopeAdmits), the
+	// registrable-domain lookup and the rate table the wire amount check
+	// converts with. nil: an engine over the public suffix list, no rates.
 	Policy *policy.Engine
+	// WireAmount adds field names to the wire amount check
+	// (policy.WireAmountConfig); the zero value reads the common names.
+	WireAmount policy.WireAmountConfig
 	// PaymentOrigins lists the origins a card frame's payment integration
 	// posts the card to (policy's integration list); nil: none.
 	PaymentOrigins func(frameURL string) []hostname.Origin
@@ -279,6 +258,16 @@ type Broker struct {
 	// authorizes made may wait to be written to the Store, together
 	// (default 1 s; shared.go, writeBehind).
 	GrantWriteBehind time.Duration
+}
+
+// Broker is the one home of release decisions: it owns the proxy sessions
+// and their grants, decides every authorize (with policy and the owner's
+// rules), and releases a granted value on the wire only after checking the
+// grant and the owner's current state (P21), auditing it first (P12) and
+// recording its recipient (P10).
+type Broker struct {
+	cfg  Config
+	wire *policy.WireRules // from cfg.WireAmount
 
 	mu      sync.RWMutex
 	byID    map[string]*Session
@@ -315,15 +304,15 @@ func (ss *Broker) OnClose(fn func(*Session)) { ss.onClose = append(ss.onClose, f
 func (ss *Broker) OnOpen(fn func(*Session)) { ss.onOpen = append(ss.onOpen, fn) }
 
 func (ss *Broker) now() time.Time {
-	if ss.Now != nil {
-		return ss.Now()
+	if ss.cfg.Now != nil {
+		return ss.cfg.Now()
 	}
 	return time.Now()
 }
 
 func (ss *Broker) policy() *policy.Engine {
-	if ss.Policy != nil {
-		return ss.Policy
+	if ss.cfg.Policy != nil {
+		return ss.cfg.Policy
 	}
 	return defaultPolicy
 }
@@ -337,9 +326,9 @@ func durationOr(d, def time.Duration) time.Duration {
 	return def
 }
 
-func (ss *Broker) grantTTL() time.Duration    { return durationOr(ss.GrantTTL, 5*time.Minute) }
-func (ss *Broker) sessionIdle() time.Duration { return durationOr(ss.SessionIdle, 30*time.Minute) }
-func (ss *Broker) sessionAge() time.Duration  { return durationOr(ss.SessionMaxAge, 8*time.Hour) }
+func (ss *Broker) grantTTL() time.Duration    { return durationOr(ss.cfg.GrantTTL, 5*time.Minute) }
+func (ss *Broker) sessionIdle() time.Duration { return durationOr(ss.cfg.SessionIdle, 30*time.Minute) }
+func (ss *Broker) sessionAge() time.Duration  { return durationOr(ss.cfg.SessionMaxAge, 8*time.Hour) }
 
 // touch records a use of s (an authorize, a CONNECT, a proxied request).
 func (ss *Broker) Touch(s *Session) { s.lastUsed.Store(ss.now().UnixNano()) }
@@ -394,7 +383,7 @@ const (
 // Store's sessions that ended, went idle or aged out more than purgeGrace
 // ago: without it every session ever opened stays in the Store.
 func (ss *Broker) purge(now time.Time) {
-	if ss.Store == nil {
+	if ss.cfg.Store == nil {
 		return
 	}
 	last := ss.lastPurge.Load()
@@ -406,7 +395,7 @@ func (ss *Broker) purge(now time.Time) {
 	go func() {
 		ctx, cancel := storeCtx()
 		defer cancel()
-		n, err := ss.Store.PurgeSessions(ctx, a)
+		n, err := ss.cfg.Store.PurgeSessions(ctx, a)
 		if err == nil {
 			ss.purged.Add(n)
 		}
@@ -416,10 +405,27 @@ func (ss *Broker) purge(now time.Time) {
 // Purged is how many sessions this broker's purges dropped from the Store.
 func (ss *Broker) Purged() int64 { return ss.purged.Load() }
 
-// New returns a broker with no sessions.
-func New(v Vault, lookup KeyLookup) *Broker {
-	return &Broker{Vault: v, LookupKey: lookup, byID: map[string]*Session{}}
+// New returns a broker with no sessions. A Config without its vault, its
+// key lookup or its authorizer is refused.
+func New(cfg Config) (*Broker, error) {
+	switch {
+	case cfg.Vault == nil:
+		return nil, agentvault.Errorf(agentvault.CodeInternal, "the broker needs a vault")
+	case cfg.LookupKey == nil:
+		return nil, agentvault.Errorf(agentvault.CodeInternal, "the broker needs an API key lookup")
+	case cfg.Authorizer == nil:
+		return nil, agentvault.Errorf(agentvault.CodeInternal, "the broker needs an authorizer (the owner's rules)")
+	}
+	return &Broker{cfg: cfg, wire: policy.NewWireRules(cfg.WireAmount), byID: map[string]*Session{}}, nil
 }
+
+// LookupKey resolves the API key an agent presents (Config.LookupKey).
+func (ss *Broker) LookupKey(ctx context.Context, apiKey string) (APIKey, error) {
+	return ss.cfg.LookupKey(ctx, apiKey)
+}
+
+// SessionMaxAge is the age at which a session ends.
+func (ss *Broker) SessionMaxAge() time.Duration { return ss.sessionAge() }
 
 func randomID(prefix string, n int) string {
 	b := make([]byte, n)
@@ -430,7 +436,7 @@ func randomID(prefix string, n int) string {
 // Create opens a session under apiKey and returns it with its proxy
 // password (shown once; only its hash is kept).
 func (ss *Broker) Create(ctx context.Context, apiKey string) (*Session, string, error) {
-	key, err := ss.LookupKey(ctx, apiKey)
+	key, err := ss.cfg.LookupKey(ctx, apiKey)
 	if err != nil {
 		return nil, "", err
 	}
@@ -444,11 +450,11 @@ func (ss *Broker) Create(ctx context.Context, apiKey string) (*Session, string, 
 		pwdHash:  sha256.Sum256([]byte(password)),
 		created:  ss.now(),
 		bindings: map[string]*Grant{},
-		report:   control.Report{FilledFieldKinds: []string{}, CredentialWrites: []string{}},
+		report:   Report{FilledFieldKinds: []string{}, CredentialWrites: []string{}},
 		broker:   ss,
 	}
 	ss.Touch(s)
-	limit := ss.MaxSessionsPerKey
+	limit := ss.cfg.MaxSessionsPerKey
 	if limit <= 0 {
 		limit = 64
 	}
@@ -459,13 +465,13 @@ func (ss *Broker) Create(ctx context.Context, apiKey string) (*Session, string, 
 		ss.storeEnd(s.ID, "refused: too many sessions")
 		return nil, "", agentvault.Errorf(agentvault.CodeTooManySessions, "this API key has too many open sessions: close one first")
 	}
-	if ss.Store != nil && !ss.SingleProcess {
+	if ss.cfg.Store != nil && !ss.cfg.SingleProcess {
 		// The key's open sessions on every replica, this one included (it
 		// is written first: two replicas creating at once may both refuse,
 		// never both admit past the cap). The store's last use lags by up
 		// to half a minute, so a minute more of idleness still counts.
 		now := ss.now()
-		n, err := ss.Store.CountOpenSessions(ctx, key.ID, now.Add(-ss.sessionIdle()-time.Minute), now.Add(-ss.sessionAge()))
+		n, err := ss.cfg.Store.CountOpenSessions(ctx, key.ID, now.Add(-ss.sessionIdle()-time.Minute), now.Add(-ss.sessionAge()))
 		if err != nil {
 			ss.storeEnd(s.ID, "refused: sessions not counted")
 			return nil, "", agentvault.Wrap(agentvault.CodeInternal, err, "the key's open sessions could not be counted")
@@ -525,28 +531,28 @@ func (ss *Broker) Authenticate(user, password string) (*Session, bool) {
 // Close ends a session: its credential stops working (on every replica
 // sharing the Store), its released values are wiped, and its final report
 // (what this replica saw) is returned.
-func (ss *Broker) Close(id string) (control.Report, error) {
+func (ss *Broker) Close(id string) (Report, error) {
 	return ss.end(id, "closed")
 }
 
 // end ends session id everywhere: in the Store (the other replicas are
 // told), then here.
-func (ss *Broker) end(id, reason string) (control.Report, error) {
+func (ss *Broker) end(id, reason string) (Report, error) {
 	s := ss.lookup(id)
 	if s == nil {
-		return control.Report{}, agentvault.Errorf(agentvault.CodeNotFound, "no such session")
+		return Report{}, agentvault.Errorf(agentvault.CodeNotFound, "no such session")
 	}
 	err := ss.storeEnd(id, reason)
 	rep, ok := ss.drop(s)
 	if !ok {
-		return control.Report{}, agentvault.Errorf(agentvault.CodeNotFound, "no such session")
+		return Report{}, agentvault.Errorf(agentvault.CodeNotFound, "no such session")
 	}
 	return rep, err
 }
 
 // drop ends s in this process only: it leaves the cache, its values are
 // wiped, the OnClose hooks run. False when it was dropped already.
-func (ss *Broker) drop(s *Session) (control.Report, bool) {
+func (ss *Broker) drop(s *Session) (Report, bool) {
 	ss.mu.Lock()
 	held := ss.byID[s.ID] == s
 	if held {
@@ -554,7 +560,7 @@ func (ss *Broker) drop(s *Session) (control.Report, bool) {
 	}
 	ss.mu.Unlock()
 	if !held {
-		return control.Report{}, false
+		return Report{}, false
 	}
 	for _, fn := range ss.onClose {
 		defer fn(s)
@@ -588,7 +594,7 @@ func (ss *Broker) CloseAll() {
 	ss.mu.RUnlock()
 	ss.flushGrants()
 	for _, s := range all {
-		if ss.Store != nil {
+		if ss.cfg.Store != nil {
 			ss.keepUses(s)
 			ss.drop(s)
 		} else {
@@ -658,13 +664,13 @@ func (s *Session) Closed() bool {
 }
 
 // Report returns a copy of the session's report.
-func (s *Session) Report() control.Report {
+func (s *Session) Report() Report {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.reportLocked()
 }
 
-func (s *Session) reportLocked() control.Report {
+func (s *Session) reportLocked() Report {
 	r := s.report
 	r.FilledFieldKinds = slices.Clone(r.FilledFieldKinds)
 	r.CredentialWrites = slices.Clone(r.CredentialWrites)
@@ -691,8 +697,8 @@ func (ss *Broker) deniedAuthorize(s *Session, err error) {
 		return
 	case agentvault.CodeRateLimited:
 		now := time.Now()
-		if ss.Now != nil {
-			now = ss.Now()
+		if ss.cfg.Now != nil {
+			now = ss.cfg.Now()
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -714,34 +720,42 @@ func (s *Session) addKinds(kinds ...string) {
 	}
 }
 
-// Event records what the browser side observed.
-func (s *Session) Event(ev control.EventRequest) error {
+// Confirmed records that the browser saw an order confirmation, with the
+// total it showed (nil when none).
+func (s *Session) Confirmed(total *ShownTotal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch ev.Type {
-	case control.EventConfirmation:
-		s.report.ConfirmationDetected = true
-		if ev.OrderTotal != nil {
-			t := *ev.OrderTotal
-			s.report.OrderTotal = &t
-		}
-	case control.EventFill:
-		for _, k := range ev.Kinds {
-			switch vault.Kind(k) {
-			case vault.KindCard, vault.KindLogin, vault.KindIdentity, vault.KindAddress, vault.Kind(vault.FieldCVV):
-			default:
-				return agentvault.Errorf(agentvault.CodeInvalidInput, "unknown field kind")
-			}
-		}
-		s.addKinds(ev.Kinds...)
-	case control.EventCredential:
-		if ev.Site != "" && !slices.Contains(s.report.CredentialWrites, ev.Site) {
-			s.report.CredentialWrites = append(s.report.CredentialWrites, ev.Site)
-		}
-	default:
-		return agentvault.Errorf(agentvault.CodeInvalidInput, "unknown event type")
+	s.report.ConfirmationDetected = true
+	if total != nil {
+		t := *total
+		s.report.OrderTotal = &t
 	}
+}
+
+// Filled records the kinds of fields the browser filled with values it
+// types itself (identity, address); an unknown kind is refused.
+func (s *Session) Filled(kinds []string) error {
+	for _, k := range kinds {
+		switch vault.Kind(k) {
+		case vault.KindCard, vault.KindLogin, vault.KindIdentity, vault.KindAddress, vault.Kind(vault.FieldCVV):
+		default:
+			return agentvault.Errorf(agentvault.CodeInvalidInput, "unknown field kind")
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.addKinds(kinds...)
 	return nil
+}
+
+// CredentialWritten records a login written for site (its registrable
+// domain, or the change a stored login saw).
+func (s *Session) CredentialWritten(site string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if site != "" && !slices.Contains(s.report.CredentialWrites, site) {
+		s.report.CredentialWrites = append(s.report.CredentialWrites, site)
+	}
 }
 
 // pageDestination extracts the host a page or frame URL sends its forms to
@@ -760,28 +774,14 @@ func pageDestination(raw string) (hostname.Origin, error) {
 	return hostname.Parse(u.Host, 443)
 }
 
-// keySees applies an API key's item scope (nil: every item).
-func keySees(sc *tokens.Scope, it vault.Item) bool {
-	if sc == nil {
-		return true
-	}
-	switch it.Kind {
-	case vault.KindCard:
-		return sc.AllCards || slices.Contains(sc.CardIDs, it.ID)
-	case vault.KindLogin:
-		return sc.AllLogins || slices.Contains(sc.LoginIDs, it.ID)
-	}
-	return true
-}
-
 // Authorize binds a token to the destination of the page (or frame) about
 // to be filled, releasing the value once (audited) to build its stand-in.
-func (ss *Broker) Authorize(ctx context.Context, s *Session, req control.AuthorizeRequest) (control.AuthorizeResponse, error) {
+func (ss *Broker) Authorize(ctx context.Context, s *Session, req AuthorizeRequest) (Authorized, error) {
 	// One decision: the store's read cache is checked once for all of it.
 	ctx = vault.WithReadScope(ctx)
-	var resp control.AuthorizeResponse
+	var resp Authorized
 	err := ss.allow(s)
-	if err == nil && !ss.SingleProcess {
+	if err == nil && !ss.cfg.SingleProcess {
 		// The grant's shared state first (spent or renewed on another
 		// replica), and the grant written through before the answer.
 		err = ss.refresh(ctx, s)
@@ -820,23 +820,23 @@ func (ss *Broker) DeniedOnce(sessionID, key string) {
 
 // allow spends one of the key's authorize calls (Limiter).
 func (ss *Broker) allow(s *Session) error {
-	if ss.Limiter == nil {
+	if ss.cfg.Limiter == nil {
 		return nil
 	}
-	return ss.Limiter.Allow(s.Key.ID)
+	return ss.cfg.Limiter.Allow(s.Key.ID)
 }
 
-func (ss *Broker) authorize(ctx context.Context, s *Session, req control.AuthorizeRequest) (control.AuthorizeResponse, error) {
+func (ss *Broker) authorize(ctx context.Context, s *Session, req AuthorizeRequest) (Authorized, error) {
 	if !ss.Alive(s) {
-		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeSessionEnded, "session is closed")
+		return Authorized{}, agentvault.Errorf(agentvault.CodeSessionEnded, "session is closed")
 	}
 	ss.Touch(s)
 	t, err := tokens.Parse(req.Token)
 	if err != nil {
-		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeUnknownToken, "not a valid token")
+		return Authorized{}, agentvault.Errorf(agentvault.CodeUnknownToken, "not a valid token")
 	}
 	if t.Suffix != s.Key.Suffix {
-		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeUnknownToken, "the token does not belong to this API key")
+		return Authorized{}, agentvault.Errorf(agentvault.CodeUnknownToken, "the token does not belong to this API key")
 	}
 	target := req.PageURL
 	if req.FrameURL != "" {
@@ -844,47 +844,47 @@ func (ss *Broker) authorize(ctx context.Context, s *Session, req control.Authori
 	}
 	dest, err := pageDestination(target)
 	if err != nil {
-		return control.AuthorizeResponse{}, err
+		return Authorized{}, err
 	}
 	if req.FrameURL != "" {
 		// The top page must be https too.
 		if _, err := pageDestination(req.PageURL); err != nil {
-			return control.AuthorizeResponse{}, err
+			return Authorized{}, err
 		}
 	}
-	item, err := ss.Vault.GetByLabel(ctx, s.Key.Org, t.Kind, t.Label)
+	item, err := ss.cfg.Vault.GetByLabel(ctx, s.Key.Org, t.Kind, t.Label)
 	if err != nil {
 		if agentvault.ErrorCode(err) == agentvault.CodeNotFound {
-			return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeUnknownToken, "no item for this token")
+			return Authorized{}, agentvault.Errorf(agentvault.CodeUnknownToken, "no item for this token")
 		}
-		return control.AuthorizeResponse{}, err
+		return Authorized{}, err
 	}
-	if !keySees(s.Key.Scope, item) {
-		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeScopeDenied, "this API key may not use this item")
+	if !s.Key.Scope.Sees(item) {
+		return Authorized{}, agentvault.Errorf(agentvault.CodeScopeDenied, "this API key may not use this item")
 	}
 	field := t.Field
 	live, hasLive := s.liveValue(item.ID, field)
 	liveCVV := isLiveCVV(item, field)
-	if liveCVV && ss.Decide != nil {
+	if liveCVV {
 		// A live-CVV card stores no code: the owner types it per purchase.
-		// Decide as if the field existed, so the policy asks for the entry
+		// Authorize as if the field existed, so the policy asks for the entry
 		// (cvv_entry approval); once the owner typed it, it is in the
 		// session's memory.
 		item.Fields = append(slices.Clone(item.Fields), field)
 	}
 	if !item.Has(field) {
-		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeUnknownToken, "the item has no such field")
+		return Authorized{}, agentvault.Errorf(agentvault.CodeUnknownToken, "the item has no such field")
 	}
 	pol := ss.policy()
 	if !pol.ScopeAdmits(item, dest.Host) {
-		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeScopeDenied, "this item may not be used on this site")
+		return Authorized{}, agentvault.Errorf(agentvault.CodeScopeDenied, "this item may not be used on this site")
 	}
+	// The checkout total the page shows: decided on for a card number (and
+	// named in a purchase approval a security code asks for); a copy, as
+	// the grant keeps it.
 	var total *policy.Amount
-	if req.OrderTotal != nil && item.Kind == vault.KindCard && field == vault.FieldNumber {
-		t, err := policy.ParseDecimal(req.OrderTotal.Amount, req.OrderTotal.Currency)
-		if err != nil {
-			return control.AuthorizeResponse{}, err
-		}
+	if req.Total != nil {
+		t := *req.Total
 		total = &t
 	}
 	now := ss.now()
@@ -911,17 +911,15 @@ func (ss *Broker) authorize(ctx context.Context, s *Session, req control.Authori
 		}
 	}
 	s.mu.Unlock()
-	if ss.Decide != nil {
-		if err := ss.Decide(ctx, DecideArgs{Session: s.ID, Token: req.Token, Key: s.Key, Item: item, Field: field,
-			Destination: dest.Host, Page: policy.ShownPage(target), Total: req.OrderTotal, Purchase: purchase, CVVAgain: cvvAgain}); err != nil {
-			return control.AuthorizeResponse{}, err
-		}
+	if err := ss.cfg.Authorizer.Authorize(ctx, policy.Fill{KeyID: s.Key.ID, Session: s.ID, Item: item, Field: field,
+		Destination: dest.Host, Page: policy.ShownPage(target), Total: total, Purchase: purchase, CVVAgain: cvvAgain}); err != nil {
+		return Authorized{}, err
 	}
 	// The grant's origins: the filled frame's, and for a card the origins
 	// its payment integration posts to, each admitted by the item's scope.
 	origins := []hostname.Origin{dest}
-	if item.Kind == vault.KindCard && req.FrameURL != "" && ss.PaymentOrigins != nil {
-		for _, o := range ss.PaymentOrigins(req.FrameURL) {
+	if item.Kind == vault.KindCard && req.FrameURL != "" && ss.cfg.PaymentOrigins != nil {
+		for _, o := range ss.cfg.PaymentOrigins(req.FrameURL) {
 			if pol.ScopeAdmits(item, o.Host) && !slices.Contains(origins, o) {
 				origins = append(origins, o)
 			}
@@ -979,12 +977,12 @@ func (ss *Broker) authorize(ctx context.Context, s *Session, req control.Authori
 			settleCVV()
 			standIn := existing.standIn
 			s.mu.Unlock()
-			return control.AuthorizeResponse{Value: standIn, Kind: string(t.Kind), Field: string(field), StandIn: true}, nil
+			return Authorized{Value: standIn, Kind: t.Kind, Field: field, StandIn: true}, nil
 		}
 	}
 	s.mu.Unlock()
 	if closed {
-		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeSessionEnded, "session is closed")
+		return Authorized{}, agentvault.Errorf(agentvault.CodeSessionEnded, "session is closed")
 	}
 	var real vault.Secret
 	switch {
@@ -992,25 +990,25 @@ func (ss *Broker) authorize(ctx context.Context, s *Session, req control.Authori
 		real = vault.NewSecret(live.InsecureRawBytes())
 		if err := ss.auditUse(ctx, s, item, field, dest.Host, PurposeAuthorize, real); err != nil {
 			real.Wipe()
-			return control.AuthorizeResponse{}, err
+			return Authorized{}, err
 		}
 	case liveCVV:
-		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeCVVEntryRequired, "the owner has not typed this card's security code yet")
+		return Authorized{}, agentvault.Errorf(agentvault.CodeCVVEntryRequired, "the owner has not typed this card's security code yet")
 	default:
-		real, err = ss.Vault.Release(ctx, ReleaseArgs{
+		real, err = ss.cfg.Vault.Release(ctx, ReleaseArgs{
 			Org: s.Key.Org, ItemID: item.ID, Field: field, Destination: dest.Host,
 			Session: s.ID, Actor: s.Key.ID, Purpose: PurposeAuthorize,
 		})
 		if err != nil {
-			return control.AuthorizeResponse{}, err
+			return Authorized{}, err
 		}
 	}
 	defer real.Wipe()
-	out := control.AuthorizeResponse{Kind: string(t.Kind), Field: string(field)}
+	out := Authorized{Kind: t.Kind, Field: field}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return control.AuthorizeResponse{}, agentvault.Errorf(agentvault.CodeSessionEnded, "session is closed")
+		return Authorized{}, agentvault.Errorf(agentvault.CodeSessionEnded, "session is closed")
 	}
 	b := s.bindings[req.Token]
 	if b == nil {
@@ -1024,7 +1022,7 @@ func (ss *Broker) authorize(ctx context.Context, s *Session, req control.Authori
 			if si == "" || s.bindings[si] != nil {
 				si, err = uniqueStandIn(field, real, func(c string) bool { return s.bindings[c] != nil })
 				if err != nil {
-					return control.AuthorizeResponse{}, err
+					return Authorized{}, err
 				}
 			}
 			b.standIn = si

@@ -8,8 +8,8 @@ import (
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/broker"
-	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/hostname"
+	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/vault"
 )
 
@@ -39,25 +39,47 @@ func (v *fakeVault) Release(_ context.Context, a broker.ReleaseArgs) (vault.Secr
 	return vault.NewSecret([]byte(v.number)), nil
 }
 
-func newBroker(t *testing.T) (*broker.Broker, *broker.Session, *time.Time) {
+// allowFills is an Authorizer that allows every fill.
+type allowFills struct{}
+
+func (allowFills) Authorize(context.Context, policy.Fill) error { return nil }
+func (allowFills) Recheck(context.Context, policy.Fill) error   { return nil }
+
+// newBroker is a broker over one card on a clock, allowing every fill,
+// with mods applied to its Config, and a session of it.
+func newBroker(t *testing.T, mods ...func(*broker.Config)) (*broker.Broker, *broker.Session, *time.Time) {
 	t.Helper()
-	v := &fakeVault{number: "4242424242424242", card: vault.Item{ID: "itm_1", Org: "org1", Kind: vault.KindCard, Label: "1",
-		Fields: []vault.Field{vault.FieldNumber, vault.FieldCVV}, Card: &vault.CardMeta{Sites: []string{"shop.test"}}}}
-	b := broker.New(v, func(context.Context, string) (broker.APIKey, error) {
-		return broker.APIKey{ID: "key1", Org: "org1", Suffix: "t3st1"}, nil
-	})
-	now := time.Now()
-	b.Now = func() time.Time { return now }
+	b, now := brokerOnly(t, mods...)
 	s, _, err := b.Create(context.Background(), "avk")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return b, s, &now
+	return b, s, now
+}
+
+// brokerOnly is newBroker without the session.
+func brokerOnly(t *testing.T, mods ...func(*broker.Config)) (*broker.Broker, *time.Time) {
+	t.Helper()
+	v := &fakeVault{number: "4242424242424242", card: vault.Item{ID: "itm_1", Org: "org1", Kind: vault.KindCard, Label: "1",
+		Fields: []vault.Field{vault.FieldNumber, vault.FieldCVV}, Card: &vault.CardMeta{Sites: []string{"shop.test"}}}}
+	now := time.Now()
+	cfg := broker.Config{Vault: v, Authorizer: allowFills{}, Now: func() time.Time { return now },
+		LookupKey: func(context.Context, string) (broker.APIKey, error) {
+			return broker.APIKey{ID: "key1", Org: "org1", Suffix: "t3st1", Scope: policy.KeyScope{AllCards: true, AllLogins: true}}, nil
+		}}
+	for _, mod := range mods {
+		mod(&cfg)
+	}
+	b, err := broker.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, &now
 }
 
 func grantFor(t *testing.T, b *broker.Broker, s *broker.Session, page string) *broker.Grant {
 	t.Helper()
-	if _, err := b.Authorize(context.Background(), s, control.AuthorizeRequest{Token: "av_card_1_number_t3st1", PageURL: page}); err != nil {
+	if _, err := b.Authorize(context.Background(), s, broker.AuthorizeRequest{Token: "av_card_1_number_t3st1", PageURL: page}); err != nil {
 		t.Fatal(err)
 	}
 	_, gs := s.Grants()
@@ -82,29 +104,29 @@ func TestP21_ReleaseFollowsTheGrant(t *testing.T) {
 	b, s, now := newBroker(t)
 	g := grantFor(t, b, s, "https://shop.test/checkout")
 	for _, bad := range []string{"shop.test:8443", "evil.test", "pay.shop.test"} {
-		if _, err := b.Release(ctx, s.NewUse(), g, origin(t, bad)); agentvault.ErrorCode(err) != agentvault.CodeDestinationUnauthorized {
+		if _, err := b.Release(ctx, s.NewUse(), g, origin(t, bad), nil); agentvault.ErrorCode(err) != agentvault.CodeDestinationUnauthorized {
 			t.Fatalf("%s: %v", bad, err)
 		}
 	}
 	u := s.NewUse()
-	if _, err := b.Release(ctx, u, g, origin(t, "shop.test")); err != nil {
+	if _, err := b.Release(ctx, u, g, origin(t, "shop.test"), nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Release(ctx, s.NewUse(), g, origin(t, "shop.test")); agentvault.ErrorCode(err) != agentvault.CodeGrantInUse {
+	if _, err := b.Release(ctx, s.NewUse(), g, origin(t, "shop.test"), nil); agentvault.ErrorCode(err) != agentvault.CodeGrantInUse {
 		t.Fatalf("concurrent use: %v", err)
 	}
 	u.Done(402) // declined: may be retried
 	u = s.NewUse()
-	if _, err := b.Release(ctx, u, g, origin(t, "shop.test")); err != nil {
+	if _, err := b.Release(ctx, u, g, origin(t, "shop.test"), nil); err != nil {
 		t.Fatalf("retry after a decline: %v", err)
 	}
 	u.Done(200)
-	if _, err := b.Release(ctx, s.NewUse(), g, origin(t, "shop.test")); agentvault.ErrorCode(err) != agentvault.CodeGrantUsed {
+	if _, err := b.Release(ctx, s.NewUse(), g, origin(t, "shop.test"), nil); agentvault.ErrorCode(err) != agentvault.CodeGrantUsed {
 		t.Fatalf("after the purchase: %v", err)
 	}
 	g = grantFor(t, b, s, "https://shop.test/checkout")
 	*now = now.Add(6 * time.Minute)
-	if _, err := b.Release(ctx, s.NewUse(), g, origin(t, "shop.test")); agentvault.ErrorCode(err) != agentvault.CodeGrantExpired {
+	if _, err := b.Release(ctx, s.NewUse(), g, origin(t, "shop.test"), nil); agentvault.ErrorCode(err) != agentvault.CodeGrantExpired {
 		t.Fatalf("expired grant: %v", err)
 	}
 }
@@ -118,7 +140,7 @@ func TestP10_ScrubSetOnlyForRecipients(t *testing.T) {
 	if n := len(b.ScrubSet(ctx, s, "shop.test")); n != 0 {
 		t.Fatalf("authorized but never sent: %d values to scrub", n)
 	}
-	if _, err := b.Release(ctx, s.NewUse(), g, origin(t, "shop.test")); err != nil {
+	if _, err := b.Release(ctx, s.NewUse(), g, origin(t, "shop.test"), nil); err != nil {
 		t.Fatal(err)
 	}
 	other, _, _ := b.Create(ctx, "avk")

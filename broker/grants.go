@@ -46,7 +46,7 @@ func (u *Use) Done(status int) {
 		}
 	}
 	u.s.mu.Unlock()
-	if ss := u.s.broker; ss != nil && ss.Store != nil && !ss.SingleProcess {
+	if ss := u.s.broker; ss != nil && ss.cfg.Store != nil && !ss.cfg.SingleProcess {
 		ss.settle(u.s, u.held, accepted)
 	}
 	u.held = nil
@@ -77,7 +77,7 @@ func (ss *Broker) useGrant(ctx context.Context, u *Use, b *Grant, dest hostname.
 	if b.inFlight {
 		return agentvault.Errorf(agentvault.CodeGrantInUse, "another request is using this card authorization")
 	}
-	if ss.Store != nil && !ss.SingleProcess {
+	if ss.cfg.Store != nil && !ss.cfg.SingleProcess {
 		// The claim is the Store's: two replicas never both hold it.
 		return ss.claim(ctx, u, b, now)
 	}
@@ -95,7 +95,7 @@ func (ss *Broker) useGrant(ctx context.Context, u *Use, b *Grant, dest hostname.
 // an authorize on another replica renews a grant in place, and this
 // replica may not have heard of it yet. It re-reads the session once.
 func (ss *Broker) renewedElsewhere(ctx context.Context, s *Session, err error) bool {
-	if ss.Store == nil || ss.SingleProcess {
+	if ss.cfg.Store == nil || ss.cfg.SingleProcess {
 		return false
 	}
 	switch agentvault.ErrorCode(err) {
@@ -106,13 +106,36 @@ func (ss *Broker) renewedElsewhere(ctx context.Context, s *Session, err error) b
 	return ss.refresh(ctx, s) == nil
 }
 
-// Release is the only way a real value goes on the wire. It checks the
-// grant (P21: origin, expiry, use rule), the item as it is now (removed, or
-// its sites edited), the one scope rule (P2) and the owner's current state
-// (Recheck: revoked key, paused card, removed site); then it releases the
-// value, audited before it is returned (P12), and records dest's host as one
-// of its recipients (P10). The caller wipes the returned bytes.
-func (ss *Broker) Release(ctx context.Context, u *Use, b *Grant, dest hostname.Origin) ([]byte, error) {
+// WireField is one field of the request a release is for, as the proxy's
+// body walk visited it (policy.WireField: the wire amount check reads it).
+type WireField = policy.WireField
+
+// WireFields reads the fields of the request a release is for: its query
+// and body (decompressed), walked by the same function over the same bytes
+// as its substitution. Release calls it at most when a card number with an
+// approved total is released, so a request that releases none is not
+// walked for it. nil: the message has no fields (a WebSocket message).
+type WireFields func() ([]WireField, error)
+
+// WireWants reports whether the wire amount check can read anything from
+// f (policy.WireRules.Wants): the proxy keeps only those fields.
+func (ss *Broker) WireWants(f WireField) bool { return ss.wire.Wants(f) }
+
+// Release is the only way a real value goes on the wire. It checks, in this
+// order, and refuses at the first that fails:
+//
+//   - the grant (P21): its origin, expiry and use rule;
+//   - the item as it is now (removed, or its sites edited) and the one
+//     scope rule (P2);
+//   - the owner's current state (Config.Authorizer's Recheck: a revoked
+//     key, a paused card, a removed site);
+//   - for a card number authorized for a checkout total, the amounts the
+//     request carries (wire, P18): none may exceed the total;
+//
+// then it releases the value, audited before it is returned (P12), and
+// records dest's host as one of its recipients (P10). A refusal writes no
+// audit record: nothing was released. The caller wipes the returned bytes.
+func (ss *Broker) Release(ctx context.Context, u *Use, b *Grant, dest hostname.Origin, wire WireFields) ([]byte, error) {
 	// One decision: the store's read cache is checked once for all of it
 	// (vault.ReadScope); a release that starts after the owner's revoke
 	// still reads it.
@@ -134,18 +157,19 @@ func (ss *Broker) Release(ctx context.Context, u *Use, b *Grant, dest hostname.O
 			return nil, err
 		}
 	}
-	item, err := ss.Vault.GetByLabel(ctx, s.Key.Org, b.item.Kind, b.item.Label)
+	item, err := ss.cfg.Vault.GetByLabel(ctx, s.Key.Org, b.item.Kind, b.item.Label)
 	if err != nil || item.ID != b.item.ID {
 		return nil, agentvault.Errorf(agentvault.CodeDestinationUnauthorized, "this value is no longer in the vault")
 	}
 	if !ss.policy().ScopeAdmits(item, dest.Host) {
 		return nil, agentvault.Errorf(agentvault.CodeScopeDenied, "this item may not be used on this destination")
 	}
-	if ss.Recheck != nil {
-		if err := ss.Recheck(ctx, DecideArgs{Session: s.ID, Token: b.token, Key: s.Key, Item: item,
-			Field: b.field, Destination: dest.Host}); err != nil {
-			return nil, err
-		}
+	if err := ss.cfg.Authorizer.Recheck(ctx, policy.Fill{KeyID: s.Key.ID, Session: s.ID, Item: item,
+		Field: b.field, Destination: dest.Host}); err != nil {
+		return nil, err
+	}
+	if err := ss.checkWire(s, b, wire); err != nil {
+		return nil, err
 	}
 	var raw []byte
 	if b.live {
@@ -158,7 +182,7 @@ func (ss *Broker) Release(ctx context.Context, u *Use, b *Grant, dest hostname.O
 		}
 		raw = append([]byte(nil), v.InsecureRawBytes()...)
 	} else {
-		sec, err := ss.Vault.Release(ctx, ReleaseArgs{
+		sec, err := ss.cfg.Vault.Release(ctx, ReleaseArgs{
 			Org: s.Key.Org, ItemID: b.item.ID, Field: b.field, Destination: dest.Host,
 			Session: s.ID, Actor: s.Key.ID, Purpose: PurposeSubstitute,
 		})
@@ -180,12 +204,29 @@ func (ss *Broker) Release(ctx context.Context, u *Use, b *Grant, dest hostname.O
 	return raw, nil
 }
 
-// ApprovedTotal is the checkout total the card number's last authorize was
-// decided for, or nil (wire amount check, P18).
-func (s *Session) ApprovedTotal(b *Grant) *policy.Amount {
+// checkWire is the wire amount check of a card number's release (P18,
+// policy.Engine.CheckWire): the amounts among the request's fields may not
+// exceed the total the number's last authorize was decided for. A number
+// authorized without a total has nothing to compare with.
+func (ss *Broker) checkWire(s *Session, b *Grant, wire WireFields) error {
+	if b.item.Kind != vault.KindCard || b.field != vault.FieldNumber {
+		return nil
+	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return b.total
+	total := b.total
+	s.mu.Unlock()
+	if total == nil || wire == nil {
+		return nil
+	}
+	fields, err := wire()
+	if err != nil {
+		return err
+	}
+	carried := [][]byte{[]byte(b.token)}
+	if b.standIn != "" {
+		carried = append(carried, []byte(b.standIn))
+	}
+	return ss.policy().CheckWire(ss.wire, *total, fields, carried...)
 }
 
 // recipients is the record, per vault value, of every host it was sent to
@@ -271,7 +312,7 @@ func (ss *Broker) loadRecipients(ctx context.Context, org string) {
 	if done {
 		return
 	}
-	rl, ok := ss.Vault.(RecipientLister)
+	rl, ok := ss.cfg.Vault.(RecipientLister)
 	var list []Recipient
 	if ok {
 		var err error
@@ -356,7 +397,7 @@ func (ss *Broker) ScrubSet(ctx context.Context, s *Session, host string) []Scrub
 	}
 	ss.recipients.mu.RUnlock()
 	for _, rc := range missing {
-		sec, err := ss.Vault.Release(ctx, ReleaseArgs{Org: s.Key.Org, ItemID: rc.item.ID, Field: rc.field,
+		sec, err := ss.cfg.Vault.Release(ctx, ReleaseArgs{Org: s.Key.Org, ItemID: rc.item.ID, Field: rc.field,
 			Destination: host, Session: s.ID, Actor: s.Key.ID, Purpose: PurposeScrub})
 		if err != nil {
 			continue // removed from the vault, or the audit is down: nothing to scrub with

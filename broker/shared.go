@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault"
-	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/vault"
 )
 
@@ -40,7 +39,7 @@ import (
 // storeTimeout bounds a Store call made on a path without a context.
 const storeTimeout = 5 * time.Second
 
-func (ss *Broker) claimLease() time.Duration { return durationOr(ss.ClaimLease, 2*time.Minute) }
+func (ss *Broker) claimLease() time.Duration { return durationOr(ss.cfg.ClaimLease, 2*time.Minute) }
 
 func (ss *Broker) replicaID() string {
 	ss.idOnce.Do(func() { ss.id = randomID("b_", 8) })
@@ -57,18 +56,18 @@ func (ss *Broker) lookup(id string) *Session {
 	ss.mu.RLock()
 	s := ss.byID[id]
 	ss.mu.RUnlock()
-	if s != nil || ss.Store == nil || id == "" {
+	if s != nil || ss.cfg.Store == nil || id == "" {
 		return s
 	}
 	ctx, cancel := storeCtx()
 	defer cancel()
-	rec, grants, err := ss.Store.GetSession(ctx, id)
+	rec, grants, err := ss.cfg.Store.GetSession(ctx, id)
 	if err != nil || !rec.Ended.IsZero() {
 		return nil
 	}
 	s = &Session{ID: rec.ID, Key: rec.Key, pwdHash: rec.PwdHash, created: rec.Created, broker: ss,
 		bindings: map[string]*Grant{},
-		report:   control.Report{FilledFieldKinds: []string{}, CredentialWrites: []string{}}}
+		report:   Report{FilledFieldKinds: []string{}, CredentialWrites: []string{}}}
 	// Its last use as the replicas recorded it: a session idle everywhere
 	// ends at its first use here (Alive), it is not revived by loading.
 	s.lastUsed.Store(rec.LastUsed.UnixNano())
@@ -76,7 +75,7 @@ func (ss *Broker) lookup(id string) *Session {
 	if err := ss.mergeGrants(ctx, s, grants); err != nil {
 		return nil
 	}
-	if ss.SingleProcess && ss.UsesLost {
+	if ss.cfg.SingleProcess && ss.cfg.UsesLost {
 		// Loaded after a crash: the uses were held in memory, so a
 		// one-purchase grant may have been in use when the process
 		// stopped. It counts as used; the agent fills the card again.
@@ -102,22 +101,22 @@ func (ss *Broker) lookup(id string) *Session {
 }
 
 func (ss *Broker) storeCreate(ctx context.Context, s *Session) error {
-	if ss.Store == nil {
+	if ss.cfg.Store == nil {
 		return nil
 	}
 	now := time.Unix(0, s.lastUsed.Load())
 	s.storedUse.Store(now.UnixNano())
-	return ss.Store.CreateSession(ctx, SessionRecord{ID: s.ID, Key: s.Key, PwdHash: s.pwdHash, Created: s.created, LastUsed: now})
+	return ss.cfg.Store.CreateSession(ctx, SessionRecord{ID: s.ID, Key: s.Key, PwdHash: s.pwdHash, Created: s.created, LastUsed: now})
 }
 
 // storeEnd ends session id in the Store and tells the other replicas.
 func (ss *Broker) storeEnd(id, reason string) error {
-	if ss.Store == nil {
+	if ss.cfg.Store == nil {
 		return nil
 	}
 	ctx, cancel := storeCtx()
 	defer cancel()
-	if err := ss.Store.EndSession(ctx, id, reason, ss.now()); err != nil {
+	if err := ss.cfg.Store.EndSession(ctx, id, reason, ss.now()); err != nil {
 		return agentvault.Wrap(agentvault.CodeInternal, err, "the session could not be ended in the store")
 	}
 	ss.notify(ctx, Event{Type: EventSessionEnded, Session: id})
@@ -132,9 +131,9 @@ func (ss *Broker) expire(s *Session, now time.Time) bool {
 	if now.Sub(s.created) > ss.sessionAge() {
 		reason = "age"
 	}
-	if ss.Store != nil && reason == "idle" {
+	if ss.cfg.Store != nil && reason == "idle" {
 		ctx, cancel := storeCtx()
-		rec, _, err := ss.Store.GetSession(ctx, s.ID)
+		rec, _, err := ss.cfg.Store.GetSession(ctx, s.ID)
 		cancel()
 		switch {
 		case err != nil:
@@ -162,7 +161,7 @@ func (ss *Broker) expire(s *Session, now time.Time) bool {
 // by more than a fraction of the idle limit, so the replicas agree on
 // when a session is idle.
 func (ss *Broker) storeUses(all []*Session) {
-	if ss.Store == nil {
+	if ss.cfg.Store == nil {
 		return
 	}
 	step := min(ss.sessionIdle()/4, 30*time.Second).Nanoseconds()
@@ -172,7 +171,7 @@ func (ss *Broker) storeUses(all []*Session) {
 			continue
 		}
 		ctx, cancel := storeCtx()
-		if ss.Store.TouchSession(ctx, s.ID, time.Unix(0, used)) == nil {
+		if ss.cfg.Store.TouchSession(ctx, s.ID, time.Unix(0, used)) == nil {
 			s.storedUse.Store(used)
 		}
 		cancel()
@@ -182,11 +181,11 @@ func (ss *Broker) storeUses(all []*Session) {
 // refresh reads s's shared state again: an ended session is dropped
 // (CodeSessionEnded), its grants are merged into the cache.
 func (ss *Broker) refresh(ctx context.Context, s *Session) error {
-	if ss.Store == nil {
+	if ss.cfg.Store == nil {
 		return nil
 	}
 	s.stale.Store(false)
-	rec, grants, err := ss.Store.GetSession(ctx, s.ID)
+	rec, grants, err := ss.cfg.Store.GetSession(ctx, s.ID)
 	if errors.Is(err, vault.ErrNotFound) || err == nil && !rec.Ended.IsZero() {
 		ss.drop(s)
 		return agentvault.Errorf(agentvault.CodeSessionEnded, "the session has ended")
@@ -222,7 +221,7 @@ func (ss *Broker) mergeGrants(ctx context.Context, s *Session, grants []GrantRec
 		if _, ok := items[g.ItemID]; ok {
 			continue
 		}
-		it, err := ss.Vault.GetByLabel(ctx, s.Key.Org, g.Kind, g.Label)
+		it, err := ss.cfg.Vault.GetByLabel(ctx, s.Key.Org, g.Kind, g.Label)
 		if err != nil {
 			if agentvault.ErrorCode(err) == agentvault.CodeNotFound {
 				continue
@@ -276,11 +275,11 @@ func (s *Session) mergeLocked(g GrantRecord, item vault.Item) {
 // the Store and adopts what the Store kept (another replica's stand-in for
 // the same token wins). On failure the grant is unusable here and the
 // authorize fails.
-func (ss *Broker) writeGrant(ctx context.Context, s *Session, token string, resp control.AuthorizeResponse) (control.AuthorizeResponse, error) {
-	if ss.Store == nil {
+func (ss *Broker) writeGrant(ctx context.Context, s *Session, token string, resp Authorized) (Authorized, error) {
+	if ss.cfg.Store == nil {
 		return resp, nil
 	}
-	if ss.SingleProcess {
+	if ss.cfg.SingleProcess {
 		ss.writeBehind(s, token)
 		return resp, nil
 	}
@@ -293,7 +292,7 @@ func (ss *Broker) writeGrant(ctx context.Context, s *Session, token string, resp
 	g := grantRecordLocked(s, token, b)
 	item := b.item
 	s.mu.Unlock()
-	stored, err := ss.Store.PutGrant(ctx, g)
+	stored, err := ss.cfg.Store.PutGrant(ctx, g)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil {
@@ -302,9 +301,9 @@ func (ss *Broker) writeGrant(ctx context.Context, s *Session, token string, resp
 			s.version++
 		}
 		if agentvault.ErrorCode(err) == agentvault.CodeSessionEnded {
-			return control.AuthorizeResponse{}, err
+			return Authorized{}, err
 		}
-		return control.AuthorizeResponse{}, agentvault.Wrap(agentvault.CodeInternal, err, "the grant could not be stored")
+		return Authorized{}, agentvault.Wrap(agentvault.CodeInternal, err, "the grant could not be stored")
 	}
 	s.mergeLocked(stored, item)
 	s.version++
@@ -346,7 +345,7 @@ func (ss *Broker) writeBehind(s *Session, token string) {
 	}
 	toks[token] = true
 	if ss.behindTimer == nil {
-		ss.behindTimer = time.AfterFunc(durationOr(ss.GrantWriteBehind, time.Second), ss.flushGrants)
+		ss.behindTimer = time.AfterFunc(durationOr(ss.cfg.GrantWriteBehind, time.Second), ss.flushGrants)
 	}
 }
 
@@ -365,7 +364,7 @@ func (ss *Broker) flushGrants() {
 		ss.behindTimer = nil
 	}
 	ss.behindMu.Unlock()
-	if len(pending) == 0 || ss.Store == nil {
+	if len(pending) == 0 || ss.cfg.Store == nil {
 		return
 	}
 	var recs []GrantRecord
@@ -382,12 +381,12 @@ func (ss *Broker) flushGrants() {
 	}
 	ctx, cancel := storeCtx()
 	defer cancel()
-	if bw, ok := ss.Store.(GrantBatchWriter); ok {
+	if bw, ok := ss.cfg.Store.(GrantBatchWriter); ok {
 		_ = bw.PutGrants(ctx, recs)
 		return
 	}
 	for _, g := range recs {
-		_, _ = ss.Store.PutGrant(ctx, g)
+		_, _ = ss.cfg.Store.PutGrant(ctx, g)
 	}
 }
 
@@ -428,7 +427,7 @@ func (w *echoWaiter) check() {
 // carrying the stand-in finds the grant on whichever replica it reaches.
 // Without a listener it does not wait.
 func (ss *Broker) notifyAndHear(ctx context.Context, ev Event) {
-	if ss.Notifier == nil {
+	if ss.cfg.Notifier == nil {
 		return
 	}
 	if !ss.listening.Load() {
@@ -530,7 +529,7 @@ func (ss *Broker) claim(ctx context.Context, u *Use, b *Grant, now time.Time) er
 	b.inFlight = true
 	s.mu.Unlock()
 	id := randomID("c_", 8)
-	err := ss.Store.ClaimGrant(ctx, ClaimArgs{Session: s.ID, Token: b.token, Claim: id, Purchase: purchase,
+	err := ss.cfg.Store.ClaimGrant(ctx, ClaimArgs{Session: s.ID, Token: b.token, Claim: id, Purchase: purchase,
 		Now: now, Until: now.Add(ss.claimLease()), Spend: u.WS})
 	s.mu.Lock()
 	b.inFlight = false
@@ -567,7 +566,7 @@ func (ss *Broker) settle(s *Session, held []heldGrant, spent bool) {
 		if h.claim == "" {
 			continue
 		}
-		_ = ss.Store.SettleGrant(ctx, SettleArgs{Session: s.ID, Token: h.b.token, Claim: h.claim, Spent: spent})
+		_ = ss.cfg.Store.SettleGrant(ctx, SettleArgs{Session: s.ID, Token: h.b.token, Claim: h.claim, Spent: spent})
 	}
 	if spent {
 		ss.notify(ctx, Event{Type: EventGrant, Session: s.ID})
@@ -575,11 +574,11 @@ func (ss *Broker) settle(s *Session, held []heldGrant, spent bool) {
 }
 
 func (ss *Broker) notify(ctx context.Context, ev Event) {
-	if ss.Notifier == nil {
+	if ss.cfg.Notifier == nil {
 		return
 	}
 	ev.From = ss.replicaID()
-	_ = ss.Notifier.Notify(ctx, ev) // a lost event is repaired by the receivers' resync
+	_ = ss.cfg.Notifier.Notify(ctx, ev) // a lost event is repaired by the receivers' resync
 }
 
 // notifyRecipient tells the other replicas that host was sent the value
@@ -593,17 +592,17 @@ func (ss *Broker) notifyRecipient(ctx context.Context, item vault.Item, f vault.
 // Listen applies the other replicas' Events until ctx ends; ready is
 // closed once the Notifier listens. Without a Notifier it returns at once.
 func (ss *Broker) Listen(ctx context.Context, ready chan<- struct{}) {
-	if ss.Notifier == nil {
+	if ss.cfg.Notifier == nil {
 		if ready != nil {
 			close(ready)
 		}
 		return
 	}
-	if !ss.SingleProcess {
+	if !ss.cfg.SingleProcess {
 		// Alone on its store, there is nobody to tell.
 		go ss.hello(ctx)
 	}
-	ss.Notifier.Listen(ctx, ready, ss.HandleEvent)
+	ss.cfg.Notifier.Listen(ctx, ready, ss.HandleEvent)
 }
 
 // HandleEvent applies one Event from another replica (or the Notifier's
@@ -655,7 +654,7 @@ func (ss *Broker) HandleEvent(ev Event) {
 	case EventHello:
 		// heard above
 	case EventRecipient:
-		it, err := ss.Vault.GetByLabel(ctx, ev.Org, vault.Kind(ev.Kind), ev.Label)
+		it, err := ss.cfg.Vault.GetByLabel(ctx, ev.Org, vault.Kind(ev.Kind), ev.Label)
 		if err != nil || it.ID != ev.ItemID || ev.Host == "" {
 			return // removed since: nothing to scrub with
 		}
@@ -691,7 +690,7 @@ func (ss *Broker) HandleEvent(ev Event) {
 // process does not release them again. A grant still in use counts as
 // spent (the site may have it). Called at shutdown, before s is dropped.
 func (ss *Broker) keepUses(s *Session) {
-	if !ss.SingleProcess || ss.Store == nil {
+	if !ss.cfg.SingleProcess || ss.cfg.Store == nil {
 		return
 	}
 	type use struct {
@@ -713,7 +712,7 @@ func (ss *Broker) keepUses(s *Session) {
 	defer cancel()
 	now := ss.now()
 	for _, u := range spent {
-		_ = ss.Store.ClaimGrant(ctx, ClaimArgs{Session: s.ID, Token: u.token, Claim: randomID("c_", 8),
+		_ = ss.cfg.Store.ClaimGrant(ctx, ClaimArgs{Session: s.ID, Token: u.token, Claim: randomID("c_", 8),
 			Purchase: u.purchase, Now: now, Until: now, Spend: true})
 	}
 }

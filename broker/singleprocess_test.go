@@ -28,9 +28,10 @@ func TestP21_SingleProcessKeepsUsesAcrossRestarts(t *testing.T) {
 	}
 	defer st.Close()
 	start := func(usesLost bool) *broker.Broker {
-		b, _, _ := newBroker(t)
-		b.Store, b.Notifier = st, &broker.LocalNotifier{}
-		b.SingleProcess, b.UsesLost = true, usesLost
+		b, _ := brokerOnly(t, func(c *broker.Config) {
+			c.Store, c.Notifier = st, &broker.LocalNotifier{}
+			c.SingleProcess, c.UsesLost = true, usesLost
+		})
 		return b
 	}
 	b1 := start(false)
@@ -45,7 +46,7 @@ func TestP21_SingleProcessKeepsUsesAcrossRestarts(t *testing.T) {
 	gSpent := grantFor(t, b1, spentS, "https://shop.test/pay")
 	grantFor(t, b1, unusedS, "https://shop.test/pay")
 	u := spentS.NewUse()
-	raw, err := b1.Release(ctx, u, gSpent, origin(t, "shop.test"))
+	raw, err := b1.Release(ctx, u, gSpent, origin(t, "shop.test"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func TestP21_SingleProcessKeepsUsesAcrossRestarts(t *testing.T) {
 			t.Fatalf("%d grants after the restart", len(gs))
 		}
 		u := s.NewUse()
-		raw, err := b.Release(ctx, u, gs[0], origin(t, "shop.test"))
+		raw, err := b.Release(ctx, u, gs[0], origin(t, "shop.test"), nil)
 		if err == nil {
 			vault.NewSecret(raw).Wipe()
 			u.Done(200)
@@ -97,30 +98,32 @@ func TestP21_SingleProcessCleanStopKeepsUnusedGrant(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	b1, _, _ := newBroker(t)
-	b1.Store, b1.Notifier, b1.SingleProcess = st, &broker.LocalNotifier{}, true
+	b1, _ := brokerOnly(t, func(c *broker.Config) {
+		c.Store, c.Notifier, c.SingleProcess = st, &broker.LocalNotifier{}, true
+	})
 	s, _, err := b1.Create(ctx, "avk")
 	if err != nil {
 		t.Fatal(err)
 	}
 	grantFor(t, b1, s, "https://shop.test/pay")
 	b1.CloseAll()
-	b2, _, _ := newBroker(t)
-	b2.Store, b2.Notifier, b2.SingleProcess = st, &broker.LocalNotifier{}, true
+	b2, _ := brokerOnly(t, func(c *broker.Config) {
+		c.Store, c.Notifier, c.SingleProcess = st, &broker.LocalNotifier{}, true
+	})
 	s2, err := b2.Get(s.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, gs := s2.Grants()
 	u := s2.NewUse()
-	raw, err := b2.Release(ctx, u, gs[0], origin(t, "shop.test"))
+	raw, err := b2.Release(ctx, u, gs[0], origin(t, "shop.test"), nil)
 	if err != nil {
 		t.Fatalf("an unused grant after a clean stop: %v", err)
 	}
 	vault.NewSecret(raw).Wipe()
 	u.Done(200)
 	u = s2.NewUse()
-	if _, err := b2.Release(ctx, u, gs[0], origin(t, "shop.test")); agentvault.ErrorCode(err) != agentvault.CodeGrantUsed {
+	if _, err := b2.Release(ctx, u, gs[0], origin(t, "shop.test"), nil); agentvault.ErrorCode(err) != agentvault.CodeGrantUsed {
 		t.Fatalf("second use: %v, want grant_used", err)
 	}
 }
@@ -153,9 +156,10 @@ func TestP21_SingleProcessWritesGrantsBehind(t *testing.T) {
 	}
 	defer sq.Close()
 	st := &countingStore{Store: sq}
-	b1, _, _ := newBroker(t)
-	b1.Store, b1.Notifier, b1.SingleProcess = st, &broker.LocalNotifier{}, true
-	b1.GrantWriteBehind = time.Hour
+	b1, _ := brokerOnly(t, func(c *broker.Config) {
+		c.Store, c.Notifier, c.SingleProcess = st, &broker.LocalNotifier{}, true
+		c.GrantWriteBehind = time.Hour
+	})
 	s, _, err := b1.Create(ctx, "avk")
 	if err != nil {
 		t.Fatal(err)
@@ -173,8 +177,9 @@ func TestP21_SingleProcessWritesGrantsBehind(t *testing.T) {
 	if n, m := st.puts.Load(), st.batches.Load(); n != 0 || m != 1 {
 		t.Fatalf("the clean stop wrote %d single grants and %d batches, want one batch", n, m)
 	}
-	b2, _, _ := newBroker(t)
-	b2.Store, b2.Notifier, b2.SingleProcess = sq, &broker.LocalNotifier{}, true
+	b2, _ := brokerOnly(t, func(c *broker.Config) {
+		c.Store, c.Notifier, c.SingleProcess = sq, &broker.LocalNotifier{}, true
+	})
 	s2, err := b2.Get(s.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -184,7 +189,7 @@ func TestP21_SingleProcessWritesGrantsBehind(t *testing.T) {
 		t.Fatalf("%d grants after the restart, want 1", len(gs))
 	}
 	u := s2.NewUse()
-	raw, err := b2.Release(ctx, u, gs[0], origin(t, "shop.test"))
+	raw, err := b2.Release(ctx, u, gs[0], origin(t, "shop.test"), nil)
 	if err != nil {
 		t.Fatalf("the grant written behind, after a clean stop: %v", err)
 	}
@@ -203,8 +208,9 @@ func TestP21_SweepPurgesEndedSessionsFromTheStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	b, _, now := newBroker(t)
-	b.Store, b.Notifier, b.SingleProcess = st, &broker.LocalNotifier{}, true
+	b, now := brokerOnly(t, func(c *broker.Config) {
+		c.Store, c.Notifier, c.SingleProcess = st, &broker.LocalNotifier{}, true
+	})
 	ended, _, err := b.Create(ctx, "avk")
 	if err != nil {
 		t.Fatal(err)

@@ -150,7 +150,7 @@ func (ss *Broker) ArmTOTPCapture(ctx context.Context, s *Session, label, pageURL
 	if err != nil {
 		return "", err
 	}
-	item, err := ss.Vault.GetByLabel(ctx, s.Key.Org, vault.KindLogin, label)
+	item, err := ss.cfg.Vault.GetByLabel(ctx, s.Key.Org, vault.KindLogin, label)
 	if err != nil {
 		return "", notSignedIn
 	}

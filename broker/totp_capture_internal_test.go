@@ -9,6 +9,7 @@ import (
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/hostname"
+	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/vault"
 )
 
@@ -30,17 +31,30 @@ func (v loginVault) Release(context.Context, ReleaseArgs) (vault.Secret, error) 
 	return vault.Secret{}, vault.ErrNotFound
 }
 
+// refuseFills refuses every fill: the capture's rules need none.
+type refuseFills struct{}
+
+func (refuseFills) Authorize(context.Context, policy.Fill) error {
+	return agentvault.Errorf(agentvault.CodeScopeDenied, "no fills in this test")
+}
+func (refuseFills) Recheck(context.Context, policy.Fill) error {
+	return agentvault.Errorf(agentvault.CodeScopeDenied, "no fills in this test")
+}
+
 // signedInSession is a broker on a clock, and a session that released the
 // login's password.
 func signedInSession(t *testing.T) (*Broker, *Session, *time.Time) {
 	t.Helper()
 	login := vault.Item{ID: "itm_l", Org: "org1", Kind: vault.KindLogin, Label: "trail",
 		Fields: []vault.Field{vault.FieldPassword}, Login: &vault.LoginMeta{Site: "example.com"}}
-	b := New(loginVault{login}, func(context.Context, string) (APIKey, error) {
-		return APIKey{ID: "key1", Org: "org1", Suffix: "t3st1"}, nil
-	})
 	now := time.Now()
-	b.Now = func() time.Time { return now }
+	b, err := New(Config{Vault: loginVault{login}, Authorizer: refuseFills{}, Now: func() time.Time { return now },
+		LookupKey: func(context.Context, string) (APIKey, error) {
+			return APIKey{ID: "key1", Org: "org1", Suffix: "t3st1", Scope: policy.KeyScope{AllCards: true, AllLogins: true}}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	s, _, err := b.Create(context.Background(), "avk")
 	if err != nil {
 		t.Fatal(err)

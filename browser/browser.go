@@ -1,6 +1,7 @@
 package browser
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -25,7 +26,12 @@ type Config struct {
 	// certificates Chromium accepts in addition to the system roots: proxyd's
 	// MITM CA, or a test server's certificate.
 	TrustSPKI []string
-	Logger    *slog.Logger
+	// TrustPEM is proxyd's CA certificate, for a managed provider, which
+	// is handed the certificate rather than its hash.
+	TrustPEM string
+	// Remote, when set, is a browser mcpd does not launch (provider.go).
+	Remote Remote
+	Logger *slog.Logger
 }
 
 // chromiumArgs keep Chromium from phoning home on a machine with no network
@@ -44,12 +50,16 @@ var chromiumArgs = []string{
 	"--no-default-browser-check",
 }
 
-// Browser is one Chromium process shared by every session.
+// Browser is where sessions come from: one Chromium shared by every
+// session (launched here, or a remote one mcpd connected to), or a managed
+// provider that starts a browser per session (managed is set, b is nil).
 type Browser struct {
 	cfg Config
 	log *slog.Logger
 	pw  *playwright.Playwright
 	b   playwright.Browser
+	// managed is the provider's session API (steel_cloud, browserbase).
+	managed *managedAPI
 	// ownsDriver is true when Close must stop the driver too.
 	ownsDriver bool
 
@@ -161,11 +171,24 @@ func Launch(cfg Config) (*Browser, error) {
 	return b, nil
 }
 
-// Launch starts a headless Chromium on this driver, trusting cfg.TrustSPKI.
-// Closing the Browser leaves the driver running.
+// Launch starts a headless Chromium on this driver, trusting cfg.TrustSPKI,
+// or reaches the browser cfg.Remote names (provider.go). Closing the
+// Browser leaves the driver running, and a remote browser too.
 func (d *Driver) Launch(cfg Config) (*Browser, error) {
 	cfg.DriverDir = d.cfg.DriverDir
 	cfg.defaults()
+	switch k := cfg.Remote.Kind(); {
+	case k == ProviderPlaywright || k == ProviderCDP:
+		return d.connect(cfg)
+	case cfg.Remote.Managed():
+		api, err := newManagedAPI(cfg.Remote)
+		if err != nil {
+			return nil, err
+		}
+		return &Browser{cfg: cfg, log: cfg.Logger, pw: d.pw, managed: api}, nil
+	case k != ProviderLocal:
+		return nil, cfg.Remote.Check()
+	}
 	args := append([]string(nil), chromiumArgs...)
 	if len(cfg.TrustSPKI) > 0 {
 		args = append(args, "--ignore-certificate-errors-spki-list="+strings.Join(cfg.TrustSPKI, ","))
@@ -181,6 +204,62 @@ func (d *Driver) Launch(cfg Config) (*Browser, error) {
 		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "launch chromium")
 	}
 	return &Browser{cfg: cfg, log: cfg.Logger, pw: d.pw, b: b}, nil
+}
+
+// connect reaches a browser that runs elsewhere: a Playwright browser
+// server (its own protocol, so the driver versions must match) or any
+// Chromium answering CDP. The endpoint may carry a token: no error or log
+// line quotes it.
+func (d *Driver) connect(cfg Config) (*Browser, error) {
+	if err := cfg.Remote.Check(); err != nil {
+		return nil, err
+	}
+	timeout := float64(managedTimeout.Milliseconds())
+	var b playwright.Browser
+	var err error
+	if cfg.Remote.Kind() == ProviderPlaywright {
+		b, err = d.pw.Chromium.Connect(cfg.Remote.Endpoint, playwright.BrowserTypeConnectOptions{Timeout: &timeout})
+	} else {
+		b, err = d.pw.Chromium.ConnectOverCDP(cfg.Remote.Endpoint, playwright.BrowserTypeConnectOverCDPOptions{Timeout: &timeout})
+	}
+	if err != nil {
+		return nil, agentvault.Wrap(agentvault.CodeUpstream, errors.New("playwright connect error (text withheld: it quotes the endpoint)"),
+			"could not reach the %s browser at %s: check that it runs and --browser-endpoint (the same Playwright version as mcpd's driver, %s, for a browser server)",
+			cfg.Remote.Kind(), hostOf(cfg.Remote.Endpoint), driverVersion(cfg.DriverDir))
+	}
+	// The SPKI hash is public: it is what the operator passes to the
+	// remote Chromium so that it accepts proxyd's certificates.
+	cfg.Logger.Info("remote browser connected; it must trust proxyd's CA (--ignore-certificate-errors-spki-list)",
+		"provider", string(cfg.Remote.Kind()), "host", hostOf(cfg.Remote.Endpoint), "spki", strings.Join(cfg.TrustSPKI, ","))
+	return &Browser{cfg: cfg, log: cfg.Logger, pw: d.pw, b: b}, nil
+}
+
+// driverVersion is the playwright-core version of the driver directory.
+func driverVersion(dir string) string {
+	raw, err := os.ReadFile(filepath.Join(dir, "package", "package.json"))
+	if err != nil {
+		return "unknown"
+	}
+	var pkg struct {
+		Version string `json:"version"`
+	}
+	if json.Unmarshal(raw, &pkg) != nil || pkg.Version == "" {
+		return "unknown"
+	}
+	return pkg.Version
+}
+
+// Connected reports whether the browser can still open sessions: false
+// once a launched Chromium died or a remote one went away. A managed
+// provider starts a browser per session and is always ready.
+func (b *Browser) Connected() bool {
+	b.mu.Lock()
+	closed := b.closed
+	b.mu.Unlock()
+	if closed {
+		return false
+	}
+	return b.b == nil || b.b.IsConnected()
 }
 
 // Trusts reports whether the browser was launched trusting exactly spki.
@@ -202,7 +281,12 @@ func (b *Browser) Close() error {
 	}
 	b.closed = true
 	b.mu.Unlock()
-	err := b.b.Close()
+	var err error
+	if b.b != nil {
+		// A remote browser is only disconnected from: the contexts mcpd
+		// opened in it close, the browser goes on.
+		err = b.b.Close()
+	}
 	if b.ownsDriver {
 		err = errors.Join(err, b.pw.Stop())
 	}
@@ -226,11 +310,15 @@ type SessionOptions struct {
 }
 
 // NewSession opens a fresh browser context (own cookies, own proxy
-// credential) with one blank page.
+// credential) with one blank page. On a managed provider it is the default
+// context of a new provider session, created with that proxy.
 func (b *Browser) NewSession(opts SessionOptions) (*Session, error) {
 	w, h := opts.ViewportWidth, opts.ViewportHeight
 	if w == 0 || h == 0 {
 		w, h = 1280, 900
+	}
+	if b.managed != nil {
+		return b.newManagedSession(opts, w, h)
 	}
 	co := playwright.BrowserNewContextOptions{
 		Viewport:          &playwright.Size{Width: w, Height: h},
@@ -253,6 +341,16 @@ func (b *Browser) NewSession(opts SessionOptions) (*Session, error) {
 	if err != nil {
 		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "open browser context")
 	}
+	p, err := bctx.NewPage()
+	if err != nil {
+		_ = bctx.Close()
+		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "open page")
+	}
+	return b.session(bctx, p), nil
+}
+
+// session wraps a context and its first page.
+func (b *Browser) session(bctx playwright.BrowserContext, p playwright.Page) *Session {
 	s := &Session{b: b, ctx: bctx, popupArrived: make(chan struct{}, 1), watchKey: newWatchKey()}
 	// Refusals proxyd answers inside the tunnel carry its code in a header
 	// (read from the response's initial headers: no round trip, safe in an
@@ -264,12 +362,74 @@ func (b *Browser) NewSession(opts SessionOptions) (*Session, error) {
 			s.mu.Unlock()
 		}
 	})
-	p, err := bctx.NewPage()
-	if err != nil {
-		_ = bctx.Close()
-		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "open page")
-	}
 	s.watch(p, nil)
 	s.stack = []playwright.Page{p}
+	return s
+}
+
+// newManagedSession creates a provider session proxied through proxyd and
+// trusting its CA, reaches it over CDP and drives its default context (the
+// provider's proxy and solver live there). Closing the session releases
+// the provider's.
+func (b *Browser) newManagedSession(opts SessionOptions, w, h int) (*Session, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), managedTimeout)
+	defer cancel()
+	ms, err := b.managed.create(ctx, createArgs{proxy: opts.Proxy, caPEM: b.cfg.TrustPEM, width: w, height: h})
+	if err != nil {
+		return nil, err
+	}
+	release := func() error {
+		rctx, rcancel := context.WithTimeout(context.Background(), managedTimeout)
+		defer rcancel()
+		return b.managed.release(rctx, ms.id)
+	}
+	fail := func(err error) (*Session, error) {
+		if rerr := release(); rerr != nil {
+			b.log.Warn("managed browser session not released", "provider", string(b.managed.kind), "code", string(agentvault.ErrorCode(rerr)))
+		}
+		return nil, err
+	}
+	timeout := float64(managedTimeout.Milliseconds())
+	rb, err := b.pw.Chromium.ConnectOverCDP(ms.connectURL, playwright.BrowserTypeConnectOverCDPOptions{Timeout: &timeout})
+	if err != nil {
+		return fail(agentvault.Wrap(agentvault.CodeUpstream, errors.New("playwright connect error (text withheld: the connect URL carries a key)"),
+			"%s created a browser session but mcpd could not reach it over CDP: check the provider's status", b.managed.name()))
+	}
+	ctxs := rb.Contexts()
+	if len(ctxs) == 0 {
+		_ = rb.Close()
+		return fail(agentvault.Errorf(agentvault.CodeUpstream, "the %s browser session has no browser context", b.managed.name()))
+	}
+	bctx := ctxs[0]
+	var p playwright.Page
+	if pages := bctx.Pages(); len(pages) > 0 {
+		p = pages[0]
+	} else if p, err = bctx.NewPage(); err != nil {
+		_ = rb.Close()
+		return fail(agentvault.Wrap(agentvault.CodeUpstream, err, "open a page in the %s browser session", b.managed.name()))
+	}
+	s := b.session(bctx, p)
+	s.release = func() error {
+		return errors.Join(rb.Close(), release())
+	}
+	if b.managed.solver {
+		st := &solverState{api: b.managed, id: ms.id}
+		s.solver = st
+		if b.managed.kind == ProviderBrowserbase {
+			bctx.OnConsole(func(m playwright.ConsoleMessage) { st.console(m.Text()) })
+		}
+		watch := func(pg playwright.Page) {
+			pg.OnFrameNavigated(func(f playwright.Frame) {
+				if f.ParentFrame() == nil {
+					st.navigated()
+				}
+			})
+			pg.OnDOMContentLoaded(func(playwright.Page) { st.parsed() })
+		}
+		for _, pg := range bctx.Pages() {
+			watch(pg)
+		}
+		bctx.OnPage(watch)
+	}
 	return s, nil
 }

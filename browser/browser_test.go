@@ -22,10 +22,10 @@ func open(t *testing.T) (*browsertest.Site, *browser.Session) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	if err := s.Goto(site.CheckoutURL(), 10*time.Second); err != nil {
+	if err := s.Goto(site.CheckoutURL(), 30*time.Second); err != nil {
 		t.Fatalf("goto: %v", err)
 	}
-	if err := s.WaitFor(browser.Target{Selector: "#number", Frame: "iframe"}, "visible", 5*time.Second); err != nil {
+	if err := s.WaitFor(browser.Target{Selector: "#number", Frame: "iframe"}, "visible", 30*time.Second); err != nil {
 		t.Fatalf("card frame: %v", err)
 	}
 	return site, s
@@ -39,14 +39,14 @@ func TestBrowserCheckoutPage(t *testing.T) {
 	site, s := open(t)
 
 	t.Run("snapshot", func(t *testing.T) {
-		if err := s.Fill(browser.Target{Selector: "#company"}, "Zebracorp-Canary", time.Second); err != nil {
+		if err := s.Fill(browser.Target{Selector: "#company"}, "Zebracorp-Canary", 30*time.Second); err != nil {
 			t.Fatal(err)
 		}
 		snap, err := s.Snapshot(0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Fill(browser.Target{Selector: "#notes-ta"}, "ring twice\nZebranote-Canary: - textbox", time.Second); err != nil {
+		if err := s.Fill(browser.Target{Selector: "#notes-ta"}, "ring twice\nZebranote-Canary: - textbox", 30*time.Second); err != nil {
 			t.Fatal(err)
 		}
 		before := browser.RefLookups()
@@ -121,11 +121,11 @@ func TestBrowserCheckoutPage(t *testing.T) {
 	})
 
 	t.Run("popup", func(t *testing.T) {
-		act, err := s.Click(browser.Target{Selector: "#wallet"}, 2*time.Second)
+		act, err := s.Click(browser.Target{Selector: "#wallet"}, 30*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.WaitForPopup(5 * time.Second); err != nil {
+		if _, err := s.WaitForPopup(30 * time.Second); err != nil {
 			t.Fatalf("wait_for_popup: %v (notice %v)", err, act.NewTab)
 		}
 		if !strings.HasSuffix(s.URL(), "/popup") {
@@ -141,13 +141,13 @@ func TestBrowserCheckoutPage(t *testing.T) {
 	})
 
 	t.Run("pay", func(t *testing.T) {
-		must(t, s.SelectOption(browser.Target{Selector: "#exp-month"}, "12", time.Second))
+		must(t, s.SelectOption(browser.Target{Selector: "#exp-month"}, "12", 30*time.Second))
 		must(t, s.Fill(browser.Target{Selector: "#number", Frame: "iframe"}, "4242424242424242", 30*time.Second))
 		must(t, s.Fill(browser.Target{Selector: "#cvc", Frame: "iframe"}, "123", 30*time.Second))
 		if _, err := s.Click(browser.Target{Selector: "#place-order"}, 30*time.Second); err != nil {
 			t.Fatal(err)
 		}
-		m, err := s.Race(browser.Target{Selector: "#order-success"}, browser.Target{Selector: "#err:not(:empty), .checkout-error"}, 5*time.Second)
+		m, err := s.Race(browser.Target{Selector: "#order-success"}, browser.Target{Selector: "#err:not(:empty), .checkout-error"}, 30*time.Second)
 		if err != nil || m != "success" {
 			t.Fatalf("race: %q %v", m, err)
 		}
@@ -174,7 +174,7 @@ func TestGotoProxyRefusal(t *testing.T) {
 	if _, err := s.Click(browser.Target{Selector: "#probe"}, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	must(t, s.WaitFor(browser.Target{Selector: "body[data-probed]"}, "attached", 5*time.Second))
+	must(t, s.WaitFor(browser.Target{Selector: "body[data-probed]"}, "attached", 30*time.Second))
 	rs := s.RefusalsSince(n)
 	if len(rs) != 1 || rs[0].Code != "insecure_site" || rs[0].ResourceType != "fetch" {
 		t.Fatalf("refusals %+v", rs)
@@ -189,7 +189,7 @@ func TestObserveErrorText(t *testing.T) {
 	if _, err := s.Click(browser.Target{Selector: "#place-order"}, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.WaitFor(browser.Target{Selector: "#err:not(:empty)"}, "visible", 5*time.Second); err != nil {
+	if err := s.WaitFor(browser.Target{Selector: "#err:not(:empty)"}, "visible", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	sig, err := s.Observe()
@@ -229,9 +229,9 @@ func TestP19_ScreenshotMasksAtSource(t *testing.T) {
 	// The red box is the card number field in the payments frame: with the
 	// default masks it must never show. Find where it is by unmasking a
 	// copy of the page whose field is not card-shaped.
-	must(t, s.Goto(site.Pay.URL+"/lookalike", 5*time.Second))
+	must(t, s.Goto(site.Pay.URL+"/lookalike", 30*time.Second))
 	locateRed(t, s)
-	must(t, s.Goto(site.Pay.URL+"/card", 5*time.Second))
+	must(t, s.Goto(site.Pay.URL+"/card", 30*time.Second))
 	if r, g, b := shot(nil); r > 30 || g > 30 || b > 30 {
 		t.Fatalf("card number pixel %d,%d,%d with the default masks, want black", r, g, b)
 	}
@@ -301,7 +301,7 @@ func TestObserveLiveRegions(t *testing.T) {
 		{"/live/hidden-failure", false, ""},
 	} {
 		t.Run(strings.TrimPrefix(c.path, "/live/"), func(t *testing.T) {
-			must(t, s.Goto(site.Shop.URL+c.path, 5*time.Second))
+			must(t, s.Goto(site.Shop.URL+c.path, 30*time.Second))
 			sig, err := s.Observe()
 			if err != nil {
 				t.Fatal(err)
@@ -329,12 +329,12 @@ func TestSnapshotNestedFrames(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	if err := s.Goto(site.FramesURL(), 10*time.Second); err != nil {
+	if err := s.Goto(site.FramesURL(), 30*time.Second); err != nil {
 		t.Fatalf("goto: %v", err)
 	}
 	wallet := `iframe[title="Wallet"]`
 	card := wallet + " >> internal:control=enter-frame >> " + `iframe[title="Card"]`
-	if err := s.WaitFor(browser.Target{Selector: "#cvc", Frame: card}, "visible", 5*time.Second); err != nil {
+	if err := s.WaitFor(browser.Target{Selector: "#cvc", Frame: card}, "visible", 30*time.Second); err != nil {
 		t.Fatalf("card frame: %v", err)
 	}
 	before := browser.RefLookups()

@@ -33,7 +33,7 @@ func TestDetectChallengeShapes(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.path, func(t *testing.T) {
-			if err := s.Goto(site.Shop.URL+c.path, 5*time.Second); err != nil {
+			if err := s.Goto(site.Shop.URL+c.path, 30*time.Second); err != nil {
 				t.Fatal(err)
 			}
 			got, err := s.DetectChallenge()
@@ -46,7 +46,7 @@ func TestDetectChallengeShapes(t *testing.T) {
 		})
 	}
 	// observe_page's code-sent signal on the same OTP page.
-	if err := s.Goto(site.Shop.URL+"/c/otp", 5*time.Second); err != nil {
+	if err := s.Goto(site.Shop.URL+"/c/otp", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	sig, err := s.Observe()
@@ -75,23 +75,23 @@ func TestDetectChallengeSearchSignatures(t *testing.T) {
 		}
 		return c
 	}
-	if err := s.Goto(site.Shop.URL+"/c/search", 5*time.Second); err != nil {
+	if err := s.Goto(site.Shop.URL+"/c/search", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if c := detect(); len(c.Types) != 0 || c.Signature != "" {
 		t.Fatalf("the plain search page: %+v", c)
 	}
-	if _, err := s.Click(browser.Target{Selector: "#go"}, 5*time.Second); err != nil {
+	if _, err := s.Click(browser.Target{Selector: "#go"}, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.WaitFor(browser.Target{Selector: "[role=alert]"}, "", 5*time.Second); err != nil {
+	if err := s.WaitFor(browser.Target{Selector: "[role=alert]"}, "", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if c := detect(); !reflect.DeepEqual(c.Types, []string{"blocked"}) || c.Signature != "search_bounce" {
 		t.Fatalf("a search bounced back with an error: %+v", c)
 	}
 
-	if err := s.Goto(site.Shop.URL+"/c/stalled?q=opera", 5*time.Second); err != nil {
+	if err := s.Goto(site.Shop.URL+"/c/stalled?q=opera", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if c := detect(); len(c.Types) != 0 {

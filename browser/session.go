@@ -1,6 +1,7 @@
 package browser
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -73,6 +74,13 @@ type Session struct {
 	// frameMemos are the iframes FrameOf found, by selector.
 	frameMu    sync.Mutex
 	frameMemos map[string]*frameMemo
+
+	// release ends a managed provider's session (its browser goes with
+	// it); nil for a context of a shared browser.
+	release func() error
+	// solver is the managed browser's captcha solver; nil when it has
+	// none or it is off.
+	solver *solverState
 }
 
 // SetReadings says whether navigations should read the page ahead of a
@@ -219,7 +227,21 @@ func (s *Session) Close() error {
 	}
 	s.closed = true
 	s.mu.Unlock()
+	if s.release != nil {
+		return s.release()
+	}
 	return s.ctx.Close()
+}
+
+// CaptchaPending reports whether the managed browser's solver is working on
+// a challenge now: Browserbase's from the solver's console messages,
+// Steel's from its captcha status API (asked at most once a second). A
+// session without a solver answers false and asks nothing.
+func (s *Session) CaptchaPending(ctx context.Context) (bool, error) {
+	if s.solver == nil {
+		return false, nil
+	}
+	return s.solver.pending(ctx)
 }
 
 func ms(d time.Duration) *float64 {
@@ -382,6 +404,12 @@ func navError(err error) error {
 	switch {
 	case errors.Is(err, playwright.ErrTimeout):
 		return agentvault.Wrap(agentvault.CodeTimeout, err, "the page did not finish loading in time")
+	case strings.Contains(msg, "ERR_CERT_AUTHORITY_INVALID"):
+		// Only proxyd's leaves reach the browser (it verifies the real
+		// site itself): an unknown authority is a browser that does not
+		// trust proxyd's CA, which one mcpd did not launch must.
+		return agentvault.Wrap(agentvault.CodeUpstream, err,
+			"the browser does not trust proxyd's certificate authority (net::ERR_CERT_AUTHORITY_INVALID): a remote browser must be started trusting it, see docs/browsers.md")
 	case strings.Contains(msg, "ERR_TUNNEL_CONNECTION_FAILED"), strings.Contains(msg, "ERR_PROXY"):
 		return agentvault.Wrap(agentvault.CodeUpstream, err, "the proxy refused or could not reach this site (%s)", netCode(msg))
 	case strings.Contains(msg, "net::"):
@@ -431,6 +459,9 @@ func (s *Session) Click(t Target, timeout time.Duration) (Action, error) {
 	s.acted()
 	navs := s.navs.Load()
 	if err := loc.Click(playwright.LocatorClickOptions{Timeout: ms(timeout)}); err != nil {
+		if covered(err) {
+			return Action{}, coveredError(t, timeout, activationKey(loc), err)
+		}
 		return Action{}, actionError("click", t, timeout, err)
 	}
 	s.settleNavigation(p, navs, timeout)
@@ -452,6 +483,56 @@ func (s *Session) Press(t Target, key string, timeout time.Duration) (Action, er
 	s.settleNavigation(p, navs, timeout)
 	s.noteChanges()
 	return Action{NewTab: s.TakeNewTabs()}, nil
+}
+
+// covered reports a click that timed out because another element covers
+// the target and never reached it. Playwright's "intercepts pointer
+// events" alone is not that: followed by "performing click action" or
+// "click action done", the click landed and the timeout was the wait after
+// it (actionError says so).
+func covered(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "intercepts pointer events") &&
+		!strings.Contains(msg, "performing click action") && !strings.Contains(msg, "click action done")
+}
+
+// activationScript names the key that activates an element the way a
+// click does: Space for a checkbox, radio or switch, Enter for a button,
+// a link or a submit input, "" when no key does (a plain element with a
+// click handler).
+const activationScript = `(e) => {
+	const tag = e.tagName.toLowerCase();
+	const type = (e.getAttribute('type') || '').toLowerCase();
+	const role = (e.getAttribute('role') || '').toLowerCase();
+	if ((tag === 'input' && (type === 'checkbox' || type === 'radio')) || ['checkbox', 'radio', 'switch'].includes(role)) return 'Space';
+	if (tag === 'button' || tag === 'summary' || (tag === 'a' && e.hasAttribute('href')) ||
+		(tag === 'input' && ['submit', 'button', 'reset', 'image'].includes(type)) ||
+		['button', 'link', 'menuitem', 'tab', 'option'].includes(role)) return 'Enter';
+	return '';
+}`
+
+// activationKey reads which key activates the click's target ("" when
+// none, or when the element cannot be read any more).
+func activationKey(loc playwright.Locator) string {
+	v, err := loc.First().Evaluate(activationScript, nil, playwright.LocatorEvaluateOptions{Timeout: ms(2 * time.Second)})
+	if err != nil {
+		return ""
+	}
+	k, _ := v.(string)
+	return k
+}
+
+// coveredError is a click that something covers (an expanded payment
+// iframe, a cookie wall, a modal scrim): it says so and names the fix
+// for this target (seed 004, click): press with the key that activates
+// it, or, when no key does, clear the overlay first.
+func coveredError(t Target, timeout time.Duration, key string, err error) error {
+	if key == "" {
+		return agentvault.Wrap(agentvault.CodeTimeout, err,
+			"click on %s timed out after %d ms because another element covers it, and no key activates this target: clear the overlay first (close the cookie banner, dialog or expanded frame covering it), then click again", t, timeout.Milliseconds())
+	}
+	return agentvault.Wrap(agentvault.CodeTimeout, err,
+		"click on %s timed out after %d ms because another element covers it: use press with %s on %s instead", t, timeout.Milliseconds(), key, t)
 }
 
 // actionError explains a failed click or press in our own words. Playwright's

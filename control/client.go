@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -311,7 +312,7 @@ func (c *Client) doStatus(ctx context.Context, method, path string, in, out, acc
 		return resp.StatusCode, agentvault.Wrap(agentvault.CodeUpstream, err, "read control answer")
 	}
 	if resp.StatusCode/100 != 2 {
-		return resp.StatusCode, decodeError(resp.StatusCode, data)
+		return resp.StatusCode, withRetryAfter(decodeError(resp.StatusCode, data), resp.Header)
 	}
 	if resp.StatusCode == http.StatusAccepted && accepted != nil {
 		out = accepted
@@ -323,6 +324,29 @@ func (c *Client) doStatus(ctx context.Context, method, path string, in, out, acc
 		return resp.StatusCode, agentvault.Wrap(agentvault.CodeInternal, err, "decode control answer")
 	}
 	return resp.StatusCode, nil
+}
+
+// retryAfterError is a refusal that came with a Retry-After (a 429's): the
+// wait the proxy asked for, kept so the agent is told it (seed 004:
+// rate_limited, wait for Retry-After). It answers the same
+// RetryAfterDuration the server reads to write the header.
+type retryAfterError struct {
+	Err   error
+	After time.Duration
+}
+
+func (e *retryAfterError) Error() string                     { return e.Err.Error() }
+func (e *retryAfterError) Unwrap() error                     { return e.Err }
+func (e *retryAfterError) RetryAfterDuration() time.Duration { return e.After }
+
+// withRetryAfter keeps a refusal's Retry-After, in whole seconds (the
+// form the server writes; an HTTP date is not read).
+func withRetryAfter(err error, h http.Header) error {
+	secs, perr := strconv.Atoi(strings.TrimSpace(h.Get("Retry-After")))
+	if perr != nil || secs <= 0 {
+		return err
+	}
+	return &retryAfterError{Err: err, After: time.Duration(secs) * time.Second}
 }
 
 // decodeError turns an error answer back into the *agentvault.Error proxyd

@@ -76,8 +76,8 @@ func TestRecipes_ControlRoundTrip(t *testing.T) {
 	if agentvault.ErrorCode(err) != agentvault.CodeInvalidRecipe {
 		t.Errorf("invalid recipe came back as %v", err)
 	}
-	if control.HTTPStatus(agentvault.CodeInvalidRecipe) != http.StatusBadRequest {
-		t.Errorf("invalid_recipe maps to %d", control.HTTPStatus(agentvault.CodeInvalidRecipe))
+	if agentvault.HTTPStatus(agentvault.CodeInvalidRecipe) != http.StatusBadRequest {
+		t.Errorf("invalid_recipe maps to %d", agentvault.HTTPStatus(agentvault.CodeInvalidRecipe))
 	}
 	body, _ := json.Marshal(control.SubmitRecipeRequest{APIKey: "avk_good", Recipe: json.RawMessage(`{}`), Note: "budget"})
 	req, _ := http.NewRequest(http.MethodPost, srv.URL+control.SubmissionsPath, bytes.NewReader(body))

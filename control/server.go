@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agentvault/agentvault"
@@ -112,11 +113,21 @@ func NewHandler(svc Service, token string, log *slog.Logger) http.Handler {
 			reply(w, r, nil, err)
 			return
 		}
-		resp, err := svc.CreateSession(r.Context(), req.APIKey)
+		key, err := apiKeyOf(r, req.APIKey)
+		if err != nil {
+			reply(w, r, nil, err)
+			return
+		}
+		resp, err := svc.CreateSession(r.Context(), key)
 		reply(w, r, resp, err)
 	})
 	mux.HandleFunc("GET /v1/catalog", func(w http.ResponseWriter, r *http.Request) {
-		cat, err := svc.Catalog(r.Context(), r.URL.Query().Get("apiKey"), r.URL.Query().Get("url"))
+		key, err := apiKeyOf(r, r.URL.Query().Get("apiKey"))
+		if err != nil {
+			reply(w, r, nil, err)
+			return
+		}
+		cat, err := svc.Catalog(r.Context(), key, r.URL.Query().Get("url"))
 		reply(w, r, cat, err)
 	})
 	mux.HandleFunc("POST /v1/sessions/{id}/authorize", func(w http.ResponseWriter, r *http.Request) {
@@ -204,17 +215,24 @@ func NewHandler(svc Service, token string, log *slog.Logger) http.Handler {
 			reply(w, r, k, err)
 		})
 	}
-	return &handler{mux: mux, want: []byte("Bearer " + token)}
+	h := &handler{mux: mux, want: []byte("Bearer " + token)}
+	if ok, is := svc.(OwnKeyService); is {
+		h.keys, mux.keys = ok, ok
+	}
+	return h
 }
 
 // routeMux registers every control route with the rule package authz gives
 // it (P24): a route authz's table does not name stops the handler from
 // being built. The control token admits mcpd, which calls for an agent's
-// key; the service behind each route checks the key, its scope and, for a
-// call that acts for a person, that person's consent.
+// key; an agent's own key as the bearer admits the calls authz marks
+// OwnKey, each bound to that key (ownkey.go). The service behind each
+// route checks the key, its scope and, for a call that acts for a person,
+// that person's consent.
 type routeMux struct {
 	*http.ServeMux
 	patterns []string
+	keys     OwnKeyService // nil: the control token only
 }
 
 func newRouteMux() *routeMux { return &routeMux{ServeMux: http.NewServeMux()} }
@@ -223,9 +241,16 @@ func (m *routeMux) HandleFunc(pattern string, fn func(http.ResponseWriter, *http
 	rule := authz.MustLookup(authz.Control, pattern)
 	m.patterns = append(m.patterns, pattern)
 	m.ServeMux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-		if err := rule.Allows(authz.AgentCaller); err != nil {
+		c := callerOf(r.Context())
+		if err := rule.Allows(c.sub); err != nil {
 			WriteError(w, err)
 			return
+		}
+		if c.sub.Kind == authz.AgentKeyKind {
+			if err := c.bind(r, pattern, m.keys); err != nil {
+				WriteError(w, err)
+				return
+			}
 		}
 		fn(w, r)
 	})
@@ -241,19 +266,29 @@ func Routes(h http.Handler) []string {
 	return slices.Clone(ch.mux.patterns)
 }
 
-// handler is NewHandler's answer: the token check in front of the routes.
+// handler is NewHandler's answer: the bearer check in front of the routes.
 type handler struct {
 	mux  *routeMux
 	want []byte
+	keys OwnKeyService // nil: the control token only
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	got := []byte(r.Header.Get("Authorization"))
-	if len(h.want) == len("Bearer ") || subtle.ConstantTimeCompare(got, h.want) != 1 {
-		WriteError(w, agentvault.Errorf(agentvault.CodeUnauthorized, "control token required"))
+	got := r.Header.Get("Authorization")
+	if len(h.want) > len("Bearer ") && subtle.ConstantTimeCompare([]byte(got), h.want) == 1 {
+		h.mux.ServeHTTP(w, r)
 		return
 	}
-	h.mux.ServeHTTP(w, r)
+	bearer, _ := strings.CutPrefix(got, "Bearer ")
+	c, isKey, err := ownKeyCaller(r.Context(), h.keys, bearer)
+	switch {
+	case !isKey:
+		WriteError(w, agentvault.Errorf(agentvault.CodeUnauthorized, "control token required (or an agent's own API key, for the calls docs/byob.md lists)"))
+	case err != nil:
+		WriteError(w, err)
+	default:
+		h.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
+	}
 }
 
 // waitParam reads an optional long-poll duration, capped at MaxWait.
@@ -268,60 +303,14 @@ func waitParam(v string) (time.Duration, error) {
 	return min(d, MaxWait), nil
 }
 
-// HTTPStatus maps an error code to the HTTP status of a refusal, for the
-// control API and the proxy alike. It is the one place this mapping lives.
-func HTTPStatus(code agentvault.Code) int {
-	switch code {
-	case agentvault.CodeInvalidInput, agentvault.CodeInvalidParams, agentvault.CodeMalformedRequest, agentvault.CodeInvalidRecipe:
-		return http.StatusBadRequest
-	case agentvault.CodeUnauthorized, agentvault.CodeInvalidAPIKey, agentvault.CodeKeyRevoked:
-		return http.StatusUnauthorized
-	case agentvault.CodeProxyAuth:
-		return http.StatusProxyAuthRequired
-	case agentvault.CodeNotFound, agentvault.CodeSessionEnded:
-		return http.StatusNotFound
-	case agentvault.CodeConflict:
-		return http.StatusConflict
-	case agentvault.CodeBrowserCaptchaPending, agentvault.CodeBrowserLoginTimeout:
-		// Unprocessable, not unavailable: nothing may retry a sign-in on
-		// its own (seed 000).
-		return http.StatusUnprocessableEntity
-	case agentvault.CodeBodyTooLarge:
-		return http.StatusRequestEntityTooLarge
-	case agentvault.CodeTooManyTunnels, agentvault.CodeRateLimited, agentvault.CodeTooManySessions:
-		return http.StatusTooManyRequests
-	case agentvault.CodeUpstream, agentvault.CodeUpstreamTLS:
-		return http.StatusBadGateway
-	case agentvault.CodeTimeout:
-		return http.StatusGatewayTimeout
-	case agentvault.CodeSealed, agentvault.CodeAuditUnavailable:
-		return http.StatusServiceUnavailable
-	case agentvault.CodeInternal, agentvault.CodeSubstitution:
-		return http.StatusInternalServerError
-	}
-	// Every policy refusal (destination, scope, insecure, private, loop,
-	// tokens, limits, approvals) is a 403.
-	return http.StatusForbidden
-}
-
-// ErrorJSON renders err as the error body. Only the public message goes
-// out; the internal cause stays for logs.
-func ErrorJSON(err error) []byte {
-	b, _ := json.Marshal(ErrorBody{
-		Code:    string(agentvault.ErrorCode(err)),
-		Message: agentvault.ErrorMessage(err),
-	})
-	return append(b, '\n')
-}
-
 // WriteError answers an HTTP request with the coded error.
 func WriteError(w http.ResponseWriter, err error) {
-	body := ErrorJSON(err)
+	body := agentvault.ErrorJSON(err)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
-	h.Set("X-Agentvault-Code", string(agentvault.ErrorCode(err)))
-	w.WriteHeader(HTTPStatus(agentvault.ErrorCode(err)))
+	h.Set(agentvault.CodeHeader, string(agentvault.ErrorCode(err)))
+	w.WriteHeader(agentvault.HTTPStatus(agentvault.ErrorCode(err)))
 	_, _ = w.Write(body)
 }
 

@@ -3,6 +3,8 @@ package control
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/agentvault/agentvault"
 )
 
 // Paths of the control API. Session paths take the session id after
@@ -22,6 +24,10 @@ const (
 	EventConfirmation = "confirmation"
 	EventFill         = "fill"
 	EventCredential   = "credential_write"
+	// EventLoginDiagnostic says browser_login kept a masked diagnostic
+	// capture of a sign-in that did not succeed (seed 000): the event
+	// carries its reference, never the capture (CheckLoginDiagnostic).
+	EventLoginDiagnostic = "login_diagnostic"
 )
 
 // CreateSessionRequest opens a browser session under an API key.
@@ -83,8 +89,15 @@ type EventRequest struct {
 	Type       string      `json:"type"`
 	OrderTotal *OrderTotal `json:"orderTotal,omitempty"`
 	Kinds      []string    `json:"kinds,omitempty"`
-	// Site is the registrable domain of a credential write event.
+	// Site is the registrable domain of a credential write event, the
+	// sign-in page's host of a login diagnostic.
 	Site string `json:"site,omitempty"`
+	// Login, Outcome and Artifact are a login diagnostic's: the stored
+	// login's label, how the sign-in ended (LoginOutcomes) and the
+	// capture's reference (NewLoginArtifact).
+	Login    string `json:"login,omitempty"`
+	Outcome  string `json:"outcome,omitempty"`
+	Artifact string `json:"artifact,omitempty"`
 }
 
 // EventResponse is the empty answer to an event.
@@ -108,11 +121,9 @@ type CloseResponse struct {
 	Report Report `json:"report"`
 }
 
-// ErrorBody is every error answer: a stable code and a public message.
-type ErrorBody struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
+// ErrorBody is every error answer: a stable code and a public message
+// (agentvault.ErrorBody, which the proxy's refusals carry too).
+type ErrorBody = agentvault.ErrorBody
 
 // WaitsPath is where a pending authorization is waited on:
 // GET /v1/waits/{id}?timeout=25s.
@@ -206,4 +217,26 @@ type KeyInfo struct {
 	AllLogins       bool     `json:"allLogins"`
 	LoginIDs        []string `json:"loginIds,omitempty"`
 	CanCreateLogins bool     `json:"canCreateLogins"`
+	// AppChosen is whether the account holder has chosen on the
+	// dashboard's Connected apps page what this key may use on the hosted
+	// MCP server, and AppUses what they chose (AppUseCheckout,
+	// AppUseLogins). Until a choice the hosted server runs only
+	// get_checkout_recipes for the key (seed 004).
+	AppChosen bool     `json:"appChosen"`
+	AppUses   []string `json:"appUses,omitempty"`
 }
+
+// What a connection (an API key on the hosted MCP server) may use, as the
+// account holder chooses it on Connected apps.
+const (
+	// AppUseCheckout: the browser and checkout tools (pages, the catalog,
+	// fill_checkout, recipes).
+	AppUseCheckout = "checkout"
+	// AppUseLogins: the browser and the login tools (create_login and the
+	// other account writes, fill_login).
+	AppUseLogins = "logins"
+)
+
+// AppUses is every use a holder can choose, in the order the dashboard
+// shows them.
+var AppUses = []string{AppUseCheckout, AppUseLogins}

@@ -7,21 +7,17 @@ import (
 	"github.com/agentvault/agentvault"
 )
 
-// Names and fields are identifiers a skill names in its SKILL.md and a
-// runtime reads from JSON: a closed grammar keeps them out of HTML, logs and
-// SQL trouble, and keeps user text out of error messages.
+// A credential's fields are identifiers a runtime reads from JSON, and a team
+// name is shown and stored like a credential's name (whose grammar is package
+// credname's): a closed grammar keeps them out of HTML, logs and SQL trouble,
+// and keeps user text out of error messages.
 var (
-	nameRE  = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
 	fieldRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_]{0,39}$`)
 	teamRE  = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,39}$`)
 )
 
 // MaxFields bounds the fields of one credential.
 const MaxFields = 16
-
-// ValidName reports whether s is a credential name ("sankhya",
-// "erp-prod"): lower case letters, digits, '.', '_' and '-'.
-func ValidName(s string) bool { return nameRE.MatchString(s) }
 
 // ValidTeam reports whether s is a team name.
 func ValidTeam(s string) bool { return teamRE.MatchString(s) }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/authz"
+	"github.com/agentvault/agentvault/credentials/credname"
 	"github.com/agentvault/agentvault/vault"
 )
 
@@ -356,7 +357,7 @@ func (s *Service) Request(ctx context.Context, p Principal, a RequestArgs) (Issu
 	if a.Visibility == "" {
 		a.Visibility = Personal
 	}
-	if !ValidName(a.Name) {
+	if !credname.Valid(a.Name) {
 		return Issued{}, agentvault.Errorf(agentvault.CodeInvalidInput, "name must be lower case letters, digits, '.', '_' or '-' (at most 64)")
 	}
 	if !a.Visibility.Valid() {
@@ -449,7 +450,7 @@ func (s *Service) Get(ctx context.Context, p Principal, id string) (Credential, 
 }
 
 func notFoundName(name string) error {
-	if !ValidName(name) {
+	if !credname.Valid(name) {
 		return agentvault.Errorf(agentvault.CodeNotFound, "no credential of that name for you; ask for yours with credential_request")
 	}
 	return agentvault.Errorf(agentvault.CodeNotFound, "no credential %q for you (neither yours nor the organisation's); ask for yours with credential_request", name)
@@ -459,7 +460,7 @@ func notFoundName(name string) error {
 // p: their own, else the organisation's; neither is not_found. The token is
 // valid UseLinkTTL and for one POST.
 func (s *Service) Use(ctx context.Context, p Principal, name string) (Issued, error) {
-	if !ValidName(name) {
+	if !credname.Valid(name) {
 		return Issued{}, notFoundName(name)
 	}
 	creds, err := s.st.ListCredentials(ctx, p.Org)

@@ -17,6 +17,7 @@ import (
 	"github.com/agentvault/agentvault/e2e/merchant"
 	"github.com/agentvault/agentvault/internal/leakcheck"
 	"github.com/agentvault/agentvault/mcpserver"
+	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/vault"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -27,11 +28,12 @@ import (
 // submit. The signed-in outcome on the plain site is
 // TestBrowserLogin_MerchantEmailFirst (totp_test.go).
 //
-// The built mcpd cannot be handed a captcha solver (cmd/mcpd drives a
-// self-hosted Chromium: no provider, no waits), so the captcha cases run
-// mcpd's own Main in-process with Main.Captcha set to a test solver
-// registered under a seed provider name. The other cases run the built
-// binary; its --login-budget flag shortens the 120 s budget.
+// The captcha cases here run mcpd's own Main in-process with Main.Captcha
+// set to a test solver registered under a seed provider name, over the
+// self-hosted Chromium; the built mcpd waiting on a managed provider's own
+// solver signals is TestSeed000_ManagedSolverWaits (remote_browser_test.go).
+// The other cases run the built binary; its --login-budget flag shortens
+// the 120 s budget.
 
 // loginLabel is the catalog label of the appliance's own login.
 func loginLabel(t *testing.T, agent *mcpAgent, ap *appliance) string {
@@ -105,19 +107,21 @@ func checkDiagnostic(t *testing.T, dir, ref string, l *leakcheck.Checker) {
 // whose password the site no longer takes. The real password reaches the
 // site (proxyd swaps it in), the site refuses it once, and browser_login
 // answers refused as a normal result, naming a masked diagnostic capture
-// the owner finds in the artifact directory (AGENTVAULT_ARTIFACT_DIR). The
-// password is in no MCP result, mcpd stderr, proxyd log or the capture
-// (P11).
+// the owner finds in mcpd's artifact directory, which is under the data
+// directory when nothing names another (<data>/mcpd/login-diagnostics);
+// the reference reaches proxyd as the session's event, where the owner's
+// Activity page lists it. The password is in no MCP result, mcpd stderr,
+// proxyd log, the event or the capture (P11).
 func TestSeed000_BrowserLoginRefusedKeepsMaskedDiagnostic(t *testing.T) {
 	requireE2E(t, true)
 	ap := startWiredAppliance(t)
 	const email = "ada.stale@example.org"
 	stalePw, currentPw := "Pw-stale-"+randomHex(10)+"!q", "Pw-current-"+randomHex(10)+"!q"
 	label := addSiteLogin(t, ap, email, stalePw, currentPw)
-	artifacts := filepath.Join(ap.dataDir, "artifacts")
+	artifacts := filepath.Join(ap.dataDir, "mcpd", mcpserver.DiagnosticsDir)
 	bin := buildCmd(t, "mcpd")
 	args, env := ap.mcpdArgs()
-	agent := startAgent(t, bin, args, append(env, "AGENTVAULT_ARTIFACT_DIR="+artifacts))
+	agent := startAgent(t, bin, append(args, "--data", ap.dataDir), env)
 
 	agent.must("open_page", map[string]any{"url": ap.m.Login.URL + "/login"})
 	got := agent.must("browser_login", map[string]any{"credentialId": label}).json(t)
@@ -134,6 +138,15 @@ func TestSeed000_BrowserLoginRefusedKeepsMaskedDiagnostic(t *testing.T) {
 
 	l := leakcheck.New(leakcheck.Value("password", stalePw), leakcheck.Value("site's password", currentPw), leakcheck.Value("password", ap.login.password))
 	checkDiagnostic(t, artifacts, ref, l)
+	var seen []owner.LoginDiagnostic
+	for _, d := range ap.pm.Owner.LoginDiagnostics() {
+		if d.Artifact == ref {
+			seen = append(seen, d)
+		}
+	}
+	if len(seen) != 1 || seen[0].Outcome != "refused" || seen[0].Login != label || seen[0].Site != "login.test" {
+		t.Fatalf("the owner's record of the capture: %+v", seen)
+	}
 	agent.transcript.sweep(t, l, "MCP results")
 	l.Logs(t, "mcpd log", agent.logs.Bytes())
 	l.Logs(t, "proxyd logs", ap.logs.Bytes())

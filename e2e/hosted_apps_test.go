@@ -4,7 +4,9 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/internal/leakcheck"
 	"github.com/mxschmitt/playwright-go"
 )
@@ -61,4 +63,53 @@ func TestHostedOwnerEndsSessionOnDashboard(t *testing.T) {
 	l := leakcheck.New(leakcheck.Value("card number", oa.card.number), leakcheck.Value("cvv", oa.card.cvv))
 	l.Text(t, "the owner's pages", owner.seen.Bytes())
 	l.Logs(t, "mcpd logs", hm.logs.Bytes())
+}
+
+// TestSeed004_HostedConnectedAppsChoice: through mcpd's and proxyd's own
+// Mains, a connection whose holder has chosen nothing yet gets recipes but
+// every other tool is refused, naming the Connected apps page; the holder
+// ticks what it may use there and saves, and the same connection's
+// open_page then starts a session.
+func TestSeed004_HostedConnectedAppsChoice(t *testing.T) {
+	requireE2E(t, true)
+	oa := startOwnerAppliance(t, "50.00")
+	hm := startHostedMCP(t, oa)
+	a := hm.agentAsIs(t, oa.apiKey)
+	a.must("get_checkout_recipes", map[string]any{"url": oa.m.Shop.URL + "/checkout"})
+	r := a.call("open_page", map[string]any{"url": oa.m.Shop.URL + "/products/trail-shoes"})
+	if !r.isErr || !strings.Contains(r.status(), "code=forbidden") || !strings.Contains(r.text, "Connected apps") || a.session != "" {
+		t.Fatalf("open_page before the holder chose: %q", r.text)
+	}
+
+	owner := oa.signInOwner(t)
+	if _, err := owner.page.Goto(oa.dashURL+"/apps", playwright.PageGotoOptions{Timeout: playwright.Float(15000)}); err != nil {
+		t.Fatal(err)
+	}
+	owner.keep(t)
+	form := owner.page.Locator("form[action$='/uses']").First()
+	for _, use := range control.AppUses {
+		must(t, "tick "+use, form.Locator("input[value='"+use+"']").Check())
+	}
+	must(t, "Save", owner.page.Locator("button[form^='uses-']").First().Click())
+	must(t, "after Save", owner.page.WaitForLoadState())
+	owner.keep(t)
+	if main, _ := owner.page.Locator("main").InnerText(); !strings.Contains(main, "Saved.") {
+		t.Fatalf("the page after Save: %q", main)
+	}
+
+	// mcpd trusts a key check for up to a second: the choice reaches the
+	// next check.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r = a.call("open_page", map[string]any{"url": oa.m.Shop.URL + "/products/trail-shoes"})
+		if !strings.Contains(r.status(), "code=forbidden") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	r = a.follow(r)
+	if r.isErr || a.session == "" {
+		t.Fatalf("open_page after the holder chose: %q", leakcheck.Redact(r.text))
+	}
+	a.must("close_session", nil)
 }

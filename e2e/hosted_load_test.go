@@ -62,6 +62,7 @@ func TestHostedLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 		keys[i] = k
+		chooseAllUses(t, oa, k)
 	}
 
 	agentNo := 0

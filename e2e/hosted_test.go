@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/internal/leakcheck"
 	"github.com/agentvault/agentvault/mcpserver"
 	"github.com/agentvault/agentvault/owner"
@@ -41,6 +42,7 @@ func (c *hostedClock) jump(d time.Duration) {
 // hostedMCP is mcpd's own Main serving the hosted server over streamable
 // HTTP with API keys, beside proxyd's Main.
 type hostedMCP struct {
+	oa    *ownerAppliance
 	url   string
 	logs  *syncBuffer
 	clock *hostedClock
@@ -48,7 +50,7 @@ type hostedMCP struct {
 
 func startHostedMCP(t *testing.T, oa *ownerAppliance) *hostedMCP {
 	t.Helper()
-	hm := &hostedMCP{logs: &syncBuffer{}, clock: &hostedClock{}}
+	hm := &hostedMCP{oa: oa, logs: &syncBuffer{}, clock: &hostedClock{}}
 	m := mcpserver.NewMain()
 	m.ControlURL, m.ControlTokenFile, m.APIKeyFile = oa.controlURL, oa.controlTokenFile, oa.apiKeyFile
 	m.DriverDir, m.ChromiumPath, m.LogLevel, m.Stderr = driverDir(), chromiumPath(), "debug", hm.logs
@@ -99,7 +101,30 @@ const reasonIdleText = "it was idle too long"
 
 var errSessionHeader = &json.UnsupportedValueError{Str: "the hosted server sent an Mcp-Session-Id header"}
 
+// agent is a client on key, whose holder has let it use everything on
+// Connected apps (chooseAllUses).
 func (hm *hostedMCP) agent(t *testing.T, key string) *hostedAgent {
+	t.Helper()
+	chooseAllUses(t, hm.oa, key)
+	return hm.agentAsIs(t, key)
+}
+
+// chooseAllUses stands in for the holder choosing on Connected apps that
+// key may use everything on the hosted server (TestSeed004_HostedConnectedAppsChoice
+// makes the choice on the dashboard itself).
+func chooseAllUses(t *testing.T, oa *ownerAppliance, key string) {
+	t.Helper()
+	k, err := oa.pm.Broker.LookupKey(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := oa.pm.ConnectedApps().Choose(k.ID, control.AppUses); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// agentAsIs is a client on key with whatever the holder chose for it.
+func (hm *hostedMCP) agentAsIs(t *testing.T, key string) *hostedAgent {
 	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: "hosted-e2e", Version: "1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -146,9 +171,33 @@ func (a *hostedAgent) call(name string, args map[string]any) answer {
 	return answer{text: txt, isErr: res.IsError, res: res}
 }
 
+// machinePending is the answer of a call that outlived the hosted call
+// deadline with nobody asked: the work goes on and the agent fetches its
+// own answer with get_pending_result.
+var machinePending = regexp.MustCompile(`^status=pending wait=(w_[a-z2-7]+) waiting_on_owner=false(?: session=(s_[a-z2-7]+))?`)
+
+// follow turns such a pending answer into the call's own answer, as an
+// agent does: on a loaded machine an open_page can outlast the deadline.
+// An answer waiting on the owner is returned as it is.
+func (a *hostedAgent) follow(r answer) answer {
+	a.t.Helper()
+	m := machinePending.FindStringSubmatch(r.text)
+	if m == nil {
+		return r
+	}
+	if a.session == "" && m[2] != "" {
+		a.session = m[2]
+	}
+	waitUntil(a.t, 3*time.Minute, "the answer of a call that outlived the hosted deadline, from get_pending_result", func() bool {
+		r = a.call("get_pending_result", map[string]any{"wait": m[1]})
+		return !machinePending.MatchString(r.text)
+	})
+	return r
+}
+
 func (a *hostedAgent) must(name string, args map[string]any) answer {
 	a.t.Helper()
-	r := a.call(name, args)
+	r := a.follow(a.call(name, args))
 	if r.isErr || strings.HasPrefix(r.text, "status=pending") {
 		a.t.Fatalf("%s: %q", name, leakcheck.Redact(r.status()))
 	}

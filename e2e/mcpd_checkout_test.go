@@ -52,9 +52,12 @@ func TestP11_MCPCheckoutCanary(t *testing.T) {
 	t.Run("SiteScopedCard", func(t *testing.T) { mcpCheckout(t, startWiredAppliance(t)) })
 }
 
-func mcpCheckout(t *testing.T, ap *appliance) {
+// mcpCheckout runs the whole checkout over the built mcpd; extra are more
+// flags (a remote browser's, remote_browser_test.go).
+func mcpCheckout(t *testing.T, ap *appliance, extra ...string) {
 	bin := buildCmd(t, "mcpd")
 	args, env := ap.mcpdArgs()
+	args = append(args, extra...)
 
 	started := time.Now()
 	agent := startAgent(t, bin, args, env)

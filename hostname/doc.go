@@ -22,8 +22,16 @@
 //     fourth place of a label that is not punycode are refused (RFC 5891
 //     5.4 via UTS 46 CheckHyphens).
 //
-// Two rules are decided here on purpose:
+// Three rules are decided here on purpose:
 //
+//   - An IP address is a host and a site of its own: its registrable domain
+//     is itself and it has no subdomains (Registrable, Under). So an owner
+//     may authorize 203.0.113.7 or bind a card to it, and it covers exactly
+//     that address. A site is what Site accepts: an IP address, or a name
+//     with a registrable domain; a bare public suffix and a single label
+//     ("localhost") are hosts but never sites. Every package that reads a
+//     site an owner typed asks Site, so none answers "is this an IP or a
+//     site" its own way.
 //   - "_" is allowed in labels. Browsers accept it in host names (the WHATWG
 //     URL standard forbids neither it nor leaves it to STD3), real sites use
 //     it, and refusing a name the browser will connect to would only make the
@@ -35,9 +43,10 @@
 // Parse reads a destination ("host[:port]", what the proxy sees) into an
 // Origin; the scheme is always https for us. Host reads what an owner
 // types (a bare host, "host:port", or a URL such as
-// https://shop.example/path, whose host it takes) and Bare accepts a bare
-// host or IP literal and nothing else. Registrable gives the eTLD+1 by the
-// public suffix list; Under says whether a host is a base host or below it.
+// https://shop.example/path, whose host it takes), Site the same when it
+// must name a site, and Bare accepts a bare host or IP literal and nothing
+// else. Registrable gives the eTLD+1 by the public suffix list; Under says
+// whether a host is a base host or below it.
 //
 // This package imports only the standard library, golang.org/x/net/idna,
 // golang.org/x/net/publicsuffix and the root errors package: never another

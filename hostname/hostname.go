@@ -131,6 +131,24 @@ func Host(s string) (string, error) {
 	return h, nil
 }
 
+// Site reads a site the owner names (an authorized destination, a card's or
+// a login's site, a blocked merchant, a sign-up): Host's canonical form,
+// which must be an IP address or a name with a registrable domain. An IP
+// address is a site of its own (its own registrable domain, with no
+// subdomains); a bare public suffix ("com", "co.uk", "github.io") or a
+// single label ("localhost") is not a site, since it would stand for every
+// site under it or for none.
+func Site(s string) (string, error) {
+	h, err := Host(s)
+	if err != nil {
+		return "", err
+	}
+	if _, err := Registrable(h); err != nil {
+		return "", agentvault.Errorf(agentvault.CodeInvalidInput, "not a site: a public suffix or a single label stands for no one site")
+	}
+	return h, nil
+}
+
 // Registrable is host's registrable domain (eTLD+1) by the public suffix
 // list: "shop.example.co.uk" gives "example.co.uk", "www.shop.example"
 // gives "shop.example". An IP address is its own registrable domain. A

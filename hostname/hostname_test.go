@@ -177,6 +177,37 @@ func TestRegistrable(t *testing.T) {
 	}
 }
 
+// TestSite: the one answer to "is this an IP or a site". An IP address is
+// a site of its own; a public suffix or a single label is no site; a URL
+// or host:port names its host, "www." kept.
+func TestSite(t *testing.T) {
+	for in, want := range map[string]string{
+		"shop.example.co.uk":              "shop.example.co.uk",
+		" WWW.Shop.Example. ":             "www.shop.example",
+		"https://pay.shop.example:8443/x": "pay.shop.example",
+		"203.0.113.7":                     "203.0.113.7",
+		"[::ffff:203.0.113.7]":            "203.0.113.7",
+		"https://[2001:db8::1]/checkout":  "2001:db8::1",
+		"bücher.example":                  "xn--bcher-kva.example",
+		"com":                             "",
+		"co.uk":                           "",
+		"github.io":                       "",
+		"localhost":                       "",
+		"https://shop.example@evil.test/": "",
+		"a..com":                          "",
+		"ftp://shop.example/":             "",
+		"":                                "",
+	} {
+		got, err := hostname.Site(in)
+		if err != nil {
+			got = ""
+		}
+		if got != want {
+			t.Errorf("Site(%q) = %q (%v), want %q", in, got, err, want)
+		}
+	}
+}
+
 func TestP2_Under(t *testing.T) {
 	for _, tc := range []struct {
 		host, base string

@@ -1,8 +1,6 @@
 package intercept_test
 
 import (
-	"context"
-	"github.com/agentvault/agentvault/broker"
 	"net/http"
 	"strings"
 	"testing"
@@ -108,7 +106,6 @@ func TestLiveCVVFromSessionMemory(t *testing.T) {
 	// A live-CVV card: the vault holds no code.
 	e.vault.add(vault.Item{Kind: vault.KindCard, Label: "1", Card: &vault.CardMeta{AnySite: true}},
 		map[vault.Field]string{vault.FieldNumber: "4242424242424242"})
-	e.sessions.Decide = func(context.Context, broker.DecideArgs) error { return nil }
 	s, pw := e.session()
 	page := "https://shop.test:" + up.port() + "/pay"
 	if _, err := e.authorize(s, tok("card", "1", "cvv"), page); agentvault.ErrorCode(err) != agentvault.CodeCVVEntryRequired {
@@ -141,5 +138,30 @@ func TestLiveCVVFromSessionMemory(t *testing.T) {
 	}
 	if err := e.sessions.SetLiveValue(s.ID, item.ID, vault.FieldCVV, vault.NewSecret([]byte("1"))); err == nil {
 		t.Fatal("live value accepted for a closed session")
+	}
+}
+
+// TestServedCountsConnectsAndRequests: Served moves with every CONNECT and
+// every request inside a tunnel, and stands still while nothing comes
+// (proxyd reads that as idle and gives memory back).
+func TestServedCountsConnectsAndRequests(t *testing.T) {
+	e := startProxy(t, nil)
+	up := startUpstream(t, e.upCA, nil)
+	s, pw := e.session()
+	before := e.srv.Served()
+	c := e.client(s, pw, false)
+	for range 3 {
+		resp, err := c.Get(hostURL(up, "shop.test", "/hello"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		readAll(t, resp.Body)
+		resp.Body.Close()
+	}
+	if got := e.srv.Served() - before; got != 4 { // one CONNECT (keep-alive), three requests
+		t.Fatalf("Served moved by %d, want 4", got)
+	}
+	if e.srv.Served() != before+4 {
+		t.Fatal("Served moved with nothing served")
 	}
 }

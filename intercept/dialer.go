@@ -69,6 +69,9 @@ type Dialer struct {
 	UnsafeAllowPrivateRanges bool
 	Resolver                 Resolver // nil: net.DefaultResolver
 	Timeout                  time.Duration
+	// Upstream, when set, is the proxy every connection to a site goes
+	// through (egress.go); nil: direct.
+	Upstream *UpstreamProxy
 
 	mu   sync.RWMutex
 	self []netip.AddrPort
@@ -175,11 +178,22 @@ func (d *Dialer) DialContext(ctx context.Context, network, addr string) (net.Con
 	}
 	var last error
 	for _, ap := range aps {
+		if d.Upstream != nil {
+			c, err := d.dialUpstreamProxy(ctx, &nd, ap)
+			if err == nil || agentvault.ErrorCode(err) == agentvault.CodeEgressUnavailable {
+				return c, err // the next address would ask the same proxy
+			}
+			last = err
+			continue
+		}
 		c, err := nd.DialContext(ctx, "tcp", net.JoinHostPort(ap.Addr().String(), strconv.Itoa(int(ap.Port()))))
 		if err == nil {
 			return c, nil
 		}
 		last = err
+	}
+	if agentvault.ErrorCode(last) == agentvault.CodeUpstream {
+		return nil, last
 	}
 	return nil, agentvault.Wrap(agentvault.CodeUpstream, last, "destination unreachable")
 }

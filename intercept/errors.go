@@ -5,14 +5,23 @@ import (
 	"strconv"
 
 	"github.com/agentvault/agentvault"
-	"github.com/agentvault/agentvault/control"
 )
 
-func httpStatus(code agentvault.Code) int { return control.HTTPStatus(code) }
+func httpStatus(code agentvault.Code) int { return agentvault.HTTPStatus(code) }
 
-func errorBody(err error) []byte { return control.ErrorJSON(err) }
+func errorBody(err error) []byte { return agentvault.ErrorJSON(err) }
 
-func writeError(w http.ResponseWriter, err error) { control.WriteError(w, err) }
+// writeError answers an h2 stream (or any handler) with the coded error,
+// as errorResponse does on the raw HTTP/1.1 paths.
+func writeError(w http.ResponseWriter, err error) {
+	body := errorBody(err)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set(agentvault.CodeHeader, string(agentvault.ErrorCode(err)))
+	w.WriteHeader(httpStatus(agentvault.ErrorCode(err)))
+	_, _ = w.Write(body)
+}
 
 // errorResponse builds a refusal as an *http.Response for the raw HTTP/1.1
 // paths (CONNECT refusals, the tunnel loop). It always closes the connection.
@@ -31,7 +40,7 @@ func errorResponse(req *http.Request, err error) *http.Response {
 		Request:       req,
 	}
 	resp.Header.Set("Content-Type", "application/json")
-	resp.Header.Set("X-Agentvault-Code", string(agentvault.ErrorCode(err)))
+	resp.Header.Set(agentvault.CodeHeader, string(agentvault.ErrorCode(err)))
 	resp.Header.Set("Connection", "close")
 	return resp
 }

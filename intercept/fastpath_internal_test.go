@@ -2,13 +2,17 @@ package intercept
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/agentvault/agentvault"
@@ -145,7 +149,7 @@ func hiddenTestMatch() (*requestMatch, []string) {
 	for i, v := range vals {
 		pats = append(pats, tokens.Pattern{Value: []byte(v), ID: i})
 	}
-	return &requestMatch{long: tokens.NewMatcher(pats)}, vals
+	return &requestMatch{long: tokens.NewMatcher(pats), b64: base64Prefilter(pats)}, vals
 }
 
 // TestP9_HiddenValuesOnePassKeepsRefusals: a token or stand-in behind an
@@ -261,5 +265,101 @@ func TestHopByHopNamesCanonical(t *testing.T) {
 		if http.CanonicalHeaderKey(h) != h {
 			t.Errorf("%q is not canonical", h)
 		}
+	}
+}
+
+// TestP9_HiddenValuesLargeBodyBase64: in a body too large to join (over
+// joinViewMax), a token or a long stand-in under base64 at any offset, in
+// either alphabet, is still refused although a body without one is not
+// decoded (the base64 prefilter); an ordinary large body passes.
+func TestP9_HiddenValuesLargeBodyBase64(t *testing.T) {
+	s := &Server{cfg: Config{MaxBodyBytes: 10 << 20}}
+	rm, _ := hiddenTestMatch()
+	pad := strings.Repeat("x", 2*joinViewMax)
+	body := func(blob string) []byte {
+		return []byte(`{"pad":"` + pad + `","blob":"` + blob + `","tail":"` + pad + `"}`)
+	}
+	cases := []struct {
+		name string
+		body []byte
+		code agentvault.Code // "": passes
+	}{
+		{"padding", body("nothing here"), ""},
+		{"ordinary base64", body(base64.StdEncoding.EncodeToString([]byte("a session blob, nothing else in it"))), ""},
+		{"random base64", []byte(base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0xfb, 0xef, 0xbe, 0x01}, joinViewMax))), ""},
+	}
+	for i, v := range []string{"av_card_1_number_u7x2k", "AV_LOGIN_shop_PASSWORD_abcde", "4242420000004242", "Tr0ub4dor&3xyz!"} {
+		code := agentvault.CodeSubstitution
+		if strings.HasPrefix(strings.ToLower(v), "av_") {
+			code = agentvault.CodeTokenNotAllowed
+		}
+		for j, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawURLEncoding} {
+			for glue := range 3 {
+				blob := strings.Repeat("Q", glue+i+j) + enc.EncodeToString([]byte(strings.Repeat("?", glue)+v+"~~"))
+				cases = append(cases, struct {
+					name string
+					body []byte
+					code agentvault.Code
+				}{fmt.Sprintf("%s enc%d glue%d", v, j, glue), body(blob), code})
+			}
+		}
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			u, _ := url.Parse("https://shop.test/p")
+			req := &http.Request{URL: u, Header: http.Header{"Content-Type": {"application/json"}}}
+			err := s.hiddenValues(rm, req, tc.body)
+			if got := agentvault.ErrorCode(err); err != nil && got != tc.code || err == nil && tc.code != "" {
+				t.Fatalf("got %v, want code %q", err, tc.code)
+			}
+		})
+	}
+}
+
+// TestBase64PrefilterBuiltOnceUnderConcurrency: requests of one session
+// sharing its matcher build the prefilter once, whoever comes first, and
+// all get its answer (run with -race).
+func TestBase64PrefilterBuiltOnceUnderConcurrency(t *testing.T) {
+	_, vals := hiddenTestMatch()
+	var long []tokens.Pattern
+	for _, v := range vals {
+		long = append(long, tokens.Pattern{Value: []byte(v)})
+	}
+	rm := &requestMatch{longVals: long}
+	hidden := []byte("xx" + base64.StdEncoding.EncodeToString([]byte("zz4242420000004242")) + "xx")
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if !rm.mayHideBase64(hidden) || rm.mayHideBase64([]byte(strings.Repeat("x", 64))) {
+				t.Error("prefilter answer wrong under concurrency")
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TestBufConnLetsItsReaderGo: the peek reader in front of a tunnel's TLS
+// layer hands out what it holds, then is dropped, and reads go to the
+// connection (an idle tunnel keeps no 4 KiB buffer, P14).
+func TestBufConnLetsItsReaderGo(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	go func() { _, _ = a.Write([]byte("abc")) }()
+	br := bufio.NewReaderSize(b, 4096)
+	if _, err := br.Peek(3); err != nil {
+		t.Fatal(err)
+	}
+	c := &bufConn{Conn: b, r: br}
+	p := make([]byte, 8)
+	if n, err := c.Read(p); err != nil || string(p[:n]) != "abc" {
+		t.Fatalf("read %q, %v", p[:n], err)
+	}
+	go func() { _, _ = a.Write([]byte("de")) }()
+	if n, err := c.Read(p); err != nil || string(p[:n]) != "de" {
+		t.Fatalf("read %q, %v", p[:n], err)
+	}
+	if c.r != nil {
+		t.Fatal("the drained reader is still held")
 	}
 }

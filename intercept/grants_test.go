@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"github.com/agentvault/agentvault/broker"
 	"io"
 	"net/http"
 	"strconv"
@@ -14,8 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentvault/agentvault/broker"
+
 	"github.com/agentvault/agentvault"
-	"github.com/agentvault/agentvault/control"
 )
 
 // luhnCandidates lists every Luhn-valid 16-digit number with the given
@@ -142,15 +142,16 @@ type fakeClock struct{ ns atomic.Int64 }
 func (c *fakeClock) now() time.Time            { return time.Unix(0, c.ns.Load()) }
 func (c *fakeClock) add(d time.Duration)       { c.ns.Add(int64(d)) }
 func newClock() *fakeClock                     { c := &fakeClock{}; c.ns.Store(time.Now().UnixNano()); return c }
-func (c *fakeClock) install(ss *broker.Broker) { ss.Now = c.now }
+func (c *fakeClock) install(bc *broker.Config) { bc.Now = c.now }
 
 // TestP21_GrantsExpireAndFailedAttemptsRetry: a declined payment may be
 // retried on the same grant; the grant ends at its expiry.
 func TestP21_GrantsExpireAndFailedAttemptsRetry(t *testing.T) {
-	e := startProxy(t, nil)
 	clock := newClock()
-	clock.install(e.sessions)
-	e.sessions.GrantTTL = 2 * time.Minute
+	e := startProxyWith(t, func(c *broker.Config) {
+		clock.install(c)
+		c.GrantTTL = 2 * time.Minute
+	}, nil)
 	var decline atomic.Bool
 	decline.Store(true)
 	up := startUpstream(t, e.upCA, func(w http.ResponseWriter, r *http.Request) {
@@ -197,10 +198,11 @@ func TestP21_GrantsExpireAndFailedAttemptsRetry(t *testing.T) {
 // TestP21_SessionLimits: a session ends when idle or old, and one key may
 // hold only so many.
 func TestP21_SessionLimits(t *testing.T) {
-	e := startProxy(t, nil)
 	clock := newClock()
-	clock.install(e.sessions)
-	e.sessions.SessionIdle, e.sessions.SessionMaxAge, e.sessions.MaxSessionsPerKey = time.Minute, 10*time.Minute, 3
+	e := startProxyWith(t, func(c *broker.Config) {
+		clock.install(c)
+		c.SessionIdle, c.SessionMaxAge, c.MaxSessionsPerKey = time.Minute, 10*time.Minute, 3
+	}, nil)
 	e.addCard("1", "4242424242424242", "737", "shop.test")
 	idle, _ := e.session()
 	clock.add(2 * time.Minute)
@@ -292,7 +294,7 @@ func TestP21_ConcurrentAuthorizeAndSubstitute(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for j := 0; j < 5; j++ {
-				_, _ = e.sessions.Authorize(context.Background(), s, control.AuthorizeRequest{Token: tok("login", "shop", "password"),
+				_, _ = e.sessions.Authorize(context.Background(), s, broker.AuthorizeRequest{Token: tok("login", "shop", "password"),
 					PageURL: "https://pay.shop.test:" + strconv.Itoa(1000+j) + "/"})
 			}
 		}()

@@ -9,7 +9,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"github.com/agentvault/agentvault/broker"
 	"io"
 	"log/slog"
 	"math/big"
@@ -24,8 +23,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentvault/agentvault/broker"
+	"github.com/agentvault/agentvault/policy"
+
 	"github.com/agentvault/agentvault"
-	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/vault"
 )
@@ -264,6 +265,7 @@ type proxyEnv struct {
 	addr     string
 	ca       *intercept.CA
 	sessions *broker.Broker
+	auth     *testAuthorizer
 	vault    *memVault
 	metrics  *intercept.Metrics
 	logs     *logBuffer
@@ -280,18 +282,67 @@ const testSuffix = "t3st1"
 
 func startProxy(t testing.TB, mod func(*intercept.Config)) *proxyEnv {
 	t.Helper()
+	return startProxyWith(t, nil, mod)
+}
+
+// testAuthorizer is the broker's Authorizer in these tests: it allows
+// every fill unless a test sets decide (each authorize) or recheck (each
+// release).
+type testAuthorizer struct {
+	mu              sync.Mutex
+	decide, recheck func(policy.Fill) error
+}
+
+func (a *testAuthorizer) set(decide, recheck func(policy.Fill) error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.decide, a.recheck = decide, recheck
+}
+
+func (a *testAuthorizer) Authorize(_ context.Context, f policy.Fill) error {
+	a.mu.Lock()
+	fn := a.decide
+	a.mu.Unlock()
+	if fn == nil {
+		return nil
+	}
+	return fn(f)
+}
+
+func (a *testAuthorizer) Recheck(_ context.Context, f policy.Fill) error {
+	a.mu.Lock()
+	fn := a.recheck
+	a.mu.Unlock()
+	if fn == nil {
+		return nil
+	}
+	return fn(f)
+}
+
+// startProxyWith is startProxy with bmod applied to the broker's Config
+// (over the memVault, the test key and a testAuthorizer) first.
+func startProxyWith(t testing.TB, bmod func(*broker.Config), mod func(*intercept.Config)) *proxyEnv {
+	t.Helper()
 	ctx := context.Background()
 	ca, err := intercept.LoadOrCreateCA(ctx, &memBlobs{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mv := newMemVault()
-	sessions := broker.New(mv, func(ctx context.Context, key string) (broker.APIKey, error) {
+	auth := &testAuthorizer{}
+	bc := broker.Config{Vault: mv, Authorizer: auth, LookupKey: func(ctx context.Context, key string) (broker.APIKey, error) {
 		if key != "avk_test" {
 			return broker.APIKey{}, agentvault.Errorf(agentvault.CodeInvalidAPIKey, "unknown API key")
 		}
-		return broker.APIKey{ID: "key1", Org: "org1", Suffix: testSuffix}, nil
-	})
+		return broker.APIKey{ID: "key1", Org: "org1", Suffix: testSuffix, Scope: policy.KeyScope{AllCards: true, AllLogins: true}}, nil
+	}}
+	if bmod != nil {
+		bmod(&bc)
+	}
+	sessions, err := broker.New(bc)
+	if err != nil {
+		t.Fatal(err)
+	}
 	logs := &logBuffer{}
 	upCA := newUpstreamCA(t)
 	m := intercept.NewMetrics()
@@ -324,7 +375,7 @@ func startProxy(t testing.TB, mod func(*intercept.Config)) *proxyEnv {
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	})
-	return &proxyEnv{t: t, srv: srv, addr: l.Addr().String(), ca: ca, sessions: sessions, vault: mv, metrics: m, logs: logs, upCA: upCA}
+	return &proxyEnv{t: t, srv: srv, addr: l.Addr().String(), ca: ca, sessions: sessions, auth: auth, vault: mv, metrics: m, logs: logs, upCA: upCA}
 }
 
 // session opens a proxy session and returns it with its password.
@@ -356,7 +407,7 @@ func (r reauthTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	gs := append([][2]string(nil), r.e.grants[r.s]...)
 	r.e.grantsMu.Unlock()
 	for _, g := range gs {
-		_, _ = r.e.sessions.Authorize(context.Background(), r.s, control.AuthorizeRequest{Token: g[0], PageURL: g[1]})
+		_, _ = r.e.sessions.Authorize(context.Background(), r.s, broker.AuthorizeRequest{Token: g[0], PageURL: g[1]})
 	}
 	return r.base.RoundTrip(req)
 }
@@ -394,8 +445,8 @@ func (e *proxyEnv) addLogin(label, site, password string) {
 		map[vault.Field]string{vault.FieldPassword: password, vault.FieldUsername: "owner"})
 }
 
-func (e *proxyEnv) authorize(s *broker.Session, token, page string) (control.AuthorizeResponse, error) {
-	a, err := e.sessions.Authorize(context.Background(), s, control.AuthorizeRequest{Token: token, PageURL: page})
+func (e *proxyEnv) authorize(s *broker.Session, token, page string) (broker.Authorized, error) {
+	a, err := e.sessions.Authorize(context.Background(), s, broker.AuthorizeRequest{Token: token, PageURL: page})
 	if err == nil {
 		e.grantsMu.Lock()
 		if e.grants == nil {
@@ -427,3 +478,13 @@ func hostURL(u *upstream, host, path string) string {
 }
 
 var _ = strings.Contains
+
+// amount is a checkout total as proxyd reads it from the control API.
+func amount(t testing.TB, value, currency string) *policy.Amount {
+	t.Helper()
+	a, err := policy.ParseDecimal(value, currency)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &a
+}

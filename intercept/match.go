@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/agentvault/agentvault/broker"
+	"github.com/agentvault/agentvault/intercept/rewrite"
 	"github.com/agentvault/agentvault/tokens"
 	"github.com/agentvault/agentvault/vault"
 )
@@ -16,11 +17,53 @@ const wholeFieldLen = 7
 // requestMatch is a session's request-side matcher: every token and
 // stand-in, and a card stand-in grouped as a card field displays it; each
 // pattern's ID indexes pats. long holds only the long values, for the
-// hidden-value check over decoded views.
+// hidden-value check over decoded views, and b64 what a text shows when a
+// base64 view of it holds one of them or a token's "av_" in any case
+// (rewrite.Base64Fragments): a text without any is not decoded.
 type requestMatch struct {
 	m, long *tokens.Matcher
 	pats    []reqPattern
+	// b64 is built on first use (a large body): a purchase's every
+	// authorize renews its grant and so gives the session a new
+	// requestMatch, and most requests carry no large body.
+	b64      *tokens.Matcher
+	b64Once  sync.Once
+	longVals []tokens.Pattern // what long was built from
 }
+
+// mayHideBase64 is the hidden-value check's mayHide (rewrite.EachEncodedViewIf):
+// false only when no base64 view of b can hold a token's shape or a long
+// value (containsTokenShape needs "av_", in any case).
+func (rm *requestMatch) mayHideBase64(b []byte) bool {
+	rm.b64Once.Do(func() {
+		if rm.b64 == nil {
+			rm.b64 = base64Prefilter(rm.longVals)
+		}
+	})
+	return rm.b64.Contains(b)
+}
+
+// base64Prefilter is requestMatch.b64 for the long values long: the
+// Base64Fragments of each, and of every start of a token's shape.
+func base64Prefilter(long []tokens.Pattern) *tokens.Matcher {
+	var frags []tokens.Pattern
+	add := func(v []byte) {
+		for _, f := range rewrite.Base64Fragments(v) {
+			frags = append(frags, tokens.Pattern{Value: f, ID: len(frags)})
+		}
+	}
+	for _, h := range tokenShapeHeads {
+		add([]byte(h))
+	}
+	for _, p := range long {
+		add(p.Value)
+	}
+	return tokens.NewMatcher(frags)
+}
+
+// tokenShapeHeads are the starts of every token shape (containsTokenShape
+// reads "av" in any case before the '_').
+var tokenShapeHeads = []string{"av_", "aV_", "Av_", "AV_"}
 
 // reqPattern is what one request pattern stands for: a grant, and for a
 // grouped card number the separator and group sizes to give the real value.
@@ -82,7 +125,7 @@ func newRequestMatch(grants []*broker.Grant) *requestMatch {
 			}
 		}
 	}
-	rm.m, rm.long = tokens.NewMatcher(pats), tokens.NewMatcher(long)
+	rm.m, rm.long, rm.longVals = tokens.NewMatcher(pats), tokens.NewMatcher(long), long
 	return rm
 }
 

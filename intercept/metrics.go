@@ -50,6 +50,7 @@ func init() {
 		agentvault.CodeTooManyTunnels, agentvault.CodeAuditUnavailable, agentvault.CodeProxyAuth, agentvault.CodeSealed,
 		agentvault.CodeSessionEnded, agentvault.CodeNotFound, agentvault.CodeAmountMismatch, agentvault.CodeGrantExpired,
 		agentvault.CodeGrantUsed, agentvault.CodeGrantInUse, agentvault.CodeCardPaused, agentvault.CodeKeyRevoked,
+		agentvault.CodeRateLimited,
 	} {
 		knownCodes[c] = true
 	}

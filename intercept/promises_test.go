@@ -9,7 +9,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"github.com/agentvault/agentvault/broker"
 	"io"
 	"mime/multipart"
 	"net"
@@ -22,7 +21,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/broker"
+
 	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/policy"
 	"github.com/elazarl/goproxy"
@@ -488,7 +488,7 @@ func (f *subFixture) reauth(t testing.TB) {
 	t.Helper()
 	page := "https://shop.test:" + f.up.port() + "/checkout"
 	for _, tk := range []string{tok("card", "1", "number"), tok("card", "1", "cvv"), tok("login", "shop", "password")} {
-		if _, err := f.e.sessions.Authorize(context.Background(), f.s, control.AuthorizeRequest{Token: tk, PageURL: page}); err != nil {
+		if _, err := f.e.sessions.Authorize(context.Background(), f.s, broker.AuthorizeRequest{Token: tk, PageURL: page}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -5,13 +5,14 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
-	"github.com/agentvault/agentvault/broker"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentvault/agentvault/broker"
 )
 
 // connect opens a raw CONNECT tunnel to authority and returns the

@@ -27,9 +27,9 @@ type substitution struct {
 	grouped [][]byte
 	count   int
 	kinds   []vault.Kind
-	// fields are the URL and body fields the substitution's walk visited
-	// that the wire amount check can read (wire_amount.go).
-	fields wireFields
+	// wire reads the request's fields for the broker's wire amount check
+	// (wirefields.go).
+	wire broker.WireFields
 }
 
 func (sb *substitution) wipe() {
@@ -61,7 +61,11 @@ func (sb *substitution) resolve(b *broker.Grant) ([]byte, error) {
 	if r, ok := sb.reals[b]; ok && !sb.use.WS {
 		return r, nil
 	}
-	raw, err := sb.srv.broker.Release(sb.ctx, sb.use, b, sb.dest)
+	wire := sb.wire
+	if sb.use.WS {
+		wire = nil // a WebSocket message: no fields (the request's were read)
+	}
+	raw, err := sb.srv.broker.Release(sb.ctx, sb.use, b, sb.dest, wire)
 	if err != nil {
 		return nil, err
 	}
@@ -88,20 +92,14 @@ func (sb *substitution) replacer(rm *requestMatch) rewrite.Replacer {
 		}
 		return real, nil
 	})
-	return checkedReplacer{tr, &sb.fields}
+	return checkedReplacer{tr}
 }
 
 // checkedReplacer refuses a field or text that still holds a mock token
-// after replacement: a token the session never authorized. It also hands
-// every visited field to the wire amount check's collector.
+// after replacement: a token the session never authorized.
 type checkedReplacer struct {
-	r  *tokens.Replacer
-	wf *wireFields
+	r *tokens.Replacer
 }
-
-func (c checkedReplacer) VisitField(f rewrite.Field) { c.wf.VisitField(f) }
-
-var _ rewrite.FieldVisitor = checkedReplacer{}
 
 func (c checkedReplacer) ReplaceField(dst, src []byte) ([]byte, int, error) {
 	n0 := len(dst)
@@ -137,7 +135,7 @@ func (c checkedReplacer) ReplaceText(dst, src []byte) ([]byte, int, error) {
 // forwarded when this fails.
 func (s *Server) substituteRequest(ctx context.Context, sess *broker.Session, dest Destination, req *http.Request, body []byte) ([]byte, *substitution, error) {
 	rm := s.matchers(sess)
-	sb := &substitution{ctx: ctx, srv: s, sess: sess, dest: dest, use: sess.NewUse(), fields: wireFields{names: &s.wireNames}}
+	sb := &substitution{ctx: ctx, srv: s, sess: sess, dest: dest, use: sess.NewUse(), wire: s.requestWire(req, body)}
 	r := sb.replacer(rm)
 	if _, err := rewrite.URL(req.URL, r); err != nil {
 		return nil, sb, err
@@ -153,10 +151,6 @@ func (s *Server) substituteRequest(ctx context.Context, sess *broker.Session, de
 		}
 	}
 	if err := s.hiddenValues(rm, req, out); err != nil {
-		return nil, sb, err
-	}
-	// Wire amount check (wire_amount.go).
-	if err := s.checkSubstituted(sb, req, body); err != nil {
 		return nil, sb, err
 	}
 	return out, sb, nil
@@ -253,9 +247,13 @@ func hiddenClean(rm *requestMatch, views [][]byte) bool {
 			joinBufs.Put(jp)
 		}
 	}()
+	// A large text none of whose base64 views can hold a value (no
+	// fragment of one in it, rm.mayHideBase64) is not decoded as base64:
+	// the check is a scan or two, not five. A small one is decoded: that
+	// costs less than the prefilter's matcher.
 	for _, v := range views {
 		if len(v) > joinViewMax {
-			if !clean(v) || !rewrite.EachEncodedView(v, clean) {
+			if !clean(v) || !rewrite.EachEncodedViewIf(v, rm.mayHideBase64, clean) {
 				return false
 			}
 			continue

@@ -20,8 +20,6 @@ import (
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/broker"
-	"github.com/agentvault/agentvault/control"
-	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/intercept/rewrite"
 	"github.com/agentvault/agentvault/store/sqlite"
 	"github.com/agentvault/agentvault/vault"
@@ -96,16 +94,8 @@ func TestP23_TOTPLoginAgainstSiteThatChecksTheCode(t *testing.T) {
 
 	var mu sync.Mutex
 	var accepted []string
-	var sessions *broker.Broker
-	e := startProxy(t, func(c *intercept.Config) {
-		sessions = broker.New(realVault{v}, func(ctx context.Context, k string) (broker.APIKey, error) {
-			if k != "avk_test" {
-				return broker.APIKey{}, agentvault.Errorf(agentvault.CodeInvalidAPIKey, "unknown API key")
-			}
-			return broker.APIKey{ID: "key1", Org: "org1", Suffix: testSuffix}, nil
-		})
-		c.Broker = sessions
-	})
+	e := startProxyWith(t, func(c *broker.Config) { c.Vault = realVault{v} }, nil)
+	sessions := e.sessions
 	up := startUpstream(t, e.upCA, func(w http.ResponseWriter, r *http.Request) {
 		code := r.PostFormValue("otp")
 		if r.PostFormValue("user") != "grace" || !siteTOTP(key, time.Now(), code) {
@@ -122,7 +112,7 @@ func TestP23_TOTPLoginAgainstSiteThatChecksTheCode(t *testing.T) {
 		t.Fatal(err)
 	}
 	page := hostURL(up, "login.example.com", "/login")
-	a, err := sessions.Authorize(ctx, s, control.AuthorizeRequest{Token: tok("login", it.Label, "totp"), PageURL: page})
+	a, err := sessions.Authorize(ctx, s, broker.AuthorizeRequest{Token: tok("login", it.Label, "totp"), PageURL: page})
 	if err != nil {
 		t.Fatal(err)
 	}

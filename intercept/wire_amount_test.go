@@ -3,14 +3,13 @@ package intercept_test
 import (
 	"context"
 	"errors"
-	"github.com/agentvault/agentvault/broker"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentvault/agentvault/broker"
+
 	"github.com/agentvault/agentvault"
-	"github.com/agentvault/agentvault/control"
-	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/vault"
 
@@ -43,8 +42,8 @@ func TestP18_WireAmountAboveApprovedTotalRefused(t *testing.T) {
 	page := hostURL(up, "shop.test", "/pay")
 	// Each case is its own purchase: a card grant covers one (P21).
 	authorize := func(t *testing.T) string {
-		a, err := e.sessions.Authorize(context.Background(), s, control.AuthorizeRequest{Token: tok("card", "1", "number"), PageURL: page,
-			OrderTotal: &control.OrderTotal{Amount: "12.34", Currency: "EUR"}})
+		a, err := e.sessions.Authorize(context.Background(), s, broker.AuthorizeRequest{Token: tok("card", "1", "number"), PageURL: page,
+			Total: amount(t, "12.34", "EUR")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,7 +75,7 @@ func TestP18_WireAmountAboveApprovedTotalRefused(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			authorize(t)
-			before := up.count()
+			before, audited := up.count(), e.vault.audits(broker.PurposeSubstitute)
 			resp, err := e.client(s, pw, false).Post(page, c.ctype, strings.NewReader(c.body))
 			if err != nil {
 				t.Fatal(err)
@@ -84,6 +83,11 @@ func TestP18_WireAmountAboveApprovedTotalRefused(t *testing.T) {
 			resp.Body.Close()
 			if got := agentvault.Code(codeOf(resp)); got != c.want {
 				t.Fatalf("code %q (status %d), want %q", got, resp.StatusCode, c.want)
+			}
+			// The broker compares before the vault audits: a refused
+			// request released nothing, so no release is on record.
+			if n := e.vault.audits(broker.PurposeSubstitute) - audited; n != map[bool]int{true: 1, false: 0}[c.want == ""] {
+				t.Fatalf("%d releases audited", n)
 			}
 			reached := up.count() > before
 			if reached != (c.want == "") {
@@ -113,15 +117,15 @@ func TestP18_WireAmountAboveApprovedTotalRefused(t *testing.T) {
 // TestP18_WireAmountConfiguredFields: names added by config, minor units
 // included, are read like the common ones.
 func TestP18_WireAmountConfiguredFields(t *testing.T) {
-	e := startProxy(t, func(c *intercept.Config) {
-		c.WireAmount = intercept.WireAmountConfig{DecimalFields: []string{"checkout_sum"}, MinorUnitFields: []string{"cents"}}
-	})
+	e := startProxyWith(t, func(c *broker.Config) {
+		c.WireAmount = policy.WireAmountConfig{DecimalFields: []string{"checkout_sum"}, MinorUnitFields: []string{"cents"}}
+	}, nil)
 	up := startUpstream(t, e.upCA, nil)
 	e.addCard("1", "4242424242424242", "737")
 	s, pw := e.session()
 	page := hostURL(up, "shop.test", "/pay")
-	a, err := e.sessions.Authorize(context.Background(), s, control.AuthorizeRequest{Token: tok("card", "1", "number"), PageURL: page,
-		OrderTotal: &control.OrderTotal{Amount: "20", Currency: "USD"}})
+	a, err := e.sessions.Authorize(context.Background(), s, broker.AuthorizeRequest{Token: tok("card", "1", "number"), PageURL: page,
+		Total: amount(t, "20", "USD")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,8 +135,8 @@ func TestP18_WireAmountConfiguredFields(t *testing.T) {
 		"cents=2000&cc=" + a.Value:         "",
 		"cents=2001&cc=" + a.Value:         "amount_mismatch",
 	} {
-		if _, err := e.sessions.Authorize(context.Background(), s, control.AuthorizeRequest{Token: tok("card", "1", "number"), PageURL: page,
-			OrderTotal: &control.OrderTotal{Amount: "20", Currency: "USD"}}); err != nil {
+		if _, err := e.sessions.Authorize(context.Background(), s, broker.AuthorizeRequest{Token: tok("card", "1", "number"), PageURL: page,
+			Total: amount(t, "20", "USD")}); err != nil {
 			t.Fatal(err)
 		}
 		resp, err := e.client(s, pw, false).Post(page, "application/x-www-form-urlencoded", strings.NewReader(body))
@@ -154,7 +158,6 @@ func TestLiveCVVUseIsAudited(t *testing.T) {
 	up := startUpstream(t, e.upCA, nil)
 	e.vault.add(vault.Item{Kind: vault.KindCard, Label: "1", Card: &vault.CardMeta{AnySite: true}},
 		map[vault.Field]string{vault.FieldNumber: "4242424242424242"})
-	e.sessions.Decide = func(context.Context, broker.DecideArgs) error { return nil }
 	s, pw := e.session()
 	page := hostURL(up, "shop.test", "/pay")
 	if err := e.sessions.SetLiveValue(s.ID, e.vault.items[0].ID, vault.FieldCVV, vault.NewSecret([]byte("5813"))); err != nil {
@@ -195,13 +198,14 @@ func TestLiveCVVUseIsAudited(t *testing.T) {
 // parked for the owner does not, a burst of rate_limited refusals counts
 // once a minute, and an approval the owner denied counts once.
 func TestReportCountsRefusals(t *testing.T) {
-	e := startProxy(t, nil)
-	e.addCard("1", "4242424242424242", "737")
 	now := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
-	e.sessions.Now = func() time.Time { return now }
-	e.sessions.Limiter = policy.NewRateLimiter(2, time.Hour, func() time.Time { return now })
+	e := startProxyWith(t, func(c *broker.Config) {
+		c.Now = func() time.Time { return now }
+		c.Limiter = policy.NewRateLimiter(2, time.Hour, func() time.Time { return now })
+	}, nil)
+	e.addCard("1", "4242424242424242", "737")
 	var decide error
-	e.sessions.Decide = func(context.Context, broker.DecideArgs) error { return decide }
+	e.auth.set(func(policy.Fill) error { return decide }, nil)
 	s, _ := e.session()
 	page := "https://shop.test/pay"
 	decide = agentvault.Errorf(agentvault.CodeApprovalPending, "waiting")
@@ -257,19 +261,19 @@ func runWireCases(t *testing.T, path string, cases []wireCase) {
 	e.addCard("1", number, "737")
 	s, pw := e.session()
 	page := hostURL(up, "shop.test", "/pay")
-	a, err := e.sessions.Authorize(context.Background(), s, control.AuthorizeRequest{Token: tok("card", "1", "number"), PageURL: page,
-		OrderTotal: &control.OrderTotal{Amount: "12.34", Currency: "EUR"}})
+	a, err := e.sessions.Authorize(context.Background(), s, broker.AuthorizeRequest{Token: tok("card", "1", "number"), PageURL: page,
+		Total: amount(t, "12.34", "EUR")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			// Each case is its own purchase: a card grant covers one (P21).
-			if _, err := e.sessions.Authorize(context.Background(), s, control.AuthorizeRequest{Token: tok("card", "1", "number"), PageURL: page,
-				OrderTotal: &control.OrderTotal{Amount: "12.34", Currency: "EUR"}}); err != nil {
+			if _, err := e.sessions.Authorize(context.Background(), s, broker.AuthorizeRequest{Token: tok("card", "1", "number"), PageURL: page,
+				Total: amount(t, "12.34", "EUR")}); err != nil {
 				t.Fatal(err)
 			}
-			before := up.count()
+			before, audited := up.count(), e.vault.audits(broker.PurposeSubstitute)
 			target := hostURL(up, "shop.test", strings.ReplaceAll(path, "{si}", a.Value))
 			resp, err := e.client(s, pw, false).Post(target, c.ctype, strings.NewReader(strings.ReplaceAll(c.body, "{si}", a.Value)))
 			if err != nil {
@@ -278,6 +282,9 @@ func runWireCases(t *testing.T, path string, cases []wireCase) {
 			resp.Body.Close()
 			if got := agentvault.Code(codeOf(resp)); got != c.want {
 				t.Fatalf("code %q (status %d), want %q", got, resp.StatusCode, c.want)
+			}
+			if c.want != "" && e.vault.audits(broker.PurposeSubstitute) != audited {
+				t.Fatal("a refused request's number was released (audited)")
 			}
 			reached := up.count() > before
 			if reached != (c.want == "") {

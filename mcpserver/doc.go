@@ -11,7 +11,10 @@
 // whose authorize is pending on the owner waits for them inside the call
 // (owner_wait.go: progress notifications, long polls of control Wait, a
 // fresh authorize after a yes). Main serves MCP on stdio, or on streamable
-// HTTP bound to loopback with --http.
+// HTTP bound to loopback with --http. Every call passes the call layer of
+// package hosted (retries, call deadlines and pending answers, and on the
+// hosted server its session table and HTTP transport); calls.go is the seam
+// between the two.
 //
 // It must never: read the vault or its storage (everything secret goes
 // through proxyd's control API: a token is authorized there and what comes

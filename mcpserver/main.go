@@ -16,10 +16,12 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/browser"
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/internal/deploy"
 	"github.com/agentvault/agentvault/skills"
@@ -50,15 +52,22 @@ type Main struct {
 	HTTPAddr    string
 	httpDefault bool
 	// ArtifactDir keeps browser_login's masked diagnostic captures for the
-	// owner (--artifact-dir); empty keeps none.
+	// owner (--artifact-dir; default <data>/mcpd/login-diagnostics).
 	ArtifactDir string
 	// LoginBudget shortens browser_login's end-to-end budget
 	// (--login-budget; 0: DefaultLoginBudget). It never lengthens it: the
 	// seed promises an answer within 120 s.
 	LoginBudget time.Duration
-	// Captcha is the managed browser's captcha solver browser_login waits
-	// on (CaptchaProviderFor maps the seed's provider names); nil, as in
-	// cmd/mcpd with its self-hosted Chromium, means no waits. In-process
+	// Browser is where Chromium runs (--browser, --browser-endpoint,
+	// --browser-project, --browser-solve-captcha; browser.Remote): the
+	// zero value launches Debian's Chromium here. A managed provider's API
+	// key comes from its own variable (STEEL_API_KEY, BROWSERBASE_API_KEY)
+	// or BrowserAPIKeyFile (--browser-api-key-file).
+	Browser           browser.Remote
+	BrowserAPIKeyFile string
+	// Captcha is the captcha solver browser_login waits on; nil takes the
+	// managed provider's own when its solver is on (solverFor), else none:
+	// a self-hosted Chromium has no solver and pays no waits. In-process
 	// tests set a test solver here.
 	Captcha CaptchaProvider
 	// Credentials turns on the portal credential tools (seed 003);
@@ -173,8 +182,16 @@ func (m *Main) applyDeployment() error {
 	if m.TLSDir == "" {
 		m.TLSDir = filepath.Join(dir, "mcpd")
 	}
+	if m.ArtifactDir == "" {
+		m.ArtifactDir = filepath.Join(dir, "mcpd", DiagnosticsDir)
+	}
 	return nil
 }
+
+// DiagnosticsDir is where, under <data>/mcpd, browser_login keeps its
+// masked diagnostic captures unless --artifact-dir names another place:
+// seed 000 keeps one for every sign-in that does not succeed.
+const DiagnosticsDir = "login-diagnostics"
 
 // Deployment is the data directory and config mcpd follows (after
 // ParseFlags or Open).
@@ -192,7 +209,7 @@ func (m *Main) FlagSet() *flag.FlagSet {
 	fs.SetOutput(m.Stderr)
 	fs.StringVar(&m.DataDir, "data", m.DataDir, "proxyd's data directory (control-token, api-key, ca.pem, proxyd.yaml); default as proxyd: $AGENTVAULT_DATA, $DATA, the config's data_dir, ~/.agentvault")
 	fs.StringVar(&m.ConfigFile, "config", m.ConfigFile, "proxyd's config file, read for data_dir and the listen addresses (default: <data>/proxyd.yaml when there is one)")
-	fs.StringVar(&m.ArtifactDir, "artifact-dir", envOr("AGENTVAULT_ARTIFACT_DIR", ""), "keep browser_login's masked diagnostic captures here for the owner (empty: none kept)")
+	fs.StringVar(&m.ArtifactDir, "artifact-dir", envOr("AGENTVAULT_ARTIFACT_DIR", ""), "where browser_login keeps the masked diagnostic capture of a sign-in that did not succeed, for the owner (default <data>/mcpd/"+DiagnosticsDir+")")
 	fs.DurationVar(&m.LoginBudget, "login-budget", envDuration("AGENTVAULT_LOGIN_BUDGET", 0), "shorten browser_login's end-to-end budget (at most and by default 120s)")
 	fs.StringVar(&m.ControlURL, "control-url", envOr("AGENTVAULT_CONTROL_URL", m.ControlURL), "proxyd control API base URL (http:// on loopback, https:// elsewhere); several replicas of one deployment separated by commas")
 	fs.StringVar(&m.ControlCA, "control-ca", envOr("AGENTVAULT_CONTROL_CA", m.ControlCA), "PEM file of the CA to trust for https:// control URLs (proxyd's <data_dir>/ca.pem); default: the system roots")
@@ -213,7 +230,63 @@ func (m *Main) FlagSet() *flag.FlagSet {
 	fs.StringVar(&m.MetricsAddr, "metrics-addr", envOr("AGENTVAULT_MCPD_METRICS_ADDR", ""), "serve Prometheus /metrics here, loopback only, e.g. "+DefaultMetricsAddr+" (default: the config's listen.mcp_metrics with --http, which is off unless set; off on stdio)")
 	fs.BoolVar(&m.NetworkLog, "network-log", envOr("AGENTVAULT_NETWORK_LOG", "") == "1", "serve get_network_log, a diagnostic of the page's requests (staging)")
 	fs.DurationVar(&m.HandoffTimeout, "handoff-timeout", envDuration("AGENTVAULT_HANDOFF_TIMEOUT", 0), "how long a challenge hand-off waits for the owner (default 10m)")
+	fs.StringVar((*string)(&m.Browser.Provider), "browser", envOr("AGENTVAULT_BROWSER", string(m.Browser.Kind())), "where Chromium runs: local (launched here), playwright (a Playwright browser server), cdp (a DevTools endpoint such as Browserless), steel_cloud or browserbase (docs/browsers.md)")
+	fs.StringVar(&m.Browser.Endpoint, "browser-endpoint", envOr("AGENTVAULT_BROWSER_ENDPOINT", m.Browser.Endpoint), "playwright: the browser server's ws:// endpoint; cdp: the DevTools endpoint (http:// or ws://); steel_cloud, browserbase: the session API's base URL (default the provider's)")
+	fs.StringVar(&m.BrowserAPIKeyFile, "browser-api-key-file", envOr("AGENTVAULT_BROWSER_API_KEY_FILE", m.BrowserAPIKeyFile), "file holding the managed provider's API key (STEEL_API_KEY or BROWSERBASE_API_KEY holds the key itself and wins)")
+	fs.StringVar(&m.Browser.Project, "browser-project", envOr("BROWSERBASE_PROJECT_ID", m.Browser.Project), "browserbase: the project id (default: the API key's project)")
+	fs.Var(&optBool{&m.Browser.SolveCaptcha}, "browser-solve-captcha", "steel_cloud, browserbase: turn the provider's captcha solver on or off (default: Steel off, Browserbase on); env AGENTVAULT_BROWSER_SOLVE_CAPTCHA")
 	return fs
+}
+
+// optBool is a boolean flag that remembers whether it was set: unset, the
+// provider's default holds.
+type optBool struct{ v **bool }
+
+func (f *optBool) String() string {
+	if f.v == nil || *f.v == nil {
+		return ""
+	}
+	return strconv.FormatBool(**f.v)
+}
+
+func (f *optBool) Set(s string) error {
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	*f.v = &b
+	return nil
+}
+
+func (f *optBool) IsBoolFlag() bool { return true }
+
+// browserConfig completes Browser from the environment: the managed
+// provider's API key, and AGENTVAULT_BROWSER_SOLVE_CAPTCHA when no flag set
+// the solver. It refuses a configuration browser.Remote.Check refuses.
+func (m *Main) browserConfig() error {
+	if m.Browser.SolveCaptcha == nil {
+		if v := os.Getenv("AGENTVAULT_BROWSER_SOLVE_CAPTCHA"); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return agentvault.Errorf(agentvault.CodeInvalidInput, "AGENTVAULT_BROWSER_SOLVE_CAPTCHA must be true or false")
+			}
+			m.Browser.SolveCaptcha = &b
+		}
+	}
+	if m.Browser.Managed() && m.Browser.APIKey == "" {
+		if v := strings.TrimSpace(os.Getenv(browser.APIKeyEnv(m.Browser.Kind()))); v != "" {
+			m.Browser.APIKey = browser.APIKey(v)
+		} else if m.BrowserAPIKeyFile != "" {
+			k, err := readSecretFile(m.BrowserAPIKeyFile, "browser API key")
+			if err != nil {
+				return err
+			}
+			m.Browser.APIKey = browser.APIKey(k)
+		}
+	} else if m.BrowserAPIKeyFile != "" && !m.Browser.Managed() {
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "--browser-api-key-file is for --browser steel_cloud or browserbase")
+	}
+	return m.Browser.Check()
 }
 
 // ParseFlags reads the command line; environment variables supply the
@@ -250,6 +323,10 @@ func (m *Main) ParseFlags(args []string) error {
 		}
 	}
 	if err := m.checkControl(); err != nil {
+		fmt.Fprintln(m.Stderr, "mcpd:", agentvault.ErrorMessage(err))
+		return err
+	}
+	if err := m.browserConfig(); err != nil {
 		fmt.Fprintln(m.Stderr, "mcpd:", agentvault.ErrorMessage(err))
 		return err
 	}
@@ -456,7 +533,14 @@ func (m *Main) Open() error {
 	}
 	cfg.HandoffWait = m.HandoffTimeout
 	cfg.ArtifactDir = m.ArtifactDir
+	if err := m.browserConfig(); err != nil {
+		return err
+	}
+	cfg.Browser = m.Browser
 	cfg.LoginBudget, cfg.Captcha = m.LoginBudget, m.Captcha
+	if cfg.Captcha == nil {
+		cfg.Captcha = solverFor(m.Browser)
+	}
 	cfg.NetworkLog = m.NetworkLog
 	if m.Credentials {
 		cfg.Credentials = ctl

@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/mcpserver/hosted"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -42,8 +43,9 @@ type callState struct {
 	tool     string
 	progress float64
 	notes    []string
-	// flight is the running call when it may answer pending (pending.go).
-	flight *flight
+	// flight is the running call when it may answer pending (package
+	// hosted).
+	flight *hosted.Flight
 }
 
 type callKey struct{}

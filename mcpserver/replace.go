@@ -3,7 +3,6 @@ package mcpserver
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/control"
@@ -89,22 +88,6 @@ func (s *Server) replaceProxy(ctx context.Context, ss *Session, e endedCheck) er
 	ss.seg.Unlock()
 	s.log.Info("proxy session replaced", "replaced", ss.replaced)
 	return nil
-}
-
-// hostedReplaced updates the hosted session's credential lifetime and
-// browser age after its proxy session was replaced. Call it without ss.mu
-// (the connection's lock comes first).
-func (s *Server) hostedReplaced(ctx context.Context, handle string, expires time.Time) {
-	c := connFrom(ctx)
-	if c == nil {
-		return
-	}
-	c.mu.Lock()
-	if hs := c.live[handle]; hs != nil {
-		hs.credExpires = expires
-		hs.opened = time.Time{}
-	}
-	c.mu.Unlock()
 }
 
 // segments is what a run's report needs besides the current proxy

@@ -139,23 +139,7 @@ func TestHostedCloseWhileCallRuns(t *testing.T) {
 	_, r = call(t, a, "open_page", map[string]any{"url": h.site.CheckoutURL()})
 	quiet := handleOf(t, r)
 
-	inFlight := func(handle string) int {
-		h.srv.hosted.mu.Lock()
-		defer h.srv.hosted.mu.Unlock()
-		for _, c := range h.srv.hosted.conns {
-			c.mu.Lock()
-			hs := c.live[handle]
-			n := 0
-			if hs != nil {
-				n = hs.inFlight
-			}
-			c.mu.Unlock()
-			if hs != nil {
-				return n
-			}
-		}
-		return 0
-	}
+	inFlight := h.srv.calls.Running
 	waited := make(chan string, 1)
 	go func() {
 		r, err := a.CallTool(context.Background(), &mcp.CallToolParams{Name: "wait_for_selector",

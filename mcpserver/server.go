@@ -15,6 +15,7 @@ import (
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/browser"
 	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/mcpserver/hosted"
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/skills"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -45,6 +46,9 @@ type Config struct {
 	ProxyURL string
 	// DriverDir and ChromiumPath locate playwright's driver and Chromium.
 	DriverDir, ChromiumPath string
+	// Browser, when set, is a browser mcpd does not launch: a remote one
+	// or a managed provider (browser.Remote; the zero value is local).
+	Browser browser.Remote
 	// ExtraTrustSPKI adds certificate SPKI hashes Chromium trusts besides
 	// proxyd's CA.
 	ExtraTrustSPKI []string
@@ -69,7 +73,9 @@ type Config struct {
 	// browser_login (tools_browser_login.go): LoginBudget is its end-to-end
 	// budget (default 120 s); Captcha the managed browser's solver (nil:
 	// no captcha waits); ArtifactDir where its masked diagnostic captures
-	// are kept for the owner ("" : none kept, the answer degrades).
+	// are kept for the owner (Main defaults it to <data>/mcpd/
+	// login-diagnostics; "" keeps none and the answer degrades, as the
+	// seed allows a capture that failed).
 	LoginBudget time.Duration
 	Captcha     CaptchaProvider
 	ArtifactDir string
@@ -78,7 +84,7 @@ type Config struct {
 	// over that skill directory.
 	Credentials CredentialControl
 	Skills      *skills.Dir
-	// Hosted, when set, applies the hosted server's rules (hosted.go).
+	// Hosted, when set, applies the hosted server's rules (package hosted).
 	Hosted *HostedConfig
 	// Handoffs is the hand-off part of the control API; nil uses Control
 	// when it implements HandoffControl. HandoffWait is the owner's time
@@ -133,11 +139,8 @@ type Server struct {
 	recipes         RecipeControl
 	registryTimeout time.Duration
 	screenWait      time.Duration
-	// hosted holds the hosted server's connections (nil on the local
-	// server); local is the one connection of the local server, or of a
-	// hosted server without API keys.
-	hosted *hosted
-	local  *conn
+	// calls is the call layer every tool call runs through (calls.go).
+	calls *hosted.Calls
 }
 
 // New builds the server and registers the tools.
@@ -153,7 +156,6 @@ func New(cfg Config) (*Server, error) {
 		integrations: &integrationCache{},
 		loginBudget:  cfg.LoginBudget, captcha: cfg.Captcha}
 	s.stopCtx, s.stop = context.WithCancel(context.Background())
-	s.local = newConn("local", "", cfg.APIKey)
 	if s.ownerWaitMax <= 0 {
 		s.ownerWaitMax = defaultOwnerWaitMax
 	}
@@ -174,6 +176,11 @@ func New(cfg Config) (*Server, error) {
 	if s.screenWait <= 0 {
 		s.screenWait = defaultScreenWait
 	}
+	var apps hosted.AppReporter
+	if ar, ok := cfg.Control.(hosted.AppReporter); ok {
+		apps = ar
+	}
+	s.calls = hosted.New(hostedTools{s}, hosted.Options{APIKey: cfg.APIKey, Logger: s.log, Apps: apps, Stop: s.stopCtx})
 	s.mcp = mcp.NewServer(&mcp.Implementation{Name: "agentvault-mcpd", Version: "0.1.0"}, &mcp.ServerOptions{
 		Instructions: serverInstructions,
 	})
@@ -182,7 +189,7 @@ func New(cfg Config) (*Server, error) {
 	s.registerAccounts()
 	s.registerHints()
 	s.registerBrowserLogin()
-	s.registerPending()
+	s.calls.RegisterPending(s.mcp)
 	if cfg.Hosted != nil {
 		s.EnableHosted(*cfg.Hosted)
 	}
@@ -196,7 +203,7 @@ func (s *Server) MCP() *mcp.Server { return s.mcp }
 
 // Run serves one MCP connection until it ends or ctx is done.
 func (s *Server) Run(ctx context.Context, t mcp.Transport) error {
-	return s.mcp.Run(ctx, idTransport{t})
+	return s.mcp.Run(ctx, hosted.Transport(t))
 }
 
 // Close ends every session (closing them on proxyd too) and the browser.
@@ -243,7 +250,7 @@ func (s *Server) Prewarm() {
 }
 
 func (s *Server) driverConfig() browser.Config {
-	return browser.Config{DriverDir: s.cfg.DriverDir, ChromiumPath: s.cfg.ChromiumPath, Logger: s.log}
+	return browser.Config{DriverDir: s.cfg.DriverDir, ChromiumPath: s.cfg.ChromiumPath, Remote: s.cfg.Browser, Logger: s.log}
 }
 
 // getDriver returns the running driver, starting it now if Prewarm was not
@@ -260,14 +267,7 @@ func (s *Server) getDriver() (*browser.Driver, error) {
 	return s.driver, nil
 }
 
-// SessionArg is the optional session handle every tool accepts.
-type SessionArg struct {
-	Session string `json:"session,omitempty" jsonschema:"Handle of the session an earlier answer named (s_...). Leave it out on the local server: calls use the session open_page started."`
-}
-
-func (a SessionArg) handle() string { return a.Session }
-
-type sessionArg interface{ handle() string }
+type sessionArg interface{ Handle() string }
 
 // toolFunc is a tool body: it gets the call's session (nil when the tool
 // may run without one and none exists) and returns a finished result or an
@@ -289,7 +289,7 @@ func addTool[In sessionArg](s *Server, name, desc string, readOnly bool, f toolF
 					res = statusError(agentvault.Errorf(agentvault.CodeInternal, "%s failed unexpectedly", name), nil)
 				}
 			}()
-			call := &callState{req: req, tool: name, flight: flightOf(ctx)}
+			call := &callState{req: req, tool: name, flight: hosted.FlightOf(ctx)}
 			err := s.proxydCheck(ctx, name)
 			var r *mcp.CallToolResult
 			if err == nil {
@@ -307,9 +307,9 @@ func addTool[In sessionArg](s *Server, name, desc string, readOnly bool, f toolF
 			s.log.Info("tool", "tool", name, "status", "ok", "ms", time.Since(start).Milliseconds())
 			return withNotes(r, call.notes)
 		}
-		// dispatch (hosted.go) applies the session, deadline and retry
-		// rules, and may set in's session before run reads it.
-		return s.dispatch(ctx, req, name, any(&in).(handleSetter), run), nil, nil
+		// The call layer (package hosted) applies the session, deadline and
+		// retry rules, and may set in's session before run reads it.
+		return s.calls.Dispatch(ctx, req, name, any(&in).(hosted.HandleSetter), run), nil, nil
 	})
 }
 
@@ -403,7 +403,9 @@ func (s *Server) ensureSession(ctx context.Context, handle string) (*Session, er
 	return ss, nil
 }
 
-// ensureBrowser launches Chromium once, trusting proxyd's CA.
+// ensureBrowser launches Chromium once, trusting proxyd's CA (or connects
+// to the remote browser, or readies the managed provider, that
+// Config.Browser names).
 func (s *Server) ensureBrowser(spki string) (*browser.Browser, error) {
 	s.launchMu.Lock()
 	defer s.launchMu.Unlock()
@@ -411,11 +413,12 @@ func (s *Server) ensureBrowser(spki string) (*browser.Browser, error) {
 		return nil, agentvault.Errorf(agentvault.CodeInternal, "the server is closing")
 	}
 	if s.browser != nil {
-		if spki == "" || s.browser.Trusts(spki) {
+		if (spki == "" || s.browser.Trusts(spki)) && s.browser.Connected() {
 			return s.browser, nil
 		}
 		// proxyd's CA changed (a restart with a new data dir): the flag is
-		// process-wide, so the browser has to be relaunched.
+		// process-wide, so the browser has to be relaunched. A browser
+		// that went away (a remote one restarted) is reached again.
 		_ = s.browser.Close()
 		s.browser = nil
 	}
@@ -429,12 +432,39 @@ func (s *Server) ensureBrowser(spki string) (*browser.Browser, error) {
 	}
 	cfg := s.driverConfig()
 	cfg.TrustSPKI = trust
+	if s.cfg.Browser.Managed() {
+		cfg.TrustPEM = s.caPEMOf(spki)
+	}
 	b, err := d.Launch(cfg)
 	if err != nil {
 		return nil, err
 	}
 	s.browser = b
 	return b, nil
+}
+
+// caPEMOf is proxyd's CA certificate whose SPKI hash is spki, as a proxy
+// session announced it (a managed provider is handed the certificate, not
+// its hash); "" when no open session names it.
+func (s *Server) caPEMOf(spki string) string {
+	if spki == "" {
+		return ""
+	}
+	s.mu.Lock()
+	sessions := make([]*Session, 0, len(s.sessions))
+	for _, ss := range s.sessions {
+		sessions = append(sessions, ss)
+	}
+	s.mu.Unlock()
+	for _, ss := range sessions {
+		ss.seg.Lock()
+		pem, match := ss.ctl.CAPEM, ss.ctl.CASPKI == spki
+		ss.seg.Unlock()
+		if match && pem != "" {
+			return pem
+		}
+	}
+	return ""
 }
 
 // prelaunch starts Chromium for a session that has no page yet, so that

@@ -3,8 +3,10 @@ package mcpserver
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/agentvault/agentvault"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -23,7 +25,7 @@ type status struct {
 	// SessionEnded is set on the hosted server when the session this call
 	// used has ended.
 	SessionEnded bool
-	// Pending holds a pending answer's fields (pending.go).
+	// Pending holds a pending answer's fields (owner_pending.go).
 	Pending *pendingFields
 }
 
@@ -121,21 +123,7 @@ func withStatusKeys(s status, raw []byte) ([]byte, error) {
 	}
 	var b bytes.Buffer
 	b.WriteByte('{')
-	for _, kv := range s.pairs() {
-		k := kv[0]
-		for {
-			if _, taken := keys[k]; !taken {
-				break
-			}
-			k = "_" + k
-		}
-		kb, _ := json.Marshal(k)
-		vb, _ := json.Marshal(kv[1])
-		b.Write(kb)
-		b.WriteByte(':')
-		b.Write(vb)
-		b.WriteByte(',')
-	}
+	writeStatusKeys(&b, keys, s.pairs(), false)
 	body := bytes.TrimSpace(raw[1:])
 	if len(body) > 0 && body[0] == '}' {
 		// Empty object: drop the trailing comma.
@@ -176,6 +164,12 @@ func statusError(err error, filled *[2]int) *mcp.CallToolResult {
 	if hint := codeHint(code); hint != "" && !strings.Contains(strings.ToLower(msg), strings.ToLower(strings.TrimSuffix(hint, "."))) {
 		msg += " " + hint
 	}
+	// A refusal the proxy gave a Retry-After (rate_limited) says how long
+	// to wait (seed 004: get_token_catalog, "wait for Retry-After").
+	var ra interface{ RetryAfterDuration() time.Duration }
+	if errors.As(err, &ra) && ra.RetryAfterDuration() > 0 {
+		msg += fmt.Sprintf(" Retry-After: %d s. Wait that long, then call again.", int((ra.RetryAfterDuration()+time.Second-1)/time.Second))
+	}
 	return prose(status{State: "error", Code: code, Filled: filled}, msg)
 }
 
@@ -208,4 +202,109 @@ func codeCategory(c agentvault.Code) string {
 		return "unprocessable"
 	}
 	return ""
+}
+
+// addStatus adds pairs to the status res starts with: after a prose
+// answer's status line fields (a key the line names already, or one that
+// would take the line past maxStatusLine, is left out), or after a JSON
+// answer's leading status keys (insertStatusKeys). The hosted server adds
+// session= and session_ended= this way.
+func addStatus(res *mcp.CallToolResult, pairs [][2]string) {
+	if res == nil || len(res.Content) == 0 || len(pairs) == 0 {
+		return
+	}
+	tc, ok := res.Content[0].(*mcp.TextContent)
+	if !ok {
+		return
+	}
+	switch {
+	case strings.HasPrefix(tc.Text, "{"):
+		tc.Text = insertStatusKeys(tc.Text, pairs)
+	case strings.HasPrefix(tc.Text, "status="):
+		line, rest, _ := strings.Cut(tc.Text, "\n")
+		for _, kv := range pairs {
+			part := kv[0] + "=" + sanitizeValue(kv[1])
+			if strings.Contains(" "+line+" ", " "+kv[0]+"=") || len(line)+1+len(part) > maxStatusLine {
+				continue
+			}
+			line += " " + part
+		}
+		tc.Text = line + "\n" + rest
+	}
+}
+
+// writeStatusKeys writes pairs as JSON members, each followed by a comma.
+// A key the object already has (taken) gets leading underscores until it is
+// free, so the object's own key keeps its value. Values are strings;
+// with trueLiteral a "true" is written as the JSON literal (session_ended).
+func writeStatusKeys(b *bytes.Buffer, taken map[string]json.RawMessage, pairs [][2]string, trueLiteral bool) {
+	for _, kv := range pairs {
+		k := kv[0]
+		for {
+			if _, ok := taken[k]; !ok {
+				break
+			}
+			k = "_" + k
+		}
+		kb, _ := json.Marshal(k)
+		vb, _ := json.Marshal(kv[1])
+		if trueLiteral && kv[1] == "true" {
+			vb = []byte("true")
+		}
+		b.Write(kb)
+		b.WriteByte(':')
+		b.Write(vb)
+		b.WriteByte(',')
+	}
+}
+
+// insertStatusKeys puts extra after a JSON answer's leading status keys
+// (status, code, filled, with or without leading underscores). A key the
+// object already has gets a leading underscore.
+func insertStatusKeys(text string, extra [][2]string) string {
+	var keys map[string]json.RawMessage
+	if json.Unmarshal([]byte(text), &keys) != nil {
+		return text
+	}
+	dec := json.NewDecoder(strings.NewReader(text))
+	if _, err := dec.Token(); err != nil {
+		return text
+	}
+	off := int(dec.InputOffset())
+	// The status fields come first, in this order, each once; the
+	// object's own keys follow (close_session's own "status").
+	order := []string{"status", "code", "filled"}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return text
+		}
+		k, _ := tok.(string)
+		for len(order) > 0 && order[0] != strings.TrimLeft(k, "_") {
+			order = order[1:]
+		}
+		if len(order) == 0 {
+			goto insert
+		}
+		order = order[1:]
+		var v json.RawMessage
+		if dec.Decode(&v) != nil {
+			return text
+		}
+		off = int(dec.InputOffset())
+	}
+insert:
+	var b bytes.Buffer
+	writeStatusKeys(&b, keys, extra, true)
+	ins := b.String()
+	head := text[:off]
+	if strings.TrimSpace(head) == "{" {
+		// No status keys: the new keys go first.
+		rest := strings.TrimLeft(text[off:], " \n\t")
+		if strings.HasPrefix(rest, "}") {
+			ins = strings.TrimSuffix(ins, ",")
+		}
+		return head + ins + text[off:]
+	}
+	return head + "," + strings.TrimSuffix(ins, ",") + text[off:]
 }

@@ -2,11 +2,10 @@ package mcpserver
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +14,8 @@ import (
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/browser"
+	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/tokens"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -42,19 +43,39 @@ type CaptchaProvider interface {
 }
 
 // CaptchaProviderFor maps the seed's provider names to the solver a
-// deployment registered: steel_cloud only with solveCaptcha, browserbase
-// always (its solver is on by default), anything else none.
+// deployment registered: steel_cloud and browserbase when their solver is
+// on (solveCaptcha is the setting in effect: browserbase's is on unless
+// turned off, steel_cloud's off unless turned on), anything else none.
 func CaptchaProviderFor(name string, solveCaptcha bool, registered map[string]CaptchaProvider) CaptchaProvider {
 	switch name {
-	case "steel_cloud":
+	case string(browser.ProviderSteel), string(browser.ProviderBrowserbase):
 		if !solveCaptcha {
 			return nil
 		}
-	case "browserbase":
 	default:
 		return nil
 	}
 	return registered[name]
+}
+
+// ProviderSolver waits on the solver of the managed browser a session runs
+// in: Browserbase's solver signals in the page's console, Steel's captcha
+// status API (package browser reads both).
+type ProviderSolver struct{}
+
+// Pending asks the session's managed browser.
+func (ProviderSolver) Pending(ctx context.Context, page *browser.Session) (bool, error) {
+	return page.CaptchaPending(ctx)
+}
+
+var _ CaptchaProvider = ProviderSolver{}
+
+// solverFor is the solver browser_login waits on for a browser
+// configuration: the managed provider's own when its solver is on.
+func solverFor(r browser.Remote) CaptchaProvider {
+	return CaptchaProviderFor(string(r.Kind()), r.SolverOn(), map[string]CaptchaProvider{
+		string(browser.ProviderSteel): ProviderSolver{}, string(browser.ProviderBrowserbase): ProviderSolver{},
+	})
 }
 
 // diagnosticReserve is the part of the budget kept for the capture.
@@ -109,7 +130,7 @@ func (s *Server) browserLogin(ctx context.Context, in browserLoginIn) (*mcp.Call
 	// itself is dropped when even that is gone.
 	workLeft := func() time.Duration { return left() - diagnosticReserve }
 	notConcluded := func(code agentvault.Code, msg string) (*mcp.CallToolResult, error) {
-		ref := s.loginDiagnostic(ss, in, deadline)
+		ref := s.loginDiagnostic(ctx, ss, in, deadline, string(code))
 		if ref != "" {
 			msg += " A masked diagnostic capture was kept for the owner (artifact " + ref + ")."
 		}
@@ -225,7 +246,17 @@ func (s *Server) browserLogin(ctx context.Context, in browserLoginIn) (*mcp.Call
 			}
 			return notConcluded(agentvault.CodeBrowserCaptchaPending, "The managed browser was still solving a captcha after the submit.")
 		}
-		switch s.readLoginOutcome(ss, f.Password) {
+		out := s.readLoginOutcome(ss, f.Password)
+		if out != outcomeUnknown && s.captcha != nil {
+			// A challenge the solver has not announced yet looks like any
+			// page: the read counts only if the solver is still quiet
+			// after it (its pickup window covers a document that arrived
+			// while the page was read).
+			if pending, err := s.captcha.Pending(ctx, ss.page); err == nil && pending {
+				out = outcomeUnknown
+			}
+		}
+		switch out {
 		case outcomeSignedIn:
 			// No identifier typed (the portal kept it from an earlier
 			// step): the answer says so rather than inventing one.
@@ -233,7 +264,7 @@ func (s *Server) browserLogin(ctx context.Context, in browserLoginIn) (*mcp.Call
 		case outcomeRefused:
 			ans := map[string]any{"outcome": "refused", "credentialId": in.CredentialID,
 				"note": "The portal rejected the credential: give up or try another credential."}
-			if ref := s.loginDiagnostic(ss, in, deadline); ref != "" {
+			if ref := s.loginDiagnostic(ctx, ss, in, deadline, "refused"); ref != "" {
 				ans["diagnosticArtifact"] = ref
 			} else {
 				ans["diagnosticArtifact"] = nil
@@ -377,11 +408,14 @@ func (s *Server) readLoginOutcome(ss *Session, pwSel string) loginOutcome {
 }
 
 // loginDiagnostic keeps a masked screenshot (every password and sensitive
-// field painted over inside Chromium, the identifier field too) as an
-// artifact the owner can open, and returns its reference. It degrades to
-// "" with no artifact directory, a failed capture or too little budget
-// left: the answer never waits on it.
-func (s *Server) loginDiagnostic(ss *Session, in browserLoginIn, deadline time.Time) string {
+// field painted over inside Chromium, the identifier field too) of a
+// sign-in that did not succeed, as an artifact the owner can open, and
+// returns its reference (seed 000, Diagnóstico). The reference, and only
+// it, goes into the session's events on proxyd, where the owner sees it
+// on the dashboard's Activity page, and into mcpd's log. It degrades to ""
+// with no artifact directory, a failed capture or too little budget left:
+// the answer never waits on it past the budget.
+func (s *Server) loginDiagnostic(ctx context.Context, ss *Session, in browserLoginIn, deadline time.Time, outcome string) string {
 	dir := s.cfg.ArtifactDir
 	if dir == "" || time.Until(deadline) < time.Second {
 		return ""
@@ -408,15 +442,29 @@ func (s *Server) loginDiagnostic(ss *Session, in browserLoginIn, deadline time.T
 	if got.err != nil || len(got.b) == 0 {
 		return ""
 	}
-	var rnd [8]byte
-	_, _ = rand.Read(rnd[:])
-	name := "login-" + hex.EncodeToString(rnd[:]) + ".png"
+	name := control.NewLoginArtifact()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
+		s.log.Warn("login diagnostic not kept", "err_kind", errors.Unwrap(err) != nil)
 		return ""
 	}
 	if err := os.WriteFile(filepath.Join(dir, name), got.b, 0o600); err != nil {
 		s.log.Warn("login diagnostic not kept", "err_kind", errors.Unwrap(err) != nil)
 		return ""
+	}
+	// The label only when it is one (the agent typed it); the page's host,
+	// never its path or query.
+	ev := control.EventRequest{Type: control.EventLoginDiagnostic, Outcome: outcome, Artifact: name}
+	if tokens.ValidLabel(in.CredentialID) {
+		ev.Login = in.CredentialID
+	}
+	if u, err := url.Parse(ss.page.URL()); err == nil {
+		ev.Site = u.Hostname()
+	}
+	s.log.Info("login diagnostic kept", "artifact", name, "outcome", outcome, "login", ev.Login, "site", ev.Site)
+	ectx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline.Add(-100*time.Millisecond))
+	defer cancel()
+	if err := s.cfg.Control.Event(ectx, ss.ctl.ID, ev); err != nil {
+		s.log.Warn("login diagnostic not reported to proxyd", "artifact", name, "code", string(agentvault.ErrorCode(err)))
 	}
 	return name
 }

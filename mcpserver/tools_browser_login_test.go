@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/browser"
 	"github.com/agentvault/agentvault/browser/browsertest"
+	"github.com/agentvault/agentvault/control"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -119,12 +121,78 @@ func TestSeed000_BrowserLoginRefusedKeepsMaskedDiagnostic(t *testing.T) {
 	if !strings.HasPrefix(string(b), "\x89PNG") {
 		t.Fatal("the artifact is not a PNG capture")
 	}
+	// The reference, and only it, reached proxyd as the session's event
+	// (the owner's Activity page lists it) and mcpd's log.
+	diag := diagnosticEvents(h)
+	if len(diag) != 1 || diag[0].Artifact != ref || diag[0].Outcome != "refused" || diag[0].Login != "portal" || diag[0].Site != "127.0.0.1" {
+		t.Fatalf("login_diagnostic events: %+v", diag)
+	}
+	if !logRecord(h.logs.String(), "login diagnostic kept", "artifact", ref) {
+		t.Fatal("mcpd's log does not name the capture")
+	}
+	// P11: no typed value in the capture, the event, an answer or the log.
+	l := standInLeaks()
+	l.Binary(t, "diagnostic capture", b)
+	evs, _ := json.Marshal(diag)
+	l.Answer(t, "login_diagnostic event", evs)
+	h.sweep(t)
 
 	bare := loginHarness(t, 0, nil, "")
 	bare.ok("open_page", map[string]any{"url": bare.site.Shop.URL + "/portal/login?mode=reject"})
 	got = loginAnswer(t, bare.ok("browser_login", map[string]any{"credentialId": "portal"}))
-	if got["outcome"] != "refused" || got["diagnosticArtifact"] != nil {
+	if got["outcome"] != "refused" || got["diagnosticArtifact"] != nil || len(diagnosticEvents(bare)) != 0 {
 		t.Fatalf("without an artifact store: %v", got)
+	}
+}
+
+// logRecord reports whether a JSON log line with message msg has key
+// equal to want (a record the code must write, read as a record: what is
+// looked for here is no canary).
+func logRecord(logs, msg, key, want string) bool {
+	for _, line := range strings.Split(logs, "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) == nil && rec["msg"] == msg && rec[key] == want {
+			return true
+		}
+	}
+	return false
+}
+
+// diagnosticEvents are the login_diagnostic events mcpd reported.
+func diagnosticEvents(h *harness) []control.EventRequest {
+	h.ctl.mu.Lock()
+	defer h.ctl.mu.Unlock()
+	var out []control.EventRequest
+	for _, e := range h.ctl.events {
+		if e.Type == control.EventLoginDiagnostic {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// TestSeed000_BrowserLoginKeepsDiagnosticsByDefault: mcpd keeps the
+// captures without being told where (seed 000: a capture is kept for
+// every sign-in that does not succeed), under the deployment's data
+// directory; --artifact-dir moves them.
+func TestSeed000_BrowserLoginKeepsDiagnosticsByDefault(t *testing.T) {
+	for _, env := range []string{"AGENTVAULT_DATA", "DATA", "AGENTVAULT_ARTIFACT_DIR", "AGENTVAULT_CONTROL_URL"} {
+		t.Setenv(env, "")
+	}
+	data := t.TempDir()
+	m := NewMain()
+	m.Stderr = io.Discard
+	if err := m.ParseFlags([]string{"--data", data}); err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(data, "mcpd", "login-diagnostics"); m.ArtifactDir != want {
+		t.Fatalf("default artifact directory %q, want %q", m.ArtifactDir, want)
+	}
+	other := filepath.Join(t.TempDir(), "captures")
+	m = NewMain()
+	m.Stderr = io.Discard
+	if err := m.ParseFlags([]string{"--data", data, "--artifact-dir", other}); err != nil || m.ArtifactDir != other {
+		t.Fatalf("--artifact-dir: %q %v", m.ArtifactDir, err)
 	}
 }
 

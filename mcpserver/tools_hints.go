@@ -39,10 +39,12 @@ var hintKinds = []hintKind{{
 	FrameAllowed: true,
 }}
 
-// hintState is a session's declared hints on its current page.
+// hintState is a session's declared hints on its current page. doc is
+// the page's document (browser.DocumentKey): any navigation clears the
+// hints and their count.
 type hintState struct {
-	pageURL string
-	totals  []browser.HintTarget
+	doc    string
+	totals []browser.HintTarget
 }
 
 type declareHintIn struct {
@@ -57,7 +59,7 @@ type declareHintIn struct {
 
 func (s *Server) registerHints() {
 	addTool(s, "list_page_hint_kinds", "The page hint kinds this deployment accepts, what each is for and which attributes it may read. Answers a JSON array after a status line.", true, s.listPageHintKinds)
-	addTool(s, "declare_page_hint", "Tell the vault where the order total is on the current page when it cannot find it by convention (a total inside an overlay checkout's iframe: pass frame). A location, never a value. Declare order.total before filling the card, and again after a navigation. Answers JSON {kind, accepted, checked, resolved, amount, currency}; accepted false means the hint was dropped. Kind login.totp_secret (with label, after signing in as that login on an https page) points at an authenticator enrolment secret: the vault reads it from the page's response, reloads the page with it masked and stores it, answering {stored, digits, period}; then fill tokens.totp to confirm. A login that already has a secret keeps it until the account owner approves the new one (the call waits, like a fill on a new site). Errors: invalid_hint, hint_unresolved (nothing matches), hint_uncertain (no clear figure), totp_seed_untrusted (the page echoed that text from its own address or form: use the site's enrolment page), approval_denied, approval_expired, sensitive_data_blocked, insecure_page.", false, s.declarePageHint)
+	addTool(s, "declare_page_hint", "Tell the vault where the order total is on the current page when it cannot find it by convention (a total inside an overlay checkout's iframe: pass frame). A location, never a value. Declare order.total before filling the card, and again after a navigation. Answers JSON {kind, accepted, checked, resolved, amount, currency}; accepted false means the hint was dropped: more than 8 matches, an element over 4,000 characters, and for a hint into a frame a frame over 20,000 characters of text, the rest of the page over 16,384 or more than 32 frames; untrusted names why a figure was refused (hidden: the element is not shown; larger_total_on_page: the page names a larger total). A page holds at most 4 order.total hints until it navigates. Kind login.totp_secret (with label, after signing in as that login on an https page) points at an authenticator enrolment secret: the vault reads it from the page's response, reloads the page with it masked and stores it, answering {stored, digits, period}; then fill tokens.totp to confirm. A login that already has a secret keeps it until the account owner approves the new one (the call waits, like a fill on a new site). Errors: invalid_hint, hint_unresolved (nothing matches), hint_uncertain (no clear figure), totp_seed_untrusted (the page echoed that text from its own address or form: use the site's enrolment page), approval_denied, approval_expired, sensitive_data_blocked, insecure_page.", false, s.declarePageHint)
 }
 
 func (s *Server) listPageHintKinds(ctx context.Context, in noIn) (*mcp.CallToolResult, error) {
@@ -117,12 +119,16 @@ func (s *Server) declarePageHint(ctx context.Context, in declareHintIn) (*mcp.Ca
 		return nil, agentvault.Errorf(agentvault.CodeInvalidHint, "read is text or attribute")
 	}
 	h := &ss.hints
-	if u := ss.page.URL(); h.pageURL != u {
-		*h = hintState{pageURL: u}
+	doc, err := ss.page.DocumentKey()
+	if err != nil {
+		return nil, err
+	}
+	if h.doc != doc {
+		*h = hintState{doc: doc}
 	}
 	if !slices.Contains(h.totals, t) {
 		if len(h.totals) >= maxHintsPerKind {
-			return nil, agentvault.Errorf(agentvault.CodeInvalidHint, "this page already holds %d order.total hints", maxHintsPerKind)
+			return nil, agentvault.Errorf(agentvault.CodeInvalidHint, "this page already holds %d order.total hints, the most a page holds: repeat one of them, or declare again after a navigation", maxHintsPerKind)
 		}
 		h.totals = append(h.totals, t)
 	}
@@ -131,18 +137,23 @@ func (s *Server) declarePageHint(ctx context.Context, in declareHintIn) (*mcp.Ca
 		// kept and used at the card fill.
 		return jsonAnswer(okStatus(), map[string]any{"kind": in.Kind, "accepted": true, "checked": false})
 	}
-	total, accepted, err := ss.page.ReadHintTotal(t)
-	if err != nil || !accepted {
+	r, err := ss.page.ReadHintTotal(t)
+	if err != nil || !r.Accepted {
 		h.totals = slices.DeleteFunc(h.totals, func(x browser.HintTarget) bool { return x == t })
 	}
 	if err != nil {
 		return nil, err
 	}
-	if !accepted {
-		return jsonAnswer(okStatus(), map[string]any{"kind": in.Kind, "accepted": false, "checked": true})
+	if !r.Accepted {
+		s.log.Info("page hint dropped", "kind", in.Kind, "why", r.Dropped)
+		ans := map[string]any{"kind": in.Kind, "accepted": false, "checked": true}
+		if r.Untrusted != "" {
+			ans["untrusted"] = r.Untrusted
+		}
+		return jsonAnswer(okStatus(), ans)
 	}
 	return jsonAnswer(okStatus(), map[string]any{"kind": in.Kind, "accepted": true, "checked": true, "resolved": true,
-		"amount": total.Amount, "currency": total.Currency})
+		"amount": r.Total.Amount, "currency": r.Total.Currency})
 }
 
 // hintedTotal reads the order total at a card fill from the hints
@@ -150,7 +161,10 @@ func (s *Server) declarePageHint(ctx context.Context, in declareHintIn) (*mcp.Ca
 // attribute value (refused after a fill) is skipped.
 func hintedTotal(ss *Session) (*control.OrderTotal, bool) {
 	h := ss.hints
-	if h.pageURL == "" || h.pageURL != ss.page.URL() {
+	if h.doc == "" {
+		return nil, false
+	}
+	if doc, err := ss.page.DocumentKey(); err != nil || doc != h.doc {
 		return nil, false
 	}
 	for i := len(h.totals) - 1; i >= 0; i-- {
@@ -158,8 +172,8 @@ func hintedTotal(ss *Session) (*control.OrderTotal, bool) {
 		if redact.ValidateHintSelector(t.Selector, true) != nil || (t.Frame != "" && redact.ValidateHintSelector(t.Frame, true) != nil) {
 			continue
 		}
-		if got, ok, err := ss.page.ReadHintTotal(t); err == nil && ok {
-			return &control.OrderTotal{Amount: got.Amount, Currency: got.Currency}, true
+		if r, err := ss.page.ReadHintTotal(t); err == nil && r.Accepted {
+			return &control.OrderTotal{Amount: r.Total.Amount, Currency: r.Total.Currency}, true
 		}
 	}
 	return nil, false

@@ -437,7 +437,7 @@ func (a *Accounts) materialize(ctx context.Context, r SignupRequest) (SignupRequ
 		return r, err
 	}
 	// A key scoped to a list of logins sees the login it opened.
-	if k, err := a.svc.st.GetAPIKey(ctx, r.APIKeyID); err == nil && !k.Scope.AllLogins && !slices.Contains(k.Scope.LoginIDs, it.ID) {
+	if k, err := a.svc.st.GetAPIKey(ctx, r.APIKeyID); err == nil && !k.Scope.Items().Sees(it) {
 		sc := k.Scope
 		sc.LoginIDs = append(slices.Clone(sc.LoginIDs), it.ID)
 		if err := a.svc.st.SetAPIKeyScope(ctx, k.ID, sc); err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/vault"
 )
@@ -67,7 +68,7 @@ func (s *Service) RequestApproval(ctx context.Context, r ApprovalRequest) (Appro
 	if !r.Kind.Valid() {
 		return Approval{}, agentvault.Errorf(agentvault.CodeInvalidInput, "unknown approval kind")
 	}
-	site, err := NormalizeHost(r.Site)
+	site, err := hostname.Site(r.Site)
 	if err != nil {
 		return Approval{}, err
 	}

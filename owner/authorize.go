@@ -11,33 +11,8 @@ import (
 	"github.com/agentvault/agentvault/vault"
 )
 
-// FillRequest is one authorize call as proxyd sees it, after the token was
-// resolved to an item and the page to a normalised destination host.
-type FillRequest struct {
-	KeyID       string // the session's API key id
-	Session     string
-	Item        vault.Item
-	Field       vault.Field
-	Destination string         // normalised host, no port
-	Total       *policy.Amount // the checkout total read at the fill, if any
-	// Page is the page the agent was filling as the owner may see it
-	// (policy.ShownPage): shown with an approval the fill raises.
-	Page string
-	// Key, when set, is the key's scope as the caller knows it, used
-	// instead of reading KeyID from the store (proxyd's file-based default
-	// key, which the store does not hold).
-	Key *policy.KeyInfo
-	// Purchase numbers the card grants of this session for one card: a
-	// grant spent on a purchase is followed by a new one, whose charge the
-	// ledger counts again (P18, P21). 0 is the first.
-	Purchase int
-	// CVVAgain: for a card's security code, the how-many-th time in this
-	// session its spent authorization is asked for again (policy.Args).
-	CVVAgain int
-}
-
-// Authorize decides a fill end to end, and is what proxyd's authorize hook
-// calls: it re-reads the key (a revocation or a scope change applies at
+// Authorize decides a fill end to end (policy.Authorizer, asked by the
+// broker before it makes a grant): it re-reads the key (a revocation or a scope change applies at
 // once), loads the owner's rules, destinations, spending and this session's
 // approvals, asks the engine, and then
 //
@@ -47,7 +22,7 @@ type FillRequest struct {
 //   - on NeedsOwner, queues (or finds) the approval and returns an error
 //     with CodeApprovalPending whose chain holds a *Pending (PendingOf);
 //   - otherwise returns the engine's refusal.
-func (s *Service) Authorize(ctx context.Context, r FillRequest) error {
+func (s *Service) Authorize(ctx context.Context, r policy.Fill) error {
 	if s.engine == nil {
 		return agentvault.Errorf(agentvault.CodeInternal, "no policy engine configured")
 	}
@@ -58,7 +33,7 @@ func (s *Service) Authorize(ctx context.Context, r FillRequest) error {
 	if r.Field == vault.FieldNumber && r.Total != nil {
 		// A retried call: its charge is already in the ledger. Decide as
 		// the first call did, without counting it against itself.
-		prev, err := s.st.GetReservation(ctx, ReservationID(r.reservationScope(), r.Item.ID, *r.Total))
+		prev, err := s.st.GetReservation(ctx, ReservationID(reservationScope(r), r.Item.ID, *r.Total))
 		switch {
 		case err == nil && prev.Amount.Currency == args.SpentToday.Currency:
 			args.SpentToday.Minor = max(args.SpentToday.Minor-prev.Amount.Minor, 0)
@@ -71,7 +46,7 @@ func (s *Service) Authorize(ctx context.Context, r FillRequest) error {
 	switch {
 	case d.Allow:
 		if r.Field == vault.FieldNumber && d.Charge != nil && r.Total != nil && r.Item.Kind == vault.KindCard {
-			if err := s.reserve(ctx, ReservationID(r.reservationScope(), r.Item.ID, *r.Total), r.Item.ID, *d.Charge, args.Card); err != nil {
+			if err := s.reserve(ctx, ReservationID(reservationScope(r), r.Item.ID, *r.Total), r.Item.ID, *d.Charge, args.Card); err != nil {
 				s.refused(ctx, r, d.Site, err)
 				return err
 			}
@@ -101,26 +76,20 @@ func (s *Service) Authorize(ctx context.Context, r FillRequest) error {
 
 // fillRequestArgs reads the key (a revocation or a scope change applies at
 // once) and completes the engine's arguments from the store.
-func (s *Service) fillRequestArgs(ctx context.Context, r FillRequest, recheck bool) (policy.Args, error) {
-	var key policy.KeyInfo
-	if r.Key != nil {
-		key = *r.Key
-	} else {
-		k, err := s.KeyInfo(ctx, r.KeyID)
-		if err != nil {
-			return policy.Args{}, err
-		}
-		key = k
+func (s *Service) fillRequestArgs(ctx context.Context, r policy.Fill, recheck bool) (policy.Args, error) {
+	key, err := s.KeyInfo(ctx, r.KeyID)
+	if err != nil {
+		return policy.Args{}, err
 	}
 	return s.fillArgs(ctx, policy.Args{APIKey: key, Item: r.Item, Field: r.Field, Destination: r.Destination, Total: r.Total, CVVAgain: r.CVVAgain}, r.Session, recheck)
 }
 
 // Recheck is asked before every release of a granted value on the wire
-// (P21): the key must still be valid and see the item, the card not paused
+// (policy.Authorizer, P21): the key must still be valid and see the item, the card not paused
 // or blocked for the merchant, and the destination still authorized. It
 // reads the owner's current state, so a revoke, a pause or a removed site
 // stops the very next release. It queues nothing and spends nothing.
-func (s *Service) Recheck(ctx context.Context, r FillRequest) error {
+func (s *Service) Recheck(ctx context.Context, r policy.Fill) error {
 	if s.engine == nil {
 		return agentvault.Errorf(agentvault.CodeInternal, "no policy engine configured")
 	}
@@ -133,7 +102,7 @@ func (s *Service) Recheck(ctx context.Context, r FillRequest) error {
 
 // reservationScope is the part of a reservation id that names the grant:
 // the session, and after the first purchase its number.
-func (r FillRequest) reservationScope() string {
+func reservationScope(r policy.Fill) string {
 	if r.Purchase == 0 {
 		return r.Session
 	}
@@ -167,7 +136,7 @@ func PendingOf(err error) (Approval, bool) {
 
 // refused records a refusal for the Activity page. The refusal stands
 // whether or not the record is written; a failed write is logged.
-func (s *Service) refused(ctx context.Context, r FillRequest, site string, cause error) {
+func (s *Service) refused(ctx context.Context, r policy.Fill, site string, cause error) {
 	code := agentvault.ErrorCode(cause)
 	if code == agentvault.CodeInternal || code == agentvault.CodeTimeout {
 		return // not a rule's refusal
@@ -186,3 +155,5 @@ func (s *Service) refused(ctx context.Context, r FillRequest, site string, cause
 func (s *Service) Refusals(ctx context.Context, since time.Time, limit int) ([]Refusal, error) {
 	return s.st.ListRefusals(ctx, s.org, since, limit)
 }
+
+var _ policy.Authorizer = (*Service)(nil)

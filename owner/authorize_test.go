@@ -44,7 +44,7 @@ func TestP18_AuthorizeAsksThenReservesOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	total := policy.MustAmount("80.00 EUR")
-	fill := owner.FillRequest{KeyID: k.ID, Session: "s_1", Item: card, Field: vault.FieldNumber, Destination: "pay.shop.example", Total: &total}
+	fill := policy.Fill{KeyID: k.ID, Session: "s_1", Item: card, Field: vault.FieldNumber, Destination: "pay.shop.example", Total: &total}
 
 	pendingOn := func(want owner.ApprovalKind) owner.Approval {
 		t.Helper()
@@ -127,10 +127,13 @@ func TestP11_ApprovalNamesItemAndPageNotQuery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := &policy.KeyInfo{ID: "avk_1", AllCards: true, AllLogins: true}
+	k, _, err := s.CreateAPIKey(ctx, "agent", owner.Scope{AllCards: true, AllLogins: true})
+	if err != nil {
+		t.Fatal(err)
+	}
 	card := vault.Item{ID: "itm_c", Kind: vault.KindCard, Fields: []vault.Field{vault.FieldNumber, vault.FieldCVV}, Card: &vault.CardMeta{AnySite: true}}
 	ident := vault.Item{ID: "itm_i", Kind: vault.KindIdentity, Fields: []vault.Field{vault.FieldName}}
-	pending := func(r owner.FillRequest) owner.Approval {
+	pending := func(r policy.Fill) owner.Approval {
 		t.Helper()
 		a, ok := owner.PendingOf(s.Authorize(ctx, r))
 		if !ok {
@@ -138,13 +141,13 @@ func TestP11_ApprovalNamesItemAndPageNotQuery(t *testing.T) {
 		}
 		return a
 	}
-	byCard := owner.FillRequest{Key: key, KeyID: "avk_1", Session: "s_1", Item: card, Field: vault.FieldNumber, Destination: "pay.shop.example",
+	byCard := policy.Fill{KeyID: k.ID, Session: "s_1", Item: card, Field: vault.FieldNumber, Destination: "pay.shop.example",
 		Page: "https://pay.shop.example/checkout?email=ada%40example.com#card"}
 	nd := pending(byCard)
 	if nd.Kind != owner.KindNewDestination || nd.ItemID != card.ID || nd.CardID != "" || nd.Page != "https://pay.shop.example/checkout" {
 		t.Fatalf("new site approval: kind %s item %q card %q page %q", nd.Kind, nd.ItemID, nd.CardID, nd.Page)
 	}
-	byIdent := owner.FillRequest{Key: key, KeyID: "avk_1", Session: "s_2", Item: ident, Field: vault.FieldName, Destination: "shop.example",
+	byIdent := policy.Fill{KeyID: k.ID, Session: "s_2", Item: ident, Field: vault.FieldName, Destination: "shop.example",
 		Page: "https://shop.example/address"}
 	if again := pending(byIdent); again.ID != nd.ID || again.ItemID != card.ID || again.Page != nd.Page {
 		t.Fatalf("another item's fill of the same new site asked again or changed it: %+v", again)

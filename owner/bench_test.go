@@ -52,7 +52,7 @@ func BenchmarkAuthorizeCardNumber(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		i++
-		err := s.Authorize(ctx, owner.FillRequest{KeyID: k.ID, Session: fmt.Sprint("s_", i), Item: card, Field: vault.FieldNumber, Destination: "pay.shop.example", Total: &total})
+		err := s.Authorize(ctx, policy.Fill{KeyID: k.ID, Session: fmt.Sprint("s_", i), Item: card, Field: vault.FieldNumber, Destination: "pay.shop.example", Total: &total})
 		if err != nil {
 			b.Fatal(err)
 		}

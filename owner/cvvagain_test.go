@@ -37,7 +37,7 @@ func TestP18_SpentCVVNeedsASecondApproval(t *testing.T) {
 		t.Fatal(err)
 	}
 	card := vault.Item{ID: "itm_c", Kind: vault.KindCard, Fields: []vault.Field{vault.FieldNumber, vault.FieldCVV}, Card: &vault.CardMeta{AnySite: true}}
-	fill := owner.FillRequest{KeyID: k.ID, Session: "s_1", Item: card, Field: vault.FieldCVV, Destination: "pay.shop.example"}
+	fill := policy.Fill{KeyID: k.ID, Session: "s_1", Item: card, Field: vault.FieldCVV, Destination: "pay.shop.example"}
 	if err := s.Authorize(ctx, fill); err != nil {
 		t.Fatalf("the code right after its number: %v", err)
 	}

@@ -2,7 +2,9 @@
 // connect with, the owner's per-card rules, the destinations the owner has
 // authorized, the durable approval queue (new site, purchase, live CVV,
 // signup), the owner's account and dashboard sessions, pre-approved signups,
-// and the notifications that tell the owner something waits for them.
+// the sign-ins an agent could not complete (the references of their masked
+// captures, held in memory for the Activity page), and the notifications
+// that tell the owner something waits for them.
 //
 // It declares the storage it needs as small interfaces (Store and its parts),
 // implemented by store/sqlite and proved by owner/ownertest. Service ties

@@ -24,8 +24,9 @@ import (
 // Config configures a Service.
 type Config struct {
 	Store Store
-	// Engine decides fills for Authorize (policy.NewEngine in proxyd).
-	Engine policy.Decider
+	// Engine decides fills for Authorize and Recheck (policy.NewEngine in
+	// proxyd).
+	Engine *policy.Engine
 	// Org is the vault org this appliance serves (the one its owner signs
 	// in for). Required.
 	Org string
@@ -54,7 +55,7 @@ type Config struct {
 // use; several processes may share one store.
 type Service struct {
 	st       Store
-	engine   policy.Decider
+	engine   *policy.Engine
 	org      string
 	notifier Notifier
 	dashURL  string
@@ -72,6 +73,9 @@ type Service struct {
 	// staged settles TOTP replacements once decided (totp_replace.go);
 	// nil until NewAccounts.
 	staged atomic.Pointer[Accounts]
+
+	diagMu sync.Mutex
+	diags  []LoginDiagnostic // diagnostics.go
 }
 
 // New returns a Service.
@@ -381,7 +385,7 @@ func (s *Service) SetCardPolicy(ctx context.Context, p CardPolicy, by string) er
 	}
 	var blocked []string
 	for _, m := range r.BlockedMerchants {
-		h, err := NormalizeHost(m)
+		h, err := hostname.Site(m)
 		if err != nil {
 			return err
 		}
@@ -401,30 +405,16 @@ func (s *Service) DeleteCardPolicy(ctx context.Context, cardID string) error {
 
 // ---- destinations and signups ----
 
-// NormalizeHost reads a host, registrable domain or URL the owner typed
-// through package hostname, the one normaliser (case, trailing dot, IDN to
-// punycode; a URL such as https://shop.example/path gives its host;
-// userinfo, wildcards and empty labels are refused). On top of that a site
-// here is an IP address or a name with a dot: "localhost" or "com" alone
-// is not something an owner authorizes.
-func NormalizeHost(h string) (string, error) {
-	n, err := hostname.Host(h)
-	if err != nil || (!hostname.IsIP(n) && !strings.Contains(n, ".")) {
-		return "", agentvault.Errorf(agentvault.CodeInvalidInput, "not a host name")
-	}
-	return n, nil
-}
-
 // AuthorizeSite lets fills happen on host and its subdomains.
 func (s *Service) AuthorizeSite(ctx context.Context, host, by string) error {
-	h, err := NormalizeHost(host)
+	h, err := hostname.Site(host)
 	if err != nil {
 		return err
 	}
 	return s.st.AddDestination(ctx, Destination{Org: s.org, Host: h, AddedBy: by, Added: s.now().UTC()})
 }
 
-// RemoveSite withdraws an authorization. A name NormalizeHost refuses is
+// RemoveSite withdraws an authorization. A name hostname.Site refuses is
 // removed exactly as listed, so an entry stored under older rules can
 // still go.
 func (s *Service) RemoveSite(ctx context.Context, host string) error {
@@ -434,7 +424,7 @@ func (s *Service) RemoveSite(ctx context.Context, host string) error {
 // hostOrListed is the canonical host, or the input as Sites or Signups
 // listed it when it is not one.
 func hostOrListed(h string) string {
-	if n, err := NormalizeHost(h); err == nil {
+	if n, err := hostname.Site(h); err == nil {
 		return n
 	}
 	return strings.TrimSpace(h)
@@ -469,7 +459,7 @@ func normalizeEmail(e string) (string, error) {
 
 // AddSignup pre-approves an account creation on site with email.
 func (s *Service) AddSignup(ctx context.Context, site, email, by string) error {
-	h, err := NormalizeHost(site)
+	h, err := hostname.Site(site)
 	if err != nil {
 		return err
 	}

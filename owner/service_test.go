@@ -61,7 +61,7 @@ func TestAPIKeyLifecycle(t *testing.T) {
 		t.Fatalf("key shape: id %q, key length %d", k.ID, len(key))
 	}
 	info, err := s.Authenticate(ctx, key)
-	if err != nil || info.ID != k.ID || info.AllCards || len(info.CardIDs) != 1 || !info.AllLogins || info.Revoked {
+	if err != nil || info.ID != k.ID || info.Scope.AllCards || len(info.Scope.CardIDs) != 1 || !info.Scope.AllLogins || info.Revoked {
 		t.Fatalf("authenticate: %+v %v", info, err)
 	}
 	wrong := key[:len(key)-1] + map[bool]string{true: "0", false: "1"}[key[len(key)-1] != '0']
@@ -74,7 +74,7 @@ func TestAPIKeyLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	info, _ = s.KeyInfo(ctx, k.ID)
-	if !info.AllCards || info.AllLogins || !info.CanCreateLogins {
+	if !info.Scope.AllCards || info.Scope.AllLogins || !info.CanCreateLogins {
 		t.Fatalf("scope: %+v", info)
 	}
 	if err := s.Revoke(ctx, k.ID); err != nil {
@@ -230,7 +230,7 @@ func TestFillArgsAndReserve(t *testing.T) {
 		return strings.Join(parts[len(parts)-2:], "."), nil
 	})
 	total := policy.MustAmount("80.00 EUR")
-	base := policy.Args{APIKey: policy.KeyInfo{ID: "avk_1", AllCards: true}, Item: card, Field: vault.FieldNumber, Destination: "pay.shop.example", Total: &total}
+	base := policy.Args{APIKey: policy.KeyInfo{ID: "avk_1", Scope: policy.KeyScope{AllCards: true}}, Item: card, Field: vault.FieldNumber, Destination: "pay.shop.example", Total: &total}
 	args, err := s.FillArgs(ctx, base, "s_1")
 	if err != nil {
 		t.Fatal(err)

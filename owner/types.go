@@ -1,13 +1,15 @@
 package owner
 
 import (
+	"slices"
 	"time"
 
 	"github.com/agentvault/agentvault/policy"
 )
 
-// Scope is what an API key may use. Identities and addresses are always in
-// scope (policy.KeyInfo.Sees).
+// Scope is what an API key may use, as the owner set it and the store
+// keeps it: its items (Items, policy.KeyScope, the one rule of which items
+// a key sees) and whether it may create logins.
 type Scope struct {
 	AllCards        bool
 	CardIDs         []string // vault item ids, when not AllCards
@@ -32,17 +34,15 @@ type APIKey struct {
 // Revoked reports whether the owner has revoked the key.
 func (k APIKey) Revoked() bool { return !k.RevokedAt.IsZero() }
 
+// Items is the scope's items as policy reads them.
+func (s Scope) Items() policy.KeyScope {
+	return policy.KeyScope{AllCards: s.AllCards, CardIDs: slices.Clone(s.CardIDs),
+		AllLogins: s.AllLogins, LoginIDs: slices.Clone(s.LoginIDs)}
+}
+
 // Info is the key as policy sees it.
 func (k APIKey) Info() policy.KeyInfo {
-	return policy.KeyInfo{
-		ID:              k.ID,
-		AllCards:        k.Scope.AllCards,
-		CardIDs:         append([]string(nil), k.Scope.CardIDs...),
-		AllLogins:       k.Scope.AllLogins,
-		LoginIDs:        append([]string(nil), k.Scope.LoginIDs...),
-		CanCreateLogins: k.Scope.CanCreateLogins,
-		Revoked:         k.Revoked(),
-	}
+	return policy.KeyInfo{ID: k.ID, Scope: k.Scope.Items(), CanCreateLogins: k.Scope.CanCreateLogins, Revoked: k.Revoked()}
 }
 
 // CardPolicy is the owner's rules for one card (a vault item id). Whether a

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"encoding/json"
+	"errors"
 	"math/big"
 	"strconv"
 	"strings"
@@ -19,9 +20,54 @@ type Amount struct {
 	Currency string // ISO 4217, upper case
 }
 
-// maxMinorDigits bounds how many digits an amount may have, so every parsed
-// amount and every sum of a few of them fits in an int64.
-const maxMinorDigits = 15
+// maxMinor is the largest count of minor units an amount may have (15
+// digits), so every parsed amount and every sum of a few of them fits in
+// an int64.
+const maxMinor = 999_999_999_999_999
+
+var (
+	errNotPlain = errors.New("not a plain decimal number")
+	errTooLarge = errors.New("amount too large")
+)
+
+// plainMinor is the one conversion of a number to minor units, under every
+// reading of an amount here (ParseAmount, ParseDecimal, the wire amount
+// check): text is ASCII digits with at most one '.' and an optional
+// exponent ("1e3"), which the caller has bounded; it is scaled by 10^exp
+// and rounded up to a whole minor unit, so a rounding error errs against
+// spending. errTooLarge past maxMinor; errNotPlain for anything else.
+func plainMinor(text string, exp int) (int64, error) {
+	for i := 0; i < len(text); i++ {
+		if c := text[i]; !(c >= '0' && c <= '9' || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-') {
+			return 0, errNotPlain
+		}
+	}
+	if text == "" || text[0] < '0' || text[0] > '9' {
+		return 0, errNotPlain
+	}
+	if len(strings.TrimLeft(text, "0")) > 64 {
+		return 0, errTooLarge // more digits than any amount here has
+	}
+	r, ok := new(big.Rat).SetString(text)
+	if !ok {
+		return 0, errNotPlain
+	}
+	q := ceilScaled(r, exp)
+	if !q.IsInt64() || q.Int64() > maxMinor {
+		return 0, errTooLarge
+	}
+	return q.Int64(), nil
+}
+
+// ceilScaled is r·10^exp rounded up to an integer (r is not negative).
+func ceilScaled(r *big.Rat, exp int) *big.Int {
+	v := new(big.Rat).Mul(r, new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(exp)), nil)))
+	q, m := new(big.Int).QuoRem(v.Num(), v.Denom(), new(big.Int))
+	if m.Sign() > 0 {
+		q.Add(q, big.NewInt(1))
+	}
+	return q
+}
 
 // currencyExp lists the currencies this package knows and their number of
 // decimals (ISO 4217 minor unit). A code outside this table is refused as
@@ -262,15 +308,10 @@ func parseNumber(s string, exp int) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	digits = strings.TrimLeft(digits, "0")
-	if len(digits)+exp > maxMinorDigits {
-		return 0, agentvault.Errorf(agentvault.CodeAmountUnknown, "amount too large")
+	if frac != "" {
+		digits += "." + frac
 	}
-	all := digits + frac + strings.Repeat("0", exp-len(frac))
-	if all == "" {
-		return 0, nil
-	}
-	n, err := strconv.ParseInt(all, 10, 64)
+	n, err := plainMinor(digits, exp)
 	if err != nil {
 		return 0, agentvault.Errorf(agentvault.CodeAmountUnknown, "amount too large")
 	}
@@ -409,15 +450,7 @@ func ParseDecimal(amount, currency string) (Amount, error) {
 			}
 		}
 	}
-	digits := strings.TrimLeft(intPart, "0")
-	if len(digits)+exp > maxMinorDigits {
-		return Amount{}, agentvault.Errorf(agentvault.CodeAmountUnknown, "amount too large")
-	}
-	all := digits + frac + strings.Repeat("0", exp-len(frac))
-	if all == "" {
-		return Amount{Currency: cur}, nil
-	}
-	n, err := strconv.ParseInt(all, 10, 64)
+	n, err := plainMinor(amount, exp)
 	if err != nil {
 		return Amount{}, agentvault.Errorf(agentvault.CodeAmountUnknown, "amount too large")
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/agentvault/agentvault/vault"
+	"github.com/agentvault/agentvault/vault/item"
 	"golang.org/x/net/publicsuffix"
 )
 
@@ -20,7 +20,7 @@ func BenchmarkDecideCardNumber(b *testing.B) {
 	rates, _ := ParseRates(map[string]string{"EUR/USD": "1.10"})
 	e := NewEngine(rates, publicsuffix.EffectiveTLDPlusOne)
 	a := baseArgs()
-	a.Field = vault.FieldNumber
+	a.Field = item.FieldNumber
 	a.Card.PerPurchaseCap = amt("100.00 USD")
 	a.Card.DailyCap = amt("500.00 USD")
 	a.Card.ApprovalThreshold = amt("50.00 USD")

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/agentvault/agentvault"
-	"github.com/agentvault/agentvault/vault"
+	"github.com/agentvault/agentvault/vault/item"
 	"golang.org/x/net/publicsuffix"
 )
 
@@ -19,7 +19,7 @@ func TestP18_SpentCVVAsksTheOwnerAgain(t *testing.T) {
 	again := Approval{Kind: ApprovalPurchase, Reason: ReasonCVVAgain, Site: "example.com", ItemID: "itm_card1"}
 	cvv := func(n int, aps ...Approval) Args {
 		a := baseArgs()
-		a.Field, a.CVVAgain, a.Approvals = vault.FieldCVV, n, aps
+		a.Field, a.CVVAgain, a.Approvals = item.FieldCVV, n, aps
 		return a
 	}
 	ask := want{needsOwner: true, code: agentvault.CodeApprovalExpired, reason: ReasonCVVAgain}

@@ -2,44 +2,26 @@ package policy
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/hostname"
-	"github.com/agentvault/agentvault/vault"
+	"github.com/agentvault/agentvault/vault/item"
 )
 
 // KeyInfo is what the engine needs to know about the API key a fill runs
 // under.
 type KeyInfo struct {
 	ID              string
-	AllCards        bool
-	CardIDs         []string // item IDs, when not AllCards
-	AllLogins       bool
-	LoginIDs        []string // item IDs, when not AllLogins
+	Scope           KeyScope
 	CanCreateLogins bool
 	Revoked         bool
 }
 
-// Sees reports whether the key's scope includes the item: cards and logins
-// by the key's selection, identities and addresses always. The catalog and
-// Decide use the same rule.
-func (k KeyInfo) Sees(it vault.Item) bool {
-	if k.Revoked {
-		return false
-	}
-	switch it.Kind {
-	case vault.KindCard:
-		return k.AllCards || slices.Contains(k.CardIDs, it.ID)
-	case vault.KindLogin:
-		return k.AllLogins || slices.Contains(k.LoginIDs, it.ID)
-	case vault.KindIdentity, vault.KindAddress:
-		return true
-	}
-	return false
-}
+// Sees reports whether the key may use the item: not revoked, and the item
+// in its scope (KeyScope.Sees).
+func (k KeyInfo) Sees(it item.Item) bool { return !k.Revoked && k.Scope.Sees(it) }
 
 // CheckCreateLogins refuses a credential write (create_login and the other
 // login writes) for a key the owner has not allowed to create logins.
@@ -91,12 +73,12 @@ type Approval struct {
 	Reason Reason
 }
 
-// Args is everything one decision needs. The caller (proxyd's authorize)
-// fills it from the store and the session; the engine reads nothing else.
+// Args is everything one decision needs. The caller (owner.Service, from a
+// Fill) completes it from the store; the engine reads nothing else.
 type Args struct {
 	APIKey KeyInfo
-	Item   vault.Item
-	Field  vault.Field
+	Item   item.Item
+	Field  item.Field
 	// Destination is the normalised host the value would be typed on and
 	// sent to: lower case, punycode, no trailing dot, no port.
 	Destination string
@@ -170,13 +152,6 @@ func (d Decision) Err() error {
 	return agentvault.Errorf(d.Code, "%s", d.Message)
 }
 
-// Decider is what proxyd consumes.
-type Decider interface {
-	Decide(ctx context.Context, a Args) Decision
-	// Recheck is asked again before each release of a granted value.
-	Recheck(a Args) error
-}
-
 // SiteFunc maps a host name to its registrable domain (eTLD+1). proxyd
 // passes golang.org/x/net/publicsuffix.EffectiveTLDPlusOne (hostname.Registrable
 // gives the same answer); tests pass a fixed table. Host names themselves
@@ -243,7 +218,7 @@ func (e *Engine) decide(a Args, dest, site string) Decision {
 		return refuse(agentvault.CodeNotFound, "the item has no such field")
 	}
 	switch it.Kind {
-	case vault.KindCard:
+	case item.KindCard:
 		if !a.APIKey.Sees(it) {
 			return refuse(agentvault.CodeScopeDenied, "this key may not use this card")
 		}
@@ -254,7 +229,7 @@ func (e *Engine) decide(a Args, dest, site string) Decision {
 			return refuse(agentvault.CodeScopeDenied, "this card is not allowed on "+dest)
 		}
 		return e.decideCard(a, dest, site)
-	case vault.KindLogin:
+	case item.KindLogin:
 		if !a.APIKey.Sees(it) {
 			return refuse(agentvault.CodeScopeDenied, "this key may not use this login")
 		}
@@ -267,7 +242,7 @@ func (e *Engine) decide(a Args, dest, site string) Decision {
 		// The login's own site is the owner's authorization for it: they
 		// saved (or approved) a credential for exactly that domain.
 		return Decision{Allow: true, Message: "allowed"}
-	case vault.KindIdentity, vault.KindAddress:
+	case item.KindIdentity, item.KindAddress:
 		if d, ok := e.destinationGate(a, dest, site); !ok {
 			return d
 		}
@@ -304,7 +279,7 @@ func (e *Engine) decideCard(a Args, dest, site string) Decision {
 		}
 	}
 	var spend Decision
-	if a.Field == vault.FieldNumber {
+	if a.Field == item.FieldNumber {
 		spend = e.spending(a, dest, site)
 		if !spend.Allow && !spend.NeedsOwner {
 			return spend
@@ -313,10 +288,10 @@ func (e *Engine) decideCard(a Args, dest, site string) Decision {
 	if d, ok := e.destinationGate(a, dest, site); !ok {
 		return d
 	}
-	if a.Field == vault.FieldNumber {
+	if a.Field == item.FieldNumber {
 		return spend
 	}
-	if a.Field == vault.FieldCVV && a.CVVAgain > 0 {
+	if a.Field == item.FieldCVV && a.CVVAgain > 0 {
 		// One owner's yes per spent authorization: the n-th time the code
 		// is asked for again needs n such approvals in this session.
 		n := 0
@@ -330,7 +305,7 @@ func (e *Engine) decideCard(a Args, dest, site string) Decision {
 				"this card's security code was already used for this purchase: the owner approves the purchase again")
 		}
 	}
-	if a.Field == vault.FieldCVV && c.LiveCVV {
+	if a.Field == item.FieldCVV && c.LiveCVV {
 		for _, ap := range a.Approvals {
 			if ap.Kind == ApprovalCVV && ap.ItemID == a.Item.ID && approvalCovers(ap, dest, site) {
 				return Decision{Allow: true, Message: "allowed"}
@@ -465,27 +440,6 @@ func covered(approvals []Approval, total Amount, rates Rates) bool {
 	return false
 }
 
-// CheckWireAmount is the check proxyd runs when the request that carries a
-// card number also carries an amount: seen may not exceed the total the
-// release was approved for. A currency it cannot convert is refused.
-func (e *Engine) CheckWireAmount(approved, seen Amount) error {
-	if seen.Minor < 0 {
-		return agentvault.Errorf(agentvault.CodeAmountMismatch, "negative amount on the wire")
-	}
-	s, err := e.Rates.Convert(seen, approved.Currency)
-	if err != nil {
-		return agentvault.Errorf(agentvault.CodeAmountUnconvertible, "the amount on the wire cannot be converted to %s", approved.Currency)
-	}
-	c, err := s.Cmp(approved)
-	if err != nil {
-		return err
-	}
-	if c > 0 {
-		return agentvault.Errorf(agentvault.CodeAmountMismatch, "the amount sent is larger than the approved total")
-	}
-	return nil
-}
-
 func approvalCovers(ap Approval, dest, site string) bool {
 	n, ok := normalizeHost(ap.Site)
 	return ok && (hostname.Under(dest, n) || n == site)
@@ -524,5 +478,3 @@ func (e *Engine) RegistrableDomain(host string) (string, error) {
 	}
 	return rd, nil
 }
-
-var _ Decider = (*Engine)(nil)

@@ -5,29 +5,29 @@ import (
 	"testing"
 
 	"github.com/agentvault/agentvault"
-	"github.com/agentvault/agentvault/vault"
+	"github.com/agentvault/agentvault/vault/item"
 	"golang.org/x/net/publicsuffix"
 )
 
 func amt(s string) *Amount { a := MustAmount(s); return &a }
 
-func card() vault.Item {
-	return vault.Item{ID: "itm_card1", Kind: vault.KindCard, Label: "1",
-		Fields: []vault.Field{vault.FieldNumber, vault.FieldCVV, vault.FieldHolder},
-		Card:   &vault.CardMeta{AnySite: true}}
+func card() item.Item {
+	return item.Item{ID: "itm_card1", Kind: item.KindCard, Label: "1",
+		Fields: []item.Field{item.FieldNumber, item.FieldCVV, item.FieldHolder},
+		Card:   &item.CardMeta{AnySite: true}}
 }
 
-func login(site string) vault.Item {
-	return vault.Item{ID: "itm_login1", Kind: vault.KindLogin, Label: "github",
-		Fields: []vault.Field{vault.FieldEmail, vault.FieldPassword},
-		Login:  &vault.LoginMeta{Site: site}}
+func login(site string) item.Item {
+	return item.Item{ID: "itm_login1", Kind: item.KindLogin, Label: "github",
+		Fields: []item.Field{item.FieldEmail, item.FieldPassword},
+		Login:  &item.LoginMeta{Site: site}}
 }
 
 func baseArgs() Args {
 	return Args{
-		APIKey:                 KeyInfo{ID: "key1", AllCards: true, AllLogins: true},
+		APIKey:                 KeyInfo{ID: "key1", Scope: KeyScope{AllCards: true, AllLogins: true}},
 		Item:                   card(),
-		Field:                  vault.FieldNumber,
+		Field:                  item.FieldNumber,
 		Destination:            "shop.example.com",
 		AuthorizedDestinations: map[string]bool{"example.com": true},
 	}
@@ -72,53 +72,53 @@ func TestScopeAndKeys(t *testing.T) {
 		{"allowed", func(a *Args) {}, want{allow: true}},
 		{"revoked key", func(a *Args) { a.APIKey.Revoked = true }, want{code: agentvault.CodeKeyRevoked}},
 		{"no key", func(a *Args) { a.APIKey = KeyInfo{} }, want{code: agentvault.CodeInvalidAPIKey}},
-		{"card outside key scope", func(a *Args) { a.APIKey.AllCards = false; a.APIKey.CardIDs = []string{"itm_other"} }, want{code: agentvault.CodeScopeDenied}},
-		{"card in key scope", func(a *Args) { a.APIKey.AllCards = false; a.APIKey.CardIDs = []string{"itm_card1"} }, want{allow: true}},
-		{"field the item lacks", func(a *Args) { a.Field = vault.FieldPassword }, want{code: agentvault.CodeNotFound}},
+		{"card outside key scope", func(a *Args) { a.APIKey.Scope.AllCards = false; a.APIKey.Scope.CardIDs = []string{"itm_other"} }, want{code: agentvault.CodeScopeDenied}},
+		{"card in key scope", func(a *Args) { a.APIKey.Scope.AllCards = false; a.APIKey.Scope.CardIDs = []string{"itm_card1"} }, want{allow: true}},
+		{"field the item lacks", func(a *Args) { a.Field = item.FieldPassword }, want{code: agentvault.CodeNotFound}},
 		{"no field", func(a *Args) { a.Field = "" }, want{code: agentvault.CodeInvalidInput}},
-		{"card listed site covers its subdomains", func(a *Args) { a.Item.Card = &vault.CardMeta{Sites: []string{"example.com"}} }, want{allow: true}},
+		{"card listed site covers its subdomains", func(a *Args) { a.Item.Card = &item.CardMeta{Sites: []string{"example.com"}} }, want{allow: true}},
 		// One scope rule (ScopeAdmits): a card's site is a host and its
 		// subdomains, not every host of its registrable domain.
-		{"card sibling host of a listed site", func(a *Args) { a.Item.Card = &vault.CardMeta{Sites: []string{"www.example.com"}} }, want{code: agentvault.CodeScopeDenied}},
-		{"card unlisted site", func(a *Args) { a.Item.Card = &vault.CardMeta{Sites: []string{"other.com"}} }, want{code: agentvault.CodeScopeDenied}},
+		{"card sibling host of a listed site", func(a *Args) { a.Item.Card = &item.CardMeta{Sites: []string{"www.example.com"}} }, want{code: agentvault.CodeScopeDenied}},
+		{"card unlisted site", func(a *Args) { a.Item.Card = &item.CardMeta{Sites: []string{"other.com"}} }, want{code: agentvault.CodeScopeDenied}},
 		{"card lookalike site", func(a *Args) {
-			a.Item.Card = &vault.CardMeta{Sites: []string{"example.com"}}
+			a.Item.Card = &item.CardMeta{Sites: []string{"example.com"}}
 			a.Destination = "example.com.evil.com"
 			a.AuthorizedDestinations["evil.com"] = true
 		}, want{code: agentvault.CodeScopeDenied}},
 		{"login on its domain", func(a *Args) {
 			a.Item = login("example.com")
-			a.Field = vault.FieldPassword
+			a.Field = item.FieldPassword
 			a.Destination = "example.com"
 		}, want{allow: true}},
-		{"login on a subdomain", func(a *Args) { a.Item = login("example.com"); a.Field = vault.FieldPassword }, want{allow: true}},
+		{"login on a subdomain", func(a *Args) { a.Item = login("example.com"); a.Field = item.FieldPassword }, want{allow: true}},
 		{"login on an unauthorized but own site", func(a *Args) {
 			a.Item = login("example.com")
-			a.Field = vault.FieldPassword
+			a.Field = item.FieldPassword
 			a.AuthorizedDestinations = nil
 		}, want{allow: true}},
 		{"login on another site", func(a *Args) {
 			a.Item = login("github.com")
-			a.Field = vault.FieldPassword
+			a.Field = item.FieldPassword
 		}, want{code: agentvault.CodeScopeDenied}},
 		{"login suffix trick", func(a *Args) {
 			a.Item = login("github.com")
-			a.Field = vault.FieldPassword
+			a.Field = item.FieldPassword
 			a.Destination = "github.com.evil.com"
 		}, want{code: agentvault.CodeScopeDenied}},
 		{"login glued suffix", func(a *Args) {
 			a.Item = login("github.com")
-			a.Field = vault.FieldPassword
+			a.Field = item.FieldPassword
 			a.Destination = "evilgithub.com"
 		}, want{code: agentvault.CodeScopeDenied}},
 		{"login outside key scope", func(a *Args) {
 			a.Item = login("example.com")
-			a.Field = vault.FieldPassword
-			a.APIKey.AllLogins = false
+			a.Field = item.FieldPassword
+			a.APIKey.Scope.AllLogins = false
 		}, want{code: agentvault.CodeScopeDenied}},
 		{"login upper-case trailing dot destination", func(a *Args) {
 			a.Item = login("example.com")
-			a.Field = vault.FieldPassword
+			a.Field = item.FieldPassword
 			a.Destination = "WWW.Example.COM."
 		}, want{allow: true}},
 		{"destination with port refused", func(a *Args) { a.Destination = "shop.example.com:8443" }, want{code: agentvault.CodeScopeDenied}},
@@ -131,7 +131,7 @@ func TestScopeAndKeys(t *testing.T) {
 			want{needsOwner: true, code: agentvault.CodeDestinationUnauthorized, reason: ReasonNewDestination}},
 		{"idn login site matches its punycode destination", func(a *Args) {
 			a.Item = login("bücher.example")
-			a.Field = vault.FieldPassword
+			a.Field = item.FieldPassword
 			a.Destination = "shop.xn--bcher-kva.example"
 		}, want{allow: true}},
 		{"numeric last label refused", func(a *Args) { a.Destination = "example.123" }, want{code: agentvault.CodeScopeDenied}},
@@ -139,13 +139,13 @@ func TestScopeAndKeys(t *testing.T) {
 		{"site disagreeing with destination", func(a *Args) { a.Site = "evil.com" }, want{code: agentvault.CodeScopeDenied}},
 		{"site agreeing", func(a *Args) { a.Site = "example.com" }, want{allow: true}},
 		{"identity needs authorized destination", func(a *Args) {
-			a.Item = vault.Item{ID: "itm_id", Kind: vault.KindIdentity, Fields: []vault.Field{vault.FieldName}}
-			a.Field = vault.FieldName
+			a.Item = item.Item{ID: "itm_id", Kind: item.KindIdentity, Fields: []item.Field{item.FieldName}}
+			a.Field = item.FieldName
 			a.Destination = "new-shop.com"
 		}, want{needsOwner: true, code: agentvault.CodeDestinationUnauthorized, reason: ReasonNewDestination}},
 		{"address on authorized destination", func(a *Args) {
-			a.Item = vault.Item{ID: "itm_ad", Kind: vault.KindAddress, Fields: []vault.Field{vault.FieldCity}}
-			a.Field = vault.FieldCity
+			a.Item = item.Item{ID: "itm_ad", Kind: item.KindAddress, Fields: []item.Field{item.FieldCity}}
+			a.Field = item.FieldCity
 		}, want{allow: true}},
 	}
 	for _, tc := range cases {
@@ -197,7 +197,7 @@ func TestP18_CardRules(t *testing.T) {
 		{"paused wins over new destination", func(a *Args) { a.Card.Paused = true; a.Destination = "new.io" }, want{code: agentvault.CodeCardPaused}},
 		{"merchant blocked", func(a *Args) { a.Card.BlockedMerchants = []string{"example.com"} }, want{code: agentvault.CodeMerchantBlocked}},
 		{"merchant blocked host only", func(a *Args) { a.Card.BlockedMerchants = []string{"other.example.com"} }, want{allow: true}},
-		{"merchant block applies to cvv", func(a *Args) { a.Field = vault.FieldCVV; a.Card.BlockedMerchants = []string{"shop.example.com"} }, want{code: agentvault.CodeMerchantBlocked}},
+		{"merchant block applies to cvv", func(a *Args) { a.Field = item.FieldCVV; a.Card.BlockedMerchants = []string{"shop.example.com"} }, want{code: agentvault.CodeMerchantBlocked}},
 		{"under per-purchase cap", func(a *Args) { a.Card.PerPurchaseCap = amt("50.00 EUR"); a.Total = amt("49.99 EUR") }, want{allow: true, charge: "49.99 EUR"}},
 		{"at per-purchase cap", func(a *Args) { a.Card.PerPurchaseCap = amt("50.00 EUR"); a.Total = amt("50.00 EUR") }, want{allow: true, charge: "50.00 EUR"}},
 		{"over per-purchase cap", func(a *Args) { a.Card.PerPurchaseCap = amt("50.00 EUR"); a.Total = amt("50.01 EUR") }, want{code: agentvault.CodeLimitReached}},
@@ -282,7 +282,7 @@ func TestP18_CardRules(t *testing.T) {
 			a.Card.PerPurchaseCap = amt("100.00 EUR")
 			a.Total = &Amount{Minor: -1, Currency: "EUR"}
 		}, want{code: agentvault.CodeAmountUnknown}},
-		{"holder field skips amounts", func(a *Args) { a.Field = vault.FieldHolder; a.Card.DailyCap = amt("1.00 EUR") }, want{allow: true}},
+		{"holder field skips amounts", func(a *Args) { a.Field = item.FieldHolder; a.Card.DailyCap = amt("1.00 EUR") }, want{allow: true}},
 		{"cap refusal before new destination", func(a *Args) {
 			a.Card.PerPurchaseCap = amt("10.00 EUR")
 			a.Total = amt("11.00 EUR")
@@ -293,13 +293,13 @@ func TestP18_CardRules(t *testing.T) {
 			a.Total = amt("11.00 EUR")
 			a.Destination = "new.io"
 		}, want{needsOwner: true, code: agentvault.CodeDestinationUnauthorized, reason: ReasonNewDestination}},
-		{"live cvv asks owner", func(a *Args) { a.Field = vault.FieldCVV; a.Card.LiveCVV = true }, want{needsOwner: true, code: agentvault.CodeCVVEntryRequired, reason: ReasonCVVEntry}},
+		{"live cvv asks owner", func(a *Args) { a.Field = item.FieldCVV; a.Card.LiveCVV = true }, want{needsOwner: true, code: agentvault.CodeCVVEntryRequired, reason: ReasonCVVEntry}},
 		{"live cvv entered", func(a *Args) {
-			a.Field = vault.FieldCVV
+			a.Field = item.FieldCVV
 			a.Card.LiveCVV = true
 			a.Approvals = []Approval{{Kind: ApprovalCVV, ItemID: "itm_card1", Site: "example.com"}}
 		}, want{allow: true}},
-		{"stored cvv", func(a *Args) { a.Field = vault.FieldCVV }, want{allow: true}},
+		{"stored cvv", func(a *Args) { a.Field = item.FieldCVV }, want{allow: true}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -376,7 +376,7 @@ func TestRegistrableDomain(t *testing.T) {
 
 func TestKeyScope(t *testing.T) {
 	c, l := card(), login("example.com")
-	id := vault.Item{ID: "itm_id", Kind: vault.KindIdentity}
+	id := item.Item{ID: "itm_id", Kind: item.KindIdentity}
 	for _, tc := range []struct {
 		name          string
 		k             KeyInfo
@@ -384,10 +384,10 @@ func TestKeyScope(t *testing.T) {
 		identity      bool
 		createLoginOK bool
 	}{
-		{"all", KeyInfo{ID: "k", AllCards: true, AllLogins: true, CanCreateLogins: true}, true, true, true, true},
-		{"selected", KeyInfo{ID: "k", CardIDs: []string{"itm_card1"}, LoginIDs: []string{"itm_other"}}, true, false, true, false},
+		{"all", KeyInfo{ID: "k", Scope: KeyScope{AllCards: true, AllLogins: true}, CanCreateLogins: true}, true, true, true, true},
+		{"selected", KeyInfo{ID: "k", Scope: KeyScope{CardIDs: []string{"itm_card1"}, LoginIDs: []string{"itm_other"}}}, true, false, true, false},
 		{"none", KeyInfo{ID: "k"}, false, false, true, false},
-		{"revoked", KeyInfo{ID: "k", AllCards: true, AllLogins: true, CanCreateLogins: true, Revoked: true}, false, false, false, false},
+		{"revoked", KeyInfo{ID: "k", Scope: KeyScope{AllCards: true, AllLogins: true}, CanCreateLogins: true, Revoked: true}, false, false, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.k.Sees(c) != tc.card || tc.k.Sees(l) != tc.login || tc.k.Sees(id) != tc.identity {
@@ -431,14 +431,14 @@ func TestP2_SiteBindingUsesRegistrableDomain(t *testing.T) {
 			a.AuthorizedDestinations = map[string]bool{"a.com": true, "evil.com": true, "evila.com": true, "xn--80a.com": true, "127.0.0.1": true}
 			a.Destination = tc.dest
 			a.Item = login("a.com")
-			a.Field = vault.FieldPassword
+			a.Field = item.FieldPassword
 			if d := e.Decide(context.Background(), a); d.Allow != tc.allow {
 				t.Fatalf("login: allow=%v code=%q", d.Allow, d.Code)
 			}
 			a.Item = card()
 			a.Item.Card.AnySite = false
 			a.Item.Card.Sites = []string{"a.com"}
-			a.Field = vault.FieldNumber
+			a.Field = item.FieldNumber
 			if d := e.Decide(context.Background(), a); d.Allow != tc.allow {
 				t.Fatalf("card: allow=%v code=%q", d.Allow, d.Code)
 			}

@@ -3,11 +3,12 @@ package policy
 import (
 	_ "embed"
 	"fmt"
-	"github.com/agentvault/agentvault/hostname"
 	"net"
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/agentvault/agentvault/hostname"
 
 	"github.com/agentvault/agentvault"
 	"gopkg.in/yaml.v3"
@@ -283,7 +284,10 @@ func parseFramePattern(f string, siteOf SiteFunc) (framePattern, error) {
 	if err != nil {
 		return framePattern{}, err
 	}
-	if net.ParseIP(norm) != nil {
+	if hostname.IsIP(norm) {
+		// A payment integration is a vendor's named service: its entries
+		// name hosts, never an address (unlike a site an owner names,
+		// hostname.Site).
 		return framePattern{}, fmt.Errorf("a frame host is a name, not an IP address")
 	}
 	labels := strings.Split(strings.ToLower(strings.TrimSuffix(host, ".")), ".")

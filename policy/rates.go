@@ -87,15 +87,8 @@ func (r Rates) Convert(a Amount, to string) (Amount, error) {
 	if !ok {
 		return Amount{}, agentvault.Errorf(agentvault.CodeAmountUnconvertible, "no rate from %s to %s", a.Currency, to)
 	}
-	v := new(big.Rat).Mul(a.Rat(), q)
-	v.Mul(v, new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(exp)), nil)))
-	// Ceiling of a non-negative rational num/den.
-	num, den := v.Num(), v.Denom()
-	quo, rem := new(big.Int).QuoRem(num, den, new(big.Int))
-	if rem.Sign() > 0 {
-		quo.Add(quo, big.NewInt(1))
-	}
-	if !quo.IsInt64() || len(quo.String()) > maxMinorDigits+2 {
+	quo := ceilScaled(new(big.Rat).Mul(a.Rat(), q), exp)
+	if !quo.IsInt64() || quo.Int64() > maxMinor*100+99 { // 17 digits at most
 		return Amount{}, agentvault.Errorf(agentvault.CodeAmountUnconvertible, "converted amount too large")
 	}
 	return Amount{Minor: quo.Int64(), Currency: to}, nil

@@ -1,10 +1,37 @@
 package policy
 
 import (
+	"slices"
+
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/hostname"
-	"github.com/agentvault/agentvault/vault"
+	"github.com/agentvault/agentvault/vault/item"
 )
+
+// KeyScope is the one rule for which items an API key may use: every card
+// or the listed item ids, the same for logins; identities and addresses
+// always. Its zero value sees no card and no login. The broker's authorize,
+// the engine's decisions and the token catalog (given Sees) all ask here.
+type KeyScope struct {
+	AllCards  bool
+	CardIDs   []string // item ids, when not AllCards
+	AllLogins bool
+	LoginIDs  []string // item ids, when not AllLogins
+}
+
+// Sees reports whether the scope includes the item. An item of an unknown
+// kind is not seen.
+func (k KeyScope) Sees(it item.Item) bool {
+	switch it.Kind {
+	case item.KindCard:
+		return k.AllCards || slices.Contains(k.CardIDs, it.ID)
+	case item.KindLogin:
+		return k.AllLogins || slices.Contains(k.LoginIDs, it.ID)
+	case item.KindIdentity, item.KindAddress:
+		return true
+	}
+	return false
+}
 
 // ScopeAdmits is the one rule for where an item may be used (P2). Every
 // caller that asks "may this value go to this host" asks here: the engine's
@@ -18,13 +45,13 @@ import (
 //   - Identity and address data: anywhere (it is typed, not substituted).
 //
 // host is a normalised host name without a port.
-func (e *Engine) ScopeAdmits(it vault.Item, host string) bool {
+func (e *Engine) ScopeAdmits(it item.Item, host string) bool {
 	dest, ok := normalizeHost(host)
 	if !ok {
 		return false
 	}
 	switch it.Kind {
-	case vault.KindCard:
+	case item.KindCard:
 		if it.Card == nil {
 			return false
 		}
@@ -37,7 +64,7 @@ func (e *Engine) ScopeAdmits(it vault.Item, host string) bool {
 			}
 		}
 		return false
-	case vault.KindLogin:
+	case item.KindLogin:
 		if it.Login == nil || it.Login.Site == "" {
 			return false
 		}
@@ -51,7 +78,7 @@ func (e *Engine) ScopeAdmits(it vault.Item, host string) bool {
 		}
 		siteReg, err := e.RegistrableDomain(site)
 		return err == nil && reg == siteReg
-	case vault.KindIdentity, vault.KindAddress:
+	case item.KindIdentity, item.KindAddress:
 		return true
 	}
 	return false
@@ -80,7 +107,7 @@ func (e *Engine) Recheck(a Args) error {
 		return agentvault.Errorf(agentvault.CodeScopeDenied, "the destination has no registrable domain")
 	}
 	switch a.Item.Kind {
-	case vault.KindCard:
+	case item.KindCard:
 		if a.Card.Paused {
 			return agentvault.Errorf(agentvault.CodeCardPaused, "the owner has paused this card")
 		}
@@ -90,7 +117,7 @@ func (e *Engine) Recheck(a Args) error {
 			}
 		}
 		fallthrough
-	case vault.KindIdentity, vault.KindAddress:
+	case item.KindIdentity, item.KindAddress:
 		if _, ok := e.destinationGate(a, dest, site); !ok {
 			return agentvault.Errorf(agentvault.CodeDestinationUnauthorized, "the owner no longer authorizes this destination")
 		}

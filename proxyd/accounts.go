@@ -8,6 +8,7 @@ import (
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/owner"
+	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/tokens"
 	"github.com/agentvault/agentvault/vault"
 )
@@ -38,7 +39,7 @@ func (c *controlService) credentialWrite(ctx context.Context, apiKey, sessionID,
 	if err != nil || k.ID != s.Key.ID {
 		return
 	}
-	_ = s.Event(control.EventRequest{Type: control.EventCredential, Site: label + ":" + change})
+	s.CredentialWritten(label + ":" + change)
 }
 
 func (c *controlService) accountsOn() (*owner.Accounts, error) {
@@ -107,7 +108,7 @@ func (c *controlService) signupOut(ctx context.Context, in control.SignupRequest
 	if err != nil {
 		return control.SignupRequestOut{}, err
 	}
-	cat := tokens.BuildCatalog([]vault.Item{*a.Login}, tokens.CatalogArgs{Suffix: key.Suffix, Scope: tokens.Scope{AllLogins: true}})
+	cat := tokens.BuildCatalog([]vault.Item{*a.Login}, tokens.CatalogArgs{Suffix: key.Suffix, Sees: policy.KeyScope{AllLogins: true}.Sees})
 	if len(cat.Logins) != 1 {
 		return control.SignupRequestOut{}, agentvault.Errorf(agentvault.CodeInternal, "the approved login has no catalog entry")
 	}

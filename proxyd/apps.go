@@ -2,6 +2,8 @@ package proxyd
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"sync"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/agentvault/agentvault/broker"
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/owner/dashboard"
+	"github.com/agentvault/agentvault/vault"
 )
 
 var _ dashboard.Apps = (*apps.Registry)(nil)
@@ -23,6 +26,21 @@ func (c *controlService) ReportAppSessions(ctx context.Context, req control.AppS
 	return c.apps.Report(ctx, req)
 }
 
+// appUses is what the holder chose keyID may use on the hosted server
+// (Connected apps); without a registry nothing is chosen.
+func (c *controlService) appUses(keyID string) ([]string, bool) {
+	if c.apps == nil {
+		return nil, false
+	}
+	return c.apps.Uses(keyID)
+}
+
+// ConnectedApps is the registry behind the dashboard's Connected apps
+// page (what each API key may use on the hosted server, and its open
+// sessions), for a program that embeds Main, such as a test standing in
+// for the holder's choice.
+func (m *Main) ConnectedApps() *apps.Registry { return m.appRegistry() }
+
 // appRegistry returns the process's registry of hosted sessions (package
 // apps), over the broker's proxy sessions, built on first use.
 func (m *Main) appRegistry() *apps.Registry {
@@ -32,6 +50,39 @@ func (m *Main) appRegistry() *apps.Registry {
 		m.apps = apps.New(brokerSessions{m.Broker}, m.Now)
 	}
 	return m.apps
+}
+
+// appChoicesBlob is the vault blob holding the holder's Connected apps
+// choices (apps.ChoiceStore), sealed like the owner's delegation.
+const appChoicesBlob = "apps.choices"
+
+// vaultChoices keeps the Connected apps choices in a sealed vault blob.
+type vaultChoices struct {
+	open func(ctx context.Context, name string) ([]byte, error)
+	seal func(ctx context.Context, name string, data []byte) error
+}
+
+func (v vaultChoices) Load(ctx context.Context) (map[string][]string, error) {
+	b, err := v.open(ctx, appChoicesBlob)
+	if errors.Is(err, vault.ErrNotFound) {
+		return map[string][]string{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	m := map[string][]string{}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "the Connected apps choices in the vault do not parse")
+	}
+	return m, nil
+}
+
+func (v vaultChoices) Save(ctx context.Context, uses map[string][]string) error {
+	b, err := json.Marshal(uses)
+	if err != nil {
+		return err
+	}
+	return v.seal(ctx, appChoicesBlob, b)
 }
 
 // brokerSessions gives the app registry the broker's proxy sessions.
@@ -66,8 +117,9 @@ type endedReports struct {
 }
 
 type endedReport struct {
-	rep control.Report
-	at  time.Time
+	rep   broker.Report
+	keyID string // the API key that opened the session
+	at    time.Time
 }
 
 const (
@@ -82,13 +134,13 @@ func newEndedReports(now func() time.Time) *endedReports {
 	return &endedReports{now: now, byID: map[string]endedReport{}}
 }
 
-func (e *endedReports) add(id string, rep control.Report) {
+func (e *endedReports) add(id, keyID string, rep broker.Report) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if _, ok := e.byID[id]; !ok {
 		e.order = append(e.order, id)
 	}
-	e.byID[id] = endedReport{rep: rep, at: e.now()}
+	e.byID[id] = endedReport{rep: rep, keyID: keyID, at: e.now()}
 	for len(e.order) > endedReportsMax {
 		delete(e.byID, e.order[0])
 		e.order = e.order[1:]
@@ -96,15 +148,26 @@ func (e *endedReports) add(id string, rep control.Report) {
 }
 
 // get is the final report of an ended session, when still kept.
-func (e *endedReports) get(id string) (control.Report, bool) {
+func (e *endedReports) get(id string) (broker.Report, bool) {
+	r, ok := e.kept(id)
+	return r.rep, ok
+}
+
+// keyOf is the API key that opened an ended session, when still kept.
+func (e *endedReports) keyOf(id string) (string, bool) {
+	r, ok := e.kept(id)
+	return r.keyID, ok
+}
+
+func (e *endedReports) kept(id string) (endedReport, bool) {
 	if e == nil {
-		return control.Report{}, false
+		return endedReport{}, false
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	r, ok := e.byID[id]
 	if !ok || e.now().Sub(r.at) > endedReportsKeep {
-		return control.Report{}, false
+		return endedReport{}, false
 	}
-	return r.rep, true
+	return r, true
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/agentvault/agentvault/apps"
 	"github.com/agentvault/agentvault/broker"
 	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/policy"
+	"github.com/agentvault/agentvault/vault"
 )
 
 // TestConnectedApps_ReportListEnd: mcpd's report over the control API
@@ -18,7 +20,7 @@ import (
 // the next report names it ended, and its final report is still readable
 // (Report marked ended, CloseSession answering it).
 func TestConnectedApps_ReportListEnd(t *testing.T) {
-	b := broker.New(nil, func(ctx context.Context, key string) (broker.APIKey, error) {
+	b, err := broker.New(broker.Config{Vault: emptyVault{}, Authorizer: refuseFills{}, LookupKey: func(ctx context.Context, key string) (broker.APIKey, error) {
 		switch key {
 		case "avk_a":
 			return broker.APIKey{ID: "key_a"}, nil
@@ -26,9 +28,12 @@ func TestConnectedApps_ReportListEnd(t *testing.T) {
 			return broker.APIKey{ID: "key_b"}, nil
 		}
 		return broker.APIKey{}, agentvault.Errorf(agentvault.CodeInvalidAPIKey, "the API key is not valid")
-	})
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ended := newEndedReports(nil)
-	b.OnClose(func(s *broker.Session) { ended.add(s.ID, s.Report()) })
+	b.OnClose(func(s *broker.Session) { ended.add(s.ID, s.Key.ID, s.Report()) })
 	reg := apps.New(brokerSessions{b}, nil)
 	srv := httptest.NewServer(control.NewHandler(&controlService{broker: b, apps: reg, ended: ended}, "tok", nil))
 	defer srv.Close()
@@ -88,4 +93,25 @@ func TestConnectedApps_ReportListEnd(t *testing.T) {
 	if rep, err := ctl.Report(ctx, a2.ID); err != nil || rep.Ended {
 		t.Fatalf("report of the open session: %+v %v", rep, err)
 	}
+}
+
+// emptyVault holds nothing; refuseFills refuses every fill. The sessions
+// of TestConnectedApps_ReportListEnd fill nothing.
+type (
+	emptyVault  struct{}
+	refuseFills struct{}
+)
+
+func (emptyVault) List(context.Context, string) ([]vault.Item, error) { return nil, nil }
+func (emptyVault) GetByLabel(context.Context, string, vault.Kind, string) (vault.Item, error) {
+	return vault.Item{}, vault.ErrNotFound
+}
+func (emptyVault) Release(context.Context, broker.ReleaseArgs) (vault.Secret, error) {
+	return vault.Secret{}, vault.ErrNotFound
+}
+func (refuseFills) Authorize(context.Context, policy.Fill) error {
+	return agentvault.Errorf(agentvault.CodeScopeDenied, "no fills here")
+}
+func (refuseFills) Recheck(context.Context, policy.Fill) error {
+	return agentvault.Errorf(agentvault.CodeScopeDenied, "no fills here")
 }

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,6 +22,7 @@ import (
 	"github.com/agentvault/agentvault/broker"
 	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/internal/webtls"
+	"github.com/agentvault/agentvault/owner/dashboard"
 	"github.com/agentvault/agentvault/vault"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -347,10 +350,33 @@ func (b *botAuth) sessionClosed(sess *broker.Session) {
 		n, org, actor := c.n, c.org, c.actor
 		c.mu.Unlock()
 		if err := b.vault.AuditSign(ctx, vault.SignArgs{Org: org, Destination: k.site, Session: k.session, Actor: actor,
-			Purpose: fmt.Sprintf("%s: %d requests signed", k.tag, n)}); err != nil {
+			Purpose: signCountPurpose(k.tag, n)}); err != nil {
 			b.log.Warn("could not record how many requests a session signed", slog.String("session", k.session), slog.String("reason", agentvault.ErrorMessage(err)))
 		}
 	}
+}
+
+// signCountPurpose is the purpose of the audit record that closes a signed
+// request class: its tag and how many requests the session signed under
+// it (the record of its first request has the tag alone).
+func signCountPurpose(tag string, n int) string { return fmt.Sprintf("%s: %d requests signed", tag, n) }
+
+// parseSignPurpose reads a signing audit record's purpose: its tag, and
+// the count when the record closes its class.
+func parseSignPurpose(p string) (tag string, n int, counted bool) {
+	tag, rest, ok := strings.Cut(p, ": ")
+	if !ok {
+		return p, 0, false
+	}
+	num, ok := strings.CutSuffix(rest, " requests signed")
+	if !ok {
+		return p, 0, false
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil {
+		return p, 0, false
+	}
+	return tag, n, true
 }
 
 // reload reads the keyring and the CLI's sites again: a rotation or a
@@ -482,3 +508,130 @@ func (m *Main) BotAuthOrigin() string {
 	}
 	return m.botAuth.signer.AgentOrigin()
 }
+
+// botAuthOwner is the dashboard's signed requests page
+// (dashboard.Signing): the same choices and rotation as `proxyd botauth`,
+// through the same functions, applied to the running signer at once
+// rather than at its next reload.
+type botAuthOwner struct{ m *Main }
+
+// signedClassesMax bounds the classes the page lists.
+const signedClassesMax = 200
+
+func (o botAuthOwner) configSites() []botauth.Site {
+	if b := o.m.botAuth; b != nil {
+		return b.configSites()
+	}
+	return o.m.Config.BotAuth.sites()
+}
+
+// applied makes the running signer read the keyring and the sites now.
+func (o botAuthOwner) applied(ctx context.Context) {
+	if b := o.m.botAuth; b != nil {
+		b.reload(ctx)
+	}
+}
+
+func (o botAuthOwner) SigningState(ctx context.Context) (dashboard.SigningState, error) {
+	cfg := o.m.Config.BotAuth
+	st := dashboard.SigningState{On: o.m.botAuth != nil, Window: cfg.window(), KeepOld: botauth.RetireAfter(cfg.window())}
+	if st.On {
+		st.DirectoryURL = o.m.botAuth.signer.AgentOrigin() + botauth.DirectoryPath
+	}
+	kr, err := readBotAuthKeys(ctx, o.m.Vault)
+	if err != nil {
+		return st, err
+	}
+	if kr != nil {
+		for _, k := range kr.Published(o.now()) {
+			st.Keys = append(st.Keys, dashboard.SigningKey{ID: k.ID(), Created: k.Created(), Retire: k.Retire()})
+		}
+	}
+	owned, err := loadBotAuthSites(ctx, o.m.Vault)
+	if err != nil {
+		return st, err
+	}
+	cfgSites := o.configSites()
+	rules, err := botauth.NewRules(cfgSites, owned)
+	if err != nil {
+		return st, err
+	}
+	in := func(list []botauth.Site, host string) bool {
+		return slices.ContainsFunc(list, func(x botauth.Site) bool { n, err := botauth.NormalizeSite(x); return err == nil && n.Host == host })
+	}
+	for _, s := range rules.Sites() {
+		st.Sites = append(st.Sites, dashboard.SignedSite{Host: s.Host, TAP: s.TAP, Config: in(cfgSites, s.Host), Owner: in(owned, s.Host)})
+	}
+	return st, nil
+}
+
+func (o botAuthOwner) now() time.Time {
+	if o.m.Now != nil {
+		return o.m.Now()
+	}
+	return time.Now()
+}
+
+func (o botAuthOwner) SignedClasses(ctx context.Context, since time.Time) ([]dashboard.SignedClass, error) {
+	recs, err := o.m.Vault.Audit(ctx, vault.AuditFilter{Org: DefaultOrg, Action: vault.AuditSign, Since: since})
+	if err != nil {
+		return nil, err
+	}
+	var out []dashboard.SignedClass
+	at := map[signClass]int{}
+	for _, r := range recs {
+		tag, n, counted := parseSignPurpose(r.Purpose)
+		k := signClass{session: r.Session, site: r.Destination, tag: tag}
+		i, ok := at[k]
+		if !ok {
+			i = len(out)
+			at[k] = i
+			out = append(out, dashboard.SignedClass{Session: r.Session, Site: r.Destination, Tag: tag, Key: r.Actor, First: r.Time})
+		}
+		if counted {
+			out[i].Requests, out[i].Ended = n, true
+		} else if r.Time.Before(out[i].First) {
+			out[i].First = r.Time
+		}
+	}
+	slices.SortStableFunc(out, func(a, b dashboard.SignedClass) int { return b.First.Compare(a.First) })
+	if len(out) > signedClassesMax {
+		out = out[:signedClassesMax]
+	}
+	return out, nil
+}
+
+func (o botAuthOwner) EnableSigning(ctx context.Context, host string, tap []string) (dashboard.SignedSite, error) {
+	site, err := chooseBotAuthSite(ctx, o.m.Vault, botauth.Site{Host: host, TAP: tap})
+	if err != nil {
+		return dashboard.SignedSite{}, err
+	}
+	o.applied(ctx)
+	// What the site gets: the owner's choice with the config's, if it
+	// names the site too.
+	rules, err := botauth.NewRules(o.configSites(), []botauth.Site{site})
+	if err != nil {
+		return dashboard.SignedSite{}, err
+	}
+	got, _ := rules.Match(site.Host)
+	return dashboard.SignedSite{Host: got.Host, TAP: got.TAP, Owner: true}, nil
+}
+
+func (o botAuthOwner) DisableSigning(ctx context.Context, host string) error {
+	_, err := dropBotAuthSite(ctx, o.m.Vault, o.configSites(), host)
+	o.applied(ctx)
+	return err
+}
+
+func (o botAuthOwner) RotateSigningKey(ctx context.Context) (dashboard.Rotation, error) {
+	kr, err := rotateBotAuthKey(ctx, o.m.Vault, o.m.Config.BotAuth.window(), o.now())
+	if err != nil {
+		return dashboard.Rotation{}, err
+	}
+	o.applied(ctx)
+	keys := kr.Keys()
+	old := keys[len(keys)-2]
+	return dashboard.Rotation{New: kr.Active().ID(), Old: old.ID(), OldRetire: old.Retire()}, nil
+}
+
+var _ dashboard.Signing = botAuthOwner{}

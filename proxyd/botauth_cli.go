@@ -88,44 +88,19 @@ func cmdBotAuth(ctx context.Context, args []string, s *cliStore, stdout, stderr 
 	if *tap != "" {
 		site.TAP = strings.Split(*tap, ",")
 	}
-	site, err = botauth.NormalizeSite(site)
-	if err != nil {
-		return fail(stderr, err)
-	}
-	sites, err := loadBotAuthSites(ctx, v)
-	if err != nil {
-		return fail(stderr, err)
-	}
-	i := slices.IndexFunc(sites, func(x botauth.Site) bool { return strings.EqualFold(x.Host, site.Host) })
 	if args[0] == "disable" {
 		if *tap != "" {
 			return fail(stderr, agentvault.Errorf(agentvault.CodeInvalidInput, "disable takes a host only; to drop TAP, enable the host again without --tap"))
 		}
-		inConfig := slices.ContainsFunc(cfg.sites(), func(x botauth.Site) bool {
-			n, err := botauth.NormalizeSite(x)
-			return err == nil && n.Host == site.Host
-		})
-		if i < 0 && !inConfig {
-			return fail(stderr, agentvault.Errorf(agentvault.CodeNotFound, "%s is not a site requests are signed for (proxyd botauth status lists them)", site.Host))
+		h, err := dropBotAuthSite(ctx, v, cfg.sites(), host)
+		if err != nil {
+			return fail(stderr, err)
 		}
-		if i >= 0 {
-			sites = slices.Delete(sites, i, i+1)
-			if err := saveBotAuthSites(ctx, v, sites); err != nil {
-				return fail(stderr, err)
-			}
-		}
-		if inConfig {
-			return fail(stderr, agentvault.Errorf(agentvault.CodeInvalidInput, "%s is in the config's bot_auth.sites: remove it there and reload proxyd (SIGHUP) to stop signing for it", site.Host))
-		}
-		fmt.Fprintf(stdout, "requests to %s are no longer signed\n", site.Host)
+		fmt.Fprintf(stdout, "requests to %s are no longer signed\n", h)
 		return 0
 	}
-	if i >= 0 {
-		sites[i] = site
-	} else {
-		sites = append(sites, site)
-	}
-	if err := saveBotAuthSites(ctx, v, sites); err != nil {
+	site, err = chooseBotAuthSite(ctx, v, site)
+	if err != nil {
 		return fail(stderr, err)
 	}
 	tags := "Web Bot Auth"
@@ -137,6 +112,57 @@ func cmdBotAuth(ctx context.Context, args []string, s *cliStore, stdout, stderr 
 		fmt.Fprintln(stderr, "note: bot_auth.directory is not set in the config, so nothing is signed until it is (dashboard, or a host:port)")
 	}
 	return 0
+}
+
+// chooseBotAuthSite adds a site to the ones the owner chose (`proxyd
+// botauth enable`, the dashboard), or gives one already chosen exactly
+// these TAP uses. It returns the site as stored.
+func chooseBotAuthSite(ctx context.Context, v *vault.Vault, site botauth.Site) (botauth.Site, error) {
+	site, err := botauth.NormalizeSite(site)
+	if err != nil {
+		return botauth.Site{}, err
+	}
+	sites, err := loadBotAuthSites(ctx, v)
+	if err != nil {
+		return botauth.Site{}, err
+	}
+	if i := slices.IndexFunc(sites, func(x botauth.Site) bool { return strings.EqualFold(x.Host, site.Host) }); i >= 0 {
+		sites[i] = site
+	} else {
+		sites = append(sites, site)
+	}
+	return site, saveBotAuthSites(ctx, v, sites)
+}
+
+// dropBotAuthSite removes a site the owner chose. A site the config names
+// (configSites) stays signed: the error says to remove it there. It
+// returns the host as the sites hold it.
+func dropBotAuthSite(ctx context.Context, v *vault.Vault, configSites []botauth.Site, host string) (string, error) {
+	site, err := botauth.NormalizeSite(botauth.Site{Host: host})
+	if err != nil {
+		return "", err
+	}
+	sites, err := loadBotAuthSites(ctx, v)
+	if err != nil {
+		return "", err
+	}
+	i := slices.IndexFunc(sites, func(x botauth.Site) bool { return strings.EqualFold(x.Host, site.Host) })
+	inConfig := slices.ContainsFunc(configSites, func(x botauth.Site) bool {
+		n, err := botauth.NormalizeSite(x)
+		return err == nil && n.Host == site.Host
+	})
+	if i < 0 && !inConfig {
+		return "", agentvault.Errorf(agentvault.CodeNotFound, "%s is not a site requests are signed for (proxyd botauth status lists them)", site.Host)
+	}
+	if i >= 0 {
+		if err := saveBotAuthSites(ctx, v, slices.Delete(sites, i, i+1)); err != nil {
+			return "", err
+		}
+	}
+	if inConfig {
+		return "", agentvault.Errorf(agentvault.CodeInvalidInput, "%s is in the config's bot_auth.sites: remove it there and reload proxyd (SIGHUP) to stop signing for it", site.Host)
+	}
+	return site.Host, nil
 }
 
 func saveBotAuthSites(ctx context.Context, v *vault.Vault, sites []botauth.Site) error {
@@ -204,18 +230,13 @@ func botAuthStatus(ctx context.Context, v *vault.Vault, cfg BotAuthConfig, stdou
 		}
 		fmt.Fprintf(stdout, "site %-40s tap %-12s (%s)\n", s.Host, tap, from)
 	}
-	data, err := v.OpenBlob(ctx, botAuthKeysBlob)
-	if agentvault.ErrorCode(err) == agentvault.CodeNotFound {
+	kr, err := readBotAuthKeys(ctx, v)
+	if err != nil {
+		return fail(stderr, err)
+	}
+	if kr == nil {
 		fmt.Fprintln(stdout, "keys: none yet (created at proxyd's first start with bot_auth.directory set)")
 		return 0
-	}
-	if err != nil {
-		return fail(stderr, err)
-	}
-	kr, err := botauth.ParseKeyring(data)
-	clear(data)
-	if err != nil {
-		return fail(stderr, err)
 	}
 	now := time.Now()
 	for _, k := range kr.Published(now) {
@@ -226,4 +247,18 @@ func botAuthStatus(ctx context.Context, v *vault.Vault, cfg BotAuthConfig, stdou
 		fmt.Fprintf(stdout, "key %s  created %s  %s\n", k.ID(), k.Created().Local().Format(time.RFC3339), state)
 	}
 	return 0
+}
+
+// readBotAuthKeys reads the keyring without creating one: nil when proxyd
+// has not created it yet (its first start with bot_auth.directory set).
+func readBotAuthKeys(ctx context.Context, v *vault.Vault) (*botauth.Keyring, error) {
+	data, err := v.OpenBlob(ctx, botAuthKeysBlob)
+	if agentvault.ErrorCode(err) == agentvault.CodeNotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, agentvault.Wrap(agentvault.ErrorCode(err), err, "open the agent's signing keys")
+	}
+	defer clear(data)
+	return botauth.ParseKeyring(data)
 }

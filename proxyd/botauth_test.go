@@ -30,8 +30,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentvault/agentvault/authz"
 	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/credentials"
 	"github.com/agentvault/agentvault/internal/httpsigtest"
+	"github.com/agentvault/agentvault/internal/leakcheck"
 	"github.com/agentvault/agentvault/internal/webtls"
 	"github.com/agentvault/agentvault/proxyd"
 	"github.com/agentvault/agentvault/vault"
@@ -639,4 +642,186 @@ func TestBotAuth_OwnDirectoryListener(t *testing.T) {
 	if !strings.Contains(err.Error(), "Forbidden") || !strings.Contains(logs.String(), `"code":"proxy_loop"`) {
 		t.Errorf("CONNECT to the directory listener: %v, not refused as a loop", err)
 	}
+}
+
+// TestBotAuth_DashboardControls is issue 29's owner controls on the
+// dashboard, over its real TLS listener: the Signed requests page shows
+// the identity (the key in use, the directory's address, on), the sites
+// chosen with their tags, and the signed request classes as the audit log
+// counted them. A member reaches none of it; an admin given the sites
+// area chooses sites but neither rotates the key nor sees the audit
+// classes. The owner chooses pay.test with Visa TAP browsing and the very
+// next request there is signed so (the site's own verifier accepts it);
+// stopping it leaves the next one unsigned; a site the config names says
+// where to remove it. Rotation asks for a confirmation, then a new key
+// signs the next request while the directory keeps the old one. No page
+// holds a private key (P11, internal/leakcheck).
+func TestBotAuth_DashboardControls(t *testing.T) {
+	site := newSigSite(t)
+	logs := &syncBuf{}
+	m := startBotAuthMain(t, site, nil, logs, proxyd.BotAuthSite{Host: "shop.test"})
+	site.v = verifierFor(t, m, nil)
+	ctx := context.Background()
+	const ownerEmail, adminEmail, memberEmail = "owner@example.org", "admin@example.org", "member@example.org"
+	for _, e := range []string{ownerEmail, adminEmail, memberEmail} {
+		if err := m.Owner.SetOwnerPassword(ctx, e, peoplePW); err != nil {
+			t.Fatal(err)
+		}
+	}
+	by, err := m.Credentials.PrincipalFor(ctx, proxyd.DefaultOrg, ownerEmail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mm := range []credentials.Member{{Org: proxyd.DefaultOrg, User: adminEmail, Role: credentials.RoleAdmin}, {Org: proxyd.DefaultOrg, User: memberEmail, Role: credentials.RoleMember}} {
+		if err := m.Credentials.PutMember(ctx, by, mm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var pages [][]byte // every page the test saw, for the canary check
+	see := func(body string) string { pages = append(pages, []byte(body)); return body }
+
+	ctl := control.NewClient("http://"+m.ControlAddr.String(), m.ControlToken, nil)
+	sess, err := ctl.CreateSession(ctx, m.APIKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := proxyClient(m, sess)
+	get := func(u string) sigSeen {
+		t.Helper()
+		resp, err := c.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return site.last()
+	}
+	shop, pay := "https://shop.test:"+site.port(site.h2), "https://pay.test:"+site.port(site.h2)
+	oldID := m.BotAuthKeys().Active().ID()
+	if got := get(shop + "/"); got.err != nil || got.keyID != oldID {
+		t.Fatalf("shop.test before any change: %v, key %s", got.err, got.keyID)
+	}
+
+	// A member: 403 on every signing route, and nothing changes.
+	mem, _ := signInAs(t, m, memberEmail, peoplePW, "")
+	_, _, memPage := mem.status(http.MethodGet, "/credentials", nil)
+	memCSRF := csrfRe.FindStringSubmatch(memPage)
+	if memCSRF == nil || strings.Contains(memPage, `href="/signing"`) {
+		t.Fatal("the member's page has no CSRF token, or links the signing page")
+	}
+	for _, r := range []struct{ method, path string }{{"GET", "/signing"}, {"POST", "/signing/sites"}, {"POST", "/signing/sites/remove"}, {"GET", "/signing/rotate"}, {"POST", "/signing/rotate"}} {
+		var form url.Values
+		if r.method == http.MethodPost {
+			form = url.Values{"csrf": {memCSRF[1]}, "host": {"pay.test"}, "tap": {"browse"}, "confirm": {"yes"}}
+		}
+		if st, _, body := mem.status(r.method, r.path, form); st != http.StatusForbidden || !strings.Contains(see(body), "only the owner may") {
+			t.Errorf("member %s %s: %d", r.method, r.path, st)
+		}
+	}
+	if got := get(pay + "/"); got.signed || m.BotAuthKeys().Active().ID() != oldID {
+		t.Fatal("a member's attempt changed the signing identity")
+	}
+
+	// The owner sees the identity and the config's site.
+	own, _ := signInAs(t, m, ownerEmail, peoplePW, "")
+	page := see(own.do(http.MethodGet, "/signing", nil))
+	for _, want := range []string{"Signing is <strong>on</strong>", m.BotAuthOrigin() + "/.well-known/http-message-signatures-directory", oldID,
+		"shop.test", "in proxyd's config (bot_auth.sites)", "Web Bot Auth (web-bot-auth)", `href="/signing/rotate"`, "Signed request classes"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the signing page lacks %q", want)
+		}
+	}
+
+	// The owner chooses pay.test with TAP browsing: the next request is signed so.
+	page = see(own.post("/signing", "/signing/sites", url.Values{"host": {"Pay.Test"}, "tap": {"browse"}}))
+	if !strings.Contains(page, "Requests to pay.test and its subdomains are signed with Web Bot Auth (web-bot-auth) and Visa TAP browsing (agent-browser-auth)") {
+		t.Errorf("no confirmation of the choice on the page")
+	}
+	if got := get(pay + "/"); !got.signed || got.err != nil || !slices.Equal(got.tags, []string{"web-bot-auth", "agent-browser-auth"}) {
+		t.Fatalf("pay.test right after the owner chose it: signed %v, verdict %v, tags %v", got.signed, got.err, got.tags)
+	}
+	// TAP off again for it (the Save form): Web Bot Auth only.
+	see(own.post("/signing", "/signing/sites", url.Values{"host": {"pay.test"}}))
+	if got := get(pay + "/"); got.err != nil || !slices.Equal(got.tags, []string{"web-bot-auth"}) {
+		t.Fatalf("pay.test without TAP: %v %v", got.err, got.tags)
+	}
+
+	// An admin with the sites area: chooses sites, no rotation, no audit.
+	see(own.post("/delegation", "/delegation", url.Values{"area": {string(authz.Sites)}}))
+	adm, _ := signInAs(t, m, adminEmail, peoplePW, "")
+	st, _, admPage := adm.status(http.MethodGet, "/signing", nil)
+	if st != http.StatusOK || !strings.Contains(see(admPage), "pay.test") || strings.Contains(admPage, "Signed request classes") || strings.Contains(admPage, `href="/signing/rotate"`) {
+		t.Errorf("admin with the sites area on /signing: %d (classes or rotate shown)", st)
+	}
+	if st, _, _ := adm.status(http.MethodGet, "/signing/rotate", nil); st != http.StatusForbidden {
+		t.Errorf("admin on the rotation page: %d", st)
+	}
+
+	// The session ends: its classes are counted on the page.
+	if _, err := ctl.CloseSession(ctx, sess.ID); err != nil {
+		t.Fatal(err)
+	}
+	page = see(own.do(http.MethodGet, "/signing", nil))
+	for _, want := range []string{"<td>shop.test</td><td>web-bot-auth</td><td>1</td>", "<td>pay.test</td><td>agent-browser-auth</td><td>1</td>",
+		"<td>pay.test</td><td>web-bot-auth</td><td>2</td>", sess.ID} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the signed request classes lack %q", want)
+		}
+	}
+
+	// Rotation: a confirmation page first; without it nothing rotates.
+	page = see(own.do(http.MethodGet, "/signing/rotate", nil))
+	if !strings.Contains(page, oldID) || !strings.Contains(page, `name="confirm" value="yes"`) {
+		t.Fatal("the rotation's confirmation page does not name the key in use")
+	}
+	if st, _, _ := own.status(http.MethodPost, "/signing/rotate", url.Values{"csrf": {csrfRe.FindStringSubmatch(page)[1]}}); st != http.StatusBadRequest || m.BotAuthKeys().Active().ID() != oldID {
+		t.Fatalf("rotation without the confirmation: %d", st)
+	}
+	page = see(own.post("/signing/rotate", "/signing/rotate", url.Values{"confirm": {"yes"}}))
+	newID := m.BotAuthKeys().Active().ID()
+	if newID == oldID || !strings.Contains(page, "Key "+newID+" signs from now. The old key "+oldID+" stays in the directory until") {
+		t.Fatalf("after rotation the key is %s (was %s), page says so: %v", newID, oldID, strings.Contains(page, newID))
+	}
+	sess2, err := ctl.CreateSession(ctx, m.APIKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = proxyClient(m, sess2)
+	if got := get(shop + "/after"); got.err != nil || got.keyID != newID {
+		t.Fatalf("the request after the rotation: verdict %v, key %s, want %s", got.err, got.keyID, newID)
+	}
+	d, err := site.v.FetchDirectory(ctx, m.BotAuthOrigin())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := d.Keys[oldID]; !ok || len(d.Keys) != 2 {
+		t.Fatalf("after the rotation the directory lists %d keys (the old one: %v)", len(d.Keys), ok)
+	}
+
+	// Stop signing for pay.test; the config's site cannot be stopped here.
+	see(own.post("/signing", "/signing/sites/remove", url.Values{"host": {"pay.test"}}))
+	if got := get(pay + "/"); got.signed {
+		t.Fatal("pay.test is still signed after the owner stopped it")
+	}
+	page = see(own.post("/signing", "/signing/sites/remove", url.Values{"host": {"shop.test"}}))
+	if !strings.Contains(page, "bot_auth.sites: remove it there") {
+		t.Error("stopping the config's site does not say where to remove it")
+	}
+	if got := get(shop + "/"); !got.signed {
+		t.Error("the config's site stopped being signed")
+	}
+
+	// P11: no page holds a private key, in any encoding.
+	var canaries []leakcheck.Canary
+	for _, seed := range botAuthSeeds(t, m.Vault) {
+		canaries = append(canaries, leakcheck.Value("signing key seed", string(seed)), leakcheck.Value("signing key seed (hex)", hex.EncodeToString(seed)),
+			leakcheck.Value("signing private key", string(ed25519.NewKeyFromSeed(seed))))
+	}
+	if len(canaries) != 6 {
+		t.Fatalf("%d canaries, want both keys' three forms", len(canaries))
+	}
+	leaks := leakcheck.New(canaries...)
+	for i, p := range pages {
+		leaks.Text(t, fmt.Sprintf("dashboard page %d", i), p)
+	}
+	leaks.Logs(t, "proxyd's log", []byte(logs.String()))
 }

@@ -96,15 +96,20 @@ func RunCLI(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // cliCommand is the command's words as package authz names them: "run",
-// "owner revoke", "vault add-card"; "" for help and for words no command
-// has (the command's own parser says what is wrong with those).
+// "owner revoke", "vault add-card", "owner notify show"; "" for help and
+// for words no command has (the command's own parser says what is wrong
+// with those).
 func cliCommand(args []string) string {
 	switch args[0] {
 	case "vault", "owner", "ca", "session", "botauth":
 		if len(args) < 2 || args[1] == "help" || args[1] == "-h" || args[1] == "--help" || strings.HasPrefix(args[1], "-") {
 			return ""
 		}
-		return args[0] + " " + args[1]
+		words := args[0] + " " + args[1]
+		if len(args) > 2 && !strings.HasPrefix(args[2], "-") && cliKnown(words+" "+args[2]) {
+			return words + " " + args[2]
+		}
+		return words
 	}
 	return args[0]
 }
@@ -176,6 +181,7 @@ func runStoreCommand(ctx context.Context, args []string, common commonFlags, std
 	case "owner":
 		env := ownercli.DefaultEnv(s.openOwner, s.items, stdout, stderr)
 		env.UpdateCard = s.updateCard
+		env.Notify = cliNotifications{cfg: s.cfg}
 		return ownercli.Run(ctx, args[1:], env)
 	case "botauth":
 		return cmdBotAuth(ctx, args[1:], s, stdout, stderr)
@@ -483,9 +489,14 @@ func cmdSession(ctx context.Context, args []string, common commonFlags, stdout, 
 	if err != nil {
 		return fail(stderr, err)
 	}
-	proxy := strings.Replace(s.ProxyURL, "http://", "http://"+s.ProxyUser+":"+s.ProxyPassword+"@", 1)
-	fmt.Fprintf(stdout, "session:  %s\nproxy:    %s\nca:       %s\n\ncurl --proxy '%s' --cacert %s https://example.com/\n",
-		s.ID, proxy, caPath, proxy, caPath)
+	scheme, rest, _ := strings.Cut(s.ProxyURL, "://")
+	proxy := scheme + "://" + s.ProxyUser + ":" + s.ProxyPassword + "@" + rest
+	proxyCA := "" // an https:// proxy with the deployment CA's leaf: the same ca.pem
+	if scheme == "https" && cc.Config.Listen.ProxyCertFile == "" {
+		proxyCA = " --proxy-cacert " + caPath
+	}
+	fmt.Fprintf(stdout, "session:  %s\nproxy:    %s\nca:       %s\n\ncurl --proxy '%s'%s --cacert %s https://example.com/\n",
+		s.ID, proxy, caPath, proxy, proxyCA, caPath)
 	return 0
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,7 +18,6 @@ import (
 	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/internal/deploy"
-	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/store/postgres"
 	"gopkg.in/yaml.v3"
@@ -97,8 +97,24 @@ type StoreConfig struct {
 
 // ListenConfig holds the three listener addresses.
 type ListenConfig struct {
-	Proxy   string `yaml:"proxy"`
-	Control string `yaml:"control"`
+	Proxy string `yaml:"proxy"`
+	// ProxyNetwork lets listen.proxy face a network, for browsers on other
+	// machines (docs/deploy.md says what to open); off, it must be a
+	// loopback address. Every CONNECT needs a session's credentials either
+	// way; facing a network, wrong ones are also limited per client address
+	// (limits.proxy_auth_failures).
+	ProxyNetwork bool `yaml:"proxy_network"`
+	// ProxyTLS serves the proxy itself over TLS (an https:// proxy URL), so
+	// the session's credentials and the CONNECT lines are encrypted on the
+	// network. Its certificate is a leaf of the deployment's CA (ca.pem,
+	// which a browser of the appliance trusts anyway) naming listen.proxy's
+	// host and ProxyNames, or the owner's own (ProxyCertFile and
+	// ProxyKeyFile, PEM, re-read when they change).
+	ProxyTLS      bool     `yaml:"proxy_tls"`
+	ProxyNames    []string `yaml:"proxy_names"`
+	ProxyCertFile string   `yaml:"proxy_cert_file"`
+	ProxyKeyFile  string   `yaml:"proxy_key_file"`
+	Control       string   `yaml:"control"`
 	// ControlTLS serves the control API over TLS (1.2 or later) with a
 	// leaf of the deployment's CA (ca.pem in data_dir), so mcpd on another
 	// machine can reach it: without it listen.control is loopback-only,
@@ -127,6 +143,76 @@ type ListenConfig struct {
 type EgressConfig struct {
 	Mode  string   `yaml:"mode"` // "open" or "strict"
 	Allow []string `yaml:"allow"`
+	// UpstreamProxy routes every upstream connection through the owner's
+	// egress (a residential or corporate proxy): "http://host:port" (HTTP
+	// CONNECT) or "socks5://host:port"; empty: direct. Destinations are
+	// still classified (P3) before the proxy is asked for them. Needs a
+	// restart.
+	UpstreamProxy string `yaml:"upstream_proxy"`
+	// UpstreamProxyCredentialsFile holds "user:password" for the upstream
+	// proxy (one line, mode 0600); never in the config itself, never logged.
+	UpstreamProxyCredentialsFile string `yaml:"upstream_proxy_credentials_file"`
+}
+
+// upstreamProxy reads the egress proxy of the config (nil: direct). The
+// credentials come from their file, which must be the owner's alone.
+func (e EgressConfig) upstreamProxy() (*intercept.UpstreamProxy, error) {
+	if e.UpstreamProxy == "" {
+		return nil, nil
+	}
+	scheme, addr, err := parseUpstreamProxy(e.UpstreamProxy)
+	if err != nil {
+		return nil, err
+	}
+	up := &intercept.UpstreamProxy{Scheme: scheme, Addr: addr}
+	if f := expandHome(e.UpstreamProxyCredentialsFile); f != "" {
+		st, err := os.Stat(f)
+		if err != nil {
+			return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "config: egress.upstream_proxy_credentials_file: cannot read %s: create it with one line user:password, mode 0600", f)
+		}
+		if st.Mode().Perm()&0o077 != 0 {
+			return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "config: egress.upstream_proxy_credentials_file: %s is readable by others (mode %o): chmod 600 it", f, st.Mode().Perm())
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "config: egress.upstream_proxy_credentials_file: cannot read %s", f)
+		}
+		user, pass, ok := strings.Cut(strings.TrimRight(string(b), "\r\n"), ":")
+		if !ok || user == "" || strings.ContainsAny(user+pass, "\r\n") {
+			return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "config: egress.upstream_proxy_credentials_file: %s must hold one line user:password", f)
+		}
+		up.Username, up.Password = user, pass
+	}
+	return up, nil
+}
+
+// parseUpstreamProxy checks an egress proxy URL: http or socks5, a host and
+// a port, nothing else (credentials go in their own file).
+func parseUpstreamProxy(raw string) (scheme, addr string, err error) {
+	bad := func(why string) (string, string, error) {
+		return "", "", agentvault.Errorf(agentvault.CodeInvalidInput, "config: egress.upstream_proxy: %s (want http://host:port or socks5://host:port)", why)
+	}
+	u, perr := url.Parse(raw)
+	if perr != nil {
+		return bad("not a URL")
+	}
+	if u.Scheme != "http" && u.Scheme != "socks5" {
+		return bad("scheme " + strconv.Quote(u.Scheme) + " is not http or socks5")
+	}
+	if u.User != nil {
+		return bad("credentials do not belong in the URL: put user:password in upstream_proxy_credentials_file")
+	}
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return bad("a path, query or fragment is not allowed")
+	}
+	host, port, serr := net.SplitHostPort(u.Host)
+	if serr != nil || host == "" || port == "" {
+		return bad("host and port are required")
+	}
+	if n, aerr := strconv.Atoi(port); aerr != nil || n < 1 || n > 65535 {
+		return bad("port " + strconv.Quote(port) + " is not a port")
+	}
+	return u.Scheme, u.Host, nil
 }
 
 // LimitsConfig are the P14 limits.
@@ -149,6 +235,10 @@ type LimitsConfig struct {
 	SessionIdle       time.Duration `yaml:"session_idle"`
 	SessionMaxAge     time.Duration `yaml:"session_max_age"`
 	MaxSessionsPerKey int           `yaml:"max_sessions_per_key"`
+	// ProxyAuthFailures is how many wrong proxy credentials one client
+	// address may send before it waits (10 s, doubling up to 15 minutes)
+	// with every CONNECT refused unchecked; only with listen.proxy_network.
+	ProxyAuthFailures int `yaml:"proxy_auth_failures"`
 }
 
 // TLSConfig adds upstream trust roots (P5).
@@ -219,8 +309,8 @@ func (c *Config) Validate() error {
 		if err != nil {
 			return bad("%s: %q is not host:port", name, addr)
 		}
-		if name == "listen.proxy" {
-			continue
+		if name == "listen.proxy" && c.Listen.ProxyNetwork {
+			continue // browsers elsewhere: credentials on every CONNECT, wrong ones limited
 		}
 		if name == "listen.control" && c.Listen.ControlTLS {
 			continue // any address: the token travels inside TLS
@@ -231,10 +321,16 @@ func (c *Config) Validate() error {
 			if name == "listen.control" {
 				return bad("listen.control must be a loopback address unless listen.control_tls is true, got %q", addr)
 			}
+			if name == "listen.proxy" {
+				return bad("listen.proxy must be a loopback address unless listen.proxy_network is true (docs/deploy.md: browsers on other machines), got %q", addr)
+			}
 			return bad("%s must be a loopback address, got %q", name, addr)
 		}
 	}
 	if err := c.Listen.validateControlTLS(); err != nil {
+		return err
+	}
+	if err := c.validateProxyListener(); err != nil {
 		return err
 	}
 	if c.Listen.Credentials != "" {
@@ -269,6 +365,13 @@ func (c *Config) Validate() error {
 			return bad("egress.allow: %q is not a host name", h)
 		}
 	}
+	if c.Egress.UpstreamProxy != "" {
+		if _, _, err := parseUpstreamProxy(c.Egress.UpstreamProxy); err != nil {
+			return err
+		}
+	} else if c.Egress.UpstreamProxyCredentialsFile != "" {
+		return bad("egress.upstream_proxy_credentials_file is set without egress.upstream_proxy")
+	}
 	if !c.Policy.OwnerRules {
 		return bad("policy.owner_rules cannot be turned off: every fill is decided by the owner's rules (deny by default)")
 	}
@@ -276,8 +379,8 @@ func (c *Config) Validate() error {
 		if _, err := intercept.NormalizeDestination(h, 443); err != nil || strings.Contains(h, ":") {
 			return bad("policy.authorized_destinations: %q is not a host name", h)
 		}
-		if _, err := owner.NormalizeHost(h); err != nil {
-			return bad("policy.authorized_destinations: %q is not a host name with a dot or an IP address", h)
+		if _, err := hostname.Site(h); err != nil {
+			return bad("policy.authorized_destinations: %q is not a site (a host with a registrable domain, or an IP address)", h)
 		}
 	}
 	for _, f := range append(append([]string(nil), c.Policy.WireAmount.DecimalFields...), c.Policy.WireAmount.MinorUnitFields...) {
@@ -320,9 +423,6 @@ func (c *Config) Validate() error {
 	default:
 		return bad("log.format must be json or text")
 	}
-	if c.ProxyURL != "" && !strings.HasPrefix(c.ProxyURL, "http://") {
-		return bad("proxy_url must be an http:// URL (the proxy speaks CONNECT)")
-	}
 	if err := c.Notify.validate(); err != nil {
 		return err
 	}
@@ -355,7 +455,7 @@ func (l ListenConfig) validateControlTLS() error {
 		return nil
 	}
 	for _, n := range l.ControlNames {
-		if h, err := hostname.Bare(n); err != nil || h != n || strings.HasPrefix(n, "[") {
+		if !validCertName(n) {
 			return agentvault.Errorf(agentvault.CodeInvalidInput, "config: listen.control_names: %q is not a lower-case host name or IP address (no port, no brackets)", n)
 		}
 	}
@@ -368,7 +468,15 @@ func (l ListenConfig) validateControlTLS() error {
 // controlCertNames are the names the control API's certificate holds:
 // listen.control's host (unless it is every address) and
 // listen.control_names, without repeats.
-func controlCertNames(l ListenConfig) []string {
+func controlCertNames(l ListenConfig) []string { return certNames(l.Control, l.ControlNames) }
+
+// proxyCertNames are the names the proxy listener's certificate holds
+// (listen.proxy_tls without the owner's certificate).
+func proxyCertNames(l ListenConfig) []string { return certNames(l.Proxy, l.ProxyNames) }
+
+// certNames are a listener's host (unless it is every address) and the
+// extra names, without repeats.
+func certNames(listen string, extra []string) []string {
 	var names []string
 	seen := map[string]bool{}
 	add := func(n string) {
@@ -377,7 +485,7 @@ func controlCertNames(l ListenConfig) []string {
 			names = append(names, n)
 		}
 	}
-	if host, _, err := net.SplitHostPort(l.Control); err == nil {
+	if host, _, err := net.SplitHostPort(listen); err == nil {
 		if ip, err := netip.ParseAddr(host); err == nil {
 			if !ip.IsUnspecified() {
 				add(ip.Unmap().String())
@@ -386,10 +494,104 @@ func controlCertNames(l ListenConfig) []string {
 			add(h)
 		}
 	}
-	for _, n := range l.ControlNames {
+	for _, n := range extra {
 		add(n)
 	}
 	return names
+}
+
+// validCertName reports whether n may be named by a listener's certificate
+// as the config gives it: a lower-case host name or IP address, no port,
+// no brackets.
+func validCertName(n string) bool {
+	h, err := hostname.Bare(n)
+	return err == nil && h == n && !strings.HasPrefix(n, "[")
+}
+
+// validateProxyListener checks the proxy listener's TLS keys and the proxy
+// URL browsers are told.
+func (c *Config) validateProxyListener() error {
+	bad := func(f string, a ...any) error {
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "config: "+f, a...)
+	}
+	l := c.Listen
+	owned := l.ProxyCertFile != "" || l.ProxyKeyFile != ""
+	if !l.ProxyTLS {
+		if len(l.ProxyNames) > 0 || owned {
+			return bad("listen.proxy_names, proxy_cert_file and proxy_key_file are for listen.proxy_tls, which is false")
+		}
+	}
+	if owned {
+		if l.ProxyCertFile == "" || l.ProxyKeyFile == "" {
+			return bad("listen.proxy_cert_file and listen.proxy_key_file go together")
+		}
+		if len(l.ProxyNames) > 0 {
+			return bad("listen.proxy_names is for the deployment CA's certificate; the owner's certificate (listen.proxy_cert_file) names its own hosts")
+		}
+		for _, f := range []string{l.ProxyCertFile, l.ProxyKeyFile} {
+			if _, err := os.Stat(expandHome(f)); err != nil {
+				return bad("listen.proxy_cert_file or proxy_key_file: %s is not readable", f)
+			}
+		}
+	}
+	for _, n := range l.ProxyNames {
+		if !validCertName(n) {
+			return bad("listen.proxy_names: %q is not a lower-case host name or IP address (no port, no brackets)", n)
+		}
+	}
+	if l.ProxyTLS && !owned && len(proxyCertNames(l)) == 0 {
+		return bad("listen.proxy %q listens on every address: listen.proxy_names must name the hosts browsers dial (or give the owner's certificate)", l.Proxy)
+	}
+	scheme := "http://"
+	if l.ProxyTLS {
+		scheme = "https://"
+	}
+	if c.ProxyURL != "" {
+		u, err := url.Parse(c.ProxyURL)
+		if err != nil || u.Host == "" || u.User != nil || !strings.HasPrefix(c.ProxyURL, scheme) || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			if l.ProxyTLS {
+				return bad("proxy_url must be an https:// URL (host and port only): listen.proxy_tls is on")
+			}
+			return bad("proxy_url must be an http:// URL (host and port only; the proxy speaks CONNECT), or https:// with listen.proxy_tls")
+		}
+	} else if l.ProxyNetwork {
+		if host, _, err := net.SplitHostPort(l.Proxy); err == nil && unspecified(host) && (!l.ProxyTLS || owned) {
+			return bad("listen.proxy %q listens on every address: set proxy_url to the address browsers on other machines dial", l.Proxy)
+		}
+	}
+	if l.ProxyNetwork && c.Limits.ProxyAuthFailures < 1 {
+		return bad("limits.proxy_auth_failures must be at least 1 when listen.proxy_network is on")
+	}
+	return nil
+}
+
+// unspecified reports whether a listen host is every address (empty, 0.0.0.0, ::).
+func unspecified(host string) bool {
+	if host == "" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsUnspecified()
+}
+
+// proxyURLOf is the proxy URL browsers are told by default (proxy_url
+// empty): the scheme of listen.proxy_tls and the address bound, or, when
+// that is every address, the first name of the proxy's certificate.
+func proxyURLOf(l ListenConfig, bound net.Addr) string {
+	scheme := "http://"
+	if l.ProxyTLS {
+		scheme = "https://"
+	}
+	host, port, err := net.SplitHostPort(bound.String())
+	if err != nil {
+		return scheme + bound.String()
+	}
+	if unspecified(host) {
+		if names := proxyCertNames(l); len(names) > 0 && l.ProxyCertFile == "" {
+			host = names[0]
+		}
+	}
+	return scheme + net.JoinHostPort(host, port)
 }
 
 func expandHome(p string) string { return deploy.ExpandHome(p) }
@@ -408,7 +610,7 @@ type PolicyConfig struct {
 	// false is refused.
 	OwnerRules bool `yaml:"owner_rules"`
 	// WireAmount names extra request fields holding the amount a site is
-	// about to charge (intercept.WireAmountConfig has the rules).
+	// about to charge (policy/wireamount.go has the rules).
 	WireAmount WireAmountConfig `yaml:"wire_amount"`
 	// PaymentIntegrations adds to (or, by name, replaces entries of) the
 	// shipped list of payment integrations (policy/processors.yaml): each

@@ -9,6 +9,7 @@ import (
 	"github.com/agentvault/agentvault/apps"
 	"github.com/agentvault/agentvault/broker"
 	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/intercept"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/policy"
@@ -21,6 +22,7 @@ import (
 // owner's answers become wire types.
 type controlService struct {
 	broker   *broker.Broker
+	vault    broker.Vault // the items the catalog lists
 	ca       *intercept.CA
 	owner    *owner.Service
 	recipes  *recipes.Registry
@@ -63,9 +65,7 @@ func (c *controlService) CreateSession(ctx context.Context, apiKey string) (cont
 	}
 	resp := control.CreateSessionResponse{ID: s.ID, ProxyURL: c.proxyURL, ProxyUser: s.ID, ProxyPassword: pw,
 		CASPKI: c.ca.SPKIHash(), CAPEM: string(c.ca.CertPEM())}
-	if c.broker.SessionMaxAge > 0 {
-		resp.ExpiresAt = time.Now().Add(c.broker.SessionMaxAge).UTC()
-	}
+	resp.ExpiresAt = time.Now().Add(c.broker.SessionMaxAge()).UTC()
 	return resp, nil
 }
 
@@ -77,10 +77,9 @@ func (c *controlService) AuthenticateKey(ctx context.Context, apiKey string) (co
 	if err != nil {
 		return control.KeyInfo{}, err
 	}
-	info := control.KeyInfo{ID: k.ID, Name: k.ID, AllCards: true, AllLogins: true}
-	if k.Scope != nil {
-		info.AllCards, info.CardIDs, info.AllLogins, info.LoginIDs = k.Scope.AllCards, k.Scope.CardIDs, k.Scope.AllLogins, k.Scope.LoginIDs
-	}
+	info := control.KeyInfo{ID: k.ID, Name: k.ID, AllCards: k.Scope.AllCards, CardIDs: k.Scope.CardIDs,
+		AllLogins: k.Scope.AllLogins, LoginIDs: k.Scope.LoginIDs}
+	info.AppUses, info.AppChosen = c.appUses(k.ID)
 	return info, nil
 }
 
@@ -89,15 +88,11 @@ func (c *controlService) Catalog(ctx context.Context, apiKey, pageURL string) (j
 	if err != nil {
 		return nil, err
 	}
-	items, err := c.broker.Vault.List(ctx, key.Org)
+	items, err := c.vault.List(ctx, key.Org)
 	if err != nil {
 		return nil, err
 	}
-	scope := tokens.Scope{AllCards: true, AllLogins: true}
-	if key.Scope != nil {
-		scope = *key.Scope
-	}
-	return json.Marshal(tokens.BuildCatalog(items, tokens.CatalogArgs{Suffix: key.Suffix, URL: pageURL, Scope: scope}))
+	return json.Marshal(tokens.BuildCatalog(items, tokens.CatalogArgs{Suffix: key.Suffix, URL: pageURL, Sees: key.Scope.Sees}))
 }
 
 func (c *controlService) Authorize(ctx context.Context, id string, req control.AuthorizeRequest) (control.AuthorizeResponse, error) {
@@ -105,11 +100,18 @@ func (c *controlService) Authorize(ctx context.Context, id string, req control.A
 	if err != nil {
 		return control.AuthorizeResponse{}, err
 	}
-	resp, err := c.broker.Authorize(ctx, s, req)
-	if a, ok := owner.PendingOf(err); ok {
-		p := &control.Pending{Pending: true, WaitID: a.ID, Kind: string(a.Kind), Reason: a.Reason, Site: a.Site,
-			Amount: orderTotal(a.Amount), ExpiresAt: a.Expires, Email: c.emails != nil && c.emails()}
-		err = agentvault.Wrap(agentvault.CodeApprovalPending, p, "waiting for the owner (%s)", a.Reason)
+	breq, err := authorizeRequest(req)
+	if err != nil {
+		s.Denied()
+		c.metrics.authorizeOutcome(err)
+		return control.AuthorizeResponse{}, err
+	}
+	a, err := c.broker.Authorize(ctx, s, breq)
+	resp := control.AuthorizeResponse{Value: a.Value, Kind: string(a.Kind), Field: string(a.Field), StandIn: a.StandIn}
+	if ap, ok := owner.PendingOf(err); ok {
+		p := &control.Pending{Pending: true, WaitID: ap.ID, Kind: string(ap.Kind), Reason: ap.Reason, Site: ap.Site,
+			Amount: orderTotal(ap.Amount), ExpiresAt: ap.Expires, Email: c.emails != nil && c.emails()}
+		err = agentvault.Wrap(agentvault.CodeApprovalPending, p, "waiting for the owner (%s)", ap.Reason)
 		c.metrics.authorizeOutcome(err)
 		return control.AuthorizeResponse{}, err
 	}
@@ -122,7 +124,42 @@ func (c *controlService) Event(ctx context.Context, id string, ev control.EventR
 	if err != nil {
 		return err
 	}
-	return s.Event(ev)
+	switch ev.Type {
+	case control.EventConfirmation:
+		var total *broker.ShownTotal
+		if ev.OrderTotal != nil {
+			total = &broker.ShownTotal{Amount: ev.OrderTotal.Amount, Currency: ev.OrderTotal.Currency}
+		}
+		s.Confirmed(total)
+	case control.EventFill:
+		return s.Filled(ev.Kinds)
+	case control.EventCredential:
+		s.CredentialWritten(ev.Site)
+	case control.EventLoginDiagnostic:
+		return c.loginDiagnostic(s, ev)
+	default:
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "unknown event type")
+	}
+	return nil
+}
+
+// loginDiagnostic hands the owner the reference of a capture browser_login
+// kept (seed 000): the owner's Activity page lists it, and the log keeps
+// it. Only a reference, a label and a host pass.
+func (c *controlService) loginDiagnostic(s *broker.Session, ev control.EventRequest) error {
+	if err := control.CheckLoginDiagnostic(ev); err != nil {
+		return err
+	}
+	if ev.Login != "" && !tokens.ValidLabel(ev.Login) {
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "a login diagnostic's login must be a catalog label")
+	}
+	site, err := hostname.Bare(ev.Site)
+	if err != nil {
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "a login diagnostic's site must be the sign-in page's host")
+	}
+	c.owner.RecordLoginDiagnostic(owner.LoginDiagnostic{APIKeyID: s.Key.ID, Session: s.ID, Login: ev.Login, Site: site,
+		Outcome: ev.Outcome, Artifact: ev.Artifact})
+	return nil
 }
 
 func (c *controlService) Report(ctx context.Context, id string) (control.Report, error) {
@@ -131,12 +168,13 @@ func (c *controlService) Report(ctx context.Context, id string) (control.Report,
 		if rep, ok := c.ended.get(id); ok {
 			// An ended session's final report, marked so mcpd knows its
 			// connection is gone (open_page replaces it).
-			rep.Ended = true
-			return rep, nil
+			out := reportOf(rep)
+			out.Ended = true
+			return out, nil
 		}
 		return control.Report{}, err
 	}
-	return s.Report(), nil
+	return reportOf(s.Report()), nil
 }
 
 func (c *controlService) CloseSession(ctx context.Context, id string) (control.CloseResponse, error) {
@@ -144,11 +182,58 @@ func (c *controlService) CloseSession(ctx context.Context, id string) (control.C
 	if err != nil {
 		// Already ended (expired, or the owner ended it): its final report.
 		if kept, ok := c.ended.get(id); ok {
-			return control.CloseResponse{Status: "Session closed", Report: kept}, nil
+			return control.CloseResponse{Status: "Session closed", Report: reportOf(kept)}, nil
 		}
 		return control.CloseResponse{}, err
 	}
-	return control.CloseResponse{Status: "Session closed", Report: rep}, nil
+	return control.CloseResponse{Status: "Session closed", Report: reportOf(rep)}, nil
+}
+
+// SessionKeyID is the API key that opened a session, live or ended (while
+// its final report is kept), for the control API's calls an agent makes
+// with its own key (docs/byob.md).
+func (c *controlService) SessionKeyID(ctx context.Context, id string) (string, error) {
+	if s, err := c.broker.Get(id); err == nil {
+		return s.Key.ID, nil
+	}
+	if k, ok := c.ended.keyOf(id); ok {
+		return k, nil
+	}
+	return "", agentvault.Errorf(agentvault.CodeNotFound, "no such session")
+}
+
+// WaitKeyID is the API key whose fill waits on an approval.
+func (c *controlService) WaitKeyID(ctx context.Context, id string) (string, error) {
+	a, err := c.owner.Approval(ctx, id)
+	if err != nil || a.APIKeyID == "" {
+		return "", agentvault.Errorf(agentvault.CodeNotFound, "no such wait")
+	}
+	return a.APIKeyID, nil
+}
+
+// authorizeRequest reads the control API's authorize into the broker's:
+// the one translation, the checkout total parsed once (policy.ParseDecimal,
+// the wire form's strict decimal).
+func authorizeRequest(req control.AuthorizeRequest) (broker.AuthorizeRequest, error) {
+	out := broker.AuthorizeRequest{Token: req.Token, PageURL: req.PageURL, FrameURL: req.FrameURL, CVVSpent: req.CVVSpent}
+	if req.OrderTotal != nil {
+		t, err := policy.ParseDecimal(req.OrderTotal.Amount, req.OrderTotal.Currency)
+		if err != nil {
+			return broker.AuthorizeRequest{}, err
+		}
+		out.Total = &t
+	}
+	return out, nil
+}
+
+// reportOf is a session's report in the control API's form.
+func reportOf(r broker.Report) control.Report {
+	out := control.Report{FilledFieldKinds: r.FilledFieldKinds, DeniedCount: r.DeniedCount,
+		ConfirmationDetected: r.ConfirmationDetected, CredentialWrites: r.CredentialWrites}
+	if r.OrderTotal != nil {
+		out.OrderTotal = &control.OrderTotal{Amount: r.OrderTotal.Amount, Currency: r.OrderTotal.Currency}
+	}
+	return out
 }
 
 // Wait long-polls an approval; once it ends without a yes, the fill that
@@ -239,4 +324,5 @@ var _ control.Service = (*controlService)(nil)
 var (
 	_ control.Service          = (*controlService)(nil)
 	_ control.KeyAuthenticator = (*controlService)(nil)
+	_ control.OwnKeyService    = (*controlService)(nil)
 )

@@ -8,12 +8,13 @@ import (
 	"github.com/agentvault/agentvault/intercept"
 )
 
-// controlCert keeps the control API's leaf (listen.control_tls): signed by
-// the deployment's CA, which every replica shares, so mcpd trusts one CA
-// (ca.pem) for all of them. The leaf lives a day like a MITM leaf; a
-// handshake past half its life signs the next one, so a replica never
-// serves an expired leaf and needs no timer.
-type controlCert struct {
+// caLeafCert keeps the leaf of a listener the deployment's CA vouches for:
+// the control API's (listen.control_tls) and the proxy's own
+// (listen.proxy_tls). Every replica shares the CA, so mcpd and browsers
+// trust one CA (ca.pem) for all of them. The leaf lives a day like a MITM
+// leaf; a handshake past half its life signs the next one, so a replica
+// never serves an expired leaf and needs no timer.
+type caLeafCert struct {
 	ca    *intercept.CA
 	names []string
 	now   func() time.Time
@@ -22,18 +23,18 @@ type controlCert struct {
 	leaf *tls.Certificate
 }
 
-func newControlCert(ca *intercept.CA, names []string, now func() time.Time) (*controlCert, error) {
+func newCALeafCert(ca *intercept.CA, names []string, now func() time.Time) (*caLeafCert, error) {
 	if now == nil {
 		now = time.Now
 	}
-	c := &controlCert{ca: ca, names: names, now: now}
+	c := &caLeafCert{ca: ca, names: names, now: now}
 	if _, err := c.get(); err != nil { // a CA that cannot sign fails start-up
 		return nil, err
 	}
 	return c, nil
 }
 
-func (c *controlCert) get() (*tls.Certificate, error) {
+func (c *caLeafCert) get() (*tls.Certificate, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.leaf != nil {
@@ -53,9 +54,9 @@ func (c *controlCert) get() (*tls.Certificate, error) {
 	return leaf, nil
 }
 
-// tlsConfig is the control listener's: TLS 1.2 at least (Go negotiates
-// 1.3 with every client that offers it), Go's default cipher suites.
-func (c *controlCert) tlsConfig() *tls.Config {
+// tlsConfig is the listener's: TLS 1.2 at least (Go negotiates 1.3 with
+// every client that offers it), Go's default cipher suites.
+func (c *caLeafCert) tlsConfig() *tls.Config {
 	return &tls.Config{
 		MinVersion:     tls.VersionTLS12,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return c.get() },

@@ -23,7 +23,7 @@ func TestP6_ControlLeafRenewedBeforeExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc, err := newControlCert(ca, []string{"127.0.0.1", "proxyd-1.test"}, clock)
+	cc, err := newCALeafCert(ca, []string{"127.0.0.1", "proxyd-1.test"}, clock)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,7 +99,7 @@ func (c *controlService) TakeTOTPCapture(ctx context.Context, in control.TOTPTak
 	if err != nil {
 		return control.TOTPTakeOut{}, err
 	}
-	_ = s.Event(control.EventRequest{Type: control.EventCredential, Site: it.Label + ":" + owner.ChangeTOTPEnrolled})
+	s.CredentialWritten(it.Label + ":" + owner.ChangeTOTPEnrolled)
 	out := control.TOTPTakeOut{Stored: true, Digits: vault.TOTPDefaultDigits, Period: vault.TOTPDefaultPeriod}
 	if m := it.Login; m != nil {
 		if m.TOTPDigits != 0 {

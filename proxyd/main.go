@@ -119,10 +119,13 @@ type Main struct {
 	serveErr     chan error
 	closed       bool
 	dataDir      string
-	apiKeyHash   [32]byte
-	suffix       string
-	configMu     sync.Mutex
-	lock         *os.File // flock on <data>/proxyd.lock, held until Close
+	// cleanStopMark: the broker's sessions live in this process's store
+	// alone (SQLite), so Close marks a clean stop (cleanStopFile).
+	cleanStopMark bool
+	apiKeyHash    [32]byte
+	suffix        string
+	configMu      sync.Mutex
+	lock          *os.File // flock on <data>/proxyd.lock, held until Close
 	// daemonMetrics are proxyd's own series on Metrics.Registry.
 	daemonMetrics *daemonMetrics
 	// botAuth signs for the sites the owner chose (botauth.go); nil: off.
@@ -137,6 +140,10 @@ func (m *Main) pendingCount(ctx context.Context) (int, error) {
 	ps, err := m.Owner.Pending(ctx)
 	return len(ps), err
 }
+
+// idleTrimEvery is how many seconds without a proxy request proxyd waits
+// before it gives memory back (and again after each as many).
+const idleTrimEvery = 30
 
 // NewMain returns a Main with the embedded defaults.
 func NewMain() *Main { return &Main{Config: DefaultConfig(), Stderr: os.Stderr} }
@@ -239,42 +246,51 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		return err
 	}
 	l := m.Config.Limits
-	m.Broker = broker.New(vaultAdapter{v}, m.lookupKey)
-	m.Broker.Decide = ownerDecider(m.Owner)
-	m.Broker.Recheck = ownerRechecker(m.Owner)
-	m.Broker.Policy = eng
-	m.Broker.GrantTTL, m.Broker.SessionIdle, m.Broker.SessionMaxAge = l.GrantTTL, l.SessionIdle, l.SessionMaxAge
-	m.Broker.MaxSessionsPerKey = l.MaxSessionsPerKey
-	m.Broker.Store, m.Broker.Notifier = sessionStore(st)
-	// SQLite: one proxyd per file (the data directory's lock), so the
-	// broker's cache is authoritative and card uses stay in memory.
-	m.Broker.SingleProcess = m.Config.Store.Driver != "postgres"
-	if m.Broker.SingleProcess {
-		// Without the mark of a clean stop, card uses held in memory by
-		// the last process are unknown.
-		mark := filepath.Join(m.dataDir, cleanStopFile)
-		_, err := os.Stat(mark)
-		m.Broker.UsesLost = err != nil
-		_ = os.Remove(mark)
-	}
-	// A card request settles its claim when the site's answer arrives:
-	// the lease outlasts the longest wait for one.
-	m.Broker.ClaimLease = max(2*time.Minute, l.UpstreamTimeout+time.Minute)
-	m.Broker.OnOpen(func(*broker.Session) { m.daemonMetrics.sessions.Inc() })
-	m.Broker.OnClose(func(*broker.Session) { m.daemonMetrics.sessions.Dec() })
-	m.endedReports = newEndedReports(m.Now)
-	m.Broker.OnClose(func(s *broker.Session) { m.endedReports.add(s.ID, s.Report()) })
 	integrations, err := m.Config.Policy.Integrations()
 	if err != nil {
 		return err
 	}
 	m.integrations = integrations
-	m.Broker.PaymentOrigins = paymentOrigins(integrations)
-	m.Broker.Limiter = policy.NewRateLimiter(l.AuthorizeBurst, time.Minute/time.Duration(l.AuthorizePerMinute), nil)
-	wireAmount := intercept.WireAmountConfig{
-		DecimalFields:   m.Config.Policy.WireAmount.DecimalFields,
-		MinorUnitFields: m.Config.Policy.WireAmount.MinorUnitFields,
-		Engine:          eng,
+	// Deny by default (P1): every authorize, and every release on the wire,
+	// is decided by the owner's rules (owner.Service, the broker's
+	// policy.Authorizer). A decision that needs the owner queues an
+	// approval and fails with approval_pending; the control API answers it
+	// with 202 and the agent waits on /v1/waits/{id}.
+	bc := broker.Config{Vault: vaultAdapter{v}, LookupKey: m.lookupKey, Authorizer: m.Owner, Policy: eng,
+		WireAmount: policy.WireAmountConfig{DecimalFields: m.Config.Policy.WireAmount.DecimalFields,
+			MinorUnitFields: m.Config.Policy.WireAmount.MinorUnitFields},
+		GrantTTL: l.GrantTTL, SessionIdle: l.SessionIdle, SessionMaxAge: l.SessionMaxAge, MaxSessionsPerKey: l.MaxSessionsPerKey,
+		PaymentOrigins: paymentOrigins(integrations),
+		Limiter:        policy.NewRateLimiter(l.AuthorizeBurst, time.Minute/time.Duration(l.AuthorizePerMinute), nil),
+		// A card request settles its claim when the site's answer arrives:
+		// the lease outlasts the longest wait for one.
+		ClaimLease: max(2*time.Minute, l.UpstreamTimeout+time.Minute),
+	}
+	bc.Store, bc.Notifier = sessionStore(st)
+	// SQLite: one proxyd per file (the data directory's lock), so the
+	// broker's cache is authoritative and card uses stay in memory.
+	bc.SingleProcess = m.Config.Store.Driver != "postgres"
+	if bc.SingleProcess {
+		// Without the mark of a clean stop, card uses held in memory by
+		// the last process are unknown.
+		mark := filepath.Join(m.dataDir, cleanStopFile)
+		_, err := os.Stat(mark)
+		bc.UsesLost = err != nil
+		_ = os.Remove(mark)
+	}
+	m.cleanStopMark = bc.SingleProcess && bc.Store != nil
+	if m.Broker, err = broker.New(bc); err != nil {
+		return err
+	}
+	m.Broker.OnOpen(func(*broker.Session) { m.daemonMetrics.sessions.Inc() })
+	m.Broker.OnClose(func(*broker.Session) { m.daemonMetrics.sessions.Dec() })
+	m.endedReports = newEndedReports(m.Now)
+	m.Broker.OnClose(func(s *broker.Session) { m.endedReports.add(s.ID, s.Key.ID, s.Report()) })
+	// The holder's Connected apps choices outlive a restart (a sealed
+	// blob): without them every hosted connection would be refused until
+	// the holder chose again.
+	if err := m.appRegistry().KeepChoices(ctx, vaultChoices{open: v.OpenBlob, seal: v.SealBlob}); err != nil {
+		return err
 	}
 	var resolver intercept.Resolver = net.DefaultResolver
 	if len(m.Config.UnsafeTestHosts) > 0 {
@@ -285,11 +301,20 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	if err := m.openBotAuth(ctx); err != nil {
 		return err
 	}
+	upstreamProxy, err := m.Config.Egress.upstreamProxy()
+	if err != nil {
+		return err
+	}
+	if upstreamProxy != nil {
+		m.Logger.Info("upstream connections go through the owner's egress proxy", slog.Any("upstream_proxy", upstreamProxy))
+	}
 	m.Server, err = intercept.NewServer(intercept.Config{
-		CA: m.CA, Broker: m.Broker, Logger: m.Logger, Metrics: m.Metrics, WireAmount: wireAmount, Signer: m.botAuthSigner(),
+		CA: m.CA, Broker: m.Broker, Logger: m.Logger, Metrics: m.Metrics, Signer: m.botAuthSigner(),
 		UnsafeAllowPrivateRanges: m.Config.UnsafeAllowPrivateRanges,
+		UpstreamProxy:            upstreamProxy,
 		Resolver:                 resolver,
 		ExtraRoots:               roots,
+		AuthGuard:                proxyAuthGuard(m.Config),
 		EgressStrict:             m.Config.Egress.Mode == "strict",
 		AllowedHosts:             m.Config.Egress.Allow,
 		MaxBodyBytes:             l.MaxBodyBytes, MaxTunnels: l.MaxTunnels,
@@ -313,7 +338,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		}
 		if m.dashH, err = dashboard.New(dashboard.Config{Service: m.Owner, Vault: v, Logger: m.Logger, LiveCVV: liveCVV,
 			Recipes: m.Recipes, Credentials: m.Credentials, OnSignInFailed: m.daemonMetrics.signInFailures.Inc, Handoffs: m.handoffHub(),
-			Notifications: m.notify, Apps: m.appRegistry()}); err != nil {
+			Notifications: m.notify, Apps: m.appRegistry(), Signing: botAuthOwner{m}}); err != nil {
 			return err
 		}
 		m.DashboardAddr = m.dashL.Addr()
@@ -324,16 +349,24 @@ func (m *Main) Open(ctx context.Context) (err error) {
 			}
 		}
 	}
+	pl, err := proxyListener(m.proxyL, m.Config.Listen, m.CA)
+	if err != nil {
+		return err
+	}
+	m.proxyL = pl
+	if m.Config.Listen.ProxyNetwork && !m.Config.Listen.ProxyTLS {
+		m.Logger.Warn("listen.proxy faces the network without listen.proxy_tls: each session's proxy credentials cross it in clear; keep it on a network you trust")
+	}
 	m.ProxyAddr, m.ControlAddr, m.AdminAddr = m.proxyL.Addr(), m.controlL.Addr(), m.adminL.Addr()
 	// Every listener of this process is a loop destination (P16).
 	m.Server.AddSelf(m.ControlAddr)
 	m.Server.AddSelf(m.AdminAddr)
 	proxyURL := m.Config.ProxyURL
 	if proxyURL == "" {
-		proxyURL = "http://" + m.ProxyAddr.String()
+		proxyURL = proxyURLOf(m.Config.Listen, m.ProxyAddr)
 	}
 	m.controlSrv = &http.Server{
-		Handler: control.NewHandler(&controlService{broker: m.Broker, ca: m.CA, owner: m.Owner, recipes: m.Recipes, proxyURL: proxyURL,
+		Handler: control.NewHandler(&controlService{broker: m.Broker, vault: vaultAdapter{v}, ca: m.CA, owner: m.Owner, recipes: m.Recipes, proxyURL: proxyURL,
 			creds: m.credentialAPI(), metrics: m.daemonMetrics, accounts: m.Accounts, HandoffService: m.handoffHub(), apps: m.appRegistry(), ended: m.endedReports,
 			emails: m.notify.emailsOwner, integrations: m.integrations},
 			m.ControlToken, m.Logger),
@@ -341,7 +374,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelDebug),
 	}
 	if m.Config.Listen.ControlTLS {
-		cc, err := newControlCert(m.CA, controlCertNames(m.Config.Listen), nil)
+		cc, err := newCALeafCert(m.CA, controlCertNames(m.Config.Listen), nil)
 		if err != nil {
 			return err
 		}
@@ -475,8 +508,7 @@ func (m *Main) lookupKey(ctx context.Context, key string) (broker.APIKey, error)
 	if err != nil {
 		return broker.APIKey{}, err
 	}
-	scope := tokens.Scope{AllCards: k.Scope.AllCards, CardIDs: k.Scope.CardIDs, AllLogins: k.Scope.AllLogins, LoginIDs: k.Scope.LoginIDs}
-	return broker.APIKey{ID: k.ID, Org: m.Owner.Org(), Suffix: tokens.Suffix(m.secret, k.ID), Scope: &scope}, nil
+	return broker.APIKey{ID: k.ID, Org: m.Owner.Org(), Suffix: tokens.Suffix(m.secret, k.ID), Scope: k.Scope.Items()}, nil
 }
 
 // Run serves until ctx ends, then shuts down gracefully.
@@ -506,12 +538,25 @@ func (m *Main) Run(ctx context.Context) error {
 		// Idle and aged-out proxy sessions end within a second (P21).
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
+		// A proxy that took no CONNECT and no request for idleTrimEvery
+		// gives back what the last load left it (freed heap, the code it
+		// ran): the idle footprint after a load is the one after start-up.
+		var ticks int
+		served := m.Server.Served()
 		for {
 			select {
 			case <-sweepCtx.Done():
 				return
 			case <-t.C:
 				m.Broker.Sweep()
+				if ticks++; ticks%idleTrimEvery == 0 {
+					if now := m.Server.Served(); now == served {
+						debug.FreeOSMemory()
+						trimCodePages()
+					} else {
+						served = now
+					}
+				}
 			}
 		}
 	}()
@@ -537,6 +582,7 @@ func (m *Main) Run(ctx context.Context) error {
 	debug.FreeOSMemory()
 	trimCodePages()
 	m.Logger.Info("proxyd listening", slog.String("proxy", m.ProxyAddr.String()),
+		slog.Bool("proxy_network", m.Config.Listen.ProxyNetwork), slog.Bool("proxy_tls", m.Config.Listen.ProxyTLS),
 		slog.String("control", m.ControlAddr.String()), slog.Bool("control_tls", m.Config.Listen.ControlTLS), slog.String("admin", m.AdminAddr.String()),
 		slog.String("egress", egress), slog.Bool("unsafe_allow_private_ranges", m.Config.UnsafeAllowPrivateRanges))
 	var err error
@@ -615,7 +661,7 @@ func (m *Main) Close() error {
 	}
 	if m.Broker != nil {
 		m.Broker.CloseAll()
-		if m.Broker.SingleProcess && m.Broker.Store != nil {
+		if m.cleanStopMark {
 			_ = os.WriteFile(filepath.Join(m.dataDir, cleanStopFile), nil, 0o600)
 		}
 	}

@@ -257,3 +257,112 @@ func TestP17_NotifyConfigValidated(t *testing.T) {
 		})
 	}
 }
+
+// TestNotif_OwnerCLIShowsSetsAndApplies: `proxyd owner notify` and `owner
+// apply` change the switches of the proxyd running on the data directory
+// (it reads them at its next event, no restart): show --json names the
+// configured channels, each secret (the webhook's signing secret, the
+// token in its URL's path, the relay's password) only as "set"; off and a
+// file's notifications block change what the running proxyd reads; the
+// dry run prints the diff and writes nothing; export gives the switches
+// back with the channels in a comment. No secret is in any output or in
+// proxyd's log (P11).
+func TestNotif_OwnerCLIShowsSetsAndApplies(t *testing.T) {
+	dir := t.TempDir()
+	hookToken := "T0A1B2C3D/B9Z8Y7X6/" + leakcheck.Digits(12) + "qwertyuiopasdfgh"
+	hookSecret := "whsec_" + leakcheck.Digits(20) + "zxcvbnm"
+	relayPW := "relay-" + leakcheck.Digits(16) + "-pw"
+	secretFile, pwFile := filepath.Join(dir, "hook.secret"), filepath.Join(dir, "relay.pw")
+	for p, v := range map[string]string{secretFile: hookSecret, pwFile: relayPW} {
+		if err := os.WriteFile(p, []byte(v+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nc := proxyd.NotifyConfig{
+		Webhook: proxyd.WebhookConfig{URL: "https://hooks.example.test/services/" + hookToken, SecretFile: secretFile},
+		SMTP: proxyd.SMTPConfig{Host: "mail.example.test", Port: 587, From: "agentvault@example.org", To: []string{"owner@example.org"},
+			Username: "ada", PasswordFile: pwFile},
+	}
+	m, logs := startMain(t, "", func(c *proxyd.Config) { c.Notify = nc })
+	// The owner's shell reads the deployment's config from the data
+	// directory, as `proxyd run` did.
+	cfgYAML := "notify:\n  webhook:\n    url: " + nc.Webhook.URL + "\n    secret_file: " + secretFile +
+		"\n  smtp:\n    host: mail.example.test\n    port: 587\n    from: agentvault@example.org\n    to: [owner@example.org]\n    username: ada\n    password_file: " + pwFile + "\n"
+	if err := os.WriteFile(filepath.Join(m.DataDir(), "proxyd.yaml"), []byte(cfgYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	leaks := leakcheck.New(leakcheck.Value("webhook URL token", hookToken), leakcheck.Value("webhook secret", hookSecret), leakcheck.Value("relay password", relayPW))
+	ctx := context.Background()
+	cli := func(args ...string) (int, string, string) {
+		t.Helper()
+		var out, errOut strings.Builder
+		code := proxyd.RunCLI(ctx, append(args, "--data", m.DataDir()), &out, &errOut)
+		leaks.Answer(t, "proxyd "+strings.Join(args, " "), []byte(out.String()))
+		leaks.Text(t, "proxyd "+strings.Join(args, " ")+" (stderr)", []byte(errOut.String()))
+		return code, out.String(), errOut.String()
+	}
+
+	code, out, errOut := cli("owner", "notify", "show", "--json")
+	if code != 0 {
+		t.Fatalf("owner notify show --json: %d %s", code, errOut)
+	}
+	var shown struct {
+		Switches owner.NotifyPrefs `json:"switches"`
+		Channels struct {
+			Webhook struct{ Origin, Secret string } `json:"webhook"`
+			Email   struct {
+				Host, From, Username, Password string
+				Port                           int
+				To                             []string
+			} `json:"email"`
+		} `json:"channels"`
+	}
+	if err := json.Unmarshal([]byte(out), &shown); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if shown.Switches != owner.DefaultNotifyPrefs {
+		t.Errorf("switches before any change: %+v", shown.Switches)
+	}
+	w, e := shown.Channels.Webhook, shown.Channels.Email
+	if w.Origin != "https://hooks.example.test" || w.Secret != "set" || e.Host != "mail.example.test" || e.Port != 587 || e.Username != "ada" ||
+		e.Password != "set" || len(e.To) != 1 || e.To[0] != "owner@example.org" {
+		t.Errorf("channels: %+v", shown.Channels)
+	}
+
+	// Off from the shell: the running proxyd reads it at once.
+	if code, out, errOut := cli("owner", "notify", "off", "email", "challenges"); code != 0 || !strings.Contains(out, "email on -> off") {
+		t.Fatalf("owner notify off: %d %q %q", code, out, errOut)
+	}
+	if p := m.Notifications().NotifyPrefs(); p.Email || p.Challenges || !p.Webhook || !p.Browser {
+		t.Fatalf("the running proxyd reads %+v after `owner notify off email challenges`", p)
+	}
+
+	code, exp, errOut := cli("owner", "export")
+	if code != 0 || !strings.Contains(exp, "notifications:\n  webhook: true\n  email: false\n  browser: true\n  challenges: false\n") ||
+		!strings.Contains(exp, "# webhook: POST to https://hooks.example.test/…, signing secret set") {
+		t.Fatalf("owner export: %d %s\n%s", code, errOut, exp)
+	}
+	file := filepath.Join(t.TempDir(), "owner.yaml")
+	if err := os.WriteFile(file, []byte("notifications:\n  email: true\n  webhook: false\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := cli("owner", "apply", "-f", file, "--dry-run"); code != 0 || !strings.Contains(out, "~ notifications: webhook on -> off; email off -> on") {
+		t.Fatalf("apply --dry-run: %d %q %q", code, out, errOut)
+	}
+	if p := m.Notifications().NotifyPrefs(); p.Email || !p.Webhook {
+		t.Fatalf("the dry run changed the switches: %+v", p)
+	}
+	if code, _, errOut := cli("owner", "apply", "-f", file); code != 0 {
+		t.Fatalf("apply: %d %s", code, errOut)
+	}
+	if p := m.Notifications().NotifyPrefs(); !p.Email || p.Webhook || p.Challenges || !p.Browser {
+		t.Fatalf("after apply the running proxyd reads %+v", p)
+	}
+	if code, out, errOut := cli("owner", "apply", "-f", file); code != 0 || out != "" || !strings.Contains(errOut, "no changes") {
+		t.Errorf("a second apply: %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut := cli("owner", "notify", "show", "--no-such-flag"); code != 2 || out != "" || !strings.Contains(errOut, "no-such-flag") {
+		t.Errorf("an unknown flag: %d %q %q", code, out, errOut)
+	}
+	leaks.Logs(t, "proxyd's log", []byte(logs.String()))
+}

@@ -74,7 +74,7 @@ func startReplica(t *testing.T, c proxyd.Config) (*proxyd.Main, *syncBuf, error)
 	return m, logs, nil
 }
 
-func newReplicas(t *testing.T, h http.HandlerFunc) *replicaSet {
+func newReplicas(t *testing.T, h http.HandlerFunc, mods ...func(*proxyd.Config)) *replicaSet {
 	t.Helper()
 	r := &replicaSet{dsn: pgtest.DSN(t), number: strings.Repeat("4242", 4), password: "correct-horse-" + hex.EncodeToString(randBytes(4))}
 	up, roots := tlsUpstream(t, h)
@@ -108,6 +108,9 @@ func newReplicas(t *testing.T, h http.HandlerFunc) *replicaSet {
 		c.TLS.ExtraRoots = []string{roots}
 		c.Store = proxyd.StoreConfig{Driver: "postgres", DSN: r.dsn}
 		c.UnsafeTestHosts = map[string]string{"shop.test": "127.0.0.1", "pay.test": "127.0.0.1"}
+		for _, mod := range mods {
+			mod(&c)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -251,8 +254,7 @@ func TestReplicas_SessionMovesBetweenReplicas(t *testing.T) {
 // replica; a session closed on either replica frees its place.
 func TestReplicas_SessionCapPerKeyHoldsAcrossReplicas(t *testing.T) {
 	ctx := context.Background()
-	r := newReplicas(t, (&recorder{}).handle)
-	r.a.Broker.MaxSessionsPerKey, r.b.Broker.MaxSessionsPerKey = 3, 3
+	r := newReplicas(t, (&recorder{}).handle, func(c *proxyd.Config) { c.Limits.MaxSessionsPerKey = 3 })
 	first := r.session(t, r.ca)
 	r.session(t, r.cb)
 	r.session(t, r.ca)

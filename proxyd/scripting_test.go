@@ -83,6 +83,8 @@ keys:
     logins: [shop]
   - name: agent-b
     all_cards: true
+notifications:
+  challenges: false
 `
 	file := filepath.Join(t.TempDir(), "owner.yaml")
 	if err := os.WriteFile(file, []byte(spec), 0o600); err != nil {
@@ -90,7 +92,8 @@ keys:
 	}
 	dry := must("", "owner", "apply", "-f", file, "--dry-run")
 	for _, want := range []string{"+ site pay.example", "+ site shop.example", "+ signup shop.example agent@example.com",
-		"daily none -> 100.00", "sites any site -> shop.example,pay.example", "every_purchase false -> true", "+ key agent-b", "~ key "} {
+		"daily none -> 100.00", "sites any site -> shop.example,pay.example", "every_purchase false -> true", "+ key agent-b", "~ key ",
+		"~ notifications: challenges on -> off"} {
 		if !strings.Contains(dry.stdout, want) {
 			t.Errorf("the dry run lacks %q:\n%s", want, dry.stdout)
 		}
@@ -136,20 +139,29 @@ keys:
 	if v := list("owner", "signups", "--json"); len(v) != 1 || v[0]["email"] != "agent@example.com" {
 		t.Errorf("signups after apply: %v", v)
 	}
+	var notif struct {
+		Switches map[string]bool `json:"switches"`
+		Channels map[string]any  `json:"channels"`
+	}
+	if err := json.Unmarshal([]byte(must("", "owner", "notify", "show", "--json").stdout), &notif); err != nil ||
+		notif.Switches["challenges"] || !notif.Switches["email"] || notif.Channels["webhook"] != nil {
+		t.Errorf("owner notify show --json after apply: %+v %v", notif, err)
+	}
 
 	// export gives back what was applied, and applying it changes nothing.
 	exp := must("", "owner", "export")
 	var back struct {
-		Sites   []string
-		Signups []map[string]string
-		Cards   []map[string]any
-		Keys    []map[string]any
+		Sites         []string
+		Signups       []map[string]string
+		Cards         []map[string]any
+		Keys          []map[string]any
+		Notifications map[string]bool
 	}
 	if err := yaml.Unmarshal([]byte(exp.stdout), &back); err != nil {
 		t.Fatalf("export is not YAML: %v\n%s", err, exp.stdout)
 	}
 	if !slices.Equal(back.Sites, []string{"pay.example", "shop.example"}) || len(back.Signups) != 1 || len(back.Cards) != 2 || len(back.Keys) != 2 ||
-		back.Cards[0]["daily"] != "100.00" || back.Cards[1]["every_purchase"] != true {
+		back.Cards[0]["daily"] != "100.00" || back.Cards[1]["every_purchase"] != true || len(back.Notifications) != 4 || back.Notifications["challenges"] {
 		t.Errorf("export:\n%s", exp.stdout)
 	}
 	expFile := filepath.Join(t.TempDir(), "export.yaml")
@@ -159,7 +171,7 @@ keys:
 	}
 
 	// Unknown flags are refused; help is on stdout with exit 0.
-	for _, args := range [][]string{{"owner", "keys", "--bogus"}, {"vault", "list", "--bogus"}, {"owner", "pending", "--jsn"}, {"doctor", "--bogus"}} {
+	for _, args := range [][]string{{"owner", "keys", "--bogus"}, {"vault", "list", "--bogus"}, {"owner", "pending", "--jsn"}, {"doctor", "--bogus"}, {"owner", "notify", "show", "--bogus"}} {
 		if r := runBin(t, env, "", "proxyd", args...); r.code != 2 {
 			t.Errorf("proxyd %v: exit %d, want 2 (%s)", args, r.code, r.stderr)
 		}

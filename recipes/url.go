@@ -94,9 +94,9 @@ func HostOf(urlOrHost string) string {
 	return h
 }
 
-// StoreOf is the store a host belongs to: its registrable domain, or the
-// host itself where there is none (an IP literal, localhost). Two recipes
-// of one store are combined.
+// StoreOf is the store a host belongs to: its registrable domain (an IP
+// address is its own, hostname.Site's rule), or the host itself where there
+// is none (localhost). Two recipes of one store are combined.
 func StoreOf(host string) string {
 	if rd, err := hostname.Registrable(host); err == nil {
 		return rd

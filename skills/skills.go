@@ -22,7 +22,7 @@ import (
 	"strings"
 
 	"github.com/agentvault/agentvault"
-	"github.com/agentvault/agentvault/credentials"
+	"github.com/agentvault/agentvault/credentials/credname"
 	"gopkg.in/yaml.v3"
 )
 
@@ -46,7 +46,7 @@ func invalid(format string, args ...any) error {
 }
 
 // Parse reads and validates a SKILL.md's frontmatter. credentials, when
-// present, must be a list of credential names (credentials.ValidName); any
+// present, must be a list of credential names (credname.Valid); any
 // other shape is refused with a message naming the field.
 func Parse(content []byte) (Skill, error) {
 	content = bytes.TrimPrefix(content, []byte("\ufeff"))
@@ -106,7 +106,7 @@ func parseCredentials(v *yaml.Node) ([]string, error) {
 	}
 	out := []string{}
 	for i, e := range v.Content {
-		if e.Kind != yaml.ScalarNode || e.Tag != "!!str" || !credentials.ValidName(e.Value) {
+		if e.Kind != yaml.ScalarNode || e.Tag != "!!str" || !credname.Valid(e.Value) {
 			return nil, invalid("frontmatter field credentials[%d] is not a credential name (lower case letters, digits, '.', '_' or '-')", i)
 		}
 		if slices.Contains(out, e.Value) {

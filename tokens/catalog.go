@@ -8,23 +8,17 @@ import (
 	"strings"
 
 	"github.com/agentvault/agentvault/hostname"
-	"github.com/agentvault/agentvault/vault"
+	"github.com/agentvault/agentvault/vault/item"
 )
-
-// Scope is what an API key may see: every card or the listed item ids, and
-// the same for logins. Identity and addresses are not scoped.
-type Scope struct {
-	AllCards  bool
-	CardIDs   []string
-	AllLogins bool
-	LoginIDs  []string
-}
 
 // CatalogArgs are the inputs of BuildCatalog.
 type CatalogArgs struct {
 	Suffix string // the key's token suffix (see Suffix)
 	URL    string // optional: narrow cards and logins to this page's site
-	Scope  Scope
+	// Sees is the key's scope check (policy.KeyScope.Sees, the one rule;
+	// this package keeps no copy of it): a card or login it does not see is
+	// left out. nil: no card and no login is listed.
+	Sees func(item.Item) bool
 }
 
 // Catalog is the answer of get_token_catalog (seed 004). It is built from
@@ -70,7 +64,7 @@ func nonNil[T any](s []T) []T {
 
 // Tokens maps a field name to its token string. Only fields the item
 // holds appear.
-type Tokens map[vault.Field]string
+type Tokens map[item.Field]string
 
 // IdentityEntry is the owner's identity: values typed as themselves.
 type IdentityEntry struct {
@@ -111,7 +105,7 @@ type LoginEntry struct {
 
 // BuildCatalog lists the tokens a key may use, following seed 004:
 //
-//   - the key's scope is applied first (cards and logins only);
+//   - the key's scope (args.Sees) is applied first (cards and logins only);
 //   - without a URL every card and login in scope is listed, by label;
 //   - under a URL, cards registered for the URL's site come first, then
 //     anySite cards; other cards drop out. A URL that does not parse (an
@@ -120,7 +114,7 @@ type LoginEntry struct {
 //   - under a URL, a login is listed when the URL's host is the login's home
 //     host or below it. The home host is the host of its website, "www."
 //     ignored, when that lies within the login's site, else the site
-//     itself. The login's site (vault.LoginMeta.Site) is its registrable
+//     itself. The login's site (item.LoginMeta.Site) is its registrable
 //     domain, so a URL is on the login's site when its host is that domain
 //     or below it. So a login for example.com fills on checkout.example.com,
 //     while one whose website is us.example.com does not fill on
@@ -130,14 +124,14 @@ type LoginEntry struct {
 //
 // Items whose label breaks the token grammar are left out: no token could
 // name them.
-func BuildCatalog(items []vault.Item, args CatalogArgs) Catalog {
+func BuildCatalog(items []item.Item, args CatalogArgs) Catalog {
 	items = slices.Clone(items)
-	slices.SortStableFunc(items, func(a, b vault.Item) int { return compareLabels(a.Label, b.Label) })
+	slices.SortStableFunc(items, func(a, b item.Item) int { return compareLabels(a.Label, b.Label) })
 	cat := Catalog{Addresses: []AddressEntry{}, Cards: []CardEntry{}, Logins: []LoginEntry{}}
-	tok := func(it vault.Item, f vault.Field) string {
+	tok := func(it item.Item, f item.Field) string {
 		return Token{Kind: it.Kind, Label: it.Label, Field: f, Suffix: args.Suffix}.String()
 	}
-	tokensFor := func(it vault.Item, always ...vault.Field) Tokens {
+	tokensFor := func(it item.Item, always ...item.Field) Tokens {
 		t := Tokens{}
 		for _, f := range kindFields[it.Kind] {
 			if it.Has(f) || slices.Contains(always, f) {
@@ -161,7 +155,7 @@ func BuildCatalog(items []vault.Item, args CatalogArgs) Catalog {
 			continue
 		}
 		switch it.Kind {
-		case vault.KindIdentity:
+		case item.KindIdentity:
 			if cat.Identity != nil {
 				continue
 			}
@@ -170,17 +164,17 @@ func BuildCatalog(items []vault.Item, args CatalogArgs) Catalog {
 				e.Name, e.Email, e.Phone = m.Name, m.Email, m.Phone
 			}
 			cat.Identity = e
-		case vault.KindAddress:
+		case item.KindAddress:
 			e := AddressEntry{Label: it.Label, Tokens: tokensFor(it)}
 			if m := it.Address; m != nil {
 				e.Country, e.City = m.Country, m.City
 			}
 			cat.Addresses = append(cat.Addresses, e)
-		case vault.KindCard:
-			if !args.Scope.AllCards && !slices.Contains(args.Scope.CardIDs, it.ID) {
+		case item.KindCard:
+			if args.Sees == nil || !args.Sees(it) {
 				continue
 			}
-			var m vault.CardMeta
+			var m item.CardMeta
 			if it.Card != nil {
 				m = *it.Card
 			}
@@ -190,10 +184,10 @@ func BuildCatalog(items []vault.Item, args CatalogArgs) Catalog {
 				Label: it.Label, Brand: m.Brand, Last4: m.Last4,
 				ExpiryMonth: m.ExpiryMonth, ExpiryYear: m.ExpiryYear,
 				AnySite: m.AnySite, Sites: nonNil(slices.Clone(m.Sites)),
-				Tokens: tokensFor(it, vault.FieldNumber, vault.FieldCVV),
+				Tokens: tokensFor(it, item.FieldNumber, item.FieldCVV),
 			}
 			if m.HolderName != "" {
-				e.Tokens[vault.FieldHolder] = tok(it, vault.FieldHolder)
+				e.Tokens[item.FieldHolder] = tok(it, item.FieldHolder)
 			}
 			switch {
 			case !cat.ByURL:
@@ -203,11 +197,11 @@ func BuildCatalog(items []vault.Item, args CatalogArgs) Catalog {
 			case m.AnySite:
 				anyCards = append(anyCards, e)
 			}
-		case vault.KindLogin:
-			if !args.Scope.AllLogins && !slices.Contains(args.Scope.LoginIDs, it.ID) {
+		case item.KindLogin:
+			if args.Sees == nil || !args.Sees(it) {
 				continue
 			}
-			var m vault.LoginMeta
+			var m item.LoginMeta
 			if it.Login != nil {
 				m = *it.Login
 			}

@@ -6,41 +6,42 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentvault/agentvault/vault"
+	"github.com/agentvault/agentvault/policy"
+	"github.com/agentvault/agentvault/vault/item"
 )
 
-func card(id, label string, anySite bool, sites ...string) vault.Item {
-	return vault.Item{ID: id, Kind: vault.KindCard, Label: label,
-		Fields: []vault.Field{vault.FieldNumber, vault.FieldCVV, vault.FieldHolder},
-		Card: &vault.CardMeta{Brand: "visa", Last4: "4242", NumberLen: 16, CVVLen: 3, ExpiryMonth: 11, ExpiryYear: 2029,
+func card(id, label string, anySite bool, sites ...string) item.Item {
+	return item.Item{ID: id, Kind: item.KindCard, Label: label,
+		Fields: []item.Field{item.FieldNumber, item.FieldCVV, item.FieldHolder},
+		Card: &item.CardMeta{Brand: "visa", Last4: "4242", NumberLen: 16, CVVLen: 3, ExpiryMonth: 11, ExpiryYear: 2029,
 			HolderName: "Ada Lovelace", AnySite: anySite, Sites: sites}}
 }
 
-func login(id, label, site, website string, fields ...vault.Field) vault.Item {
-	return vault.Item{ID: id, Kind: vault.KindLogin, Label: label, Fields: fields,
-		Login: &vault.LoginMeta{Site: site, Website: website, Email: "agent@example.org", PasswordLen: 24}}
+func login(id, label, site, website string, fields ...item.Field) item.Item {
+	return item.Item{ID: id, Kind: item.KindLogin, Label: label, Fields: fields,
+		Login: &item.LoginMeta{Site: site, Website: website, Email: "agent@example.org", PasswordLen: 24}}
 }
 
-func catalogItems() []vault.Item {
-	return []vault.Item{
+func catalogItems() []item.Item {
+	return []item.Item{
 		card("c10", "10", true),
 		card("c1", "1", false, "shop.example.com"),
 		card("c2", "2", true),
 		card("c3", "3", false, "other.example"),
 		card("c4", "4", false, "example.com"),
-		login("l1", "example", "example.com", "https://www.example.com/login", vault.FieldEmail, vault.FieldPassword),
-		login("l2", "example-2", "example.com", "https://us.example.com/", vault.FieldUsername, vault.FieldPassword, vault.FieldTOTP),
-		login("l3", "github", "github.com", "https://github.com/login", vault.FieldEmail, vault.FieldPassword),
-		login("l4", "bbc", "bbc.co.uk", "https://account.bbc.co.uk", vault.FieldEmail, vault.FieldPassword),
-		{ID: "i1", Kind: vault.KindIdentity, Label: "1", Fields: []vault.Field{vault.FieldName, vault.FieldEmail},
-			Identity: &vault.IdentityMeta{Name: "Ada Lovelace", Email: "ada@example.org"}},
-		{ID: "a1", Kind: vault.KindAddress, Label: "1", Fields: []vault.Field{vault.FieldLine1, vault.FieldCity, vault.FieldPostalCode, vault.FieldCountry},
-			Address: &vault.AddressMeta{Line1: "1 Analytical St", City: "London", PostalCode: "N1 9GU", Country: "GB"}},
-		{ID: "bad", Kind: vault.KindLogin, Label: "Bad_Label", Fields: []vault.Field{vault.FieldPassword}, Login: &vault.LoginMeta{Site: "example.com"}},
+		login("l1", "example", "example.com", "https://www.example.com/login", item.FieldEmail, item.FieldPassword),
+		login("l2", "example-2", "example.com", "https://us.example.com/", item.FieldUsername, item.FieldPassword, item.FieldTOTP),
+		login("l3", "github", "github.com", "https://github.com/login", item.FieldEmail, item.FieldPassword),
+		login("l4", "bbc", "bbc.co.uk", "https://account.bbc.co.uk", item.FieldEmail, item.FieldPassword),
+		{ID: "i1", Kind: item.KindIdentity, Label: "1", Fields: []item.Field{item.FieldName, item.FieldEmail},
+			Identity: &item.IdentityMeta{Name: "Ada Lovelace", Email: "ada@example.org"}},
+		{ID: "a1", Kind: item.KindAddress, Label: "1", Fields: []item.Field{item.FieldLine1, item.FieldCity, item.FieldPostalCode, item.FieldCountry},
+			Address: &item.AddressMeta{Line1: "1 Analytical St", City: "London", PostalCode: "N1 9GU", Country: "GB"}},
+		{ID: "bad", Kind: item.KindLogin, Label: "Bad_Label", Fields: []item.Field{item.FieldPassword}, Login: &item.LoginMeta{Site: "example.com"}},
 	}
 }
 
-var allScope = Scope{AllCards: true, AllLogins: true}
+var allScope = policy.KeyScope{AllCards: true, AllLogins: true}
 
 func labels[T any](es []T, f func(T) string) []string {
 	var out []string
@@ -64,7 +65,7 @@ func TestP2_CatalogFilter(t *testing.T) {
 	cases := []struct {
 		name    string
 		url     string
-		scope   Scope
+		scope   policy.KeyScope
 		cards   []string
 		logins  []string
 		related []string
@@ -83,13 +84,13 @@ func TestP2_CatalogFilter(t *testing.T) {
 		{"unparseable", "shop.example.com/checkout", allScope, []string{"2", "10"}, nil, nil},
 		{"bad escape", "https://%zz/", allScope, []string{"2", "10"}, nil, nil},
 		{"not http", "ftp://shop.example.com/", allScope, []string{"2", "10"}, nil, nil},
-		{"scope first", "https://shop.example.com/", Scope{CardIDs: []string{"c2", "c3"}, LoginIDs: []string{"l2"}}, []string{"2"}, nil, []string{"us.example.com"}},
-		{"scope no url", "", Scope{CardIDs: []string{"c3"}}, []string{"3"}, nil, nil},
-		{"nothing in scope", "https://github.com/", Scope{}, nil, nil, nil},
+		{"scope first", "https://shop.example.com/", policy.KeyScope{CardIDs: []string{"c2", "c3"}, LoginIDs: []string{"l2"}}, []string{"2"}, nil, []string{"us.example.com"}},
+		{"scope no url", "", policy.KeyScope{CardIDs: []string{"c3"}}, []string{"3"}, nil, nil},
+		{"nothing in scope", "https://github.com/", policy.KeyScope{}, nil, nil, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			cat := BuildCatalog(catalogItems(), CatalogArgs{Suffix: "u7x2k", URL: c.url, Scope: c.scope})
+			cat := BuildCatalog(catalogItems(), CatalogArgs{Suffix: "u7x2k", URL: c.url, Sees: c.scope.Sees})
 			if got := cardLabels(cat); !slices.Equal(got, c.cards) {
 				t.Errorf("cards %v want %v", got, c.cards)
 			}
@@ -114,7 +115,7 @@ func TestP2_CatalogFilter(t *testing.T) {
 }
 
 func TestCatalogShape(t *testing.T) {
-	cat := BuildCatalog(catalogItems(), CatalogArgs{Suffix: "u7x2k", URL: "https://shop.example.com/checkout", Scope: allScope})
+	cat := BuildCatalog(catalogItems(), CatalogArgs{Suffix: "u7x2k", URL: "https://shop.example.com/checkout", Sees: allScope.Sees})
 	raw, _ := json.Marshal(cat)
 	var m map[string]any
 	if err := json.Unmarshal(raw, &m); err != nil {
@@ -190,8 +191,8 @@ func TestP11_CatalogHoldsNoRealSecret(t *testing.T) {
 	it := card("c1", "1", true)
 	it.Card.Last4 = realNumber[12:]
 	items := append(catalogItems(), it,
-		login("l9", "shop", "shop.example", "https://shop.example", vault.FieldEmail, vault.FieldPassword))
-	raw, _ := json.Marshal(BuildCatalog(items, CatalogArgs{Suffix: "u7x2k", Scope: allScope}))
+		login("l9", "shop", "shop.example", "https://shop.example", item.FieldEmail, item.FieldPassword))
+	raw, _ := json.Marshal(BuildCatalog(items, CatalogArgs{Suffix: "u7x2k", Sees: allScope.Sees}))
 	for _, secret := range []string{realNumber, realNumber[:12], realPassword, `"` + realCVV + `"`} {
 		if strings.Contains(string(raw), secret) {
 			t.Fatalf("catalog holds a real value (%d bytes)", len(secret))
@@ -205,7 +206,7 @@ func TestP11_CatalogHoldsNoRealSecret(t *testing.T) {
 // host), and a site written as IDN or with "_" matches its canonical page
 // host.
 func TestP2_CatalogHostRules(t *testing.T) {
-	items := []vault.Item{
+	items := []item.Item{
 		card("cw", "1", false, "www.shop.example"),
 		card("ci", "2", false, "Bücher.Example."),
 		card("cu", "3", false, "my_shop.example"),
@@ -222,7 +223,7 @@ func TestP2_CatalogHostRules(t *testing.T) {
 		{"https://my_shop.example/", []string{"3"}},
 	} {
 		t.Run(tc.url, func(t *testing.T) {
-			got := cardLabels(BuildCatalog(items, CatalogArgs{Suffix: "u7x2k", URL: tc.url, Scope: allScope}))
+			got := cardLabels(BuildCatalog(items, CatalogArgs{Suffix: "u7x2k", URL: tc.url, Sees: allScope.Sees}))
 			if !slices.Equal(got, tc.cards) {
 				t.Errorf("cards %v want %v", got, tc.cards)
 			}

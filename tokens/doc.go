@@ -17,8 +17,9 @@
 //     tested, and fuzzed against a reference, on a machine that has them.
 //
 // It must never: import goproxy, playwright, the MCP SDK, a storage driver
-// or anything that pulls in net/http (deps_test.go); read the vault (it sees
-// vault.Item metadata and vault.Secret values handed to it, nothing else);
+// or anything that pulls in net/http (deps_test.go); import or read the
+// vault (it names items through the leaf vault/item and sees the item.Item
+// metadata and item.Secret values handed to it, nothing else);
 // log; or put a value it scans, replaces or generates into an error
 // message. Errors carry lengths and codes, never bytes.
 package tokens

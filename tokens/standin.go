@@ -10,7 +10,7 @@ import (
 	"sync"
 
 	agentvault "github.com/agentvault/agentvault"
-	"github.com/agentvault/agentvault/vault"
+	"github.com/agentvault/agentvault/vault/item"
 )
 
 // maxAttempts bounds the retries for a stand-in that must differ from the
@@ -33,7 +33,7 @@ const maxAttempts = 200
 //
 // The stand-in never equals the real value. rnd defaults to crypto/rand.
 // Errors never carry the value, only its length.
-func StandIn(field vault.Field, real vault.Secret, rnd io.Reader) ([]byte, error) {
+func StandIn(field item.Field, real item.Secret, rnd io.Reader) ([]byte, error) {
 	if rnd == nil {
 		rnd = rand.Reader
 	}
@@ -41,19 +41,19 @@ func StandIn(field vault.Field, real vault.Secret, rnd io.Reader) ([]byte, error
 	raw := real.InsecureRawBytes()
 	var gen func() ([]byte, error)
 	switch field {
-	case vault.FieldNumber:
+	case item.FieldNumber:
 		if len(raw) < 13 || len(raw) > 19 || !allDigits(raw) {
 			return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "card number must be 13 to 19 digits (got %d bytes)", len(raw))
 		}
 		gen = func() ([]byte, error) { return cardStandIn(raw, r) }
-	case vault.FieldCVV:
+	case item.FieldCVV:
 		if len(raw) < 3 || len(raw) > 4 || !allDigits(raw) {
 			return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "CVV must be 3 or 4 digits (got %d bytes)", len(raw))
 		}
 		gen = func() ([]byte, error) { return r.digits(len(raw)) }
-	case vault.FieldTOTP:
+	case item.FieldTOTP:
 		return r.digits(6)
-	case vault.FieldPassword:
+	case item.FieldPassword:
 		classes, symbols, err := passwordShape(raw)
 		if err != nil {
 			return nil, err
@@ -294,7 +294,7 @@ func (s *Session) Bind(value []byte, binding int) error {
 // Issue returns the stand-in for binding, making one for field from real the
 // first time. The stand-in differs from real, from every real value given to
 // this session before, and from every other token or stand-in of the session.
-func (s *Session) Issue(binding int, field vault.Field, real vault.Secret) ([]byte, error) {
+func (s *Session) Issue(binding int, field item.Field, real item.Secret) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if v, ok := s.issued[binding]; ok {
@@ -317,7 +317,7 @@ func (s *Session) Issue(binding int, field vault.Field, real vault.Secret) ([]by
 // in use (another stand-in or token of the caller's session), up to a
 // bound. Session.Issue uses it; a caller keeping its own session table
 // passes its own taken.
-func StandInUnlike(field vault.Field, real vault.Secret, rnd io.Reader, taken func([]byte) bool) ([]byte, error) {
+func StandInUnlike(field item.Field, real item.Secret, rnd io.Reader, taken func([]byte) bool) ([]byte, error) {
 	for range maxAttempts {
 		v, err := StandIn(field, real, rnd)
 		if err != nil {

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	agentvault "github.com/agentvault/agentvault"
-	"github.com/agentvault/agentvault/vault"
+	"github.com/agentvault/agentvault/vault/item"
 )
 
 // seeded is a deterministic io.Reader for tests.
@@ -40,25 +40,25 @@ func charClass(c byte) int {
 
 // checkStandIn asserts the stand-in properties; messages print lengths and
 // hashes only (P11).
-func checkStandIn(t *testing.T, field vault.Field, real, got []byte) {
+func checkStandIn(t *testing.T, field item.Field, real, got []byte) {
 	t.Helper()
 	if bytes.Equal(real, got) {
 		t.Fatalf("%s stand-in equals the real value (%s)", field, fingerprint(real))
 	}
 	switch field {
-	case vault.FieldNumber:
+	case item.FieldNumber:
 		if len(got) != len(real) || !bytes.Equal(got[:6], real[:6]) || !bytes.Equal(got[len(got)-4:], real[len(real)-4:]) || !LuhnValid(got) {
 			t.Fatalf("card stand-in %s breaks the format of %s", fingerprint(got), fingerprint(real))
 		}
-	case vault.FieldCVV:
+	case item.FieldCVV:
 		if len(got) != len(real) || !allDigits(got) {
 			t.Fatalf("CVV stand-in has %d bytes, want %d digits", len(got), len(real))
 		}
-	case vault.FieldTOTP:
+	case item.FieldTOTP:
 		if len(got) != 6 || !allDigits(got) {
 			t.Fatalf("TOTP stand-in is not 6 digits (%d bytes)", len(got))
 		}
-	case vault.FieldPassword:
+	case item.FieldPassword:
 		if len(got) != len(real) {
 			t.Fatalf("password stand-in has %d bytes, want %d", len(got), len(real))
 		}
@@ -76,29 +76,29 @@ func checkStandIn(t *testing.T, field vault.Field, real, got []byte) {
 func TestStandIn(t *testing.T) {
 	cases := []struct {
 		name  string
-		field vault.Field
+		field item.Field
 		real  string
 	}{
-		{"visa 16", vault.FieldNumber, "4242424242424242"},
-		{"amex 15", vault.FieldNumber, "378282246310005"},
-		{"13 digits", vault.FieldNumber, "4222222222222"},
-		{"19 digits", vault.FieldNumber, "6011000990139424123"},
-		{"not luhn real", vault.FieldNumber, "4242424242424241"},
-		{"cvv 3", vault.FieldCVV, "737"},
-		{"cvv 4", vault.FieldCVV, "7373"},
-		{"totp seed", vault.FieldTOTP, "JBSWY3DPEHPK3PXP"},
-		{"password mixed", vault.FieldPassword, "Tr0ub4dor&3!xyz"},
-		{"password one char", vault.FieldPassword, "a"},
-		{"password digits", vault.FieldPassword, "00"},
-		{"password spaces", vault.FieldPassword, "correct horse battery staple"},
-		{"password two symbols", vault.FieldPassword, "!?"},
+		{"visa 16", item.FieldNumber, "4242424242424242"},
+		{"amex 15", item.FieldNumber, "378282246310005"},
+		{"13 digits", item.FieldNumber, "4222222222222"},
+		{"19 digits", item.FieldNumber, "6011000990139424123"},
+		{"not luhn real", item.FieldNumber, "4242424242424241"},
+		{"cvv 3", item.FieldCVV, "737"},
+		{"cvv 4", item.FieldCVV, "7373"},
+		{"totp seed", item.FieldTOTP, "JBSWY3DPEHPK3PXP"},
+		{"password mixed", item.FieldPassword, "Tr0ub4dor&3!xyz"},
+		{"password one char", item.FieldPassword, "a"},
+		{"password digits", item.FieldPassword, "00"},
+		{"password spaces", item.FieldPassword, "correct horse battery staple"},
+		{"password two symbols", item.FieldPassword, "!?"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			rnd := newSeeded(1)
 			seen := map[string]bool{}
 			for range 50 {
-				got, err := StandIn(c.field, vault.NewSecret([]byte(c.real)), rnd)
+				got, err := StandIn(c.field, item.NewSecret([]byte(c.real)), rnd)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -115,24 +115,24 @@ func TestStandIn(t *testing.T) {
 func TestStandInRefusals(t *testing.T) {
 	cases := []struct {
 		name  string
-		field vault.Field
+		field item.Field
 		real  string
 		code  agentvault.Code
 	}{
-		{"short card", vault.FieldNumber, "424242424242", agentvault.CodeInvalidInput},
-		{"long card", vault.FieldNumber, "42424242424242424242", agentvault.CodeInvalidInput},
-		{"spaced card", vault.FieldNumber, "4242 4242 4242 4242", agentvault.CodeInvalidInput},
-		{"cvv 2", vault.FieldCVV, "73", agentvault.CodeInvalidInput},
-		{"cvv letters", vault.FieldCVV, "7a3", agentvault.CodeInvalidInput},
-		{"holder", vault.FieldHolder, "Ada Lovelace", agentvault.CodeInvalidInput},
-		{"email", vault.FieldEmail, "a@b.c", agentvault.CodeInvalidInput},
-		{"empty password", vault.FieldPassword, "", agentvault.CodeInvalidInput},
-		{"utf8 password", vault.FieldPassword, "pässwörd", agentvault.CodeInvalidInput},
-		{"no distinct password", vault.FieldPassword, "!!!!", agentvault.CodeSubstitution},
+		{"short card", item.FieldNumber, "424242424242", agentvault.CodeInvalidInput},
+		{"long card", item.FieldNumber, "42424242424242424242", agentvault.CodeInvalidInput},
+		{"spaced card", item.FieldNumber, "4242 4242 4242 4242", agentvault.CodeInvalidInput},
+		{"cvv 2", item.FieldCVV, "73", agentvault.CodeInvalidInput},
+		{"cvv letters", item.FieldCVV, "7a3", agentvault.CodeInvalidInput},
+		{"holder", item.FieldHolder, "Ada Lovelace", agentvault.CodeInvalidInput},
+		{"email", item.FieldEmail, "a@b.c", agentvault.CodeInvalidInput},
+		{"empty password", item.FieldPassword, "", agentvault.CodeInvalidInput},
+		{"utf8 password", item.FieldPassword, "pässwörd", agentvault.CodeInvalidInput},
+		{"no distinct password", item.FieldPassword, "!!!!", agentvault.CodeSubstitution},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := StandIn(c.field, vault.NewSecret([]byte(c.real)), newSeeded(2))
+			_, err := StandIn(c.field, item.NewSecret([]byte(c.real)), newSeeded(2))
 			if agentvault.ErrorCode(err) != c.code {
 				t.Fatalf("code %q want %q", agentvault.ErrorCode(err), c.code)
 			}
@@ -141,7 +141,7 @@ func TestStandInRefusals(t *testing.T) {
 			}
 		})
 	}
-	if _, err := StandIn(vault.FieldCVV, vault.NewSecret([]byte("123")), strings.NewReader("")); agentvault.ErrorCode(err) != agentvault.CodeInternal {
+	if _, err := StandIn(item.FieldCVV, item.NewSecret([]byte("123")), strings.NewReader("")); agentvault.ErrorCode(err) != agentvault.CodeInternal {
 		t.Fatalf("exhausted random source: %v", err)
 	}
 }
@@ -162,16 +162,16 @@ func TestSessionUniqueAndStable(t *testing.T) {
 	// 13-digit cards have 100 Luhn-valid middles, one of them the real
 	// number: at most 99 bindings get a stand-in, every one distinct, and
 	// then the session refuses rather than repeat one.
-	real := vault.NewSecret([]byte("4222222222222"))
+	real := item.NewSecret([]byte("4222222222222"))
 	seen := map[string]int{}
 	var exhausted error
 	for b := 0; b < 150 && exhausted == nil; b++ {
-		v, err := s.Issue(b, vault.FieldNumber, real)
+		v, err := s.Issue(b, item.FieldNumber, real)
 		if err != nil {
 			exhausted = err
 			break
 		}
-		checkStandIn(t, vault.FieldNumber, real.InsecureRawBytes(), v)
+		checkStandIn(t, item.FieldNumber, real.InsecureRawBytes(), v)
 		if prev, dup := seen[string(v)]; dup {
 			t.Fatalf("bindings %d and %d got one stand-in", prev, b)
 		}
@@ -180,7 +180,7 @@ func TestSessionUniqueAndStable(t *testing.T) {
 	if agentvault.ErrorCode(exhausted) != agentvault.CodeSubstitution || len(seen) > 99 || len(seen) < 90 {
 		t.Fatalf("after %d stand-ins: %v", len(seen), exhausted)
 	}
-	again, _ := s.Issue(7, vault.FieldNumber, real)
+	again, _ := s.Issue(7, item.FieldNumber, real)
 	if got, ok := s.Lookup(again); !ok || got != 7 || seen[string(again)] != 7 {
 		t.Fatalf("stand-in not stable or not mapped")
 	}
@@ -209,12 +209,12 @@ func TestSessionAvoidsSeenRealValues(t *testing.T) {
 	for b := range 300 {
 		r := fmt.Sprintf("%03d", (b*7)%1000)
 		reals = append(reals, r)
-		if _, err := s.Issue(b, vault.FieldCVV, vault.NewSecret([]byte(r))); err != nil {
+		if _, err := s.Issue(b, item.FieldCVV, item.NewSecret([]byte(r))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for b := range 300 {
-		v, _ := s.Issue(b, vault.FieldCVV, vault.Secret{})
+		v, _ := s.Issue(b, item.FieldCVV, item.Secret{})
 		for _, r := range reals[:b+1] {
 			if string(v) == r {
 				t.Fatalf("binding %d got a stand-in equal to a real value seen before it", b)
@@ -231,7 +231,7 @@ func TestSessionConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			v, err := s.Issue(i, vault.FieldCVV, vault.NewSecret([]byte("123")))
+			v, err := s.Issue(i, item.FieldCVV, item.NewSecret([]byte("123")))
 			if err != nil {
 				t.Error(err)
 			}
@@ -253,10 +253,10 @@ func FuzzStandIn(f *testing.F) {
 	f.Add(byte(1), []byte("737"), byte(2))
 	f.Add(byte(2), []byte("JBSWY3DP"), byte(3))
 	f.Add(byte(3), []byte("Tr0ub4dor&3"), byte(4))
-	fields := []vault.Field{vault.FieldNumber, vault.FieldCVV, vault.FieldTOTP, vault.FieldPassword, vault.FieldHolder}
+	fields := []item.Field{item.FieldNumber, item.FieldCVV, item.FieldTOTP, item.FieldPassword, item.FieldHolder}
 	f.Fuzz(func(t *testing.T, fi byte, real []byte, seed byte) {
 		field := fields[int(fi)%len(fields)]
-		got, err := StandIn(field, vault.NewSecret(real), newSeeded(seed))
+		got, err := StandIn(field, item.NewSecret(real), newSeeded(seed))
 		if err != nil {
 			c := agentvault.ErrorCode(err)
 			if c != agentvault.CodeInvalidInput && c != agentvault.CodeSubstitution {
@@ -273,16 +273,16 @@ func FuzzStandIn(f *testing.F) {
 }
 
 func TestStandInUnlikeRetriesAndGivesUp(t *testing.T) {
-	real := vault.NewSecret([]byte("4242424242424242"))
+	real := item.NewSecret([]byte("4242424242424242"))
 	var seen [][]byte
-	v, err := StandInUnlike(vault.FieldNumber, real, nil, func(c []byte) bool {
+	v, err := StandInUnlike(item.FieldNumber, real, nil, func(c []byte) bool {
 		seen = append(seen, c)
 		return len(seen) < 4
 	})
 	if err != nil || len(seen) != 4 || string(v) != string(seen[3]) || !LuhnValid(v) {
 		t.Fatalf("err %v after %d candidates", err, len(seen))
 	}
-	_, err = StandInUnlike(vault.FieldCVV, vault.NewSecret([]byte("737")), nil, func([]byte) bool { return true })
+	_, err = StandInUnlike(item.FieldCVV, item.NewSecret([]byte("737")), nil, func([]byte) bool { return true })
 	if agentvault.ErrorCode(err) != agentvault.CodeSubstitution {
 		t.Fatalf("all taken: %v", err)
 	}

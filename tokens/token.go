@@ -9,7 +9,7 @@ import (
 
 	agentvault "github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/hostname"
-	"github.com/agentvault/agentvault/vault"
+	"github.com/agentvault/agentvault/vault/item"
 )
 
 // Prefix starts every token. The scanner relies on it being ASCII.
@@ -19,37 +19,37 @@ const Prefix = "av_"
 const SuffixLen = 5
 
 // MaxLabelLen bounds a label; with the longest kind and field a token stays
-// under 64 bytes.
-const MaxLabelLen = 32
+// under 64 bytes. The vault sizes the labels it hands out by the same bound.
+const MaxLabelLen = item.MaxLabelLen
 
 // Token is a parsed mock token such as av_card_1_number_u7x2k.
 type Token struct {
-	Kind   vault.Kind
+	Kind   item.Kind
 	Label  string
-	Field  vault.Field
+	Field  item.Field
 	Suffix string
 }
 
 // kindFields lists the fields a token of each kind may name.
-var kindFields = map[vault.Kind][]vault.Field{
-	vault.KindCard:     {vault.FieldNumber, vault.FieldCVV, vault.FieldHolder},
-	vault.KindLogin:    {vault.FieldEmail, vault.FieldUsername, vault.FieldPassword, vault.FieldTOTP},
-	vault.KindIdentity: {vault.FieldName, vault.FieldEmail, vault.FieldPhone},
-	vault.KindAddress:  {vault.FieldLine1, vault.FieldLine2, vault.FieldCity, vault.FieldRegion, vault.FieldPostalCode, vault.FieldCountry},
+var kindFields = map[item.Kind][]item.Field{
+	item.KindCard:     {item.FieldNumber, item.FieldCVV, item.FieldHolder},
+	item.KindLogin:    {item.FieldEmail, item.FieldUsername, item.FieldPassword, item.FieldTOTP},
+	item.KindIdentity: {item.FieldName, item.FieldEmail, item.FieldPhone},
+	item.KindAddress:  {item.FieldLine1, item.FieldLine2, item.FieldCity, item.FieldRegion, item.FieldPostalCode, item.FieldCountry},
 }
 
 // Fields returns the fields a token of kind k may name, in catalog order, or
 // nil for an unknown kind.
-func Fields(k vault.Kind) []vault.Field {
+func Fields(k item.Kind) []item.Field {
 	fs := kindFields[k]
 	if fs == nil {
 		return nil
 	}
-	return append([]vault.Field(nil), fs...)
+	return append([]item.Field(nil), fs...)
 }
 
 // ValidField reports whether a token of kind k may name field f.
-func ValidField(k vault.Kind, f vault.Field) bool {
+func ValidField(k item.Kind, f item.Field) bool {
 	for _, g := range kindFields[k] {
 		if g == f {
 			return true
@@ -104,7 +104,7 @@ func Parse(s string) (Token, error) {
 	if !ok {
 		return bad("no kind")
 	}
-	fields, known := kindFields[vault.Kind(kind)]
+	fields, known := kindFields[item.Kind(kind)]
 	if !known {
 		return bad("unknown kind")
 	}
@@ -128,7 +128,7 @@ func Parse(s string) (Token, error) {
 	}
 	for _, f := range fields {
 		if string(f) == field {
-			return Token{Kind: vault.Kind(kind), Label: label, Field: f, Suffix: suffix}, nil
+			return Token{Kind: item.Kind(kind), Label: label, Field: f, Suffix: suffix}, nil
 		}
 	}
 	return bad("field not valid for kind")
@@ -176,17 +176,17 @@ func Suffix(deploymentSecret []byte, apiKeyID string) string {
 
 // LoginLabel proposes a token label for a login on site (a registrable
 // domain, a host or a URL; package hostname reads it): the first DNS label of
-// its registrable domain, sanitized to the label grammar by vault.LoginLabel
+// its registrable domain, sanitized to the label grammar by item.LoginLabel
 // (github.com → github, https://www.bbc.co.uk/x → bbc). A name hostname
 // refuses gets the default label. Two logins on one site collide; the
 // caller appends -2, -3, ...
 func LoginLabel(site string) string {
 	h, err := hostname.Host(site)
 	if err != nil {
-		return vault.LoginLabel("")
+		return item.LoginLabel("")
 	}
 	if rd, err := hostname.Registrable(h); err == nil {
 		h = rd
 	}
-	return vault.LoginLabel(h)
+	return item.LoginLabel(h)
 }

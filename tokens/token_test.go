@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	agentvault "github.com/agentvault/agentvault"
-	"github.com/agentvault/agentvault/vault"
+	"github.com/agentvault/agentvault/vault/item"
 )
 
 func TestParse(t *testing.T) {
@@ -13,17 +13,17 @@ func TestParse(t *testing.T) {
 		in   string
 		want Token
 	}{
-		{"av_card_1_number_u7x2k", Token{vault.KindCard, "1", vault.FieldNumber, "u7x2k"}},
-		{"av_card_12_cvv_00000", Token{vault.KindCard, "12", vault.FieldCVV, "00000"}},
-		{"av_card_1_holder_zzzzz", Token{vault.KindCard, "1", vault.FieldHolder, "zzzzz"}},
-		{"av_login_github_password_u7x2k", Token{vault.KindLogin, "github", vault.FieldPassword, "u7x2k"}},
-		{"av_login_my-bank-2_totp_a1b2c", Token{vault.KindLogin, "my-bank-2", vault.FieldTOTP, "a1b2c"}},
-		{"av_login_x_username_a1b2c", Token{vault.KindLogin, "x", vault.FieldUsername, "a1b2c"}},
-		{"av_identity_1_email_u7x2k", Token{vault.KindIdentity, "1", vault.FieldEmail, "u7x2k"}},
-		{"av_identity_1_phone_u7x2k", Token{vault.KindIdentity, "1", vault.FieldPhone, "u7x2k"}},
-		{"av_address_1_postal_code_u7x2k", Token{vault.KindAddress, "1", vault.FieldPostalCode, "u7x2k"}},
-		{"av_address_2_line1_u7x2k", Token{vault.KindAddress, "2", vault.FieldLine1, "u7x2k"}},
-		{"av_login_" + strings.Repeat("a", 32) + "_email_u7x2k", Token{vault.KindLogin, strings.Repeat("a", 32), vault.FieldEmail, "u7x2k"}},
+		{"av_card_1_number_u7x2k", Token{item.KindCard, "1", item.FieldNumber, "u7x2k"}},
+		{"av_card_12_cvv_00000", Token{item.KindCard, "12", item.FieldCVV, "00000"}},
+		{"av_card_1_holder_zzzzz", Token{item.KindCard, "1", item.FieldHolder, "zzzzz"}},
+		{"av_login_github_password_u7x2k", Token{item.KindLogin, "github", item.FieldPassword, "u7x2k"}},
+		{"av_login_my-bank-2_totp_a1b2c", Token{item.KindLogin, "my-bank-2", item.FieldTOTP, "a1b2c"}},
+		{"av_login_x_username_a1b2c", Token{item.KindLogin, "x", item.FieldUsername, "a1b2c"}},
+		{"av_identity_1_email_u7x2k", Token{item.KindIdentity, "1", item.FieldEmail, "u7x2k"}},
+		{"av_identity_1_phone_u7x2k", Token{item.KindIdentity, "1", item.FieldPhone, "u7x2k"}},
+		{"av_address_1_postal_code_u7x2k", Token{item.KindAddress, "1", item.FieldPostalCode, "u7x2k"}},
+		{"av_address_2_line1_u7x2k", Token{item.KindAddress, "2", item.FieldLine1, "u7x2k"}},
+		{"av_login_" + strings.Repeat("a", 32) + "_email_u7x2k", Token{item.KindLogin, strings.Repeat("a", 32), item.FieldEmail, "u7x2k"}},
 	}
 	for _, c := range ok {
 		t.Run(c.in, func(t *testing.T) {

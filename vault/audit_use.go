@@ -24,7 +24,7 @@ func (v *Vault) AuditUse(ctx context.Context, a ReleaseArgs, value Secret) error
 		return err
 	}
 	mac := hmac.New(sha256.New, v.auditKey)
-	mac.Write(value.b)
+	mac.Write(value.InsecureRawBytes())
 	if _, err := v.store.AppendAudit(ctx, AuditRecord{
 		Time: v.now().UTC(), Action: AuditUsed, Org: rec.Org, ItemID: rec.ID, Kind: rec.Kind, Field: a.Field,
 		Destination: a.Destination, Session: a.Session, Actor: a.Actor, Purpose: a.Purpose,

@@ -159,12 +159,12 @@ func (v *Vault) ReleaseCredential(ctx context.Context, a ReleaseArgs) ([]Credent
 		if err != nil {
 			return fail(err)
 		}
-		out = append(out, CredentialValue{Field: f, Value: Secret{b: pt}})
+		out = append(out, CredentialValue{Field: f, Value: takeSecret(pt)})
 	}
 	now := v.now().UTC()
 	for _, cv := range out {
 		mac := hmac.New(sha256.New, v.auditKey)
-		mac.Write(cv.Value.b)
+		mac.Write(cv.Value.InsecureRawBytes())
 		_, err := v.store.AppendAudit(ctx, AuditRecord{
 			Time: now, Action: AuditCredentialUse, Org: rec.Org, ItemID: rec.ID, Kind: rec.Kind, Field: cv.Field,
 			Destination: a.Destination, Session: a.Session, Actor: a.Actor, Purpose: a.Purpose,

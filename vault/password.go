@@ -44,18 +44,6 @@ type PasswordRules struct {
 	NoTripleRepeat bool
 }
 
-// PasswordPolicy is what the vault generated: its length, its character
-// classes and symbol alphabet. It says nothing about the value beyond
-// what a site's validator checks.
-type PasswordPolicy struct {
-	Length         int    `json:"length"`
-	Lowercase      bool   `json:"lowercase"`
-	Uppercase      bool   `json:"uppercase"`
-	Digits         bool   `json:"digits"`
-	Symbols        string `json:"symbols"` // the symbol alphabet; "" when noSymbols
-	NoTripleRepeat bool   `json:"noTripleRepeat,omitempty"`
-}
-
 // Policy resolves the rules to the policy the generator follows, or the
 // seed's refusal: a minimum above 64, a minimum above the maximum, or an
 // allowed set with nothing of the safe set is invalid_policy; a maximum
@@ -101,9 +89,9 @@ func (r PasswordRules) Policy() (PasswordPolicy, error) {
 	return p, nil
 }
 
-// valid reports whether p is a policy Policy could have produced (a stored
-// policy is checked before it is used again).
-func (p PasswordPolicy) valid() bool {
+// validPolicy reports whether p is a policy Policy could have produced (a
+// stored policy is checked before it is used again).
+func validPolicy(p PasswordPolicy) bool {
 	if p.Length < PasswordMinLength || p.Length > PasswordMaxLength || !p.Lowercase || !p.Uppercase || !p.Digits {
 		return false
 	}
@@ -120,7 +108,7 @@ func (p PasswordPolicy) valid() bool {
 // policy has no symbols) one symbol, and with NoTripleRepeat never three
 // equal characters in a row.
 func GeneratePassword(p PasswordPolicy) (Secret, error) {
-	if !p.valid() {
+	if !validPolicy(p) {
 		return Secret{}, agentvault.Errorf(agentvault.CodeInvalidPolicy, "not a password policy the vault generates")
 	}
 	classes := []string{lowerAlphabet, upperAlphabet, digitAlphabet}

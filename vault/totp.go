@@ -48,14 +48,23 @@ func (p totpParams) withMeta(m *LoginMeta) totpParams {
 	if m == nil {
 		return p
 	}
-	if m.TOTPAlgorithm != "" {
-		p.Algorithm = m.TOTPAlgorithm
+	return p.with(m.TOTPAlgorithm, m.TOTPDigits, m.TOTPPeriod)
+}
+
+// withSeed applies the non-zero settings an otpauth URI seed named.
+func (p totpParams) withSeed(s parsedSeed) totpParams { return p.with(s.alg, s.digits, s.period) }
+
+// with is the one rule for settings that override the defaults: each
+// non-zero one replaces its default.
+func (p totpParams) with(alg string, digits, period int) totpParams {
+	if alg != "" {
+		p.Algorithm = alg
 	}
-	if m.TOTPDigits != 0 {
-		p.Digits = m.TOTPDigits
+	if digits != 0 {
+		p.Digits = digits
 	}
-	if m.TOTPPeriod != 0 {
-		p.Period = m.TOTPPeriod
+	if period != 0 {
+		p.Period = period
 	}
 	return p
 }
@@ -148,6 +157,8 @@ func parseOTPAuthURI(text string) (parsedSeed, error) {
 	if err != nil {
 		return parsedSeed{}, err
 	}
+	// Each setting the URI names is checked as given: an explicit 0 is
+	// refused, not read as "the default".
 	p := defaultTOTPParams()
 	if a := q.Get("algorithm"); a != "" {
 		s.alg = strings.ToUpper(a)
@@ -205,20 +216,10 @@ func totpCode(key []byte, t time.Time, p totpParams) []byte {
 // already holds, e.g. in tests: the vault itself never hands a stored seed
 // out, only Release's code of the moment.
 func TOTPCode(seed Secret, t time.Time) (Secret, error) {
-	s, err := parseTOTPSeed(seed.b)
+	s, err := parseTOTPSeed(seed.InsecureRawBytes())
 	if err != nil {
 		return Secret{}, err
 	}
 	defer s.wipe()
-	p := defaultTOTPParams()
-	if s.alg != "" {
-		p.Algorithm = s.alg
-	}
-	if s.digits != 0 {
-		p.Digits = s.digits
-	}
-	if s.period != 0 {
-		p.Period = s.period
-	}
-	return Secret{b: totpCode(s.key, t, p)}, nil
+	return takeSecret(totpCode(s.key, t, defaultTOTPParams().withSeed(s))), nil
 }

@@ -92,7 +92,7 @@ func TestUpdateCardRefusals(t *testing.T) {
 		"both":          {AnySite: &yes, Sites: []string{"shop.example"}},
 		"empty list":    {Sites: []string{}},
 		"public suffix": {Sites: []string{"co.uk"}},
-		"ip":            {Sites: []string{"10.0.0.1"}},
+		"single label":  {Sites: []string{"localhost"}},
 		"holder":        {Holder: &long},
 		"billing":       {Billing: &vault.AddressMeta{Line1: "x"}},
 		"billing twice": {Billing: &vault.AddressMeta{Line1: "1 Main St", City: "X", PostalCode: "1", Country: "US"}, ClearBilling: true},

@@ -9,6 +9,7 @@ import (
 
 	agentvault "github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/hostname"
+	"github.com/agentvault/agentvault/vault/item"
 )
 
 // invalid is the one way validation fails: CodeInvalidInput, a message that
@@ -182,9 +183,9 @@ func checkSites(anySite bool, sites []string) ([]string, error) {
 	}
 	var out []string
 	for _, s := range sites {
-		h, err := siteHost(s)
+		h, err := hostname.Site(s)
 		if err != nil {
-			return nil, err
+			return nil, invalid("a card's site is a host with a registrable domain, or an IP address")
 		}
 		if !slices.Contains(out, h) {
 			out = append(out, h)
@@ -245,45 +246,19 @@ func checkLogin(in LoginInput) (domain string, probs []InputProblem) {
 	return domain, probs
 }
 
-// normalizeHost reads a site the owner typed (a host or a URL, whose host
-// it takes) through package hostname, the one normaliser: the stored name is
-// the punycode the wire will carry. It refuses IP addresses: a card or login
-// site is a DNS name.
-func normalizeHost(s string) (string, error) {
-	h, err := hostname.Host(s)
+// registrableDomain is a login's site: the registrable domain of the site
+// the owner typed (hostname.Site, the one answer to what a site is; an IP
+// address is its own).
+func registrableDomain(site string) (string, error) {
+	h, err := hostname.Site(site)
 	if err != nil {
-		return "", invalid("not a host name or URL")
-	}
-	if hostname.IsIP(h) {
-		return "", invalid("an IP address is not a site")
-	}
-	return h, nil
-}
-
-// registrableDomain returns the eTLD+1 of host, refusing a bare public
-// suffix such as "com" or "co.uk".
-func registrableDomain(host string) (string, error) {
-	h, err := normalizeHost(host)
-	if err != nil {
-		return "", err
+		return "", invalid("a login's site is a host with a registrable domain, or an IP address")
 	}
 	d, err := hostname.Registrable(h)
 	if err != nil {
-		return "", invalid("site must be a registrable domain, not a public suffix")
+		return "", invalid("a login's site is a host with a registrable domain, or an IP address")
 	}
 	return d, nil
-}
-
-// siteHost validates a card site: a host whose registrable domain exists.
-func siteHost(s string) (string, error) {
-	h, err := normalizeHost(s)
-	if err != nil {
-		return "", err
-	}
-	if _, err := registrableDomain(h); err != nil {
-		return "", err
-	}
-	return h, nil
 }
 
 func validEmail(s string) bool {
@@ -341,32 +316,8 @@ func validateIdentity(id IdentityMeta) error {
 	return nil
 }
 
-// maxLabelLen is the token grammar's label bound (tokens.MaxLabelLen).
-const maxLabelLen = 32
-
-// LoginLabel turns a registrable domain into a login's token label (the
-// one rule: tokens.LoginLabel trims a URL or host to a domain and calls
-// this): the first DNS label, lowercase, runs of anything
-// outside [a-z0-9-] folded to one '-', no leading or trailing '-', at most
-// 32 characters ("github.com" -> "github", "my_bank.co.uk" -> "my-bank").
-func LoginLabel(domain string) string {
-	name, _, _ := strings.Cut(strings.ToLower(domain), ".")
-	var b []byte
-	for i := 0; i < len(name) && len(b) < maxLabelLen; i++ {
-		c := name[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-' && len(b) > 0:
-			b = append(b, c)
-		case len(b) > 0 && b[len(b)-1] != '-':
-			b = append(b, '-')
-		}
-	}
-	s := strings.TrimRight(string(b), "-")
-	if s == "" {
-		return "login"
-	}
-	return s
-}
+// maxLabelLen is the token grammar's label bound.
+const maxLabelLen = item.MaxLabelLen
 
 // labelWithSuffix is the n-th label for a taken base ("github-2"), the
 // base shortened so the whole stays within the grammar's bound.

@@ -707,7 +707,7 @@ func (v *Vault) Release(ctx context.Context, a ReleaseArgs) (Secret, error) {
 		wipe(pt)
 		return Secret{}, agentvault.Wrap(agentvault.CodeAuditUnavailable, err, "audit log unavailable; value not released")
 	}
-	s := Secret{b: pt}
+	s := takeSecret(pt)
 	return s, nil
 }
 
@@ -724,16 +724,7 @@ func (v *Vault) totpOf(rec ItemRecord, seed []byte) ([]byte, error) {
 		return nil, agentvault.Errorf(agentvault.CodeConflict, "the login's stored TOTP seed is not usable; add the login again")
 	}
 	defer s.wipe()
-	p := defaultTOTPParams().withMeta(it.Login)
-	if s.alg != "" {
-		p.Algorithm = s.alg
-	}
-	if s.digits != 0 {
-		p.Digits = s.digits
-	}
-	if s.period != 0 {
-		p.Period = s.period
-	}
+	p := defaultTOTPParams().withMeta(it.Login).withSeed(s)
 	if !p.valid() {
 		return nil, agentvault.Errorf(agentvault.CodeConflict, "the login's TOTP settings are not usable; add the login again")
 	}
@@ -754,7 +745,7 @@ func fieldName(f Field) string {
 // can check a candidate value against the log.
 func (v *Vault) AuditHMAC(value Secret) []byte {
 	mac := hmac.New(sha256.New, v.auditKey)
-	mac.Write(value.b)
+	mac.Write(value.InsecureRawBytes())
 	return mac.Sum(nil)
 }
 

@@ -11,6 +11,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -20,7 +21,6 @@ import (
 	"github.com/agentvault/agentvault/broker"
 	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/policy"
-	"github.com/agentvault/agentvault/tokens"
 	"github.com/agentvault/agentvault/vault"
 )
 
@@ -63,7 +63,7 @@ func sessionRoundTrip(t *testing.T, st broker.SessionStore) {
 	ctx := context.Background()
 	want := newSession(t, st, "s_a")
 	scoped := broker.SessionRecord{ID: "s_b", Key: broker.APIKey{ID: "key_2", Org: "org", Suffix: "abcde",
-		Scope: &tokens.Scope{CardIDs: []string{"itm_1"}, AllLogins: true}}, Created: t0, LastUsed: t0}
+		Scope: policy.KeyScope{CardIDs: []string{"itm_1"}, AllLogins: true}}, Created: t0, LastUsed: t0}
 	if err := st.CreateSession(ctx, scoped); err != nil {
 		t.Fatal(err)
 	}
@@ -71,12 +71,12 @@ func sessionRoundTrip(t *testing.T, st broker.SessionStore) {
 	if err != nil || len(grants) != 0 {
 		t.Fatalf("GetSession: %v, %d grants", err, len(grants))
 	}
-	if got.ID != want.ID || got.Key != want.Key || got.PwdHash != want.PwdHash || !got.Created.Equal(t0) ||
+	if got.ID != want.ID || !reflect.DeepEqual(got.Key, want.Key) || got.PwdHash != want.PwdHash || !got.Created.Equal(t0) ||
 		!got.LastUsed.Equal(t0) || !got.Ended.IsZero() {
 		t.Fatalf("session round trip: got %+v", got)
 	}
 	got, _, err = st.GetSession(ctx, "s_b")
-	if err != nil || got.Key.Scope == nil || got.Key.Scope.AllCards || !got.Key.Scope.AllLogins ||
+	if err != nil || got.Key.Scope.AllCards || !got.Key.Scope.AllLogins ||
 		len(got.Key.Scope.CardIDs) != 1 || got.Key.Scope.CardIDs[0] != "itm_1" {
 		t.Fatalf("scope round trip: %+v, %v", got.Key.Scope, err)
 	}

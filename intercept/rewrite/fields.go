@@ -51,9 +51,10 @@ type Field struct {
 // Body, Form, JSON, Multipart or URL has it, VisitField is called once for
 // every value offered to the Replacer, in order, just before the offer, with
 // the same bytes: the fields a caller reads this way are exactly the ones
-// that were rewritten, parsed once by one parser (an amount check next to a
-// substituted card number reads what the substitution saw, P18). Header and
-// the WebSocket functions do not call it. Without it no Field is built.
+// offered for rewriting, parsed by the one parser (the wire amount check
+// walks a request with a visitor that replaces nothing, and so reads what
+// the substitution saw, P18). Header and the WebSocket functions do not
+// call it. Without it no Field is built.
 type FieldVisitor interface {
 	VisitField(Field)
 }

@@ -40,21 +40,101 @@ func EncodedViews(b []byte) [][]byte {
 // must not be written to. fn returns false to stop, and EachEncodedView
 // then returns false.
 func EachEncodedView(b []byte, fn func([]byte) bool) bool {
+	return EachEncodedViewIf(b, nil, fn)
+}
+
+// EachEncodedViewIf is EachEncodedView, less the base64 views of a text
+// (b, or one of its decoded views) that mayHide says false for. mayHide
+// must say true whenever a base64 view of its argument could hold what fn
+// looks for; a caller looking for known values answers with a scan of the
+// text for their Base64Fragments, which costs one pass where the views
+// cost a decode and four. A nil mayHide builds every view.
+func EachEncodedViewIf(b []byte, mayHide func([]byte) bool, fn func([]byte) bool) bool {
 	views := textViews(b)
 	for _, v := range views {
 		if !fn(v) {
 			return false
 		}
 	}
-	if !eachBase64View(b, 4, fn) {
+	if len(b) >= minBase64Run && (mayHide == nil || mayHide(b)) && !eachBase64View(b, 4, fn) {
 		return false
 	}
 	for _, v := range views {
-		if !eachBase64View(v, 1, fn) {
+		if len(v) >= minBase64Run && (mayHide == nil || mayHide(v)) && !eachBase64View(v, 1, fn) {
 			return false
 		}
 	}
 	return true
+}
+
+// Base64Fragments returns strings of which a text holds at least one
+// whenever a base64 view of it (EachEncodedView) holds needle: for each of
+// the three byte offsets needle can sit at in a decoded run, the
+// characters that encode only needle's bits, in each mix of the two
+// alphabets a run may use ('+' or '-' for 62, '/' or '_' for 63, at most
+// eight mixes: a fragment with more such characters is cut to the longest
+// piece with three). A needle shorter than three bytes gets none (nil):
+// the caller cannot rule it out this way.
+func Base64Fragments(needle []byte) [][]byte {
+	const std = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+	if len(needle) < 3 {
+		return nil
+	}
+	var out [][]byte
+	for off := 0; off < 3; off++ {
+		// The characters of the needle's run: character j holds bits
+		// [6j, 6j+6) of the decoded bytes, the needle bits [8off, 8(off+n)).
+		lo := (8*off + 5) / 6
+		hi := 8 * (off + len(needle)) / 6 // exclusive
+		frag := make([]byte, 0, hi-lo)
+		for j := lo; j < hi; j++ {
+			var v byte
+			for bit := 6 * j; bit < 6*j+6; bit++ {
+				v <<= 1
+				if p := bit - 8*off; needle[p/8]&(0x80>>(p%8)) != 0 {
+					v |= 1
+				}
+			}
+			frag = append(frag, std[v])
+		}
+		frag = fewAlphabetChars(frag, 3)
+		out = appendAlphabetMixes(out, frag, 0)
+	}
+	return out
+}
+
+// fewAlphabetChars returns the longest piece of frag holding at most max
+// characters of value 62 or 63.
+func fewAlphabetChars(frag []byte, max int) []byte {
+	best, start, n := frag[:0], 0, 0
+	for end, c := range frag {
+		if c == '+' || c == '/' {
+			n++
+		}
+		for n > max {
+			if frag[start] == '+' || frag[start] == '/' {
+				n--
+			}
+			start++
+		}
+		if end+1-start > len(best) {
+			best = frag[start : end+1]
+		}
+	}
+	return best
+}
+
+// appendAlphabetMixes appends frag with each of its characters of value
+// 62 or 63 from index i on written in either alphabet.
+func appendAlphabetMixes(out [][]byte, frag []byte, i int) [][]byte {
+	for ; i < len(frag); i++ {
+		if alt := map[byte]byte{'+': '-', '/': '_'}[frag[i]]; alt != 0 {
+			f := bytes.Clone(frag)
+			f[i] = alt
+			out = appendAlphabetMixes(out, f, i+1)
+		}
+	}
+	return append(out, bytes.Clone(frag))
 }
 
 // textViews are b percent-, JSON-, HTML- and percent-then-JSON-decoded,

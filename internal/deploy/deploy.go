@@ -85,15 +85,22 @@ func ResolveDataDir(flagValue, configValue string, getenv func(string) string) D
 // moves them all. proxyd's own Config holds the same keys and validates
 // them (a test keeps the two key sets equal).
 type Listen struct {
-	Proxy        string   `yaml:"proxy"`
-	Control      string   `yaml:"control"`
-	ControlTLS   bool     `yaml:"control_tls"`
-	ControlNames []string `yaml:"control_names"`
-	Admin        string   `yaml:"admin"`
-	Dashboard    string   `yaml:"dashboard"`
-	Credentials  string   `yaml:"credentials"`
-	MCP          string   `yaml:"mcp"`
-	MCPMetrics   string   `yaml:"mcp_metrics"`
+	Proxy string `yaml:"proxy"`
+	// The proxy listener facing a network and its TLS: proxyd's alone
+	// (mcpd takes the proxy URL each session hands it).
+	ProxyNetwork  bool     `yaml:"proxy_network"`
+	ProxyTLS      bool     `yaml:"proxy_tls"`
+	ProxyNames    []string `yaml:"proxy_names"`
+	ProxyCertFile string   `yaml:"proxy_cert_file"`
+	ProxyKeyFile  string   `yaml:"proxy_key_file"`
+	Control       string   `yaml:"control"`
+	ControlTLS    bool     `yaml:"control_tls"`
+	ControlNames  []string `yaml:"control_names"`
+	Admin         string   `yaml:"admin"`
+	Dashboard     string   `yaml:"dashboard"`
+	Credentials   string   `yaml:"credentials"`
+	MCP           string   `yaml:"mcp"`
+	MCPMetrics    string   `yaml:"mcp_metrics"`
 }
 
 // Location is what a config says about where things are.

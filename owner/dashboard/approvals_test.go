@@ -75,8 +75,11 @@ func TestApprovalsSayWhatTheyApprove(t *testing.T) {
 func TestP11_ApprovalsNameTheItemAndThePage(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	key := &policy.KeyInfo{ID: "avk_1", AllCards: true, AllLogins: true}
-	fill := owner.FillRequest{Key: key, KeyID: key.ID, Session: "s_1", Item: e.card, Field: vault.FieldNumber, Destination: "pay.shop.example",
+	key, _, err := e.svc.CreateAPIKey(ctx, "agent", owner.Scope{AllCards: true, AllLogins: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fill := policy.Fill{KeyID: key.ID, Session: "s_1", Item: e.card, Field: vault.FieldNumber, Destination: "pay.shop.example",
 		Page: "https://pay.shop.example/checkout/pay?email=ada%40example.com&order=77#card-step"}
 	nd, ok := owner.PendingOf(e.svc.Authorize(ctx, fill))
 	if !ok || nd.Kind != owner.KindNewDestination {

@@ -81,6 +81,8 @@ type Config struct {
 	Notifications Notifications
 	// Apps, when set, serves the connected apps page (apps.go).
 	Apps Apps
+	// Signing, when set, serves the signed requests page (signing.go).
+	Signing Signing
 }
 
 // Handler serves the dashboard.
@@ -100,6 +102,7 @@ type Handler struct {
 	handoffs Handoffs      // challenge hand-offs' live view (handoff.go)
 	notifs   Notifications // the owner's notification switches (notify.go)
 	apps     Apps          // connected apps and their hosted sessions (apps.go)
+	signing  Signing       // the agent's signing identity (signing.go)
 
 	routes []string // every pattern registered, each through authz (access.go)
 }
@@ -117,7 +120,7 @@ func New(cfg Config) (*Handler, error) {
 		return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "dashboard needs the owner service and the vault")
 	}
 	h := &Handler{svc: cfg.Service, vault: cfg.Vault, log: cfg.Logger, now: cfg.Now, liveCVV: cfg.LiveCVV, recipes: cfg.Recipes, creds: cfg.Credentials, handoffs: cfg.Handoffs, notifs: cfg.Notifications, apps: cfg.Apps,
-		signInFailed: cfg.OnSignInFailed}
+		signing: cfg.Signing, signInFailed: cfg.OnSignInFailed}
 	if h.signInFailed == nil {
 		h.signInFailed = func() {}
 	}
@@ -175,6 +178,7 @@ func New(cfg Config) (*Handler, error) {
 	h.handoffRoutes(m)
 	h.notifyRoutes(m)
 	h.appRoutes(m)
+	h.signingRoutes(m)
 	h.mux = m
 	return h, nil
 }
@@ -733,13 +737,21 @@ type activityData struct {
 	Unanswered   int            // denied and expired approvals shown
 	Refusals     []refusalRow
 	RefusalCodes map[string]int
-	Totals       []cardTotal
-	Days         int
+	// Diagnostics are the sign-ins browser_login kept a masked capture
+	// of (seed 000), newest first.
+	Diagnostics []diagnosticRow
+	Totals      []cardTotal
+	Days        int
 }
 
 type refusalRow struct {
 	owner.Refusal
 	Item    string
+	KeyName string
+}
+
+type diagnosticRow struct {
+	owner.LoginDiagnostic
 	KeyName string
 }
 
@@ -808,6 +820,9 @@ func (h *Handler) activityPage(w http.ResponseWriter, r *http.Request) {
 		if i < 100 {
 			d.Refusals = append(d.Refusals, refusalRow{Refusal: rf, Item: items[rf.ItemID], KeyName: names[rf.APIKeyID]})
 		}
+	}
+	for _, dg := range h.svc.LoginDiagnostics() {
+		d.Diagnostics = append(d.Diagnostics, diagnosticRow{LoginDiagnostic: dg, KeyName: names[dg.APIKeyID]})
 	}
 	policies, err := h.svc.CardPolicies(ctx)
 	if err != nil {
@@ -919,6 +934,8 @@ func navOf(name, path string) string {
 	case "cardnew", "loginnew", "confirm":
 		first, _, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
 		return first
+	case "signingrotate":
+		return "signing"
 	}
 	return name
 }

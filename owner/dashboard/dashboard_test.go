@@ -325,7 +325,7 @@ func TestAPIKeyShownOnceAndOnlyHashStored(t *testing.T) {
 		t.Fatal("the new key is not shown")
 	}
 	info, err := e.svc.Authenticate(context.Background(), key)
-	if err != nil || info.AllCards || len(info.CardIDs) != 1 || info.CardIDs[0] != e.card.ID || !info.CanCreateLogins {
+	if err != nil || info.Scope.AllCards || len(info.Scope.CardIDs) != 1 || info.Scope.CardIDs[0] != e.card.ID || !info.CanCreateLogins {
 		t.Fatalf("the shown key does not authenticate with its scope: %+v %v", info, err)
 	}
 	secret := key[len("avk_0123456789abcdef_"):]

@@ -1,7 +1,8 @@
 // Package dashboard is the owner's web UI, served by proxyd on its own TLS
 // listener: sign-in, the pending approvals (with a banner on every page),
 // cards and their rules, logins, API keys, authorized sites, pre-approved
-// signups and the activity log. Pages are server-rendered html/template
+// signups, the sites the agent's requests are signed for (signing.go) and
+// the activity log. Pages are server-rendered html/template
 // with plain HTML forms (POST, then a 303 redirect), so approving works
 // without JavaScript; the pages carry none.
 //

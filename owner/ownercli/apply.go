@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/hostname"
 	"github.com/agentvault/agentvault/internal/cardcheck"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/policy"
@@ -23,12 +24,40 @@ import (
 // is the whole truth for what it covers (sites and signups: exactly these;
 // each card listed: exactly these rules; each key listed: exactly this
 // scope). Cards and keys not listed are left as they are, and a key is
-// never revoked for being left out.
+// never revoked for being left out; a notification switch left out of
+// notifications is left as it is.
 type Spec struct {
-	Sites   *[]string    `yaml:"sites,omitempty"`
-	Signups *[]SignupDef `yaml:"signups,omitempty"`
-	Cards   []CardDef    `yaml:"cards,omitempty"`
-	Keys    []KeyDef     `yaml:"keys,omitempty"`
+	Sites         *[]string    `yaml:"sites,omitempty"`
+	Signups       *[]SignupDef `yaml:"signups,omitempty"`
+	Cards         []CardDef    `yaml:"cards,omitempty"`
+	Keys          []KeyDef     `yaml:"keys,omitempty"`
+	Notifications *NotifyDef   `yaml:"notifications,omitempty"`
+}
+
+// NotifyDef is the owner's notification switches (the dashboard's
+// Notifications page). The channels they turn on and off are proxyd's
+// config (notify.webhook, notify.smtp): export names them in a comment,
+// their secrets as "set", and apply never changes them.
+type NotifyDef struct {
+	Webhook    *bool `yaml:"webhook,omitempty"`
+	Email      *bool `yaml:"email,omitempty"`
+	Browser    *bool `yaml:"browser,omitempty"`
+	Challenges *bool `yaml:"challenges,omitempty"`
+}
+
+// field is the switch named so in d.
+func (d *NotifyDef) field(name string) **bool {
+	switch name {
+	case "webhook":
+		return &d.Webhook
+	case "email":
+		return &d.Email
+	case "browser":
+		return &d.Browser
+	case "challenges":
+		return &d.Challenges
+	}
+	panic("ownercli: no notification switch " + name)
 }
 
 // SignupDef is a pre-approved account creation.
@@ -86,6 +115,9 @@ func ParseSpec(r io.Reader) (Spec, error) {
 type state struct {
 	svc   *owner.Service
 	items []vault.Item
+	// notify is Env.Notify: nil where the command has no notification
+	// settings to read (export then leaves the block out).
+	notify Notifications
 }
 
 func (st *state) cardByRef(ref string) (vault.Item, error) {
@@ -142,7 +174,7 @@ func (st *state) plan(ctx context.Context, s Spec, c *cli) ([]change, error) {
 		}
 		want := map[string]bool{}
 		for _, h := range *s.Sites {
-			n, err := owner.NormalizeHost(h)
+			n, err := hostname.Site(h)
 			if err != nil {
 				return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "sites: %q is not a host name", h)
 			}
@@ -171,7 +203,7 @@ func (st *state) plan(ctx context.Context, s Spec, c *cli) ([]change, error) {
 		want := map[pair]bool{}
 		var order []pair
 		for _, d := range *s.Signups {
-			site, err := owner.NormalizeHost(d.Site)
+			site, err := hostname.Site(d.Site)
 			email := strings.ToLower(strings.TrimSpace(d.Email))
 			if err != nil || !strings.Contains(email, "@") {
 				return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "signups: %q %q is not a site and an email", d.Site, d.Email)
@@ -209,7 +241,37 @@ func (st *state) plan(ctx context.Context, s Spec, c *cli) ([]change, error) {
 		}
 		out = append(out, ch...)
 	}
+	if s.Notifications != nil {
+		ch, err := planNotify(ctx, *s.Notifications, c)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ch...)
+	}
 	return out, nil
+}
+
+// planNotify sets the switches the block names and keeps the others.
+func planNotify(ctx context.Context, d NotifyDef, c *cli) ([]change, error) {
+	n, err := c.notifications()
+	if err != nil {
+		return nil, err
+	}
+	cur, err := n.NotifyPrefs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	next := cur
+	for _, sw := range switches {
+		if v := *d.field(sw.name); v != nil {
+			*sw.get(&next) = *v
+		}
+	}
+	diff := notifyDiff(cur, next)
+	if diff == "" {
+		return nil, nil
+	}
+	return []change{{"~ notifications: " + diff, func(ctx context.Context) error { return n.SetNotifyPrefs(ctx, next) }}}, nil
 }
 
 // cardRules turns a CardDef into the owner's rules (owner.SetCardPolicy
@@ -236,7 +298,7 @@ func cardRules(d CardDef) (string, policy.CardPolicy, error) {
 		*a.dst = &amt
 	}
 	for _, m := range d.BlockedMerchants {
-		h, err := owner.NormalizeHost(m)
+		h, err := hostname.Site(m)
 		if err != nil {
 			return "", r, agentvault.Errorf(agentvault.CodeInvalidInput, "card %s: blocked_merchants: %q is not a host name", d.Card, m)
 		}
@@ -277,7 +339,7 @@ func (st *state) planCard(ctx context.Context, d CardDef, c *cli) ([]change, err
 	}
 	if d.AnySite || len(d.Sites) > 0 {
 		for _, s := range d.Sites {
-			h, err := owner.NormalizeHost(s)
+			h, err := hostname.Site(s)
 			if err != nil {
 				return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "card %s: sites: %q is not a host name", d.Card, s)
 			}
@@ -442,7 +504,28 @@ func (st *state) export(ctx context.Context) (Spec, error) {
 		s.Keys = append(s.Keys, KeyDef{ID: k.ID, Name: k.Name, AllCards: k.Scope.AllCards, Cards: st.itemLabels(k.Scope.CardIDs),
 			AllLogins: k.Scope.AllLogins, Logins: st.itemLabels(k.Scope.LoginIDs), CreateLogins: k.Scope.CanCreateLogins, Revoked: k.Revoked()})
 	}
+	if n := st.notify; n != nil {
+		p, err := n.NotifyPrefs(ctx)
+		if err != nil {
+			return s, err
+		}
+		d := &NotifyDef{}
+		for _, sw := range switches {
+			v := *sw.get(&p)
+			*d.field(sw.name) = &v
+		}
+		s.Notifications = d
+	}
 	return s, nil
+}
+
+// channelsComment is export's note above notifications: which channels
+// the switches reach, from proxyd's config, with no secret in it.
+func channelsComment(ch NotifyChannels) string {
+	return "The switches below turn these channels on and off; the channels are proxyd's config\n" +
+		"(notify.webhook, notify.smtp), which apply does not change:\n" +
+		"webhook: " + describeWebhook(ch.Webhook) + "\n" +
+		"email: " + describeEmail(ch.Email)
 }
 
 // defOf is a card's CardDef as stored.
@@ -533,7 +616,7 @@ func sortedKeys(m map[string]bool) []string {
 
 // loadState reads what plan and export compare against.
 func (c *cli) loadState(svc *owner.Service) (*state, error) {
-	st := &state{svc: svc}
+	st := &state{svc: svc, notify: c.env.Notify}
 	if c.env.Items != nil {
 		items, err := c.env.Items(c.ctx)
 		if err != nil {
@@ -549,7 +632,7 @@ func (c *cli) loadState(svc *owner.Service) (*state, error) {
 // and a second run of the same file changes nothing.
 func (c *cli) apply(args []string) int {
 	fs := c.flags("apply", "-f FILE [--dry-run]")
-	file := fs.String("f", "", "the file (YAML: sites, signups, cards, keys; - for stdin)")
+	file := fs.String("f", "", "the file (YAML: sites, signups, cards, keys, notifications; - for stdin)")
 	dry := fs.Bool("dry-run", false, "print what would change, change nothing")
 	if _, code, ok := c.parse(fs, args, 0); !ok {
 		return code
@@ -617,9 +700,20 @@ func (c *cli) export(args []string) int {
 		if err != nil {
 			return err
 		}
+		var doc yaml.Node
+		if err := doc.Encode(s); err != nil {
+			return agentvault.Wrap(agentvault.CodeInternal, err, "encode the settings")
+		}
+		if st.notify != nil {
+			for i := 0; i+1 < len(doc.Content); i += 2 {
+				if doc.Content[i].Value == "notifications" {
+					doc.Content[i].HeadComment = channelsComment(st.notify.NotifyChannels())
+				}
+			}
+		}
 		enc := yaml.NewEncoder(c.env.Stdout)
 		enc.SetIndent(2)
 		defer enc.Close()
-		return enc.Encode(s)
+		return enc.Encode(&doc)
 	})
 }

@@ -1,7 +1,7 @@
 // Package ownercli is `proxyd owner ...`: the owner's commands on the
 // appliance itself, above all the first-run `set-password` that creates the
-// dashboard account, plus API keys, authorized sites, approvals and card
-// pauses for owners who prefer a shell. It never opens a store itself:
+// dashboard account, plus API keys, authorized sites, approvals, card
+// rules and notification switches for owners who prefer a shell. It never opens a store itself:
 // proxyd hands it the owner service over the store the deployment's config
 // names, so a command changes what every replica reads.
 //
@@ -48,6 +48,9 @@ type Env struct {
 	// UpdateCard, when set, changes where a card may be used (its sites
 	// live in the vault item): set-card --sites and apply's cards.
 	UpdateCard func(ctx context.Context, id string, u vault.CardUpdate) (vault.Item, error)
+	// Notify, when set, reads and changes the owner's notification
+	// switches: notify show|on|off and apply's notifications.
+	Notify Notifications
 }
 
 // DefaultEnv is the real terminal (standard input, a no-echo prompt)
@@ -93,8 +96,13 @@ cards:
 approvals:
   pending [--json]           lists approvals waiting for the owner
   approve <approval-id> | deny <approval-id>
+notifications (the dashboard's Notifications page):
+  notify show [--json]       the switches, and the channels proxyd's config set up (secrets as "set")
+  notify on <switch>...      turns switches on: webhook, email, browser, challenges
+  notify off <switch>...     turns them off (the dashboard's banner always shows what waits)
 as code:
-  export                     prints sites, sign-ups, cards' rules and keys as YAML for apply
+  export                     prints sites, sign-ups, cards' rules, keys and notification switches
+                             as YAML for apply
   apply -f FILE [--dry-run]  makes the store match FILE (a section left out is left as it is);
                              --dry-run prints the changes and writes nothing; a second run changes nothing
 `
@@ -122,12 +130,35 @@ func Run(ctx context.Context, args []string, env Env) int {
 		}
 	}
 	c := &cli{env: env, ctx: ctx}
-	fn, ok := c.commands()[args[0]]
-	if !ok {
-		fmt.Fprintf(env.Stderr, "error: unknown command %q\n%s", args[0], usage)
+	cmds := c.commands()
+	fn, ok := cmds[args[0]]
+	if ok {
+		return fn(args[1:])
+	}
+	// A group's commands are two words ("notify show").
+	if subs := groupCommands(cmds, args[0]); len(subs) > 0 {
+		if len(args) > 1 {
+			if fn, ok := cmds[args[0]+" "+args[1]]; ok {
+				return fn(args[2:])
+			}
+		}
+		fmt.Fprintf(env.Stderr, "error: %s takes one of: %s (proxyd owner help)\n", args[0], strings.Join(subs, ", "))
 		return exitUsage
 	}
-	return fn(args[1:])
+	fmt.Fprintf(env.Stderr, "error: unknown command %q\n%s", args[0], usage)
+	return exitUsage
+}
+
+// groupCommands lists the second words of group's commands.
+func groupCommands(cmds map[string]func([]string) int, group string) []string {
+	var out []string
+	for n := range cmds {
+		if sub, ok := strings.CutPrefix(n, group+" "); ok {
+			out = append(out, sub)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 type cli struct {
@@ -514,11 +545,13 @@ func (c *cli) commands() map[string]func([]string) int {
 		"pause-card": c.setPaused(true), "resume-card": c.setPaused(false),
 		"set-scope": c.setScope, "signups": c.signups, "add-signup": c.addSignup, "remove-signup": c.removeSignup,
 		"cards": c.cards, "set-card": c.setCard, "apply": c.apply, "export": c.export,
+		"notify show": c.notifyShow, "notify on": c.notifySet(true), "notify off": c.notifySet(false),
 	}
 }
 
-// Commands lists the command names, for the test that holds them against
-// package authz's table of who may do what.
+// Commands lists the command names ("notify show": a group's commands
+// are two words), for the test that holds them against package authz's
+// table of who may do what.
 func Commands() []string {
 	var out []string
 	for n := range (&cli{}).commands() {

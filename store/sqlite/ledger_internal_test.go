@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/policy"
+	"github.com/agentvault/agentvault/vault"
 )
 
 // sums reads what the ledger rows themselves add up to, the reference the
@@ -89,7 +91,9 @@ INSERT INTO ledger (id, card_id, day, month, currency, minor, created) VALUES ('
 // TestP18_LedgerGroupCommitRefusesOneNotAll: in one group commit, a
 // reservation over a cap is refused on its own, the ones before and after
 // it are written, and each is checked against the ones before it in the
-// batch (two that fit alone do not both fit together).
+// batch (two that fit alone do not both fit together). Audit records in the
+// same commit (the durable writer takes both kinds) are written whatever
+// the reservations beside them get, each with its own seq.
 func TestP18_LedgerGroupCommitRefusesOneNotAll(t *testing.T) {
 	ctx := context.Background()
 	s, err := Open(filepath.Join(t.TempDir(), "vault.db"))
@@ -98,20 +102,34 @@ func TestP18_LedgerGroupCommitRefusesOneNotAll(t *testing.T) {
 	}
 	defer s.Close()
 	daily := policy.MustAmount("10.00 EUR")
-	r := func(id string, minor int64) policy.Reservation {
-		return policy.Reservation{ID: id, CardID: "c1", Amount: policy.Amount{Minor: minor, Currency: "EUR"},
-			Day: "2026-11-30", Month: "2026-11", Caps: policy.Caps{Daily: &daily}}
+	r := func(id string, minor int64) durableOp {
+		return durableOp{resv: &policy.Reservation{ID: id, CardID: "c1", Amount: policy.Amount{Minor: minor, Currency: "EUR"},
+			Day: "2026-11-30", Month: "2026-11", Caps: policy.Caps{Daily: &daily}}}
 	}
-	batch := []policy.Reservation{r("a", 600), r("b", 600), r("c", 400), r("a", 600), r("d", 1)}
-	refusals, err := s.commitReservations(ctx, batch)
+	a := func(session string) durableOp {
+		return durableOp{audit: &vault.AuditRecord{Time: time.Now(), Action: vault.AuditRelease, Org: "o", ItemID: "c1",
+			Kind: vault.KindCard, Field: vault.FieldNumber, Destination: "shop.example", Session: session, ValueHMAC: []byte{1}}}
+	}
+	batch := []durableOp{a("s1"), r("a", 600), r("b", 600), a("s2"), r("c", 400), r("a", 600), r("d", 1), a("s3")}
+	res, err := s.commitDurable(ctx, batch)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []agentvault.Code{"", agentvault.CodeDailyLimit, "", "", agentvault.CodeDailyLimit}
+	want := []agentvault.Code{"", "", agentvault.CodeDailyLimit, "", "", "", agentvault.CodeDailyLimit, ""}
 	for i, w := range want {
-		if got := agentvault.ErrorCode(refusals[i]); got != w {
-			t.Errorf("reservation %d (%s): code %q, want %q", i, batch[i].ID, got, w)
+		if got := agentvault.ErrorCode(res[i].refusal); got != w {
+			t.Errorf("record %d: code %q, want %q", i, got, w)
 		}
+	}
+	if !(res[0].seq > 0 && res[3].seq > res[0].seq && res[7].seq > res[3].seq) {
+		t.Errorf("audit seqs %d, %d, %d: want increasing, in batch order", res[0].seq, res[3].seq, res[7].seq)
+	}
+	recs, err := s.QueryAudit(ctx, vault.AuditFilter{Org: "o"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 3 {
+		t.Fatalf("%d audit records committed, want 3", len(recs))
 	}
 	today, _, err := s.Spent(ctx, "c1", "2026-11-30", "2026-11", "EUR")
 	if err != nil {

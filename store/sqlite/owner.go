@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"time"
 
 	agentvault "github.com/agentvault/agentvault"
@@ -471,11 +470,11 @@ func (s *Store) ExpireApprovals(ctx context.Context, now time.Time) ([]owner.App
 // card's running totals and the entry written inside one IMMEDIATE
 // transaction (the store's _txlock), so two processes or connections
 // racing for the last of a cap are serialised by SQLite's write lock and
-// only one wins (P18). Within this process, reservations waiting at the
-// same moment share that transaction and its fsync (group commit, as the
-// audit does): each is checked in turn against the totals the ones before
-// it left, and each caller returns only after the commit holding its
-// entry returned. If ctx ends first Reserve fails, and the entry may still
+// only one wins (P18). Within this process, reservations and audit records
+// waiting at the same moment share that transaction and its fsync (group
+// commit, store.go's durable writer): each reservation is checked in turn
+// against the totals the ones before it left, and each caller returns only
+// after the commit holding its entry returned. If ctx ends first Reserve fails, and the entry may still
 // be committed: the authorization then fails while its amount counts, and
 // an authorize retried with the same id finds it counted once (P20).
 func (s *Store) Reserve(ctx context.Context, r policy.Reservation) error {
@@ -488,53 +487,16 @@ func (s *Store) Reserve(ctx context.Context, r policy.Reservation) error {
 	if r.Amount.Minor < 0 {
 		return agentvault.Errorf(agentvault.CodeAmountUnknown, "negative amount")
 	}
-	if s.noGroupCommit || s.h == nil || s.h.ledger == nil {
-		refusals, err := s.commitReservations(ctx, []policy.Reservation{r})
-		if err != nil {
-			return err
-		}
-		return refusals[0]
-	}
-	refusal, err := s.h.ledger.Do(ctx, r)
+	res, err := s.durableDo(ctx, durableOp{resv: &r})
 	if err != nil {
 		return dbErr(err, "reserve spending")
 	}
-	return refusal
-}
-
-// maxLedgerBatch bounds the reservations of one group commit.
-const maxLedgerBatch = 256
-
-// commitReservations writes rs in one transaction, in order, and returns
-// each one's refusal (a cap it would break, an id reused for another
-// purchase) or nil. A refused reservation writes nothing and does not stop
-// the others; any other error fails them all (groupcommit then retries
-// each alone).
-func (s *Store) commitReservations(ctx context.Context, rs []policy.Reservation) ([]error, error) {
-	refusals := make([]error, len(rs))
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		for i, r := range rs {
-			err := s.reserveIn(ctx, tx, r)
-			var ae *agentvault.Error
-			if errors.As(err, &ae) {
-				refusals[i] = err
-				continue
-			}
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, dbErr(err, "reserve spending")
-	}
-	return refusals, nil
+	return res.refusal
 }
 
 const (
 	qLedgerEntry = `SELECT card_id, currency, minor FROM ledger WHERE id = ?`
-	qLedgerPut   = `INSERT INTO ledger (id, card_id, day, month, currency, minor, created) VALUES (?, ?, ?, ?, ?, ?, ?)`
+	qLedgerPut   = `INSERT INTO ledger (id, card_id, day, month, currency, minor, created) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
 	// qSpent reads the running totals (migration 90) of a card's day and
 	// month in one currency; a period with no entry yet reads 0.
 	qSpent = `SELECT coalesce(sum(CASE WHEN period = ?3 THEN minor END), 0), coalesce(sum(CASE WHEN period = ?4 THEN minor END), 0)
@@ -542,24 +504,13 @@ FROM ledger_totals WHERE card_id = ?1 AND currency = ?2 AND period IN (?3, ?4)`
 )
 
 // reserveIn checks r against the caps and writes it in tx. It returns a
-// coded error (and writes nothing) when r is refused.
+// coded error (and writes nothing) when r is refused. The usual
+// reservation is new: its totals are read, the caps checked and the entry
+// inserted, two statements. The entry's id is looked up only when the
+// insert found it taken or the caps refused: the same authorization again
+// is counted once and never refused (P20), another purchase under the same
+// id is a conflict.
 func (s *Store) reserveIn(ctx context.Context, tx *sql.Tx, r policy.Reservation) error {
-	get, err := s.txStmt(ctx, tx, qLedgerEntry)
-	if err != nil {
-		return err
-	}
-	var card, cur string
-	var minor int64
-	err = get.QueryRowContext(ctx, r.ID).Scan(&card, &cur, &minor)
-	if err == nil {
-		if card != r.CardID || cur != r.Amount.Currency || minor != r.Amount.Minor {
-			return agentvault.Errorf(agentvault.CodeConflict, "reservation id reused for another purchase")
-		}
-		return nil // the same authorization again: counted once (P20)
-	}
-	if err != sql.ErrNoRows {
-		return err
-	}
 	sp, err := s.txStmt(ctx, tx, qSpent)
 	if err != nil {
 		return err
@@ -568,15 +519,48 @@ func (s *Store) reserveIn(ctx context.Context, tx *sql.Tx, r policy.Reservation)
 	if err != nil {
 		return err
 	}
-	if err := policy.CheckCaps(r.Amount, today, month, r.Caps); err != nil {
-		return err
+	if capErr := policy.CheckCaps(r.Amount, today, month, r.Caps); capErr != nil {
+		if same, err := s.reservedIn(ctx, tx, r); err != nil || same {
+			return err
+		}
+		return capErr
 	}
 	put, err := s.txStmt(ctx, tx, qLedgerPut)
 	if err != nil {
 		return err
 	}
-	_, err = put.ExecContext(ctx, r.ID, r.CardID, r.Day, r.Month, r.Amount.Currency, r.Amount.Minor, time.Now().UnixNano())
+	res, err := put.ExecContext(ctx, r.ID, r.CardID, r.Day, r.Month, r.Amount.Currency, r.Amount.Minor, time.Now().UnixNano())
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 1 {
+		return err
+	}
+	_, err = s.reservedIn(ctx, tx, r) // the id was taken
 	return err
+}
+
+// reservedIn reports whether r's id is already in the ledger for the same
+// purchase (card, currency, amount); the id held by another purchase is a
+// coded conflict.
+func (s *Store) reservedIn(ctx context.Context, tx *sql.Tx, r policy.Reservation) (bool, error) {
+	get, err := s.txStmt(ctx, tx, qLedgerEntry)
+	if err != nil {
+		return false, err
+	}
+	var card, cur string
+	var minor int64
+	err = get.QueryRowContext(ctx, r.ID).Scan(&card, &cur, &minor)
+	if err == sql.ErrNoRows {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if card != r.CardID || cur != r.Amount.Currency || minor != r.Amount.Minor {
+		return false, agentvault.Errorf(agentvault.CodeConflict, "reservation id reused for another purchase")
+	}
+	return true, nil
 }
 
 func spent(ctx context.Context, q *sql.Stmt, cardID, day, month, cur string) (policy.Amount, policy.Amount, error) {

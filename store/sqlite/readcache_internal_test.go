@@ -454,16 +454,30 @@ func TestP21_CallerMutationDoesNotReachTheCache(t *testing.T) {
 	}
 }
 
-func TestReadCacheErrorsAreNotCached(t *testing.T) {
+// TestP21_NotFoundCachedUntilTheRowComes: a missing row is read from the
+// file once per version (a card without spending rules is asked for on
+// every purchase), and the row another writer then adds is seen at once.
+func TestP21_NotFoundCachedUntilTheRowComes(t *testing.T) {
 	s, other := openCached(t)
 	ctx := context.Background()
-	for range 2 {
+	for range 3 {
 		if _, err := s.GetAPIKey(ctx, "avk_1"); !errors.Is(err, vault.ErrNotFound) {
 			t.Fatalf("missing key: %v", err)
 		}
 	}
-	if st := s.readCacheStats(); st.Hits != 0 || st.Misses != 2 {
-		t.Fatalf("a not-found answer was cached: %+v", st)
+	if st := s.readCacheStats(); st.Hits != 2 || st.Misses != 1 {
+		t.Fatalf("a not-found answer was read from the file again: %+v", st)
+	}
+	for range 2 {
+		if _, err := s.GetCardPolicy(ctx, "o", "itm_1"); !errors.Is(err, vault.ErrNotFound) {
+			t.Fatalf("missing card policy: %v", err)
+		}
+	}
+	p := testPolicy()
+	exec(t, other, `INSERT INTO card_policies (`+cardPolicyCols+`) VALUES (?, ?, ?, 1, '[]', NULL, NULL, NULL, NULL, 0, 0, 0, ?, ?)`,
+		p.Org, p.CardID, p.Currency, nanos(rc0), "owner")
+	if got, err := s.GetCardPolicy(ctx, "o", "itm_1"); err != nil || !got.Rules.Paused {
+		t.Fatalf("card policy added by another writer not seen: %+v, %v", got, err)
 	}
 	k := testKey("avk_1")
 	exec(t, other, `INSERT INTO api_keys (`+apiKeyCols+`) VALUES (?, ?, ?, ?, 0, '[]', 0, '[]', 0, ?, NULL)`, k.ID, k.Org, k.Name, k.SecretHash, nanos(rc0))

@@ -9,7 +9,7 @@ import (
 
 	agentvault "github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/broker"
-	"github.com/agentvault/agentvault/tokens"
+	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/vault"
 )
 
@@ -69,21 +69,19 @@ CREATE TABLE proxy_grants (
 );
 `
 
-// scopeJSON encodes an API key's item scope ("" for every item).
-func scopeJSON(sc *tokens.Scope) (string, error) {
-	if sc == nil {
-		return "", nil
-	}
+// scopeJSON encodes an API key's item scope.
+func scopeJSON(sc policy.KeyScope) (string, error) {
 	b, err := json.Marshal(sc)
 	return string(b), err
 }
 
-func scopeOf(s string) (*tokens.Scope, error) {
+// scopeOf decodes a stored scope; "" (no scope) sees no card and no login.
+func scopeOf(s string) (policy.KeyScope, error) {
+	var sc policy.KeyScope
 	if s == "" {
-		return nil, nil
+		return sc, nil
 	}
-	var sc tokens.Scope
-	return &sc, json.Unmarshal([]byte(s), &sc)
+	return sc, json.Unmarshal([]byte(s), &sc)
 }
 
 // CreateSession implements broker.SessionStore.

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -39,13 +41,19 @@ type handle struct {
 	file os.FileInfo // identity (device and inode) of the database file
 	db   *sql.DB
 	refs int
-	// audit is the file's one audit writer: concurrent AppendAudit calls
-	// share one transaction and one fsync (group commit, see AppendAudit).
-	audit *groupcommit.Writer[vault.AuditRecord, int64]
-	// ledger is the file's one reservation writer: concurrent Reserve
-	// calls share one transaction and one fsync the same way (owner.go).
-	ledger *groupcommit.Writer[policy.Reservation, error]
-	stmts  stmtCache
+	// durable is the file's one writer of the records a caller may act on
+	// only once they are on disk: audit records (AppendAudit, P12) and
+	// spending reservations (Reserve, owner.go, P18). Whatever of both
+	// waits at one moment shares one IMMEDIATE transaction and one fsync
+	// (group commit): a purchase's authorize and another's release commit
+	// together, and no second writer of this process waits on SQLite's
+	// write lock behind the first.
+	durable *groupcommit.Writer[durableOp, durableResult]
+	// wconn is the durable writer's own connection (only its goroutine
+	// uses it), and wsync the synchronous level it was last set to.
+	wconn *sql.Conn
+	wsync int
+	stmts stmtCache
 	// cache holds the owner state and items purchases re-read, valid for
 	// one version of the file (readcache.go).
 	cache readCache
@@ -73,7 +81,12 @@ var handles struct {
 //     the next checkpoint, so after a power cut or an OS crash the last
 //     commits can roll back. An audit record written before a value went
 //     upstream, a ledger entry and a decided approval must survive that
-//     too (P12, P18, P22), so every commit fsyncs the WAL.
+//     too (P12, P18, P22), so every commit fsyncs the WAL. One exception,
+//     on the durable writer's own connection (commitDurable): a group
+//     commit holding only reservations, none of which lets a value leave
+//     by itself, is written at NORMAL; the commit of the audit record that
+//     must precede the value's release is FULL, and its fsync of the WAL
+//     makes every reservation written before it durable too.
 //   - busy_timeout: another process (the owner CLI, a second proxyd
 //     replica) holding the write lock makes writers wait, not fail.
 //   - foreign keys on; IMMEDIATE write transactions (no deadlocked
@@ -84,7 +97,10 @@ const (
 )
 
 const (
-	maxIdleConns = 16
+	// maxIdleConns covers the readers of 64 concurrent purchases: at 16,
+	// the 17th connection in use was closed when handed back and opened
+	// again for the next call (5% of a purchase's CPU with 64 buyers).
+	maxIdleConns = 64
 	connMaxIdle  = time.Minute
 )
 
@@ -154,8 +170,7 @@ func Open(path string) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
-	s.h.audit = groupcommit.New(s.commitAudit, maxAuditBatch)
-	s.h.ledger = groupcommit.New(s.commitReservations, maxLedgerBatch)
+	s.h.durable = groupcommit.New(s.commitDurableOnWriter, maxDurableBatch)
 	handles.open = append(handles.open, s.h)
 	return s, nil
 }
@@ -216,8 +231,8 @@ func (s *Store) Close() error {
 			return
 		}
 		handles.open = slices.DeleteFunc(handles.open, func(h *handle) bool { return h == s.h })
-		s.h.audit.Close()
-		s.h.ledger.Close()
+		s.h.durable.Close()
+		s.h.dropWriterConn()
 		s.h.stmts.close()
 		s.err = s.db.Close()
 	})
@@ -515,63 +530,181 @@ RETURNING last`, org, string(kind)).Scan(&n)
 	return n, dbErr(err, "next label")
 }
 
-// maxAuditBatch bounds the records of one group commit.
-const maxAuditBatch = 256
+// maxDurableBatch bounds the records (audit and reservations) of one
+// group commit.
+const maxDurableBatch = 256
+
+// durableOp is one record for the durable writer: an audit record or a
+// reservation (exactly one is set).
+type durableOp struct {
+	audit *vault.AuditRecord
+	resv  *policy.Reservation
+}
+
+// durableResult is one record's answer: an audit record's seq, or a
+// reservation's refusal (nil: counted).
+type durableResult struct {
+	seq     int64
+	refusal error
+}
+
+// durableDo commits op through the file's durable writer (group commit),
+// or alone in its own transaction (the benchmarks' baseline).
+func (s *Store) durableDo(ctx context.Context, op durableOp) (durableResult, error) {
+	if s.noGroupCommit || s.h == nil || s.h.durable == nil {
+		rs, err := s.commitDurable(ctx, []durableOp{op})
+		if err != nil {
+			return durableResult{}, err
+		}
+		return rs[0], nil
+	}
+	return s.h.durable.Do(ctx, op)
+}
 
 // AppendAudit implements vault.AuditStore with group commit: the record
-// joins every other record waiting at that moment, one writer goroutine
-// inserts them in one IMMEDIATE transaction, and each caller returns its
-// own seq only after that transaction committed (synchronous=FULL: the
-// WAL is fsynced). One fsync serves many releases, and a release still
-// never leaves before its record is durable (P12).
+// joins every other record waiting at that moment (audit records and
+// reservations), one writer goroutine inserts them in one IMMEDIATE
+// transaction, and each caller returns its own seq only after that
+// transaction committed (synchronous=FULL: the WAL is fsynced). One fsync
+// serves many releases, and a release still never leaves before its record
+// is durable (P12).
 func (s *Store) AppendAudit(ctx context.Context, r vault.AuditRecord) (int64, error) {
-	if s.noGroupCommit || s.h == nil || s.h.audit == nil {
-		seqs, err := s.commitAudit(ctx, []vault.AuditRecord{r})
-		if err != nil {
-			return 0, err
-		}
-		return seqs[0], nil
+	res, err := s.durableDo(ctx, durableOp{audit: &r})
+	if err != nil {
+		return 0, dbErr(err, "append audit")
 	}
-	seq, err := s.h.audit.Do(ctx, r)
-	return seq, dbErr(err, "append audit")
+	return res.seq, nil
 }
 
-// AuditCommits reports how many audit group commits ran on this file in
-// this process and how many records they held (for metrics and benchmarks).
+// AuditCommits reports how many group commits of the durable writer ran on
+// this file in this process and how many records (audit records and
+// reservations) they held (for metrics and benchmarks).
 func (s *Store) AuditCommits() (commits, records int64) {
-	if s.h == nil || s.h.audit == nil {
+	if s.h == nil || s.h.durable == nil {
 		return 0, 0
 	}
-	return s.h.audit.Stats()
+	return s.h.durable.Stats()
 }
 
-// commitAudit inserts records in one transaction, in order: their seqs
-// increase in the order the callers were taken.
-func (s *Store) commitAudit(ctx context.Context, recs []vault.AuditRecord) ([]int64, error) {
-	seqs := make([]int64, 0, len(recs))
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		stmt, err := s.txStmt(ctx, tx, qAuditPut)
+// commitDurable writes ops in one transaction, in order: audit seqs
+// increase in the order the callers were taken, and each reservation is
+// checked against the totals the ones before it left. A refused
+// reservation writes nothing and does not stop the others; any other error
+// fails them all (groupcommit then retries each alone).
+func (s *Store) commitDurable(ctx context.Context, ops []durableOp) ([]durableResult, error) {
+	return s.commitDurableIn(ctx, ops, s.tx)
+}
+
+// syncNormal is PRAGMA synchronous's NORMAL.
+const syncNormal = 1
+
+// commitDurableOnWriter is commitDurable on the writer goroutine's own
+// connection, at the synchronous level the batch needs. A batch holding an
+// audit record commits at FULL: the record is on disk before its caller
+// returns, and the value it audits leaves only then (P12). A batch of
+// reservations alone commits at NORMAL, which in WAL mode writes the WAL
+// but does not fsync it: a kill -9 loses nothing (the written pages are
+// the kernel's), and an OS crash can lose only reservations no value left
+// under since. A reservation lets nothing leave by itself (the broker's
+// release of the card comes later, and audits it first), and the WAL is
+// one file appended in order, so the FULL commit of that release's audit
+// record fsyncs every reservation written before it (P18: the card goes
+// out only with its reservation durable). A grant whose reservation an
+// OS crash took back is gone with it (after a crash proxyd counts every
+// one-purchase grant used), so no card can leave against a lost
+// reservation. Checkpoints still fsync at NORMAL.
+func (s *Store) commitDurableOnWriter(ctx context.Context, ops []durableOp) ([]durableResult, error) {
+	h := s.h
+	if h.wconn == nil {
+		c, err := s.db.Conn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		h.wconn, h.wsync = c, syncFull
+	}
+	level := syncNormal
+	for _, op := range ops {
+		if op.audit != nil {
+			level = syncFull
+			break
+		}
+	}
+	if level != h.wsync {
+		if _, err := h.wconn.ExecContext(ctx, `PRAGMA synchronous = `+strconv.Itoa(level)); err != nil {
+			h.dropWriterConn()
+			return nil, err
+		}
+		h.wsync = level
+	}
+	out, err := s.commitDurableIn(ctx, ops, func(ctx context.Context, fn func(*sql.Tx) error) error {
+		tx, err := h.wconn.BeginTx(ctx, nil)
 		if err != nil {
 			return err
 		}
-		for _, r := range recs {
-			res, err := stmt.ExecContext(ctx, nanos(r.Time), r.Action, r.Org, r.ItemID, string(r.Kind), string(r.Field),
+		if err := fn(tx); err != nil {
+			tx.Rollback()
+			return err
+		}
+		return tx.Commit()
+	})
+	if err != nil {
+		// Whatever state the connection is in, the next batch gets a new one.
+		h.dropWriterConn()
+	}
+	return out, err
+}
+
+// dropWriterConn discards the writer's connection: closed, never handed
+// back to the pool, where another writer could find it at NORMAL.
+func (h *handle) dropWriterConn() {
+	if h.wconn == nil {
+		return
+	}
+	_ = h.wconn.Raw(func(any) error { return driver.ErrBadConn })
+	_ = h.wconn.Close()
+	h.wconn = nil
+}
+
+// commitDurableIn is commitDurable's body, in a transaction that inTx runs.
+func (s *Store) commitDurableIn(ctx context.Context, ops []durableOp, inTx func(context.Context, func(*sql.Tx) error) error) ([]durableResult, error) {
+	out := make([]durableResult, len(ops))
+	err := inTx(ctx, func(tx *sql.Tx) error {
+		var put *sql.Stmt
+		for i, op := range ops {
+			if op.resv != nil {
+				err := s.reserveIn(ctx, tx, *op.resv)
+				var ae *agentvault.Error
+				if errors.As(err, &ae) {
+					out[i].refusal = err
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			if put == nil {
+				var err error
+				if put, err = s.txStmt(ctx, tx, qAuditPut); err != nil {
+					return err
+				}
+			}
+			r := op.audit
+			res, err := put.ExecContext(ctx, nanos(r.Time), r.Action, r.Org, r.ItemID, string(r.Kind), string(r.Field),
 				r.Destination, r.Session, r.Actor, r.Purpose, r.ValueHMAC)
 			if err != nil {
 				return err
 			}
-			seq, err := res.LastInsertId()
-			if err != nil {
+			if out[i].seq, err = res.LastInsertId(); err != nil {
 				return err
 			}
-			seqs = append(seqs, seq)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, dbErr(err, "append audit")
+		return nil, err
 	}
-	return seqs, nil
+	return out, nil
 }
 
 // QueryAudit implements vault.AuditStore.

@@ -1,4 +1,4 @@
-package mcpserver
+package hosted
 
 import (
 	"bytes"
@@ -94,13 +94,13 @@ func flightKeyOf(tool, args, handle, rpcID, idem string) string {
 
 // A call's idempotency key: chosen by the client, sent as the
 // Idempotency-Key HTTP header (streamable HTTP) or in the call's _meta
-// under idempotencyMeta (any transport). Unguessable by another client on
+// under IdempotencyMeta (any transport). Unguessable by another client on
 // the same API key, it is what lets a retransmitted first call get its
 // first answer. A client may send one key per call or one for all its calls
 // (the JSON-RPC id tells those apart).
 const (
-	idempotencyHeader = "Idempotency-Key"
-	idempotencyMeta   = "agentvault.io/idempotency-key"
+	IdempotencyHeader = "Idempotency-Key"
+	IdempotencyMeta   = "agentvault.io/idempotency-key"
 	minIdempotencyKey = 16
 	maxIdempotencyKey = 200
 )
@@ -114,19 +114,19 @@ func idempotencyKeyOf(req *mcp.CallToolRequest) (string, error) {
 	}
 	var header, meta string
 	if req.Extra != nil && req.Extra.Header != nil {
-		header = req.Extra.Header.Get(idempotencyHeader)
+		header = req.Extra.Header.Get(IdempotencyHeader)
 	}
 	if req.Params != nil {
-		if v, ok := req.Params.Meta[idempotencyMeta]; ok {
+		if v, ok := req.Params.Meta[IdempotencyMeta]; ok {
 			str, isStr := v.(string)
 			if !isStr {
-				return "", agentvault.Errorf(agentvault.CodeInvalidParams, "_meta %q must be a string: a random value your client chose, such as a UUID.", idempotencyMeta)
+				return "", agentvault.Errorf(agentvault.CodeInvalidParams, "_meta %q must be a string: a random value your client chose, such as a UUID.", IdempotencyMeta)
 			}
 			meta = str
 		}
 	}
 	if header != "" && meta != "" && header != meta {
-		return "", agentvault.Errorf(agentvault.CodeInvalidParams, "the %s header and _meta %q differ: send one idempotency key for the call.", idempotencyHeader, idempotencyMeta)
+		return "", agentvault.Errorf(agentvault.CodeInvalidParams, "the %s header and _meta %q differ: send one idempotency key for the call.", IdempotencyHeader, IdempotencyMeta)
 	}
 	key := cmp.Or(meta, header)
 	if key == "" {
@@ -146,14 +146,14 @@ func idempotencyKeyOf(req *mcp.CallToolRequest) (string, error) {
 // limit hard_timeout: either may have changed something, and P20 forbids
 // running it again blind). Any other failure is not given again: sent
 // again, the call runs, and may succeed.
-func keepsAnswer(res *mcp.CallToolResult) bool {
+func keepsAnswer(t Tools, res *mcp.CallToolResult) bool {
 	if res == nil {
 		return false
 	}
 	if !res.IsError {
 		return true
 	}
-	switch codeOf(res) {
+	switch t.Code(res) {
 	case agentvault.CodeWriteOutcomeUnknown, agentvault.CodeHardTimeout:
 		return true
 	}
@@ -225,10 +225,12 @@ func (r *replayCache) len() int {
 	return r.weight
 }
 
-// idTransport hands each tools/call's JSON-RPC id to the tool layer on a
-// transport without HTTP (stdio), the way the HTTP layer does with
+// Transport is t handing each tools/call's JSON-RPC id to the call layer,
+// for a transport without HTTP (stdio), the way the HTTP layer does with
 // rpcIDHeader, so a retransmitted call is recognised there too (P20). The
 // id is put in the request's Extra, which never comes from the wire.
+func Transport(t mcp.Transport) mcp.Transport { return idTransport{t} }
+
 type idTransport struct{ mcp.Transport }
 
 func (t idTransport) Connect(ctx context.Context) (mcp.Connection, error) {

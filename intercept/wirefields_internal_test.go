@@ -3,7 +3,6 @@ package intercept
 import (
 	"bytes"
 	"compress/gzip"
-	"net/http"
 	"net/url"
 	"slices"
 	"strings"
@@ -14,48 +13,9 @@ import (
 	"github.com/agentvault/agentvault/policy"
 )
 
-// FuzzP18_WireAmount: reading amounts off any request body never panics,
-// never yields a negative amount, and agrees with policy.ParseDecimal on the
-// plain decimals it accepts (outside the minor-unit fields).
-func FuzzP18_WireAmount(f *testing.F) {
-	for _, s := range []struct{ ctype, body string }{
-		{"application/x-www-form-urlencoded", "amount=1234&currency=eur"},
-		{"application/x-www-form-urlencoded", "order[total]=12.34&currency=EUR&order[total]=9"},
-		{"application/json", `{"order":{"grand_total":12.35,"currency":"USD"},"items":[{"price":"€1.234,56","currency":"EUR"}]}`},
-		{"application/json", `{"total":1e400}`},
-		{"application/json", `{"total":1e999999999}`},
-		{"application/json", `[{"value":"-5","currency":"JPY"}]`},
-		{"multipart/form-data; boundary=x", "--x\r\nContent-Disposition: form-data; name=\"total\"\r\n\r\n12.34\r\n--x--\r\n"},
-	} {
-		f.Add(s.ctype, s.body, "EUR")
-	}
-	f.Fuzz(func(t *testing.T, ctype, body, cur string) {
-		req := &http.Request{Header: http.Header{"Content-Type": {ctype}}, URL: &url.URL{RawQuery: "total=1"}}
-		found, err := wireAmounts(WireAmountConfig{}, req, []byte(body), 1<<20, nil)
-		if err != nil {
-			return
-		}
-		for _, w := range found {
-			a, skip, err := parseWireAmount(WireAmountConfig{}, w, cur)
-			if err != nil || skip {
-				continue
-			}
-			if a.Minor < 0 {
-				t.Fatalf("negative amount from a %d-byte field", len(w.text))
-			}
-			if wireMinorNames[w.name] {
-				continue
-			}
-			if d, err := policy.ParseDecimal(w.text, a.Currency); err == nil && d != a {
-				t.Fatalf("%q read as %v, ParseDecimal says %v", w.text, a, d)
-			}
-		}
-	})
-}
-
 // BenchmarkWireAmountJSON is the check's cost on a checkout JSON of about
-// 2 KB (run only for requests that carry a card number authorized with a
-// total).
+// 2 KB: the walk that reads the fields (run only when a card number
+// authorized with a total is released) and the broker's comparison.
 func BenchmarkWireAmountJSON(b *testing.B) {
 	body := []byte(`{"card":{"number":"4242427673844242","cvc":"123"},"currency":"EUR","amount":7240,"items":[`)
 	for i := 0; i < 20; i++ {
@@ -65,23 +25,17 @@ func BenchmarkWireAmountJSON(b *testing.B) {
 		body = append(body, `{"sku":"sku-000123","name":"Trail shoe, size 42","price":"12.50","quantity":1}`...)
 	}
 	body = append(body, `]}`...)
-	req := &http.Request{Header: http.Header{"Content-Type": {"application/json"}}, URL: &url.URL{}}
-	ap := policy.Amount{Minor: 7240, Currency: "EUR"}
+	rules := policy.NewWireRules(policy.WireAmountConfig{})
 	eng := policy.NewEngine(policy.Rates{}, nil)
+	ap := policy.Amount{Minor: 7240, Currency: "EUR"}
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
-		found, err := wireAmounts(WireAmountConfig{}, req, body, 1<<20, nil)
+		fields, err := walkWire(url.URL{}, "application/json", "", body, 1<<20, rules.Wants)
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, w := range found {
-			a, skip, err := parseWireAmount(WireAmountConfig{}, w, "EUR")
-			if err != nil || skip {
-				continue
-			}
-			if err := eng.CheckWireAmount(ap, a); err != nil {
-				b.Fatal(err)
-			}
+		if err := eng.CheckWire(rules, ap, fields); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
@@ -160,43 +114,54 @@ func referenceAmounts(fields []rewrite.Field) ([]string, bool) {
 	return out, true
 }
 
-// FuzzP18_WireAmountMatchesRewriteFields: the amounts the check reads off a
-// request are exactly those the naive reference finds among the fields
-// package rewrite visits when it walks the same URL and body, and the
+// FuzzP18_WireFieldsMatchRewrite: the fields the proxy hands the broker's
+// wire amount check are those package rewrite visits when it walks the
+// request's query and body: the amounts the check reads from them are
+// exactly those the naive reference finds among the visited fields, and the
 // check errs exactly when that walk fails or a group has two currencies.
-func FuzzP18_WireAmountMatchesRewriteFields(f *testing.F) {
+// The walk keeps only the fields the check can read (broker's WireWants,
+// policy.WireRules.Wants): for any configured name and carried value, the
+// amounts (or the refusal) read from the kept fields are those read from
+// every field, so the filter is a saving, never a second rule.
+func FuzzP18_WireFieldsMatchRewrite(f *testing.F) {
 	for _, s := range []struct{ ctype, query, body string }{
 		{"application/x-www-form-urlencoded", "total=1", "x=%zz&amount=1234&currency=eur"},
 		{"application/x-www-form-urlencoded", "a=1;total=9", "x=1;amount=99&currency=eur;currency=usd"},
+		{"application/x-www-form-urlencoded", "", "a;total=5=1&Order_Total=3&pad=xxxx"},
 		{"application/json", "", `{"order":{"grand_total":12.35,"currency":"USD"},"items":[{"price":"1,5","currency":"EUR"}],"total":[1,2]}`},
-		{"text/plain", "", `{"amount_cents":5,"value":3,"currency_code":"jpy"`},
+		{"application/json", "", `{"a":{"value":"3","currency":"EUR","CURRENCY":"usd"},"pad":"xxxxxxxx","myfield":"7"}`},
+		{"text/plain", "", `{"amount_cents":5,"value":3,"currency_code":"jpy" av_card_1_number_x`},
 		{"multipart/form-data; boundary=x", "", "--x\r\nContent-Disposition: form-data; name=\"total\"\r\n\r\n12.34\r\n--x\r\nContent-Disposition: form-data; name=\"j\"\r\nContent-Type: application/json\r\n\r\n{\"totalCents\":3}\r\n--x--\r\n"},
 	} {
-		f.Add(s.ctype, s.query, s.body, false)
+		f.Add(s.ctype, s.query, s.body, false, "myfield", "av_card_1_number_x")
 	}
-	f.Fuzz(func(t *testing.T, ctype, query, body string, gz bool) {
-		req := &http.Request{Header: http.Header{"Content-Type": {ctype}}, URL: &url.URL{Path: "/p", RawQuery: query}}
-		wire := []byte(body)
+	f.Fuzz(func(t *testing.T, ctype, query, body string, gz bool, extra, carried string) {
+		u := url.URL{Path: "/p", RawQuery: query}
+		wire, ce := []byte(body), ""
 		if gz {
 			var buf bytes.Buffer
 			w := gzip.NewWriter(&buf)
 			w.Write(wire)
 			w.Close()
-			wire = buf.Bytes()
-			req.Header.Set("Content-Encoding", "gzip")
+			wire, ce = buf.Bytes(), "gzip"
 		}
-		found, err := wireAmounts(WireAmountConfig{}, req, wire, 1<<20, nil)
+		plain := policy.NewWireRules(policy.WireAmountConfig{})
+		all, err := walkWire(u, ctype, ce, wire, 1<<20, nil)
+		var found []policy.WireAmount
+		if err == nil {
+			found, err = plain.Amounts(all)
+		}
 
 		rec := &fieldRecorder{}
-		u := *req.URL
 		walkErr := func() error {
+			u := u
 			if _, err := rewrite.URL(&u, rec); err != nil {
 				return err
 			}
 			if len(body) == 0 {
 				return nil
 			}
-			_, _, err := rewrite.Body(ctype, req.Header.Get("Content-Encoding"), wire, rec, 1<<20)
+			_, _, err := rewrite.Body(ctype, ce, wire, rec, 1<<20)
 			return err
 		}()
 		if walkErr != nil {
@@ -217,56 +182,27 @@ func FuzzP18_WireAmountMatchesRewriteFields(f *testing.F) {
 		}
 		var got []string
 		for _, w := range found {
-			got = append(got, w.name+"="+w.text+" "+strings.ToUpper(strings.TrimSpace(w.currency)))
+			got = append(got, w.Name+"="+w.Text+" "+strings.ToUpper(strings.TrimSpace(w.Currency)))
 		}
 		slices.Sort(got)
 		slices.Sort(want)
 		if !slices.Equal(got, want) {
 			t.Fatalf("check read %q, reference %q", got, want)
 		}
-	})
-}
 
-// FuzzP18_WireFieldsKeptAgree: the amount check reads the fields the
-// substitution's walk kept, and that walk keeps only the fields amountsIn
-// can read (wireNameSet.wanted). For any body, configured names and
-// carried value, the amounts (or the refusal) read from the kept fields are
-// exactly those read from every field: the filter is a saving, never a
-// second rule.
-func FuzzP18_WireFieldsKeptAgree(f *testing.F) {
-	for _, s := range []struct{ ctype, body string }{
-		{"application/x-www-form-urlencoded", "amount=1234&currency=eur"},
-		{"application/x-www-form-urlencoded", "x=1;amount=99&pad=xxxx"},
-		{"application/x-www-form-urlencoded", "a;total=5=1&Order_Total=3"},
-		{"application/json", `{"order":{"grand_total":12.35,"currency":"USD"},"items":[{"price":"€1.234,56","currency":"EUR"}]}`},
-		{"application/json", `{"a":{"value":"3","currency":"EUR","CURRENCY":"usd"},"pad":"xxxxxxxx","myfield":"7"}`},
-		{"multipart/form-data; boundary=x", "--x\r\nContent-Disposition: form-data; name=\"total\"\r\n\r\n12.34\r\n--x--\r\n"},
-		{"text/plain", "card av_card_1_number_x total 5"},
-	} {
-		f.Add(s.ctype, s.body, "myfield", "av_card_1_number_x")
-	}
-	f.Fuzz(func(t *testing.T, ctype, body, extra, carried string) {
-		cfg := WireAmountConfig{DecimalFields: []string{extra}}
-		names := wireNames(cfg)
-		req := &http.Request{Header: http.Header{"Content-Type": {ctype}}, URL: &url.URL{RawQuery: "total=1;x=2&q=" + url.QueryEscape(body)}}
-		all, kept := &wireFields{}, &wireFields{names: &names}
-		for _, wf := range []*wireFields{all, kept} {
-			u := *req.URL
-			if _, err := rewrite.URL(&u, wf); err != nil {
-				return
-			}
-			if _, _, err := rewrite.Body(ctype, "", []byte(body), wf, 1<<20); err != nil {
-				return
-			}
+		rules := policy.NewWireRules(policy.WireAmountConfig{DecimalFields: []string{extra}})
+		kept, err := walkWire(u, ctype, ce, wire, 1<<20, rules.Wants)
+		if err != nil {
+			t.Fatalf("the filtered walk failed: %v", err)
 		}
 		var c [][]byte
 		if carried != "" {
 			c = [][]byte{[]byte(carried)}
 		}
-		want, werr := amountsIn(cfg, all.fields, c)
-		got, gerr := amountsIn(cfg, kept.fields, c)
-		if agentvault.ErrorCode(werr) != agentvault.ErrorCode(gerr) || !slices.Equal(want, got) {
-			t.Fatalf("kept fields read %v (%v), every field %v (%v)", got, gerr, want, werr)
+		wantK, werr := rules.Amounts(all, c...)
+		gotK, gerr := rules.Amounts(kept, c...)
+		if agentvault.ErrorCode(werr) != agentvault.ErrorCode(gerr) || !slices.Equal(wantK, gotK) {
+			t.Fatalf("kept fields read %v (%v), every field %v (%v)", gotK, gerr, wantK, werr)
 		}
 	})
 }

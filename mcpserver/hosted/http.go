@@ -1,4 +1,4 @@
-package mcpserver
+package hosted
 
 import (
 	"bytes"
@@ -32,6 +32,7 @@ const (
 	// TokenInfo.Extra keys of an authenticated connection.
 	tokenInfoKey  = "apiKey"
 	tokenInfoName = "name"
+	tokenInfoUses = "appUses" // connUses: what the holder chose, nil before a choice
 	// maxPeek bounds how much of a request body is read to find its id.
 	maxPeek = 1 << 20
 	// keyCacheFor is how long a checked key is trusted without asking
@@ -47,7 +48,7 @@ type KeyChecker interface {
 
 var _ KeyChecker = (*control.Client)(nil)
 
-// HTTPOptions configures HTTPHandler.
+// HTTPOptions configures Handler.
 type HTTPOptions struct {
 	// Keys, when set, requires an API key as the bearer token of every
 	// request; each key is a connection of its own. nil: no keys, one
@@ -55,12 +56,13 @@ type HTTPOptions struct {
 	Keys KeyChecker
 }
 
-// HTTPHandler serves the hosted server over streamable HTTP. It turns on
-// the hosted rules (EnableHosted) with zero settings if they are not on
-// yet.
-func (s *Server) HTTPHandler(opts HTTPOptions) http.Handler {
-	s.EnableHosted(HostedConfig{})
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{Stateless: true})
+// Handler serves srv, whose tools run through cl, as the hosted server
+// over streamable HTTP. It turns on the hosted rules (Enable) with zero
+// settings if they are not on yet.
+func (cl *Calls) Handler(srv *mcp.Server, opts HTTPOptions) http.Handler {
+	cl.Enable(Config{})
+	cl.closeAnywayOnce.Do(func() { srv.AddReceivingMiddleware(cl.closeAnyway) })
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{Stateless: true})
 	var inner http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del(rpcIDHeader)
 		if r.Method == http.MethodPost && r.Body != nil {
@@ -159,5 +161,9 @@ func (k *keyCache) verify(ctx context.Context, token string, _ *http.Request) (*
 		k.seen[sum] = e
 		k.mu.Unlock()
 	}
-	return &auth.TokenInfo{UserID: e.info.ID, Extra: map[string]any{tokenInfoKey: token, tokenInfoName: e.info.Name}}, nil
+	extra := map[string]any{tokenInfoKey: token, tokenInfoName: e.info.Name}
+	if e.info.AppChosen {
+		extra[tokenInfoUses] = append([]string{}, e.info.AppUses...)
+	}
+	return &auth.TokenInfo{UserID: e.info.ID, Extra: extra}, nil
 }

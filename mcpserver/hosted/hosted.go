@@ -1,14 +1,15 @@
-package mcpserver
+package hosted
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base32"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentvault/agentvault"
@@ -24,9 +25,9 @@ import (
 // No Mcp-Session-Id header is issued (streamable HTTP runs stateless), so
 // the handle in the answer text is the only way back to a session.
 
-// HostedConfig turns on the hosted server's rules. Zero fields take the
-// seed's values.
-type HostedConfig struct {
+// Config turns on the hosted server's rules. Zero fields take the seed's
+// values.
+type Config struct {
 	// Now is the clock of the session limits (tests inject one).
 	Now func() time.Time
 	// CallDeadline: a call still running after it answers pending (25 s).
@@ -76,21 +77,110 @@ var runsAlone = map[string]bool{"get_checkout_recipes": true, "submit_checkout_r
 // being idle.
 var noTouch = map[string]bool{"get_run_report": true}
 
-type hosted struct {
-	cfg   HostedConfig
+// Tools is what the call layer needs of the tool server it runs calls for
+// (package mcpserver's Server): its sessions, and the wording of its
+// answers, whose status line the call layer adds to but does not define.
+type Tools interface {
+	// Open starts a session under apiKey (a proxy session and the tool
+	// server's own state on it), known from now on by handle. An error
+	// coded too_many_sessions lets the session table make room and try
+	// once more.
+	Open(ctx context.Context, apiKey, handle string) (Session, error)
+	// Error is the answer for err: the tool server's one mapping of an
+	// error to an isError result.
+	Error(err error) *mcp.CallToolResult
+	// Pending is the answer of a call that is still running.
+	Pending(p Pending) *mcp.CallToolResult
+	// AddStatus adds pairs to the status an answer starts with (its status
+	// line, or a JSON answer's first keys).
+	AddStatus(res *mcp.CallToolResult, pairs [][2]string)
+	// Code is the code an answer's status names, "" when none.
+	Code(res *mcp.CallToolResult) agentvault.Code
+}
+
+// Session is one of the tool server's sessions, as the session table sees
+// it.
+type Session interface {
+	// ProxyID is its proxy session's id, the key the dashboard lists it by.
+	ProxyID() string
+	// Expires is when its proxy credential lapses; zero when it does not.
+	Expires() time.Time
+	// HasPage reports whether it shows a page (open_page got one).
+	HasPage() bool
+	// PageHost is the host of the page it shows, and whether the session
+	// was free to be read (a running call holds it; then ok is false).
+	PageHost() (host string, ok bool)
+	// Close ends it: the proxy session and the browser context. Closing
+	// twice is harmless.
+	Close(ctx context.Context)
+	// Found is what its close found, for the ended-session message.
+	Found() *Found
+}
+
+// Options are the parts of the tool server the call layer uses.
+type Options struct {
+	// APIKey is the key of the local connection (stdio, or HTTP without
+	// keys), and of a connection that brought none.
+	APIKey string
+	Logger *slog.Logger
+	// Apps keeps the dashboard's list of connected apps; nil: none.
+	Apps AppReporter
+	// Stop ends with the server: the sweeper, reports and waits stop.
+	Stop context.Context
+}
+
+// Calls is the call layer of one MCP server: every tool call runs through
+// Dispatch. On the local server it keeps the retry rules (replay.go) and
+// the call deadlines (pending.go) for the one connection; with Enable, the
+// hosted server's rules besides.
+type Calls struct {
+	tools Tools
+	opts  Options
+	log   *slog.Logger
+	// closeAnywayOnce adds closeAnyway to the server once (Handler).
+	closeAnywayOnce sync.Once
+
+	mu sync.Mutex
+	// hosted holds the hosted server's connections (nil on the local
+	// server); local is the one connection of the local server, or of a
+	// hosted server without API keys.
+	hosted *table
+	local  *conn
+}
+
+// New builds the call layer for tools.
+func New(tools Tools, opts Options) *Calls {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Stop == nil {
+		opts.Stop = context.Background()
+	}
+	return &Calls{tools: tools, opts: opts, log: opts.Logger, local: newConn("local", "", opts.APIKey)}
+}
+
+// table is the hosted server's connections.
+type table struct {
+	cfg   Config
 	mu    sync.Mutex
 	conns map[string]*conn
 }
 
-func (h *hosted) now() time.Time {
+func (cl *Calls) table() *table {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	return cl.hosted
+}
+
+func (h *table) now() time.Time {
 	if h != nil && h.cfg.Now != nil {
 		return h.cfg.Now()
 	}
 	return time.Now()
 }
 
-func (h *hosted) idle() time.Duration { return durOr(h.cfg.IdleLimit, 13*time.Minute) }
-func (h *hosted) age() time.Duration  { return durOr(h.cfg.AgeLimit, 56*time.Minute) }
+func (h *table) idle() time.Duration { return durOr(h.cfg.IdleLimit, 13*time.Minute) }
+func (h *table) age() time.Duration  { return durOr(h.cfg.AgeLimit, 56*time.Minute) }
 
 func durOr(d, def time.Duration) time.Duration {
 	if d > 0 {
@@ -109,9 +199,9 @@ type conn struct {
 	mu       sync.Mutex
 	live     map[string]*hsession
 	ended    []*endedRec
-	flights  map[string]*flight
+	flights  map[string]*Flight
 	firsts   map[string]firstCall
-	pendings map[string]*flight
+	pendings map[string]*Flight
 	replay   replayCache
 }
 
@@ -121,17 +211,17 @@ type firstCall struct {
 }
 
 func newConn(id, name, key string) *conn {
-	return &conn{id: id, name: name, apiKey: key, live: map[string]*hsession{}, flights: map[string]*flight{},
-		firsts: map[string]firstCall{}, pendings: map[string]*flight{}}
+	return &conn{id: id, name: name, apiKey: key, live: map[string]*hsession{}, flights: map[string]*Flight{},
+		firsts: map[string]firstCall{}, pendings: map[string]*Flight{}}
 }
 
-func (c *conn) addPending(id string, f *flight) {
+func (c *conn) addPending(id string, f *Flight) {
 	c.mu.Lock()
 	c.pendings[id] = f
 	c.mu.Unlock()
 }
 
-func (c *conn) pending(id string) *flight {
+func (c *conn) pending(id string) *Flight {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.pendings[id]
@@ -157,7 +247,7 @@ func (c *conn) uncollected() int {
 type hsession struct {
 	handle      string
 	conn        *conn
-	ss          *Session
+	ss          Session
 	started     time.Time
 	opened      time.Time // browser opened; zero until open_page got a page
 	lastUsed    time.Time
@@ -165,7 +255,7 @@ type hsession struct {
 	inFlight    int
 	credExpires time.Time
 	ending      *endedRec // ended while a call was in flight
-	pageHost    string    // the page's host, as last reported (hosted_apps.go)
+	pageHost    string    // the page's host, as last reported (apps.go)
 }
 
 // endedRec is what is left of an ended session: why, and what its close
@@ -176,7 +266,7 @@ type endedRec struct {
 	at     time.Time
 
 	mu    sync.Mutex
-	found *closeFound
+	found *Found
 	// closed is closed once found is set: a call refused while the close
 	// runs (on another goroutine) waits for what it found, briefly.
 	closed chan struct{}
@@ -185,36 +275,14 @@ type endedRec struct {
 	answer *mcp.CallToolResult
 }
 
-// closeFound is what a close found, as the first ended-session message
-// gives it.
-type closeFound struct {
+// Found is what a session's close found, as the first ended-session
+// message gives it (the tool server reads it: Session.Found).
+type Found struct {
 	Reports        []control.Report `json:"reports,omitempty"`
 	CoversWholeRun *bool            `json:"coversWholeRun,omitempty"`
 	VaultWrites    []string         `json:"vaultWrites,omitempty"`
 	TeardownError  string           `json:"teardownError,omitempty"`
 	Note           string           `json:"note,omitempty"`
-}
-
-const noReportNote = "No report could be read for that session. Do NOT read this as nothing having been filled."
-
-func foundOf(ss *Session) *closeFound {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	if !ss.closed {
-		return &closeFound{Note: "The close had not finished: a call was still running on the session. Do NOT read this as nothing having been filled."}
-	}
-	if ss.closeErr != nil {
-		f := &closeFound{Note: noReportNote, TeardownError: ss.teardownErr}
-		if len(ss.earlier) > 0 {
-			no := false
-			f.Reports, f.CoversWholeRun, f.VaultWrites = append([]control.Report(nil), ss.earlier...), &no, writesOf(ss.earlier)
-		}
-		return f
-	}
-	r := normReport(ss.closeAnswer.Report)
-	whole := ss.replaced == 0
-	reports := append(append([]control.Report(nil), ss.earlier...), r)
-	return &closeFound{Reports: reports, CoversWholeRun: &whole, VaultWrites: append(writesOf(ss.earlier), r.CredentialWrites...), TeardownError: ss.teardownErr}
 }
 
 // closeWait bounds how long a refused call waits for a close running on
@@ -235,7 +303,7 @@ func (r *endedRec) message() string {
 		r.mu.Unlock()
 	}
 	if f == nil {
-		f = &closeFound{Note: "The close had not finished yet. Do NOT read this as nothing having been filled."}
+		f = &Found{Note: "The close had not finished yet. Do NOT read this as nothing having been filled."}
 	}
 	b, _ := json.Marshal(f)
 	return fmt.Sprintf("This session has ended: the gateway closed it because %s. What its close found: %s", r.reason, b)
@@ -250,14 +318,22 @@ func randomHandle(prefix string, n int) string {
 }
 
 // connOf is the connection a call came on.
-func (s *Server) connOf(req *mcp.CallToolRequest) *conn {
-	if s.hosted == nil || req == nil || req.Extra == nil || req.Extra.TokenInfo == nil || req.Extra.TokenInfo.UserID == "" {
-		return s.local
+func (cl *Calls) connOf(req *mcp.CallToolRequest) *conn {
+	if req == nil {
+		return cl.local
 	}
-	ti := req.Extra.TokenInfo
+	return cl.connOfExtra(req.Extra)
+}
+
+// connOfExtra is the connection of a request with extra.
+func (cl *Calls) connOfExtra(extra *mcp.RequestExtra) *conn {
+	if cl.table() == nil || extra == nil || extra.TokenInfo == nil || extra.TokenInfo.UserID == "" {
+		return cl.local
+	}
+	ti := extra.TokenInfo
 	key, _ := ti.Extra[tokenInfoKey].(string)
 	name, _ := ti.Extra[tokenInfoName].(string)
-	h := s.hosted
+	h := cl.table()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c := h.conns[ti.UserID]
@@ -271,9 +347,10 @@ func (s *Server) connOf(req *mcp.CallToolRequest) *conn {
 	return c
 }
 
-// apiKeyOf is the API key a call's proxyd sessions and catalog use: the
-// connection's own on the hosted server, the configured one otherwise.
-func (s *Server) apiKeyOf(ctx context.Context) string {
+// APIKey is the API key a call's proxyd sessions and catalog use: the
+// connection's own on the hosted server, the configured one otherwise. ctx
+// is the call's.
+func (cl *Calls) APIKey(ctx context.Context) string {
 	if c := connFrom(ctx); c != nil {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -281,7 +358,7 @@ func (s *Server) apiKeyOf(ctx context.Context) string {
 			return c.apiKey
 		}
 	}
-	return s.cfg.APIKey
+	return cl.opts.APIKey
 }
 
 // rpcIDOf is the JSON-RPC id of a call, as the HTTP layer found it in the
@@ -300,24 +377,37 @@ func argsOf(req *mcp.CallToolRequest) json.RawMessage {
 	return req.Params.Arguments
 }
 
-// handleSetter is an argument struct whose session can be set (every tool
-// input embeds SessionArg).
-type handleSetter interface {
-	handle() string
-	setHandle(string)
+// SessionArg is the optional session handle every tool accepts.
+type SessionArg struct {
+	Session string `json:"session,omitempty" jsonschema:"Handle of the session an earlier answer named (s_...). Leave it out on the local server: calls use the session open_page started."`
 }
 
-func (a *SessionArg) setHandle(h string) { a.Session = h }
+// Handle is the session the call names, "" for none.
+func (a SessionArg) Handle() string { return a.Session }
 
-// dispatch runs one tool call under the server's rules: on the local server
-// a wait on the owner answers pending unless the client waits with progress
-// notifications; on the hosted server every rule of seed 004.
-func (s *Server) dispatch(ctx context.Context, req *mcp.CallToolRequest, tool string, in handleSetter, run func(context.Context) *mcp.CallToolResult) *mcp.CallToolResult {
-	c := s.connOf(req)
-	if s.hosted == nil {
-		return s.dispatchLocal(ctx, req, c, tool, run)
+// SetHandle names the session the call runs on.
+func (a *SessionArg) SetHandle(h string) { a.Session = h }
+
+// HandleSetter is a tool's input whose session can be read and set (every
+// tool input embeds SessionArg).
+type HandleSetter interface {
+	Handle() string
+	SetHandle(string)
+}
+
+// Dispatch runs one tool call (run) under the server's rules: on the local
+// server a wait on the owner answers pending unless the client waits with
+// progress notifications; on the hosted server every rule of seed 004. On
+// the hosted server it may set in's session before run reads it.
+func (cl *Calls) Dispatch(ctx context.Context, req *mcp.CallToolRequest, tool string, in HandleSetter, run func(context.Context) *mcp.CallToolResult) *mcp.CallToolResult {
+	if r, ok := ctx.Value(reachedKey{}).(*atomic.Bool); ok {
+		r.Store(true)
 	}
-	return s.dispatchHosted(ctx, req, c, tool, in, run)
+	c := cl.connOf(req)
+	if cl.table() == nil {
+		return cl.dispatchLocal(ctx, req, c, tool, run)
+	}
+	return cl.dispatchHosted(ctx, req, c, tool, in, run)
 }
 
 // dispatchLocal runs a call on the local server (stdio, or any transport
@@ -326,26 +416,26 @@ func (s *Server) dispatch(ctx context.Context, req *mcp.CallToolRequest, tool st
 // over, and an idempotency key if the client sent one) joins the running
 // call or gets its first answer for 2 minutes, as on the hosted server
 // (P20). The transport is one client, so the id alone tells it.
-func (s *Server) dispatchLocal(ctx context.Context, req *mcp.CallToolRequest, c *conn, tool string, run func(context.Context) *mcp.CallToolResult) *mcp.CallToolResult {
+func (cl *Calls) dispatchLocal(ctx context.Context, req *mcp.CallToolRequest, c *conn, tool string, run func(context.Context) *mcp.CallToolResult) *mcp.CallToolResult {
 	now := time.Now()
 	idem, err := idempotencyKeyOf(req)
 	if err != nil {
-		return statusError(err, nil)
+		return cl.tools.Error(err)
 	}
 	rpcID := rpcIDOf(req)
 	kept := rpcID != "" && isKept(tool, argsOf(req))
 	key := flightKeyOf(tool, canonicalArgs(argsOf(req)), "", rpcID, idem)
-	var f *flight
+	var f *Flight
 	if kept {
 		if res := c.replay.get(key, now); res != nil {
-			s.log.Info("tool", "tool", tool, "status", "replayed")
+			cl.log.Info("tool", "tool", tool, "status", "replayed")
 			return res
 		}
 		c.mu.Lock()
 		if running := c.flights[key]; running != nil {
 			c.mu.Unlock()
-			s.log.Info("tool", "tool", tool, "status", "joined")
-			return s.awaitFlight(ctx, c, running, 0, req.Params.GetProgressToken() == nil)
+			cl.log.Info("tool", "tool", tool, "status", "joined")
+			return cl.awaitFlight(ctx, c, running, 0, req.Params.GetProgressToken() == nil)
 		}
 		f = newFlight(tool, now, req)
 		c.flights[key] = f
@@ -354,7 +444,7 @@ func (s *Server) dispatchLocal(ctx context.Context, req *mcp.CallToolRequest, c 
 		f = newFlight(tool, now, req)
 	}
 	finish := func(res *mcp.CallToolResult) {
-		if f.complete(res, time.Now()) && kept && keepsAnswer(res) {
+		if f.complete(res, time.Now()) && kept && keepsAnswer(cl.tools, res) {
 			c.replay.put(key, res, 1, time.Now())
 		}
 		if kept {
@@ -373,21 +463,21 @@ func (s *Server) dispatchLocal(ctx context.Context, req *mcp.CallToolRequest, c 
 		return cloneResult(res)
 	}
 	go func() { finish(run(withFlight(context.WithoutCancel(ctx), f))) }()
-	return s.awaitFlight(ctx, c, f, 0, true)
+	return cl.awaitFlight(ctx, c, f, 0, true)
 }
 
-func refusal(code agentvault.Code, ended bool, format string, args ...any) *mcp.CallToolResult {
-	r := statusError(agentvault.Errorf(code, format, args...), nil)
+func (cl *Calls) refusal(code agentvault.Code, ended bool, format string, args ...any) *mcp.CallToolResult {
+	r := cl.tools.Error(agentvault.Errorf(code, format, args...))
 	if ended {
-		r = withSession(r, "", true)
+		r = withSession(cl.tools, r, "", true)
 	}
 	return r
 }
 
-func (s *Server) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c *conn, tool string, in handleSetter, run func(context.Context) *mcp.CallToolResult) *mcp.CallToolResult {
-	h := s.hosted
+func (cl *Calls) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c *conn, tool string, in HandleSetter, run func(context.Context) *mcp.CallToolResult) *mcp.CallToolResult {
+	h := cl.table()
 	now := h.now()
-	handle := in.handle()
+	handle := in.Handle()
 	fromHeader := false
 	if handle == "" && req != nil && req.Extra != nil && req.Extra.Header != nil {
 		if v := req.Extra.Header.Get("Mcp-Session-Id"); v != "" {
@@ -395,11 +485,15 @@ func (s *Server) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c
 		}
 	}
 	if len(handle) > maxHandleLen {
-		return refusal(agentvault.CodeInvalidParams, false, "session is longer than %d characters: pass the handle an earlier answer named (s_...).", maxHandleLen)
+		return cl.refusal(agentvault.CodeInvalidParams, false, "session is longer than %d characters: pass the handle an earlier answer named (s_...).", maxHandleLen)
+	}
+	if res := cl.refuseUnchosen(req, tool); res != nil {
+		cl.log.Info("tool", "tool", tool, "status", "not_chosen")
+		return res
 	}
 	idem, err := idempotencyKeyOf(req)
 	if err != nil {
-		return statusError(err, nil)
+		return cl.tools.Error(err)
 	}
 	args := canonicalArgs(argsOf(req))
 	rpcID := rpcIDOf(req)
@@ -412,7 +506,7 @@ func (s *Server) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c
 	replayKey := flightKeyOf(tool, args, handle, rpcID, idem)
 	if kept {
 		if res := c.replay.get(replayKey, now); res != nil {
-			s.log.Info("tool", "tool", tool, "status", "replayed")
+			cl.log.Info("tool", "tool", tool, "status", "replayed")
 			return res
 		}
 	}
@@ -442,13 +536,13 @@ func (s *Server) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c
 		c.mu.Lock()
 		if running := c.flights[joinKey]; running != nil {
 			c.mu.Unlock()
-			return s.awaitFlight(ctx, c, running, s.callDeadline(), true)
+			return cl.awaitFlight(ctx, c, running, cl.callDeadline(), true)
 		}
 		c.flights[joinKey] = f
 		c.mu.Unlock()
 	}
 	done := func(res *mcp.CallToolResult, keep bool, weight int) {
-		if f.complete(res, h.now()) && keep && kept && keepsAnswer(res) {
+		if f.complete(res, h.now()) && keep && kept && keepsAnswer(cl.tools, res) {
 			c.replay.put(replayKey, res, weight, h.now())
 		}
 		if joinKey != "" {
@@ -461,19 +555,19 @@ func (s *Server) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c
 	}
 	if handle != "" {
 		// The owner may have ended it on the dashboard.
-		s.syncApps(ctx, c)
+		cl.syncApps(ctx, c)
 	}
-	res, hs, started, earlier := s.hostedSession(ctx, c, tool, handle, fromHeader)
+	res, hs, started, earlier := cl.hostedSession(ctx, c, tool, handle, fromHeader)
 	if res != nil {
 		done(res, false, 0)
 		return cloneResult(res)
 	}
 	if c.uncollected() >= maxPending {
-		s.leave(hs, false)
+		cl.leave(hs, false)
 		if started {
-			s.dropStarted(hs)
+			cl.dropStarted(hs)
 		}
-		done(refusal(agentvault.CodeTooManyPending, false,
+		done(cl.refusal(agentvault.CodeTooManyPending, false,
 			"This connection has %d calls whose answers nobody fetched: call get_pending_result for them before starting more.", maxPending), false, 0)
 		return cloneResult(f.result())
 	}
@@ -486,9 +580,9 @@ func (s *Server) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c
 		// A tool that runs on its own without a session (with the
 		// connection's key, as every call of it).
 		go func() { done(run(withConn(withFlight(context.WithoutCancel(ctx), f), c)), true, 1) }()
-		return s.awaitFlight(ctx, c, f, s.callDeadline(), true)
+		return cl.awaitFlight(ctx, c, f, cl.callDeadline(), true)
 	}
-	in.setHandle(hs.handle)
+	in.SetHandle(hs.handle)
 	f.mu.Lock()
 	f.handle = hs.handle
 	f.mu.Unlock()
@@ -497,37 +591,40 @@ func (s *Server) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c
 	running := 0
 	if closing {
 		// It takes the session out of use at once: no new call enters.
-		rec = s.detach(hs, reasonClosed)
+		rec = cl.detach(hs, reasonClosed)
 		c.mu.Lock()
 		running = hs.inFlight - 1 // the calls besides this one
 		c.mu.Unlock()
 	}
-	limit := s.hardLimit(tool)
+	limit := h.hardLimit(tool)
 	callCtx, cancel := context.WithTimeout(withFlight(context.WithoutCancel(ctx), f), limit)
 	callCtx = withConn(callCtx, c)
 	timer := time.AfterFunc(limit, func() {
-		res := withSession(hardTimeout(tool, limit), hs.handle, false)
+		res := withSession(cl.tools, cl.tools.Error(hardTimeout(tool, limit)), hs.handle, false)
 		done(res, true, 1)
 	})
 	go func() {
 		defer cancel()
 		res := run(callCtx)
 		timer.Stop()
-		failedFirst := started && res.IsError && !loginWrites[tool] && (tool != "open_page" || !s.hasPage(hs))
+		failedFirst := started && res.IsError && !loginWrites[tool] && (tool != "open_page" || !hs.ss.HasPage())
 		switch {
 		case closing:
-			if running > 0 && s.awaitOthers(callCtx, hs) {
-				res.Content = append(res.Content, &mcp.TextContent{Text: finishedAfterwards(foundOf(hs.ss))})
+			if res.IsError && cl.tools.Code(res) == agentvault.CodeInternal {
+				res = cl.closeAfterInternalError(hs)
 			}
-			res = withSession(res, hs.handle, true)
+			if running > 0 && cl.awaitOthers(callCtx, hs) {
+				res.Content = append(res.Content, &mcp.TextContent{Text: finishedAfterwards(hs.ss.Found())})
+			}
+			res = withSession(cl.tools, res, hs.handle, true)
 			rec.mu.Lock()
 			rec.answer = cloneResult(res)
 			rec.mu.Unlock()
-			rec.setFound(foundOf(hs.ss))
+			rec.setFound(hs.ss.Found())
 		case failedFirst:
 			// A first call that fails starts no session.
-			s.leave(hs, false)
-			s.dropStarted(hs)
+			cl.leave(hs, false)
+			cl.dropStarted(hs)
 			c.mu.Lock()
 			delete(c.firsts, firstKey)
 			c.mu.Unlock()
@@ -537,12 +634,12 @@ func (s *Server) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c
 			if earlier != nil {
 				res = withEarlier(res, earlier)
 			}
-			ended := s.leave(hs, !noTouch[tool])
-			res = withSession(res, hs.handle, ended)
+			ended := cl.leave(hs, !noTouch[tool])
+			res = withSession(cl.tools, res, hs.handle, ended)
 		}
 		if closing {
-			s.leave(hs, false)
-			s.syncAppsLater(c)
+			cl.leave(hs, false)
+			cl.syncAppsLater(c)
 		}
 		weight := 1
 		if started {
@@ -550,13 +647,79 @@ func (s *Server) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c
 		}
 		done(res, true, weight)
 	}()
-	return s.awaitFlight(ctx, c, f, s.callDeadline(), true)
+	return cl.awaitFlight(ctx, c, f, cl.callDeadline(), true)
 }
+
+// reachedKey marks, in a close_session call's context, whether the call
+// reached Dispatch (closeAnyway).
+type reachedKey struct{}
+
+// closeAnyway is the hosted server's receiving middleware for a
+// close_session refused for its arguments before it reached Dispatch (the
+// SDK's schema check): the session its `session` names is closed anyway,
+// and the refusal says so (seed 004, "Closing a hosted session").
+func (cl *Calls) closeAnyway(next mcp.MethodHandler) mcp.MethodHandler {
+	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+		p, ok := req.GetParams().(*mcp.CallToolParamsRaw)
+		if method != "tools/call" || !ok || p.Name != "close_session" || cl.table() == nil {
+			return next(ctx, method, req)
+		}
+		reached := new(atomic.Bool)
+		res, err := next(context.WithValue(ctx, reachedKey{}, reached), method, req)
+		r, ok := res.(*mcp.CallToolResult)
+		if err != nil || !ok || !r.IsError || reached.Load() {
+			return res, err
+		}
+		var args struct {
+			Session string `json:"session"`
+		}
+		if json.Unmarshal(p.Arguments, &args) != nil || args.Session == "" {
+			return res, err
+		}
+		c := cl.connOfExtra(req.GetExtra())
+		c.mu.Lock()
+		hs := c.live[args.Session]
+		c.mu.Unlock()
+		if hs == nil {
+			return res, err
+		}
+		cl.endSession(hs, reasonClosed)
+		var why []string
+		for _, ct := range r.Content {
+			if tc, ok := ct.(*mcp.TextContent); ok {
+				why = append(why, tc.Text)
+			}
+		}
+		cl.log.Info("tool", "tool", "close_session", "status", "closed_anyway")
+		out := cl.tools.Error(agentvault.Errorf(agentvault.CodeInvalidParams, "close_session's arguments were refused: %s. The session is closed anyway.", strings.Join(why, " ")))
+		return withSession(cl.tools, out, hs.handle, true), nil
+	}
+}
+
+// closeAfterInternalError is close_session's answer when the tool failed
+// inside (seed 004, "Closing a hosted session"): the layer closes the
+// session itself (Session.Close does nothing twice) and says what the close
+// found.
+func (cl *Calls) closeAfterInternalError(hs *hsession) *mcp.CallToolResult {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	hs.ss.Close(ctx)
+	f := hs.ss.Found()
+	if f == nil {
+		f = &Found{Note: NoReportNote}
+	}
+	b, _ := json.Marshal(f)
+	return cl.tools.Error(agentvault.Errorf(agentvault.CodeInternal, "close_session hit an internal error, but the session is closed. What its close found: %s", b))
+}
+
+// NoReportNote is what a close that could read nothing found (seed 004,
+// "When a session ends").
+const NoReportNote = "No report could be read for that session. Do NOT read this as nothing having been filled."
 
 // awaitOthers waits until close_session is the only call left on hs (the
 // calls that were running when it closed have finished), or until ctx
 // ends. It reports whether they finished.
-func (s *Server) awaitOthers(ctx context.Context, hs *hsession) bool {
+func (cl *Calls) awaitOthers(ctx context.Context, hs *hsession) bool {
 	t := time.NewTicker(20 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -577,7 +740,7 @@ func (s *Server) awaitOthers(ctx context.Context, hs *hsession) bool {
 // finishedAfterwards is close_session's line for calls that were still
 // running when the session closed and finished after it, with what the
 // final close found.
-func finishedAfterwards(f *closeFound) string {
+func finishedAfterwards(f *Found) string {
 	b, _ := json.Marshal(f)
 	return "Calls still running when the session closed finished afterwards. What the final close found: " + string(b)
 }
@@ -593,7 +756,49 @@ func connFrom(ctx context.Context) *conn {
 	return c
 }
 
-func (r *endedRec) setFound(f *closeFound) {
+// Replaced records that the session named handle runs on a new proxy
+// session (the old one died under it): its credential lapses at expires,
+// and its browser counts as opened anew. ctx is the call's.
+func (cl *Calls) Replaced(ctx context.Context, handle string, expires time.Time) {
+	c := connFrom(ctx)
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	if hs := c.live[handle]; hs != nil {
+		hs.credExpires = expires
+		hs.opened = time.Time{}
+	}
+	c.mu.Unlock()
+}
+
+// Running is how many calls run on the live session named handle now (0
+// when no connection has one by that name).
+func (cl *Calls) Running(handle string) int {
+	conns := []*conn{cl.local}
+	if h := cl.table(); h != nil {
+		h.mu.Lock()
+		for _, c := range h.conns {
+			conns = append(conns, c)
+		}
+		h.mu.Unlock()
+	}
+	for _, c := range conns {
+		c.mu.Lock()
+		hs := c.live[handle]
+		n := 0
+		if hs != nil {
+			n = hs.inFlight
+		}
+		c.mu.Unlock()
+		if hs != nil {
+			return n
+		}
+	}
+	return 0
+}
+
+func (r *endedRec) setFound(f *Found) {
 	r.mu.Lock()
 	first := r.found == nil
 	r.found = f
@@ -611,16 +816,10 @@ func withEarlier(res *mcp.CallToolResult, rec *endedRec) *mcp.CallToolResult {
 	return res
 }
 
-func (s *Server) hasPage(hs *hsession) bool {
-	hs.ss.mu.Lock()
-	defer hs.ss.mu.Unlock()
-	return hs.ss.page != nil
-}
-
 // hostedSession resolves the session a call runs on (entering it), or the
 // refusal it gets before it runs.
-func (s *Server) hostedSession(ctx context.Context, c *conn, tool, handle string, fromHeader bool) (res *mcp.CallToolResult, hs *hsession, started bool, earlier *endedRec) {
-	h := s.hosted
+func (cl *Calls) hostedSession(ctx context.Context, c *conn, tool, handle string, fromHeader bool) (res *mcp.CallToolResult, hs *hsession, started bool, earlier *endedRec) {
+	h := cl.table()
 	if handle != "" {
 		c.mu.Lock()
 		hs = c.live[handle]
@@ -647,9 +846,9 @@ func (s *Server) hostedSession(ctx context.Context, c *conn, tool, handle string
 				if tool == "close_session" && again != nil {
 					return again, nil, false, nil
 				}
-				return refusal(agentvault.CodeSessionEnded, true, "%s", rec.message()), nil, false, nil
+				return cl.refusal(agentvault.CodeSessionEnded, true, "%s", rec.message()), nil, false, nil
 			}
-			return refusal(agentvault.CodeSessionEnded, true, "%s", endedNoRecord), nil, false, nil
+			return cl.refusal(agentvault.CodeSessionEnded, true, "%s", endedNoRecord), nil, false, nil
 		}
 		earlier = rec
 	}
@@ -657,69 +856,68 @@ func (s *Server) hostedSession(ctx context.Context, c *conn, tool, handle string
 		return nil, nil, false, nil
 	}
 	if !startsSession[tool] {
-		return refusal(agentvault.CodeNoPage, false,
+		return cl.refusal(agentvault.CodeNoPage, false,
 			"%s needs a browser session: call open_page first, then pass the `session` it returns on this call.", tool), nil, false, nil
 	}
-	hs, err := s.startHosted(ctx, c)
+	hs, err := cl.startHosted(ctx, c)
 	if err != nil {
-		return statusError(err, nil), nil, false, nil
+		return cl.tools.Error(err), nil, false, nil
 	}
 	return nil, hs, true, earlier
 }
 
-// startHosted opens a proxyd session for c. At the key's session limit it
-// closes an idle session of this connection (or one no call used in the 2
-// minutes since it started) to make room, once.
-func (s *Server) startHosted(ctx context.Context, c *conn) (*hsession, error) {
-	h := s.hosted
+// startHosted opens a session for c (Tools.Open). At the key's session
+// limit it closes an idle session of this connection (or one no call used
+// in the 2 minutes since it started) to make room, once.
+func (cl *Calls) startHosted(ctx context.Context, c *conn) (*hsession, error) {
+	h := cl.table()
 	c.mu.Lock()
 	key := c.apiKey
 	c.mu.Unlock()
 	if key == "" {
-		key = s.cfg.APIKey
+		key = cl.opts.APIKey
 	}
-	cs, err := s.cfg.Control.CreateSession(ctx, key)
+	handle := randomHandle("s_", 16)
+	ss, err := cl.tools.Open(ctx, key, handle)
 	if agentvault.ErrorCode(err) == agentvault.CodeTooManySessions {
-		if v, why := s.victim(c); v != nil {
-			if rec := s.detach(v, why); rec != nil {
-				s.finishEnd(v, rec)
+		if v, why := cl.victim(c); v != nil {
+			if rec := cl.detach(v, why); rec != nil {
+				cl.finishEnd(v, rec)
 			}
-			cs, err = s.cfg.Control.CreateSession(ctx, key)
+			ss, err = cl.tools.Open(ctx, key, handle)
 		}
 	}
 	if err != nil {
 		return nil, err
 	}
-	ss := newSession(cs)
-	ss.Handle = randomHandle("s_", 16)
 	now := h.now()
-	hs := &hsession{handle: ss.Handle, conn: c, ss: ss, started: now, lastUsed: now, calls: 1, inFlight: 1, credExpires: cs.ExpiresAt}
-	s.mu.Lock()
-	s.sessions[ss.Handle] = ss
-	s.mu.Unlock()
+	hs := &hsession{handle: handle, conn: c, ss: ss, started: now, lastUsed: now, calls: 1, inFlight: 1, credExpires: ss.Expires()}
 	c.mu.Lock()
-	c.live[ss.Handle] = hs
+	c.live[handle] = hs
 	c.mu.Unlock()
-	s.log.Info("hosted session opened", "conn", c.id)
-	s.syncAppsLater(c)
+	cl.log.Info("hosted session opened", "conn", c.id)
+	cl.syncAppsLater(c)
 	return hs, nil
 }
 
-// EnableHosted turns on the hosted server's rules (mcpd over HTTP). Call
-// it before serving.
-func (s *Server) EnableHosted(cfg HostedConfig) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.hosted != nil {
+// Enable turns on the hosted server's rules (mcpd over HTTP). Call it
+// before serving; a second call changes nothing.
+func (cl *Calls) Enable(cfg Config) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	if cl.hosted != nil {
 		return
 	}
-	s.hosted = &hosted{cfg: cfg, conns: map[string]*conn{}}
-	s.runSweeper()
+	cl.hosted = &table{cfg: cfg, conns: map[string]*conn{}}
+	cl.runSweeper(cl.hosted)
 }
 
+// Hosted reports whether the hosted server's rules are on.
+func (cl *Calls) Hosted() bool { return cl.table() != nil }
+
 // victim picks the session to close at the session limit.
-func (s *Server) victim(c *conn) (*hsession, string) {
-	h := s.hosted
+func (cl *Calls) victim(c *conn) (*hsession, string) {
+	h := cl.table()
 	now := h.now()
 	var best *hsession
 	c.mu.Lock()
@@ -755,7 +953,7 @@ func (s *Server) victim(c *conn) (*hsession, string) {
 
 // leave ends a call on hs. touch records a use. It returns whether the
 // session has ended (closing it when this was its last running call).
-func (s *Server) leave(hs *hsession, touch bool) bool {
+func (cl *Calls) leave(hs *hsession, touch bool) bool {
 	if hs == nil {
 		return false
 	}
@@ -763,26 +961,22 @@ func (s *Server) leave(hs *hsession, touch bool) bool {
 	c.mu.Lock()
 	hs.inFlight--
 	if touch {
-		hs.lastUsed = s.hosted.now()
+		hs.lastUsed = cl.table().now()
 	}
-	if hs.opened.IsZero() && hs.ss != nil {
-		hs.ss.mu.Lock()
-		if hs.ss.page != nil {
-			hs.opened = s.hosted.now()
-		}
-		hs.ss.mu.Unlock()
+	if hs.opened.IsZero() && hs.ss != nil && hs.ss.HasPage() {
+		hs.opened = cl.table().now()
 	}
 	rec, last := hs.ending, hs.inFlight == 0
 	c.mu.Unlock()
 	if rec != nil && last {
-		go s.finishEnd(hs, rec)
+		go cl.finishEnd(hs, rec)
 	}
 	return rec != nil
 }
 
 // dropStarted closes a session a failed first call started: no handle came
 // back, so no record is kept either.
-func (s *Server) dropStarted(hs *hsession) {
+func (cl *Calls) dropStarted(hs *hsession) {
 	c := hs.conn
 	c.mu.Lock()
 	delete(c.live, hs.handle)
@@ -790,12 +984,12 @@ func (s *Server) dropStarted(hs *hsession) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_, _ = s.closeSession(ctx, hs.ss)
+		hs.ss.Close(ctx)
 	}()
 }
 
 // detach takes hs out of use (no new call enters) and records why.
-func (s *Server) detach(hs *hsession, reason string) *endedRec {
+func (cl *Calls) detach(hs *hsession, reason string) *endedRec {
 	c := hs.conn
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -803,7 +997,7 @@ func (s *Server) detach(hs *hsession, reason string) *endedRec {
 		return nil
 	}
 	delete(c.live, hs.handle)
-	rec := &endedRec{handle: hs.handle, reason: reason, at: s.hosted.now(), closed: make(chan struct{})}
+	rec := &endedRec{handle: hs.handle, reason: reason, at: cl.table().now(), closed: make(chan struct{})}
 	c.ended = append(c.ended, rec)
 	if len(c.ended) > endedMax {
 		c.ended = append([]*endedRec(nil), c.ended[len(c.ended)-endedMax:]...)
@@ -811,14 +1005,14 @@ func (s *Server) detach(hs *hsession, reason string) *endedRec {
 	if reason != reasonClosed {
 		hs.ending = rec
 	}
-	s.log.Info("hosted session ended", "conn", c.id, "reason", reason)
+	cl.log.Info("hosted session ended", "conn", c.id, "reason", reason)
 	return rec
 }
 
 // endSession ends hs for reason: at once when no call runs on it, else
 // when the last running call leaves.
-func (s *Server) endSession(hs *hsession, reason string) {
-	rec := s.detach(hs, reason)
+func (cl *Calls) endSession(hs *hsession, reason string) {
+	rec := cl.detach(hs, reason)
 	if rec == nil {
 		return
 	}
@@ -826,22 +1020,23 @@ func (s *Server) endSession(hs *hsession, reason string) {
 	idle := hs.inFlight == 0
 	hs.conn.mu.Unlock()
 	if idle {
-		s.finishEnd(hs, rec)
+		cl.finishEnd(hs, rec)
 	}
 }
 
-func (s *Server) finishEnd(hs *hsession, rec *endedRec) {
+func (cl *Calls) finishEnd(hs *hsession, rec *endedRec) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, _ = s.closeSession(ctx, hs.ss)
-	rec.setFound(foundOf(hs.ss))
-	s.syncAppsLater(hs.conn)
+	hs.ss.Close(ctx)
+	rec.setFound(hs.ss.Found())
+	cl.syncAppsLater(hs.conn)
 }
 
-// sweep ends the sessions past a limit and forgets what is too old to
-// keep.
-func (s *Server) sweep() {
-	h := s.hosted
+// Sweep ends the sessions past a limit and forgets what is too old to
+// keep. The sweeper calls it every Config.SweepEvery; with the sweeper off
+// (tests), call it by hand.
+func (cl *Calls) Sweep() {
+	h := cl.table()
 	if h == nil {
 		return
 	}
@@ -852,7 +1047,7 @@ func (s *Server) sweep() {
 		conns = append(conns, c)
 	}
 	h.mu.Unlock()
-	conns = append(conns, s.local)
+	conns = append(conns, cl.local)
 	type end struct {
 		hs     *hsession
 		reason string
@@ -894,15 +1089,15 @@ func (s *Server) sweep() {
 		c.mu.Unlock()
 	}
 	for _, e := range ends {
-		s.endSession(e.hs, e.reason)
+		cl.endSession(e.hs, e.reason)
 	}
 	for _, c := range conns {
-		s.syncApps(s.stopCtx, c)
+		cl.syncApps(cl.opts.Stop, c)
 	}
 }
 
-func (s *Server) runSweeper() {
-	every := s.hosted.cfg.SweepEvery
+func (cl *Calls) runSweeper(h *table) {
+	every := h.cfg.SweepEvery
 	if every < 0 {
 		return
 	}
@@ -914,19 +1109,18 @@ func (s *Server) runSweeper() {
 		defer t.Stop()
 		for {
 			select {
-			case <-s.stopCtx.Done():
+			case <-cl.opts.Stop.Done():
 				return
 			case <-t.C:
-				s.sweep()
+				cl.Sweep()
 			}
 		}
 	}()
 }
 
 // withSession adds the hosted status fields (session=, session_ended=) to
-// an answer's status line or first JSON keys, and the handle line at its
-// end.
-func withSession(res *mcp.CallToolResult, handle string, ended bool) *mcp.CallToolResult {
+// an answer's status, and the handle line at its end.
+func withSession(t Tools, res *mcp.CallToolResult, handle string, ended bool) *mcp.CallToolResult {
 	if res == nil || len(res.Content) == 0 {
 		return res
 	}
@@ -937,94 +1131,11 @@ func withSession(res *mcp.CallToolResult, handle string, ended bool) *mcp.CallTo
 	if ended {
 		extra = append(extra, [2]string{"session_ended", "true"})
 	}
-	if tc, ok := res.Content[0].(*mcp.TextContent); ok && len(extra) > 0 {
-		switch {
-		case strings.HasPrefix(tc.Text, "{"):
-			tc.Text = insertStatusKeys(tc.Text, extra)
-		case strings.HasPrefix(tc.Text, "status="):
-			line, rest, _ := strings.Cut(tc.Text, "\n")
-			for _, kv := range extra {
-				part := kv[0] + "=" + sanitizeValue(kv[1])
-				if strings.Contains(" "+line+" ", " "+kv[0]+"=") || len(line)+1+len(part) > maxStatusLine {
-					continue
-				}
-				line += " " + part
-			}
-			tc.Text = line + "\n" + rest
-		}
+	if len(extra) > 0 {
+		t.AddStatus(res, extra)
 	}
 	if handle != "" {
 		res.Content = append(res.Content, &mcp.TextContent{Text: "session: " + handle + ` (pass this as "session" on every later call in this task)`})
 	}
 	return res
-}
-
-// insertStatusKeys puts extra after a JSON answer's leading status keys
-// (status, code, filled, with or without leading underscores). A key the
-// object already has gets a leading underscore.
-func insertStatusKeys(text string, extra [][2]string) string {
-	var keys map[string]json.RawMessage
-	if json.Unmarshal([]byte(text), &keys) != nil {
-		return text
-	}
-	dec := json.NewDecoder(strings.NewReader(text))
-	if _, err := dec.Token(); err != nil {
-		return text
-	}
-	off := int(dec.InputOffset())
-	// The status fields come first, in this order, each once; the
-	// object's own keys follow (close_session's own "status").
-	order := []string{"status", "code", "filled"}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return text
-		}
-		k, _ := tok.(string)
-		for len(order) > 0 && order[0] != strings.TrimLeft(k, "_") {
-			order = order[1:]
-		}
-		if len(order) == 0 {
-			goto insert
-		}
-		order = order[1:]
-		var v json.RawMessage
-		if dec.Decode(&v) != nil {
-			return text
-		}
-		off = int(dec.InputOffset())
-	}
-insert:
-	var b bytes.Buffer
-	for _, kv := range extra {
-		k := kv[0]
-		for {
-			if _, taken := keys[k]; !taken {
-				break
-			}
-			k = "_" + k
-		}
-		kb, _ := json.Marshal(k)
-		var vb []byte
-		if kv[1] == "true" {
-			vb = []byte("true")
-		} else {
-			vb, _ = json.Marshal(kv[1])
-		}
-		b.Write(kb)
-		b.WriteByte(':')
-		b.Write(vb)
-		b.WriteByte(',')
-	}
-	ins := b.String()
-	head := text[:off]
-	if strings.TrimSpace(head) == "{" {
-		// No status keys: the new keys go first.
-		rest := strings.TrimLeft(text[off:], " \n\t")
-		if strings.HasPrefix(rest, "}") {
-			ins = strings.TrimSuffix(ins, ",")
-		}
-		return head + ins + text[off:]
-	}
-	return head + "," + strings.TrimSuffix(ins, ",") + text[off:]
 }

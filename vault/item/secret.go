@@ -1,4 +1,4 @@
-package vault
+package item
 
 import (
 	"crypto/subtle"

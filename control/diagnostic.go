@@ -1,0 +1,46 @@
+package control
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"regexp"
+
+	"github.com/agentvault/agentvault"
+)
+
+// browser_login's diagnostic captures (seed 000): mcpd keeps a masked
+// screenshot of a sign-in that did not succeed and reports only its
+// reference, so the owner can open it. The reference has one form, made
+// here and checked here: the event can carry nothing else in that field.
+
+// LoginOutcomes are the outcomes a login diagnostic may report: the
+// portal refused the credential, or the sign-in did not conclude (the
+// seed's two error codes).
+var LoginOutcomes = map[string]bool{
+	"refused":                 true,
+	"browser.login_timeout":   true,
+	"browser.captcha_pending": true,
+}
+
+var loginArtifactRe = regexp.MustCompile(`^login-[0-9a-f]{16}\.png$`)
+
+// NewLoginArtifact is a fresh capture reference, the file name mcpd keeps
+// the capture under: login-<16 hex>.png.
+func NewLoginArtifact() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "login-" + hex.EncodeToString(b[:]) + ".png"
+}
+
+// CheckLoginDiagnostic refuses a login_diagnostic event whose reference or
+// outcome is not one mcpd makes (the site and the login are the
+// receiver's to check: it knows host names and labels).
+func CheckLoginDiagnostic(ev EventRequest) error {
+	if !loginArtifactRe.MatchString(ev.Artifact) {
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "a login diagnostic's artifact must be a reference of the form login-<16 hex>.png")
+	}
+	if !LoginOutcomes[ev.Outcome] {
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "a login diagnostic's outcome must be refused, browser.login_timeout or browser.captcha_pending")
+	}
+	return nil
+}

@@ -1,0 +1,201 @@
+package intercept
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentvault/agentvault"
+	"golang.org/x/net/proxy"
+)
+
+// UpstreamProxy is the egress the owner routes every upstream connection
+// through (a residential or corporate proxy, seed 004 "residential egress").
+// Its address is the operator's choice and may be private; the destination
+// asked of it is still vetted here first (P3) and handed to it as the vetted
+// IP address, so the proxy's own resolver cannot be steered to another one.
+type UpstreamProxy struct {
+	// Scheme is "http" (HTTP CONNECT, RFC 9110 section 9.3.6) or "socks5"
+	// (RFC 1928, username/password per RFC 1929).
+	Scheme string
+	Addr   string // host:port
+	// Username and Password are sent to the upstream proxy only, never to a
+	// site; empty Username: no credentials.
+	Username string
+	Password string
+}
+
+// LogValue keeps the credentials out of every log line.
+func (u *UpstreamProxy) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("scheme", u.Scheme), slog.String("addr", u.Addr),
+		slog.Bool("credentials", u.Username != ""))
+}
+
+// egressRetrySeconds is what egress_unavailable tells a caller to wait:
+// long enough for a proxy restart, short enough to keep a task alive.
+const egressRetrySeconds = 10
+
+func errEgressUnavailable(cause error, why string) error {
+	return agentvault.Wrap(agentvault.CodeEgressUnavailable, cause,
+		"the upstream proxy this deployment sends its traffic through %s; nothing was sent to the site: try again in %d seconds, or ask the owner to check egress.upstream_proxy",
+		why, egressRetrySeconds)
+}
+
+func errEgressLost(cause error) error {
+	return agentvault.Wrap(agentvault.CodeEgressLost, cause,
+		"the upstream proxy dropped the connection to the site while a request was on it: the request may or may not have reached the site; check before sending it again")
+}
+
+// dialUpstreamProxy connects to ap through d.Upstream. A proxy that does not
+// answer or refuses our credentials is egress_unavailable; a proxy that
+// answers but cannot reach the site is the site's failure (upstream_error).
+func (d *Dialer) dialUpstreamProxy(ctx context.Context, nd *net.Dialer, ap netip.AddrPort) (net.Conn, error) {
+	up := d.Upstream
+	target := net.JoinHostPort(ap.Addr().String(), strconv.Itoa(int(ap.Port())))
+	c, err := nd.DialContext(ctx, "tcp", up.Addr)
+	if err != nil {
+		return nil, errEgressUnavailable(err, "is not answering")
+	}
+	var out net.Conn
+	switch up.Scheme {
+	case "socks5":
+		out, err = d.socks5Handshake(ctx, c, target)
+	default:
+		out, err = httpConnect(ctx, nd.Timeout, c, target, up)
+	}
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return &egressConn{Conn: out, d: d}, nil
+}
+
+// httpConnect asks an HTTP proxy on c for a tunnel to target.
+func httpConnect(ctx context.Context, timeout time.Duration, c net.Conn, target string, up *UpstreamProxy) (net.Conn, error) {
+	deadline := time.Now().Add(timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	_ = c.SetDeadline(deadline)
+	var b strings.Builder
+	b.WriteString("CONNECT " + target + " HTTP/1.1\r\nHost: " + target + "\r\n")
+	if up.Username != "" {
+		b.WriteString("Proxy-Authorization: Basic " +
+			base64.StdEncoding.EncodeToString([]byte(up.Username+":"+up.Password)) + "\r\n")
+	}
+	b.WriteString("\r\n")
+	if _, err := io.WriteString(c, b.String()); err != nil {
+		return nil, errEgressUnavailable(err, "closed the connection")
+	}
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		return nil, errEgressUnavailable(err, "did not answer a tunnel request")
+	}
+	resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusProxyAuthRequired:
+		return nil, errEgressUnavailable(nil, "refused the configured credentials")
+	case resp.StatusCode/100 != 2:
+		return nil, agentvault.Errorf(agentvault.CodeUpstream,
+			"the site could not be reached through the upstream proxy (it answered %d)", resp.StatusCode)
+	}
+	_ = c.SetDeadline(time.Time{})
+	if br.Buffered() > 0 {
+		// The site's first bytes came with the proxy's answer.
+		return &bufConn{Conn: c, r: br}, nil
+	}
+	return c, nil
+}
+
+// socks5Handshake runs the SOCKS5 handshake on the already connected c.
+func (d *Dialer) socks5Handshake(ctx context.Context, c net.Conn, target string) (net.Conn, error) {
+	var auth *proxy.Auth
+	if d.Upstream.Username != "" {
+		auth = &proxy.Auth{User: d.Upstream.Username, Password: d.Upstream.Password}
+	}
+	sd, err := proxy.SOCKS5("tcp", d.Upstream.Addr, auth, connectedDialer{c})
+	if err != nil {
+		return nil, errEgressUnavailable(err, "is misconfigured")
+	}
+	out, err := sd.(proxy.ContextDialer).DialContext(ctx, "tcp", target)
+	if err != nil {
+		// x/net/proxy names a failed sub-negotiation (RFC 1929) and an
+		// unacceptable method in its error; any other failure is the
+		// proxy's reply about the site (RFC 1928 section 6).
+		msg := err.Error()
+		if strings.Contains(msg, "authentication") {
+			return nil, errEgressUnavailable(nil, "refused the configured credentials")
+		}
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || strings.Contains(msg, "reset") {
+			return nil, errEgressUnavailable(err, "closed the connection")
+		}
+		return nil, agentvault.Wrap(agentvault.CodeUpstream, err, "the site could not be reached through the upstream proxy")
+	}
+	return out, nil
+}
+
+// connectedDialer hands x/net/proxy the connection already made to the
+// upstream proxy, so its dial error and its handshake error stay apart.
+type connectedDialer struct{ c net.Conn }
+
+func (cd connectedDialer) Dial(network, addr string) (net.Conn, error) { return cd.c, nil }
+
+func (cd connectedDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	return cd.c, nil
+}
+
+// egressConn is a connection to a site through the upstream proxy. When it
+// ends abruptly (a reset, or an end of stream while the proxy no longer
+// answers), the read says egress_lost, so the request on it is refused with
+// that code rather than as the site's failure.
+type egressConn struct {
+	net.Conn
+	d *Dialer
+}
+
+func (c *egressConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil && c.lost(err) {
+		return n, errEgressLost(err)
+	}
+	return n, err
+}
+
+func (c *egressConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if err != nil && c.lost(err) {
+		return n, errEgressLost(err)
+	}
+	return n, err
+}
+
+// lost tells a dropped egress from an ordinary end: a timeout or our own
+// close is not a loss, and an end of stream counts only when the proxy
+// itself stopped answering (a site closing its side looks the same on the
+// wire).
+func (c *egressConn) lost(err error) bool {
+	var ne net.Error
+	if errors.Is(err, net.ErrClosed) || (errors.As(err, &ne) && ne.Timeout()) {
+		return false
+	}
+	if !errors.Is(err, io.EOF) {
+		return true
+	}
+	nd := net.Dialer{Timeout: 2 * time.Second}
+	probe, perr := nd.Dial("tcp", c.d.Upstream.Addr)
+	if perr != nil {
+		return true
+	}
+	probe.Close()
+	return false
+}

@@ -1,0 +1,48 @@
+package intercept
+
+import (
+	"io"
+	"net/http"
+	"strconv"
+)
+
+// serveH2 runs one h2 stream through the same path as HTTP/1.1.
+func (s *Server) serveH2(t *tunnel, w http.ResponseWriter, r *http.Request) {
+	resp := s.handle(t, r, "HTTP/2.0")
+	defer resp.Body.Close()
+	h := w.Header()
+	for k, vs := range resp.Header {
+		if isHopByHop(k) {
+			continue
+		}
+		h[k] = vs
+	}
+	if resp.ContentLength >= 0 {
+		h.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+	}
+	w.WriteHeader(resp.StatusCode)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			if f, ok := w.(http.Flusher); ok {
+				f.Flush()
+			}
+		}
+		if err == io.EOF {
+			// The site's trailers, scrubbed at the body's end (scrubResponse),
+			// go on as h2 trailers.
+			for k, vs := range resp.Trailer {
+				if !isHopByHop(k) && len(vs) > 0 {
+					h[http.TrailerPrefix+k] = vs
+				}
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}

@@ -1,0 +1,49 @@
+package owner
+
+import (
+	"slices"
+	"time"
+)
+
+// LoginDiagnostic is a sign-in browser_login did not complete (seed 000):
+// the portal refused the credential, or the sign-in did not conclude, and
+// mcpd kept a masked capture of the page. Only the capture's reference is
+// here, never the capture, the user or the password.
+type LoginDiagnostic struct {
+	Time     time.Time
+	APIKeyID string
+	Session  string
+	Login    string // the stored login's label
+	Site     string // the sign-in page's host
+	Outcome  string // refused, browser.login_timeout, browser.captcha_pending
+	Artifact string // the capture's reference in mcpd's artifact directory
+}
+
+// maxLoginDiagnostics bounds the diagnostics kept for the Activity page.
+const maxLoginDiagnostics = 100
+
+// RecordLoginDiagnostic keeps a login diagnostic for the owner's Activity
+// page and writes it to the log. The latest 100 are kept, in this
+// process's memory: the log line is the lasting record.
+func (s *Service) RecordLoginDiagnostic(d LoginDiagnostic) {
+	if d.Time.IsZero() {
+		d.Time = s.now().UTC()
+	}
+	s.log.Info("login diagnostic kept", "artifact", d.Artifact, "outcome", d.Outcome, "login", d.Login, "site", d.Site,
+		"session", d.Session, "api_key", d.APIKeyID)
+	s.diagMu.Lock()
+	defer s.diagMu.Unlock()
+	s.diags = append(s.diags, d)
+	if n := len(s.diags) - maxLoginDiagnostics; n > 0 {
+		s.diags = slices.Delete(s.diags, 0, n)
+	}
+}
+
+// LoginDiagnostics lists the kept login diagnostics, newest first.
+func (s *Service) LoginDiagnostics() []LoginDiagnostic {
+	s.diagMu.Lock()
+	defer s.diagMu.Unlock()
+	out := slices.Clone(s.diags)
+	slices.Reverse(out)
+	return out
+}

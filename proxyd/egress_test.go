@@ -1,0 +1,198 @@
+package proxyd_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/agentvault/agentvault/control"
+	"github.com/agentvault/agentvault/internal/leakcheck"
+	"github.com/agentvault/agentvault/proxyd"
+)
+
+// connectProxy is a small HTTP CONNECT proxy on loopback standing for the
+// owner's residential egress: it records what it was asked and the
+// Proxy-Authorization it got, and tunnels to the target.
+type connectProxy struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	asked []string
+	auth  []string
+	conns []net.Conn
+}
+
+// shutdown stops the proxy: no new connection, and every tunnel cut.
+func (p *connectProxy) shutdown() {
+	p.ln.Close()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+}
+
+func startConnectProxy(t *testing.T) *connectProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &connectProxy{ln: ln}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c)
+			p.mu.Unlock()
+			go p.serve(c)
+		}
+	}()
+	t.Cleanup(func() { ln.Close() })
+	return p
+}
+
+func (p *connectProxy) serve(c net.Conn) {
+	defer c.Close()
+	br := bufio.NewReader(c)
+	req, err := http.ReadRequest(br)
+	if err != nil || req.Method != http.MethodConnect {
+		return
+	}
+	p.mu.Lock()
+	p.asked = append(p.asked, req.Host)
+	p.auth = append(p.auth, req.Header.Get("Proxy-Authorization"))
+	p.mu.Unlock()
+	up, err := net.Dial("tcp", req.Host)
+	if err != nil {
+		io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\n\r\n")
+		return
+	}
+	defer up.Close()
+	io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n")
+	go io.Copy(up, br)
+	io.Copy(c, up)
+}
+
+func (p *connectProxy) seen() (asked, auth []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.asked...), append([]string(nil), p.auth...)
+}
+
+// TestSeed004_ResidentialEgressFromConfig: egress.upstream_proxy in proxyd's
+// config sends every upstream connection through the owner's proxy, with
+// the credentials from their file going to that proxy and nowhere else;
+// with the proxy gone, a request is refused with egress_unavailable.
+func TestSeed004_ResidentialEgressFromConfig(t *testing.T) {
+	const user, pass = "egress-user", "Egress-Pass-9f3c1a7e2b"
+	up, roots := tlsUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Proxy-Authorization") != "" {
+			w.WriteHeader(http.StatusTeapot)
+		}
+		io.WriteString(w, "hello through the egress")
+	})
+	ep := startConnectProxy(t)
+	creds := filepath.Join(t.TempDir(), "egress-credentials")
+	if err := os.WriteFile(creds, []byte(user+":"+pass+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m, logs := startMain(t, roots, func(c *proxyd.Config) {
+		c.Egress.UpstreamProxy = "http://" + ep.ln.Addr().String()
+		c.Egress.UpstreamProxyCredentialsFile = creds
+	})
+	ctx := context.Background()
+	c := control.NewClient("http://"+m.ControlAddr.String(), m.ControlToken, nil)
+	s, err := c.CreateSession(ctx, m.APIKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := proxyClient(m, s).Get(up.URL + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || string(body) != "hello through the egress" {
+		t.Fatalf("through the egress: %d %q", resp.StatusCode, body)
+	}
+	asked, auth := ep.seen()
+	upHost := strings.TrimPrefix(up.URL, "https://")
+	if len(asked) == 0 || asked[0] != upHost {
+		t.Fatalf("the egress proxy was asked for %v, want %s", asked, upHost)
+	}
+	if want := "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pass)); auth[0] != want {
+		t.Fatalf("the egress proxy got credentials %q", auth[0])
+	}
+
+	// The egress proxy goes away: the next request is refused with the
+	// seed's code, and nothing reaches the site.
+	ep.shutdown()
+	resp, err = proxyClient(m, s).Get(up.URL + "/again")
+	if err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("X-Agentvault-Code") != "egress_unavailable" && !strings.Contains(string(b), "egress_unavailable") {
+			t.Fatalf("with the egress down: %d %q", resp.StatusCode, b)
+		}
+	} else if !strings.Contains(err.Error(), "503") {
+		t.Fatalf("with the egress down: %v", err)
+	}
+	l := leakcheck.New(leakcheck.Value("egress proxy password", pass))
+	l.Logs(t, "proxyd logs", []byte(logs.String()))
+}
+
+// TestP17_EgressProxyConfig: the egress proxy's URL and credentials file are
+// checked at start, with a message that says what to write.
+func TestP17_EgressProxyConfig(t *testing.T) {
+	dir := t.TempDir()
+	open := filepath.Join(dir, "open-creds")
+	if err := os.WriteFile(open, []byte("u:p\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	load := func(body string) error {
+		p := filepath.Join(dir, "c.yaml")
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := proxyd.LoadConfig(p)
+		return err
+	}
+	for _, c := range []struct{ name, body, want string }{
+		{"http", "egress:\n  upstream_proxy: http://10.0.0.9:3128\n", ""},
+		{"socks5", "egress:\n  upstream_proxy: socks5://egress.internal:1080\n", ""},
+		{"other scheme", "egress:\n  upstream_proxy: https://10.0.0.9:3128\n", "is not http or socks5"},
+		{"credentials in the URL", "egress:\n  upstream_proxy: http://u:p@10.0.0.9:3128\n", "put user:password in upstream_proxy_credentials_file"},
+		{"no port", "egress:\n  upstream_proxy: http://10.0.0.9\n", "host and port are required"},
+		{"a path", "egress:\n  upstream_proxy: http://10.0.0.9:3128/x\n", "path"},
+		{"credentials without a proxy", "egress:\n  upstream_proxy_credentials_file: " + open + "\n", "without egress.upstream_proxy"},
+	} {
+		err := load(c.body)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: refused: %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: got %v, want an error with %q", c.name, err, c.want)
+		}
+	}
+	// A credentials file others can read stops the start.
+	m := proxyd.NewMain()
+	m.Config.DataDir = t.TempDir()
+	m.Config.Listen = proxyd.ListenConfig{Proxy: "127.0.0.1:0", Control: "127.0.0.1:0", Admin: "127.0.0.1:0"}
+	m.Config.Egress.UpstreamProxy = "http://127.0.0.1:9"
+	m.Config.Egress.UpstreamProxyCredentialsFile = open
+	if err := m.Open(context.Background()); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("credentials readable by others: %v", err)
+	}
+	m.Close()
+}
