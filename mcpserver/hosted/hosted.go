@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -634,6 +635,11 @@ func (cl *Calls) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c
 			if earlier != nil {
 				res = withEarlier(res, earlier)
 			}
+			if started && tool == "open_page" && !res.IsError {
+				if line := cl.otherBrowsers(c, hs); line != "" {
+					res.Content = append(res.Content, &mcp.TextContent{Text: line})
+				}
+			}
 			ended := cl.leave(hs, !noTouch[tool])
 			res = withSession(cl.tools, res, hs.handle, ended)
 		}
@@ -648,6 +654,72 @@ func (cl *Calls) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c
 		done(res, true, weight)
 	}()
 	return cl.awaitFlight(ctx, c, f, cl.callDeadline(), true)
+}
+
+// otherBrowsers names the connection's other open browsers, for an
+// open_page that started a new one (seed 004, open_page), or "". One API key
+// is one connection, but any number of clients may share it, and a handle
+// is the secret that lets a client act on a session (P24): so a browser is
+// named by the host of its page and its times only, never by its handle or
+// the rest of its address. A client that holds a handle knows which is its
+// own.
+func (cl *Calls) otherBrowsers(c *conn, hs *hsession) string {
+	now := cl.table().now()
+	type other struct {
+		host         string
+		opened, used time.Time
+		busy         bool
+		ss           Session
+	}
+	var others []other
+	c.mu.Lock()
+	for _, o := range c.live {
+		// opened is set once a call left the session with a page (leave):
+		// it is read here without taking the tool server's session, which
+		// a running call may hold for minutes.
+		if o == hs || o.opened.IsZero() {
+			continue
+		}
+		others = append(others, other{host: o.pageHost, opened: o.opened, used: o.lastUsed, busy: o.inFlight > 0, ss: o.ss})
+	}
+	c.mu.Unlock()
+	if len(others) == 0 {
+		return ""
+	}
+	sort.Slice(others, func(i, j int) bool { return others[i].opened.Before(others[j].opened) })
+	names := make([]string, 0, len(others))
+	for _, o := range others {
+		if h, ok := o.ss.PageHost(); ok && h != "" {
+			o.host = h
+		}
+		where := "one on " + o.host
+		if o.host == "" {
+			where = "one whose site could not be read now"
+		}
+		n := fmt.Sprintf("%s (opened %s, last used %s", where, ago(now.Sub(o.opened)), ago(now.Sub(o.used)))
+		if o.busy {
+			n += ", a call running on it now"
+		}
+		names = append(names, n+")")
+	}
+	plural := "browser"
+	if len(names) > 1 {
+		plural = "browsers"
+	}
+	return fmt.Sprintf("This connection already has %d other open %s: %s. Handles are not listed here. To reuse one whose handle you hold, pass that handle as `session` instead of opening the site again; close one you no longer need with close_session.",
+		len(names), plural, strings.Join(names, "; "))
+}
+
+// ago says how long ago d was, in whole minutes.
+func ago(d time.Duration) string {
+	switch m := int(d / time.Minute); {
+	case m < 1:
+		return "under a minute ago"
+	case m == 1:
+		return "1 minute ago"
+	default:
+		return fmt.Sprintf("%d minutes ago", m)
+	}
 }
 
 // reachedKey marks, in a close_session call's context, whether the call

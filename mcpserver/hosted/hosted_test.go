@@ -34,6 +34,18 @@ type fakeTools struct {
 	fail map[string]agentvault.Code
 	// noPage: sessions opened from now on have no page (HasPage).
 	noPage bool
+	// limit: Open refuses too_many_sessions while this many sessions are
+	// open (0: no limit).
+	limit int
+	// report: the tool reports this owner wait as it starts (set before
+	// calls).
+	report map[string]*control.Pending
+	// block: the tool runs until the channel is closed or its context
+	// ends (set before calls); running gets the tool's name as it starts.
+	block   map[string]chan struct{}
+	running chan string
+	// pendings are the pending answers asked for, in order.
+	pendings []Pending
 }
 
 type fakeSession struct {
@@ -59,6 +71,17 @@ func (s *fakeSession) isClosed() bool {
 func (f *fakeTools) Open(ctx context.Context, apiKey, handle string) (Session, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.limit > 0 {
+		open := 0
+		for _, s := range f.opened {
+			if !s.isClosed() {
+				open++
+			}
+		}
+		if open >= f.limit {
+			return nil, agentvault.Errorf(agentvault.CodeTooManySessions, "this API key has too many open sessions: close one first")
+		}
+	}
 	s := &fakeSession{id: fmt.Sprintf("proxy%d", len(f.opened)+1), noPage: f.noPage}
 	f.opened = append(f.opened, s)
 	return s, nil
@@ -73,7 +96,21 @@ func (f *fakeTools) Error(err error) *mcp.CallToolResult {
 }
 
 func (f *fakeTools) Pending(p Pending) *mcp.CallToolResult {
+	f.mu.Lock()
+	f.pendings = append(f.pendings, p)
+	f.mu.Unlock()
 	return answer(false, "status=pending wait="+p.Wait+"\n"+p.Tool+" is still running")
+}
+
+// lastPending is the latest pending answer asked for.
+func (f *fakeTools) lastPending(t *testing.T) Pending {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.pendings) == 0 {
+		t.Fatal("no pending answer was made")
+	}
+	return f.pendings[len(f.pendings)-1]
 }
 
 func (f *fakeTools) AddStatus(res *mcp.CallToolResult, pairs [][2]string) {
@@ -141,16 +178,40 @@ func newFakeHarness(t *testing.T) *fakeHarness {
 // newFakeHarnessKeys is newFakeHarness with its own key check.
 func newFakeHarnessKeys(t *testing.T, keys KeyChecker) *fakeHarness {
 	t.Helper()
+	return newFakeHarnessConfig(t, keys, Config{})
+}
+
+// newFakeHarnessConfig is newFakeHarnessKeys with the hosted limits of cfg
+// (its clock and sweeper are the harness's).
+func newFakeHarnessConfig(t *testing.T, keys KeyChecker, cfg Config) *fakeHarness {
+	t.Helper()
 	stop, cancel := context.WithCancel(context.Background())
 	clock := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-	ft := &fakeTools{runs: map[string]int{}, fail: map[string]agentvault.Code{}}
+	ft := &fakeTools{runs: map[string]int{}, fail: map[string]agentvault.Code{}, report: map[string]*control.Pending{},
+		block: map[string]chan struct{}{}, running: make(chan string, 16)}
 	cl := New(ft, Options{APIKey: "avk_local", Stop: stop})
-	cl.Enable(Config{Now: clock.now, SweepEvery: -1})
+	cfg.Now, cfg.SweepEvery = clock.now, -1
+	cl.Enable(cfg)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "fake", Version: "0"}, nil)
-	for _, name := range []string{"open_page", "click", "close_session", "get_checkout_recipes", "fill_checkout", "create_login"} {
+	for _, name := range []string{"open_page", "click", "close_session", "get_checkout_recipes", "fill_checkout", "create_login",
+		"get_token_catalog", "wait_for_signup_approval", "request_challenge_handoff"} {
 		mcp.AddTool(srv, &mcp.Tool{Name: name}, func(ctx context.Context, req *mcp.CallToolRequest, in fakeIn) (*mcp.CallToolResult, any, error) {
-			return cl.Dispatch(ctx, req, name, &in, func(context.Context) *mcp.CallToolResult {
+			return cl.Dispatch(ctx, req, name, &in, func(ctx context.Context) *mcp.CallToolResult {
 				n := ft.ran(name)
+				ft.mu.Lock()
+				p, block := ft.report[name], ft.block[name]
+				ft.mu.Unlock()
+				if p != nil {
+					FlightOf(ctx).OwnerWaiting(p)
+				}
+				if block != nil {
+					ft.running <- name
+					select {
+					case <-block:
+					case <-ctx.Done():
+						return ft.Error(agentvault.Errorf(agentvault.CodeTimeout, "%s was stopped", name))
+					}
+				}
 				if code := ft.fail[name]; code != "" {
 					return ft.Error(agentvault.Errorf(code, "%s failed unexpectedly", name))
 				}
@@ -167,11 +228,20 @@ func newFakeHarnessKeys(t *testing.T, keys KeyChecker) *fakeHarness {
 // call posts one tools/call as JSON-RPC and returns the answer's text.
 func (h *fakeHarness) call(t *testing.T, key string, id int, tool string, args map[string]any, idem string) string {
 	t.Helper()
+	return h.callHeader(t, key, id, tool, args, idem, nil)
+}
+
+// callHeader is call with more request headers.
+func (h *fakeHarness) callHeader(t *testing.T, key string, id int, tool string, args map[string]any, idem string, hdr map[string]string) string {
+	t.Helper()
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": map[string]any{"name": tool, "arguments": args}})
 	req, _ := http.NewRequest(http.MethodPost, h.url, bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+key)
 	if idem != "" {
 		req.Header.Set(IdempotencyHeader, idem)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
