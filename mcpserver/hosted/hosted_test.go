@@ -44,6 +44,9 @@ type fakeTools struct {
 	// ends (set before calls); running gets the tool's name as it starts.
 	block   map[string]chan struct{}
 	running chan string
+	// stubborn: a blocked tool ignores its context's end (a call the
+	// server cannot stop).
+	stubborn map[string]bool
 	// pendings are the pending answers asked for, in order.
 	pendings []Pending
 }
@@ -199,13 +202,16 @@ func newFakeHarnessConfig(t *testing.T, keys KeyChecker, cfg Config) *fakeHarnes
 			return cl.Dispatch(ctx, req, name, &in, func(ctx context.Context) *mcp.CallToolResult {
 				n := ft.ran(name)
 				ft.mu.Lock()
-				p, block := ft.report[name], ft.block[name]
+				p, block, stubborn := ft.report[name], ft.block[name], ft.stubborn[name]
 				ft.mu.Unlock()
 				if p != nil {
 					FlightOf(ctx).OwnerWaiting(p)
 				}
 				if block != nil {
 					ft.running <- name
+					if stubborn {
+						<-block
+					}
 					select {
 					case <-block:
 					case <-ctx.Done():

@@ -54,3 +54,128 @@ func TestSeed004_HostedOpenPageNamesTheOtherOpenBrowsers(t *testing.T) {
 		t.Fatalf("an open_page on a session it has names others: %q", again)
 	}
 }
+
+// conn is the harness's connection of key id (avk_aaaa, avk_bbbb).
+func (h *fakeHarness) conn(id string) *conn {
+	h.calls.hosted.mu.Lock()
+	defer h.calls.hosted.mu.Unlock()
+	return h.calls.hosted.conns[id]
+}
+
+func (h *fakeHarness) live(id string) int {
+	c := h.conn(id)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.live)
+}
+
+// TestSeed004_SlotReasonNoCallInTwoMinutes: at the account's session limit,
+// a session of another connection that no call used since it started is
+// closed to make room once it is 2 minutes old, not before, and a call on
+// it reads that reason.
+func TestSeed004_SlotReasonNoCallInTwoMinutes(t *testing.T) {
+	h := newFakeHarness(t)
+	h.tools.limit = 1
+	theirs := handleIn(t, h.call(t, keyB, 1, "open_page", nil, ""))
+	h.clock.add(slotGrace - time.Second)
+	if txt := h.call(t, keyA, 2, "open_page", nil, ""); !strings.HasPrefix(txt, "status=error code=too_many_sessions\n") || h.tools.opened[0].isClosed() {
+		t.Fatalf("at the limit, a session younger than 2 minutes was taken: %q", txt)
+	}
+	h.clock.add(time.Second)
+	handleIn(t, h.call(t, keyA, 3, "open_page", nil, ""))
+	if !h.tools.opened[0].isClosed() {
+		t.Fatal("the other connection's unused session was not closed")
+	}
+	want := "This session has ended: the gateway closed it because " + reasonLimitOther + ". What its close found:"
+	if txt := h.call(t, keyB, 4, "click", map[string]any{"session": theirs}, ""); !strings.Contains(txt, want) {
+		t.Fatalf("a call on the session closed for the slot: %q", txt)
+	}
+}
+
+// TestSeed004_LongCallRunsIntoTheHardLimit: the age check skips a session
+// while a call runs on it, so a call on a browser near its age limit keeps
+// running and answers hard_timeout at the call limit; once the call has
+// left, the age check ends the session.
+func TestSeed004_LongCallRunsIntoTheHardLimit(t *testing.T) {
+	h := newFakeHarnessConfig(t, keyTable{keyA: "avk_aaaa"}, Config{CallLimit: 300 * time.Millisecond})
+	handle := handleIn(t, h.call(t, keyA, 1, "open_page", nil, ""))
+	h.clock.add(55 * time.Minute)
+	release := make(chan struct{})
+	h.tools.stubborn = map[string]bool{"click": true}
+	h.tools.block["click"] = release
+	txt := h.call(t, keyA, 2, "click", map[string]any{"session": handle}, "")
+	if !strings.HasPrefix(txt, "status=error code=hard_timeout session="+handle+"\n") || !strings.Contains(txt, "click did not finish within") {
+		close(release)
+		t.Fatalf("the long call: %q", txt)
+	}
+	// The call still runs on the server, past the browser's age limit.
+	h.clock.add(2 * time.Minute)
+	h.calls.Sweep()
+	if h.tools.opened[0].isClosed() || h.calls.Running(handle) != 1 {
+		close(release)
+		t.Fatalf("the age check ended a session with a call in flight (closed %v, running %d)", h.tools.opened[0].isClosed(), h.calls.Running(handle))
+	}
+	close(release)
+	deadline := time.Now().Add(10 * time.Second)
+	for h.calls.Running(handle) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the call did not leave the session")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	h.calls.Sweep()
+	if txt := h.call(t, keyA, 3, "click", map[string]any{"session": handle}, ""); !strings.Contains(txt, "the gateway closed it because "+reasonAge) {
+		t.Fatalf("after the call left: %q", txt)
+	}
+}
+
+// TestSeed004_HandleFromMcpSessionIdHeaderStartsANewSession: a handle that
+// came only in the Mcp-Session-Id request header, on a tool that can start a
+// session, starts a new one when it names an ended session, and the answer
+// adds what the earlier one's close found when a record is left; a live
+// handle there is used; a page tool with an ended one is refused.
+func TestSeed004_HandleFromMcpSessionIdHeaderStartsANewSession(t *testing.T) {
+	h := newFakeHarness(t)
+	old := handleIn(t, h.call(t, keyA, 1, "open_page", nil, ""))
+	h.call(t, keyA, 2, "close_session", map[string]any{"session": old}, "")
+	hdr := func(v string) map[string]string { return map[string]string{"Mcp-Session-Id": v} }
+
+	txt := h.callHeader(t, keyA, 3, "open_page", nil, "", hdr(old))
+	fresh := handleIn(t, txt)
+	if fresh == old || len(h.tools.opened) != 2 {
+		t.Fatalf("a header naming an ended session did not start a new one: %q", txt)
+	}
+	if !strings.Contains(txt, "The earlier session") || !strings.Contains(txt, reasonClosed) || !strings.Contains(txt, `{"note":"fake close"}`) {
+		t.Fatalf("no line about the earlier session: %q", txt)
+	}
+	if txt := h.callHeader(t, keyA, 4, "open_page", nil, "", hdr(fresh)); !strings.Contains(txt, "open_page run 3 on "+fresh) || len(h.tools.opened) != 2 {
+		t.Fatalf("a header naming a live session: %q", txt)
+	}
+	if txt := h.callHeader(t, keyA, 5, "get_token_catalog", nil, "", hdr("s_aaaaaaaaaaaaaaaa")); strings.Contains(txt, "The earlier session") || handleIn(t, txt) == "" || len(h.tools.opened) != 3 {
+		t.Fatalf("a header naming a session with no record: %q", txt)
+	}
+	if txt := h.callHeader(t, keyA, 6, "click", nil, "", hdr(old)); !strings.HasPrefix(txt, "status=error code=session_ended session_ended=true\n") || len(h.tools.opened) != 3 {
+		t.Fatalf("a page tool with an ended handle in the header: %q", txt)
+	}
+}
+
+// TestSeed004_FirstCallThatFailsStartsNoSession: a first call (not a login
+// write) that fails names no handle, and the session it started is closed.
+func TestSeed004_FirstCallThatFailsStartsNoSession(t *testing.T) {
+	h := newFakeHarness(t)
+	h.tools.fail["get_token_catalog"] = "unavailable"
+	txt := h.call(t, keyA, 1, "get_token_catalog", nil, "")
+	if !strings.HasPrefix(txt, "status=error code=unavailable\n") || strings.Contains(txt, "session") {
+		t.Fatalf("a failed first call: %q", txt)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !h.tools.opened[0].isClosed() {
+		if time.Now().After(deadline) {
+			t.Fatal("the session the failed first call started was not closed")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := h.live("avk_aaaa"); n != 0 {
+		t.Fatalf("%d sessions live after a failed first call", n)
+	}
+}
