@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentvault/agentvault/control"
 )
 
 // Seed 004's hosted-server rules, one test each, over the real streamable
@@ -177,5 +179,122 @@ func TestSeed004_FirstCallThatFailsStartsNoSession(t *testing.T) {
 	}
 	if n := h.live("avk_aaaa"); n != 0 {
 		t.Fatalf("%d sessions live after a failed first call", n)
+	}
+}
+
+// waitIn is the wait id of a pending answer's status line.
+func waitIn(t *testing.T, txt string) string {
+	t.Helper()
+	m := regexp.MustCompile(`^status=pending wait=(w_[a-z2-7]{12})`).FindStringSubmatch(txt)
+	if m == nil {
+		t.Fatalf("not a pending answer: %q", txt)
+	}
+	return m[1]
+}
+
+// TestSeed004_SignupWaitKeepsTheCallDeadline: a call the proxy reports as
+// waiting on a signup approval does not answer pending early: it answers
+// at the call deadline, naming the signup wait.
+func TestSeed004_SignupWaitKeepsTheCallDeadline(t *testing.T) {
+	const deadline = time.Second
+	h := newFakeHarnessConfig(t, keyTable{keyA: "avk_aaaa"}, Config{CallDeadline: deadline})
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	h.tools.block["wait_for_signup_approval"] = release
+	h.tools.report["wait_for_signup_approval"] = &control.Pending{Pending: true, WaitID: "wt_signup", Kind: "signup", Site: "shop.example"}
+	start := time.Now()
+	txt := h.call(t, keyA, 1, "wait_for_signup_approval", nil, "")
+	took := time.Since(start)
+	waitIn(t, txt)
+	if took < deadline {
+		t.Fatalf("a signup wait answered pending after %v, before the %v deadline", took, deadline)
+	}
+	if p := h.tools.lastPending(t); p.Owner == nil || p.Owner.Kind != "signup" || p.OwnerDone {
+		t.Fatalf("the pending answer does not name the signup wait: %+v", p)
+	}
+}
+
+// TestSeed004_PendingSaysWhetherAnOwnerWaitIsReported: until the call
+// reports an owner wait its pending answer names none; once one is
+// reported, get_pending_result answers at once naming it; once it ended
+// while the call runs on, the answer says the call stopped waiting on the
+// owner; then the call's own answer. (mcpserver's
+// TestSeed004_PendingAnswerWording holds the words of each.)
+func TestSeed004_PendingSaysWhetherAnOwnerWaitIsReported(t *testing.T) {
+	h := newFakeHarnessConfig(t, keyTable{keyA: "avk_aaaa"}, Config{CallDeadline: 300 * time.Millisecond})
+	handle := handleIn(t, h.call(t, keyA, 1, "open_page", nil, ""))
+	release := make(chan struct{})
+	h.tools.block["fill_checkout"] = release
+	wait := waitIn(t, h.call(t, keyA, 2, "fill_checkout", map[string]any{"session": handle}, ""))
+	if p := h.tools.lastPending(t); p.Owner != nil || p.OwnerDone {
+		close(release)
+		t.Fatalf("before any owner wait: %+v", p)
+	}
+	f := h.conn("avk_aaaa").pending(wait)
+	f.OwnerWaiting(&control.Pending{Pending: true, WaitID: "wt_site", Kind: "new_destination", Site: "shop.example"})
+	waitIn(t, h.call(t, keyA, 3, "get_pending_result", map[string]any{"wait": wait}, ""))
+	if p := h.tools.lastPending(t); p.Owner == nil || p.Owner.WaitID != "wt_site" || p.OwnerDone {
+		close(release)
+		t.Fatalf("once the wait is reported: %+v", p)
+	}
+	f.OwnerWaitEnded()
+	waitIn(t, h.call(t, keyA, 4, "get_pending_result", map[string]any{"wait": wait}, ""))
+	if p := h.tools.lastPending(t); p.Owner == nil || !p.OwnerDone {
+		close(release)
+		t.Fatalf("once the wait ended: %+v", p)
+	}
+	close(release)
+	for i := 5; ; i++ {
+		txt := h.call(t, keyA, i, "get_pending_result", map[string]any{"wait": wait}, "")
+		if strings.HasPrefix(txt, "status=ok") {
+			if !strings.Contains(txt, "fill_checkout run 1") {
+				t.Fatalf("the call's answer: %q", txt)
+			}
+			break
+		}
+		if i > 100 {
+			t.Fatalf("the call's answer never came: %q", txt)
+		}
+	}
+}
+
+// TestSeed004_HostedHandoffAnswersPending: request_challenge_handoff on
+// the hosted server answers pending as soon as it reports its wait on the
+// owner, runs on past the 4-minute call limit up to its own, and
+// get_pending_result fetches its outcome.
+func TestSeed004_HostedHandoffAnswersPending(t *testing.T) {
+	h := newFakeHarnessConfig(t, keyTable{keyA: "avk_aaaa"}, Config{CallDeadline: 200 * time.Millisecond, CallLimit: 50 * time.Millisecond, HandoffLimit: time.Minute})
+	handle := handleIn(t, h.call(t, keyA, 1, "open_page", nil, ""))
+	release := make(chan struct{})
+	h.tools.block["request_challenge_handoff"] = release
+	h.tools.report["request_challenge_handoff"] = &control.Pending{Pending: true, WaitID: "ho_1", Kind: "challenge_handoff", Site: "shop.example"}
+	txt := h.call(t, keyA, 2, "request_challenge_handoff", map[string]any{"session": handle}, "")
+	wait := waitIn(t, txt)
+	if !strings.Contains(txt, "session: "+handle) {
+		close(release)
+		t.Fatalf("the pending answer names no session: %q", txt)
+	}
+	if p := h.tools.lastPending(t); p.Owner == nil || p.Owner.Kind != "challenge_handoff" {
+		close(release)
+		t.Fatalf("the pending answer does not name the hand-off: %+v", p)
+	}
+	// get_pending_result waits its 200 ms deadline: past the 50 ms limit
+	// of other calls, the hand-off is still running.
+	if txt := h.call(t, keyA, 3, "get_pending_result", map[string]any{"wait": wait}, ""); waitIn(t, txt) != wait {
+		close(release)
+		t.Fatalf("get_pending_result while the owner has the page: %q", txt)
+	}
+	close(release)
+	for i := 4; ; i++ {
+		txt = h.call(t, keyA, i, "get_pending_result", map[string]any{"wait": wait}, "")
+		if !strings.HasPrefix(txt, "status=pending") {
+			break
+		}
+		if i > 100 {
+			t.Fatalf("the hand-off's answer never came: %q", txt)
+		}
+	}
+	if !strings.HasPrefix(txt, "status=ok session="+handle+"\n") || !strings.Contains(txt, "request_challenge_handoff run 1") {
+		t.Fatalf("get_pending_result after the hand-off ended: %q", txt)
 	}
 }
