@@ -183,18 +183,23 @@ func (s *Server) requestChallengeHandoff(ctx context.Context, in noIn) (*mcp.Cal
 		return nil, agentvault.Errorf(agentvault.CodeHandoffNotApplicable, "Not handoff material: the only evidence is a field that might be a code input. Fill tokens.totp if this is your own login's authenticator step, otherwise report the step as unresolved. The page is still yours.")
 	}
 	wait := s.handoffWait()
-	started, err := hc.StartHandoff(ctx, ss.ctl.ID, control.HandoffRequest{ChallengeType: a.Type, Site: siteOf(ss.page.URL()), TimeoutMs: wait.Milliseconds()})
+	site := siteOf(ss.page.URL())
+	started, err := hc.StartHandoff(ctx, ss.ctl.ID, control.HandoffRequest{ChallengeType: a.Type, Site: site, TimeoutMs: wait.Milliseconds()})
 	if err != nil {
 		return nil, err
 	}
 	ss.setParked(true)
 	s.log.Info("challenge hand-off started", "type", a.Type)
+	call := callOf(ctx)
+	// The owner has the page now: a call that may answer pending (hosted,
+	// or a client that does not wait with progress) does so at once,
+	// naming the hand-off, and get_pending_result fetches its outcome.
+	call.ownerWaiting(&control.Pending{Pending: true, WaitID: started.ID, Kind: "challenge_handoff", Site: site, ExpiresAt: time.Now().Add(wait)})
 	done := make(chan handoffAnswer, 1)
 	unlock = false // runHandoff owns the session until the owner is done
 	go func() {
 		done <- s.runHandoff(ss, hc, lp, started.ID, a.Type, wait)
 	}()
-	call := callOf(ctx)
 	call.notify(ctx, "Waiting for the account owner to clear a "+a.Type+" step on the live page (up to "+wait.Round(time.Second).String()+"). Do not repeat this call.")
 	tick := time.NewTicker(20 * time.Second)
 	defer tick.Stop()
