@@ -46,7 +46,7 @@ const (
 )
 
 const descHandoff = "Hand the page to the account owner so they complete a challenge you must not (3-D Secure, a one-time code sent to them, a CAPTCHA or a block), then resume. " +
-	"Re-detects first; then the owner gets the live page on their dashboard. Blocks until they finish, give up, or about 10 minutes pass. " +
+	"Re-detects first; then the owner gets the live page on their dashboard. Blocks until they finish, give up, or about 10 minutes pass; on the hosted server (or without progress notifications) it answers status=pending at once instead: fetch the outcome with get_pending_result in the same turn. " +
 	"Answers JSON {outcome, challengeType, durationMs}, never what the owner typed: solved (carry on), completed (look at the page first), released_unsolved (detect_challenge, then hand off again), failed or abandoned (stop). " +
 	"Meanwhile other page tools answer challenge_required; close_session and get_run_report still work. " +
 	"Errors: handoff_not_applicable (an ambiguousOnly detection: the page is still yours), challenge_scan_incomplete (nobody was notified; detect again), unknown_target (\"Unknown pageId\": the page was gone, call close_popup; \"No challenge is present on this page\": carry on). " +
