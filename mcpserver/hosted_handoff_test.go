@@ -38,7 +38,9 @@ func (h *handoffHub) HandoffEvents(ctx context.Context, id string, after int64, 
 	}
 }
 
-func (h *handoffHub) EndHandoff(ctx context.Context, id string, end control.HandoffEnd) error { return nil }
+func (h *handoffHub) EndHandoff(ctx context.Context, id string, end control.HandoffEnd) error {
+	return nil
+}
 
 // TestSeed004_HostedHandoffAnswersPendingWithTheTool: on the hosted server
 // request_challenge_handoff, once the owner has the page, answers pending
