@@ -669,6 +669,11 @@ func TestP24_ReplayOnlyToTheClientThatCalled(t *testing.T) {
 	if bPage == aPage || h.ctl.creates() != 2 {
 		t.Fatalf("the same first open_page on two clients: %d proxyd sessions, handles %s and %s", h.ctl.creates(), aPage, bPage)
 	}
+	// B's new browser is told of A's by its site, not its handle (seed 004
+	// open_page; the handle check is at the end).
+	if host := strings.Split(strings.TrimPrefix(h.site.Shop.URL, "https://"), ":")[0]; !strings.Contains(bSaw.String(), "This connection already has 1 other open browser: one on "+host+" (") {
+		t.Fatalf("B's open_page does not name A's browser by its site: %q", bSaw.String())
+	}
 	// get_token_catalog is not kept, but a retransmitted first call runs on
 	// the session the first one started: only for the same client.
 	_, r = call(t, a, "get_token_catalog", nil)
