@@ -74,7 +74,8 @@ func (h *fakeHarness) live(id string) int {
 // TestSeed004_SlotReasonNoCallInTwoMinutes: at the account's session limit,
 // a session of another connection that no call used since it started is
 // closed to make room once it is 2 minutes old, not before, and a call on
-// it reads that reason.
+// it reads that reason; one a later call used is never taken for another
+// connection.
 func TestSeed004_SlotReasonNoCallInTwoMinutes(t *testing.T) {
 	h := newFakeHarness(t)
 	h.tools.limit = 1
@@ -84,13 +85,20 @@ func TestSeed004_SlotReasonNoCallInTwoMinutes(t *testing.T) {
 		t.Fatalf("at the limit, a session younger than 2 minutes was taken: %q", txt)
 	}
 	h.clock.add(time.Second)
-	handleIn(t, h.call(t, keyA, 3, "open_page", nil, ""))
+	mine := handleIn(t, h.call(t, keyA, 3, "open_page", nil, ""))
 	if !h.tools.opened[0].isClosed() {
 		t.Fatal("the other connection's unused session was not closed")
 	}
 	want := "This session has ended: the gateway closed it because " + reasonLimitOther + ". What its close found:"
 	if txt := h.call(t, keyB, 4, "click", map[string]any{"session": theirs}, ""); !strings.Contains(txt, want) {
 		t.Fatalf("a call on the session closed for the slot: %q", txt)
+	}
+	// A session a call used after the one that started it keeps its slot,
+	// however old.
+	h.call(t, keyA, 5, "click", map[string]any{"session": mine}, "")
+	h.clock.add(10 * time.Minute)
+	if txt := h.call(t, keyB, 6, "open_page", nil, ""); !strings.HasPrefix(txt, "status=error code=too_many_sessions\n") || h.tools.opened[1].isClosed() {
+		t.Fatalf("at the limit, a session a call used was taken: %q", txt)
 	}
 }
 
