@@ -210,6 +210,11 @@ func (c *egressConn) lost(err error) bool {
 // but the report and the close (seed 004). The mark is this process's: it
 // ends with the session (NewServer's OnClose).
 
+// ResidentialEgress reports whether every connection to a site goes through
+// the owner's upstream proxy: every session is then HTTPS only, and an
+// http:// address an agent asks for is opened as https:// (seed 004).
+func (s *Server) ResidentialEgress() bool { return s.dialer.Upstream != nil }
+
 // EgressLost reports whether the session's egress was lost.
 func (s *Server) EgressLost(sessionID string) bool {
 	_, ok := s.lost.Load(sessionID)
