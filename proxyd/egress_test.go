@@ -232,7 +232,20 @@ func TestSeed004_EgressLostReportedToMcpd(t *testing.T) {
 	if !s.ResidentialEgress {
 		t.Fatal("the session answer does not say the session goes through the residential egress")
 	}
-	resp, err := proxyClient(m, s).Get(up.URL + "/page")
+	// HTTPS only: what the browser itself asks for over http:// (a link,
+	// a form, a redirect's target) is refused, and the egress never asked.
+	resp, err := proxyClient(m, s).Get("http://" + strings.TrimPrefix(up.URL, "https://") + "/plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if code := resp.Header.Get("X-Agentvault-Code"); code != "insecure_site" {
+		t.Fatalf("plain http in a residential egress session: %d %q", resp.StatusCode, code)
+	}
+	if asked, _ := ep.seen(); len(asked) != 0 {
+		t.Fatalf("the egress proxy was asked for %v for a plain http request", asked)
+	}
+	resp, err = proxyClient(m, s).Get(up.URL + "/page")
 	if err != nil {
 		t.Fatal(err)
 	}
