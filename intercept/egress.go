@@ -256,3 +256,17 @@ func (b *egressBody) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// countWriter counts the bytes of an HTTP/1.1 answer that reached the
+// client, so an answer the egress dropped before any did is refused whole
+// (serveH1).
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
