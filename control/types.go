@@ -50,6 +50,10 @@ type CreateSessionResponse struct {
 	// proxy's age limit for a session); the hosted MCP server ends the
 	// session a minute before.
 	ExpiresAt time.Time `json:"expiresAt,omitzero"`
+	// ResidentialEgress says the deployment sends every connection to a
+	// site through the owner's upstream egress proxy: the session is HTTPS
+	// only, and open_page opens an http:// address as https:// (seed 004).
+	ResidentialEgress bool `json:"residentialEgress,omitempty"`
 }
 
 // OrderTotal is a checkout total as the page shows it. Amount is a decimal
@@ -113,6 +117,10 @@ type Report struct {
 	// Ended says the proxy session has ended (closed or expired) and this
 	// is its final report: its proxy credential no longer works.
 	Ended bool `json:"ended,omitempty"`
+	// EgressLost says the upstream egress proxy dropped a request of this
+	// session: the proxy refuses its every later request, and mcpd every
+	// later call on it but the report and the close (seed 004 egress_lost).
+	EgressLost bool `json:"egressLost,omitempty"`
 }
 
 // CloseResponse is the answer to DELETE /v1/sessions/{id}.

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/broker"
 	"golang.org/x/net/proxy"
 )
 
@@ -198,4 +199,74 @@ func (c *egressConn) lost(err error) bool {
 	}
 	probe.Close()
 	return false
+}
+
+// A session whose egress dropped a request (egress_lost, before or after the
+// site's answer began) stays lost: the path its requests take is broken, and
+// a request that may or may not have reached the site must not be followed
+// by others as if nothing happened. The proxy refuses every later request of
+// the session with egress_lost, and proxyd's control API reports it to mcpd
+// (the report's egressLost), which refuses every later call on the session
+// but the report and the close (seed 004). The mark is this process's: it
+// ends with the session (NewServer's OnClose).
+
+// ResidentialEgress reports whether every connection to a site goes through
+// the owner's upstream proxy: every session is then HTTPS only, and an
+// http:// address an agent asks for is opened as https:// (seed 004).
+func (s *Server) ResidentialEgress() bool { return s.dialer.Upstream != nil }
+
+// EgressLost reports whether the session's egress was lost.
+func (s *Server) EgressLost(sessionID string) bool {
+	_, ok := s.lost.Load(sessionID)
+	return ok
+}
+
+// markEgressLost records that sess's egress dropped a request.
+func (s *Server) markEgressLost(sess *broker.Session, host string) {
+	if _, was := s.lost.LoadOrStore(sess.ID, struct{}{}); !was {
+		s.log.LogAttrs(context.Background(), slog.LevelWarn, "session egress lost",
+			slog.String("session", sess.ID), slog.String("host", host),
+			slog.String("code", string(agentvault.CodeEgressLost)))
+	}
+}
+
+func errEgressLostEarlier() error {
+	return agentvault.Errorf(agentvault.CodeEgressLost,
+		"this session's upstream egress was lost on an earlier request; nothing was sent: read the run report, close the session and open a new one")
+}
+
+// egressBody watches the site's answer as it comes through the upstream
+// proxy: a read that fails with egress_lost (the proxy dropped the
+// connection after the answer's headers) marks the session lost. The error
+// goes on, so the HTTP/1.1 loop and serveH2 break the answer (no last
+// chunk, a short body, an h2 stream reset) rather than end it as if whole.
+type egressBody struct {
+	io.ReadCloser
+	s    *Server
+	t    *tunnel
+	seen bool
+}
+
+func (b *egressBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && !b.seen && agentvault.ErrorCode(err) == agentvault.CodeEgressLost {
+		b.seen = true
+		b.s.markEgressLost(b.t.sess, b.t.dest.Host)
+		b.s.metrics.refusal(err)
+	}
+	return n, err
+}
+
+// countWriter counts the bytes of an HTTP/1.1 answer that reached the
+// client, so an answer the egress dropped before any did is refused whole
+// (serveH1).
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }

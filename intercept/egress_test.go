@@ -265,3 +265,124 @@ func TestP3_EgressPrivateDestinationRefusedBeforeUpstreamProxy(t *testing.T) {
 		t.Fatalf("the upstream proxy was asked for %d tunnels to a private destination", n)
 	}
 }
+
+// TestSeed004_EgressLostMidBody: the upstream proxy dies after the site's
+// answer began (headers and part of the body sent). The client must see a
+// broken answer, never a short one that reads as whole: over HTTP/1.1 the
+// connection ends without the last chunk or short of Content-Length, over
+// h2 the stream is reset. The session is then lost: the proxy says so
+// (EgressLost, which proxyd reports to mcpd), and refuses its next request
+// with egress_lost without reaching the site.
+func TestSeed004_EgressLostMidBody(t *testing.T) {
+	// A sized answer up to 256 KiB is read whole before it goes on (to
+	// scrub it), so its loss is refused as a whole answer: 502 egress_lost.
+	// A longer one, or one of unknown length, is streamed and then broken.
+	// The streamed halves are longer than what the proxy buffers before
+	// it writes to the client (32 KiB), so the client has the headers and
+	// the first bytes before the upstream proxy dies.
+	// "h1-buffered": the site's headers and first bytes are still in the
+	// proxy's HTTP/1.1 buffer when the drop comes (the proxy logged the
+	// request as forwarded, nothing reached the client): the client gets
+	// 502 egress_lost rather than an empty reply.
+	const small, large = 4800, 300 << 10
+	for _, tc := range []struct {
+		name      string
+		h2, sized bool
+		half      int
+	}{
+		{"h1-chunked", false, false, large}, {"h1-sized-small", false, true, small}, {"h1-sized-large", false, true, large},
+		{"h1-buffered", false, false, small},
+		{"h2-chunked", true, false, large}, {"h2-sized-small", true, true, small}, {"h2-sized-large", true, true, large},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ep := startEgressProxy(t, "http")
+			e := startProxy(t, func(c *intercept.Config) {
+				c.UpstreamProxy = &intercept.UpstreamProxy{Scheme: "http", Addr: ep.l.Addr().String()}
+			})
+			half := strings.Repeat("first half of the page. ", tc.half/24)
+			began := make(chan struct{})
+			release := make(chan struct{})
+			up := startUpstream(t, e.upCA, func(w http.ResponseWriter, r *http.Request) {
+				if tc.sized {
+					w.Header().Set("Content-Length", itoa(2*len(half)))
+				}
+				io.WriteString(w, half)
+				w.(http.Flusher).Flush()
+				close(began)
+				select { // the rest never comes: the proxy dies first
+				case <-release:
+				case <-time.After(30 * time.Second):
+				}
+			})
+			t.Cleanup(func() { close(release) })
+			sess, pw := e.session()
+			if tc.half == small {
+				go func() {
+					<-began
+					deadline := time.Now().Add(10 * time.Second)
+					for !tc.sized && !strings.Contains(e.logs.String(), `"decision":"forwarded"`) && time.Now().Before(deadline) {
+						time.Sleep(5 * time.Millisecond)
+					}
+					ep.kill()
+				}()
+			}
+			resp, err := e.client(sess, pw, tc.h2).Get(hostURL(up, "shop.test", "/page"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.half == small {
+				// Refused whole (502 egress_lost), or cut short.
+				body, rerr := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == 200 && rerr == nil {
+					t.Fatalf("the answer cut by the upstream proxy read as whole (%d bytes of %d)", len(body), 2*len(half))
+				}
+				if resp.StatusCode != 200 && (codeOf(resp) != "egress_lost" || resp.StatusCode != 502) {
+					t.Fatalf("got %d %q, want 502 egress_lost", resp.StatusCode, codeOf(resp))
+				}
+			} else {
+				if resp.StatusCode != 200 || tc.h2 != (resp.ProtoMajor == 2) {
+					t.Fatalf("got %d %q over %s, want the site's 200", resp.StatusCode, codeOf(resp), resp.Proto)
+				}
+				first := make([]byte, 1024)
+				if _, err := io.ReadFull(resp.Body, first); err != nil {
+					t.Fatal(err)
+				}
+				<-began
+				ep.kill()
+				rest, rerr := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if rerr == nil {
+					t.Fatalf("the answer cut by the upstream proxy read as whole (%d bytes of %d)", len(first)+len(rest), 2*len(half))
+				}
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for !e.srv.EgressLost(sess.ID) {
+				if time.Now().After(deadline) {
+					t.Fatal("the session was not marked lost after its egress dropped mid-body")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			if !strings.Contains(e.logs.String(), "session egress lost") {
+				t.Fatal("no log line says the session's egress was lost")
+			}
+			n := up.count()
+			resp, err = e.client(sess, pw, tc.h2).Get(hostURL(up, "shop.test", "/next"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if codeOf(resp) != "egress_lost" || resp.StatusCode != 502 {
+				t.Fatalf("next request: got %d %q, want 502 egress_lost", resp.StatusCode, codeOf(resp))
+			}
+			if up.count() != n {
+				t.Fatal("a request of a lost session reached the site")
+			}
+			other, opw := e.session()
+			if e.srv.EgressLost(other.ID) {
+				t.Fatal("another session was marked lost")
+			}
+			_ = opw
+		})
+	}
+}

@@ -109,6 +109,9 @@ func (s *Server) handle(t *tunnel, req *http.Request, proto string) *http.Respon
 	resp, err := s.forward(ctx, t, req, proto, &oc)
 	if err != nil {
 		oc.decision, oc.err = DecisionRefused, err
+		if agentvault.ErrorCode(err) == agentvault.CodeEgressLost {
+			s.markEgressLost(t.sess, t.dest.Host)
+		}
 		resp = errorResponse(req, err)
 		s.metrics.refusal(err)
 		t.sess.Denied()
@@ -199,6 +202,9 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, prot
 		return nil, agentvault.Errorf(agentvault.CodeSessionEnded, "the session has ended")
 	}
 	s.broker.Touch(t.sess)
+	if s.EgressLost(t.sess.ID) {
+		return nil, errEgressLostEarlier()
+	}
 	if err := checkDestination(t, req); err != nil {
 		return nil, err
 	}
@@ -312,6 +318,10 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, prot
 			resp.Header.Del(h)
 		}
 		return resp, nil
+	}
+	// Not on a 101 above: the relay takes the upgraded connection itself.
+	if s.dialer.Upstream != nil {
+		resp.Body = &egressBody{ReadCloser: resp.Body, s: s, t: t}
 	}
 	if req.Method == http.MethodGet {
 		tr := broker.TOTPRequest{Method: req.Method, Origin: t.dest, Path: req.URL.EscapedPath(), RawQuery: req.URL.RawQuery}

@@ -86,12 +86,24 @@ func (s *Server) serveH1(t *tunnel, conn net.Conn) {
 		if resp.ContentLength < 0 && req.Method != http.MethodHead && resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusNotModified {
 			resp.TransferEncoding = []string{"chunked"} // stream with a length known only at the end
 		}
-		bw := getH1Writer(conn)
+		var out io.Writer = conn
+		var sent *countWriter
+		if s.dialer.Upstream != nil {
+			sent = &countWriter{w: conn}
+			out = sent
+		}
+		bw := getH1Writer(out)
 		werr := resp.Write(bw)
 		if werr == nil {
 			werr = bw.Flush()
 		}
 		putH1Writer(bw)
+		if sent != nil && sent.n == 0 && agentvault.ErrorCode(werr) == agentvault.CodeEgressLost {
+			// The egress dropped the answer while all of it was still in
+			// our buffer: the browser gets the refusal, not an empty reply
+			// (egressBody logged and counted it).
+			_ = errorResponse(req, werr).Write(conn)
+		}
 		resp.Body.Close()
 		// Drain what the client sent that we did not read, within reason.
 		_, _ = io.CopyN(io.Discard, req.Body, 256<<10)

@@ -42,6 +42,12 @@ func (s *Server) serveH2(t *tunnel, w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if err != nil {
+			if err != io.EOF {
+				// The answer broke mid-body (the site or the upstream
+				// proxy dropped it): reset the stream, so the browser sees
+				// a failed load, not a short body ending as if whole.
+				panic(http.ErrAbortHandler)
+			}
 			return
 		}
 	}

@@ -60,6 +60,9 @@ func (s *Server) scrubResponse(sc *scrubber, method string, resp *http.Response)
 			err = readPastEnd(resp.Body)
 		}
 		resp.Body.Close()
+		if agentvault.ErrorCode(err) == agentvault.CodeEgressLost {
+			return nil, err // the upstream proxy dropped it, not the site
+		}
 		if err != nil {
 			return nil, agentvault.Wrap(agentvault.CodeUpstream, err, "the site's response was cut short")
 		}

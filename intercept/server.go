@@ -70,6 +70,7 @@ type Server struct {
 	ca       *CA
 	broker   *broker.Broker
 	caches   sync.Map // *broker.Session → *sessionCache
+	lost     sync.Map // session ID → struct{}: its egress dropped a request (egress.go)
 	dialer   *Dialer
 	upstream *http.Transport
 	gp       *goproxy.ProxyHttpServer
@@ -138,7 +139,10 @@ func NewServer(cfg Config) (*Server, error) {
 	}
 	s.scrubHit = s.metrics.scrub
 	s.ca.metrics = cfg.Metrics
-	cfg.Broker.OnClose(func(sess *broker.Session) { s.caches.Delete(sess) })
+	cfg.Broker.OnClose(func(sess *broker.Session) {
+		s.caches.Delete(sess)
+		s.lost.Delete(sess.ID)
+	})
 	// Our own transport (P5): verified TLS against system + extra roots, no
 	// proxy from the environment, every dial through the vetting dialer (P3).
 	s.upstream = &http.Transport{

@@ -380,6 +380,9 @@ func (s *Server) pageSession(tool, handle string) (*Session, error) {
 	if ss.handoff().parked {
 		return nil, challengeRequired(tool)
 	}
+	if err := s.egressLost(ss); err != nil {
+		return nil, err
+	}
 	return ss, nil
 }
 

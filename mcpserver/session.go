@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentvault/agentvault/browser"
@@ -57,6 +58,10 @@ type Session struct {
 	seg      sync.Mutex
 	replaced int
 	earlier  []control.Report
+
+	// lostEgress is set once proxyd reported that the session's
+	// residential egress was lost (egress.go).
+	lostEgress atomic.Bool
 
 	closed      bool
 	closeAnswer control.CloseResponse

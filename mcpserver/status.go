@@ -189,6 +189,8 @@ func codeHint(c agentvault.Code) string {
 		return "Fix what the message names before submitting again: the same recipe is refused again."
 	case agentvault.CodeClientSideEncryption:
 		return "Choose another payment method the page offers, or tell the owner this purchase must be completed by hand."
+	case agentvault.CodeEgressLost:
+		return "Read get_run_report, call close_session, then call open_page without `session` to start a new one."
 	}
 	return ""
 }

@@ -130,16 +130,38 @@ func (s *Server) openPage(ctx context.Context, in openPageIn) (*mcp.CallToolResu
 	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
 		return nil, agentvault.Errorf(agentvault.CodeInvalidInput, "url must be an absolute https:// address")
 	}
-	if u.Scheme == "http" {
-		return nil, agentvault.Errorf(agentvault.CodeInsecureSite,
-			"This site doesn't support HTTPS at the address given (http://). The page did not change. Nothing was sent over plain http.")
-	}
-	ss, err := s.ensureSession(ctx, in.Session)
+	ss, err := s.lookup(in.Session)
 	if err != nil {
 		return nil, err
 	}
+	upgraded := ""
+	if u.Scheme == "http" {
+		// A residential egress session is HTTPS only: the address is
+		// opened as https:// (egress.go). Elsewhere plain http is refused.
+		// The session's answer tells the two apart, so it is opened first
+		// (the task's next open_page uses it).
+		if ss == nil {
+			if ss, err = s.ensureSession(ctx, in.Session); err != nil {
+				return nil, err
+			}
+		}
+		if !ss.residentialEgress() {
+			return nil, agentvault.Errorf(agentvault.CodeInsecureSite,
+				"This site doesn't support HTTPS at the address given (http://). The page did not change. Nothing was sent over plain http.")
+		}
+		in.URL = httpsOf(u)
+		upgraded = "\nThis session goes through the deployment's residential egress and is HTTPS only: the http:// address was opened as " + safeURL(in.URL) + ". Nothing was sent over plain http."
+	}
+	if ss == nil {
+		if ss, err = s.ensureSession(ctx, in.Session); err != nil {
+			return nil, err
+		}
+	}
 	if ss.handoff().parked {
 		return nil, challengeRequired("open_page")
+	}
+	if err := s.egressLost(ss); err != nil {
+		return nil, err
 	}
 	replaced := false
 	defer func() {
@@ -167,7 +189,7 @@ func (s *Server) openPage(ctx context.Context, in openPageIn) (*mcp.CallToolResu
 			if gotoErr != nil {
 				return nil, gotoErr
 			}
-			return prose(okStatus(), "Opened "+safeURL(ss.page.URL())), nil
+			return prose(okStatus(), "Opened "+safeURL(ss.page.URL())+upgraded), nil
 		}
 		if err := s.replaceProxy(ctx, ss, e); err != nil {
 			return nil, err
@@ -204,7 +226,7 @@ func (s *Server) openPage(ctx context.Context, in openPageIn) (*mcp.CallToolResu
 	if err := ss.page.Goto(in.URL, navTimeout); err != nil {
 		return nil, err
 	}
-	return prose(okStatus(), "Opened "+safeURL(ss.page.URL())), nil
+	return prose(okStatus(), "Opened "+safeURL(ss.page.URL())+upgraded), nil
 }
 
 func (s *Server) click(ctx context.Context, in clickIn) (*mcp.CallToolResult, error) {

@@ -41,6 +41,16 @@ type controlService struct {
 	// integrations is the shipped list merged with the owner's
 	// (policy.payment_integrations).
 	integrations *policy.Integrations
+	// egress is the proxy's upstream egress (intercept.Server): whether
+	// there is one, and which sessions lost it. nil: none.
+	egress sessionEgress
+}
+
+// sessionEgress is what the control API reports of the proxy's upstream
+// egress; the proxy (intercept) is the one home of both answers.
+type sessionEgress interface {
+	ResidentialEgress() bool
+	EgressLost(sessionID string) bool
 }
 
 // PaymentIntegrations lists the integrations the proxy recognises, the
@@ -66,6 +76,7 @@ func (c *controlService) CreateSession(ctx context.Context, apiKey string) (cont
 	resp := control.CreateSessionResponse{ID: s.ID, ProxyURL: c.proxyURL, ProxyUser: s.ID, ProxyPassword: pw,
 		CASPKI: c.ca.SPKIHash(), CAPEM: string(c.ca.CertPEM())}
 	resp.ExpiresAt = time.Now().Add(c.broker.SessionMaxAge()).UTC()
+	resp.ResidentialEgress = c.egress != nil && c.egress.ResidentialEgress()
 	return resp, nil
 }
 
@@ -174,7 +185,9 @@ func (c *controlService) Report(ctx context.Context, id string) (control.Report,
 		}
 		return control.Report{}, err
 	}
-	return reportOf(s.Report()), nil
+	out := reportOf(s.Report())
+	out.EgressLost = c.egress != nil && c.egress.EgressLost(s.ID)
+	return out, nil
 }
 
 func (c *controlService) CloseSession(ctx context.Context, id string) (control.CloseResponse, error) {

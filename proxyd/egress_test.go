@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/internal/leakcheck"
@@ -195,4 +196,104 @@ func TestP17_EgressProxyConfig(t *testing.T) {
 		t.Fatalf("credentials readable by others: %v", err)
 	}
 	m.Close()
+}
+
+// TestSeed004_EgressLostReportedToMcpd: with an upstream egress configured,
+// the control API's session answer says the session is a residential
+// egress one (mcpd then opens http:// as https://). When the egress proxy
+// dies after the site's answer began, the browser's answer breaks, the
+// session's report says egressLost (mcpd refuses every later call on it but
+// the report and the close), the proxy refuses the session's next request
+// with egress_lost, and closing the session still works.
+func TestSeed004_EgressLostReportedToMcpd(t *testing.T) {
+	half := strings.Repeat("the first half of a long page. ", 10<<10)
+	began := make(chan struct{}, 1)
+	release := make(chan struct{})
+	up, roots := tlsUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, half)
+		w.(http.Flusher).Flush()
+		began <- struct{}{}
+		select { // the rest never comes: the egress dies first
+		case <-release:
+		case <-time.After(30 * time.Second):
+		}
+	})
+	t.Cleanup(func() { close(release) }) // before the upstream's Close waits for the handler
+	ep := startConnectProxy(t)
+	m, logs := startMain(t, roots, func(c *proxyd.Config) {
+		c.Egress.UpstreamProxy = "http://" + ep.ln.Addr().String()
+	})
+	ctx := context.Background()
+	c := control.NewClient("http://"+m.ControlAddr.String(), m.ControlToken, nil)
+	s, err := c.CreateSession(ctx, m.APIKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.ResidentialEgress {
+		t.Fatal("the session answer does not say the session goes through the residential egress")
+	}
+	// HTTPS only: what the browser itself asks for over http:// (a link,
+	// a form, a redirect's target) is refused, and the egress never asked.
+	resp, err := proxyClient(m, s).Get("http://" + strings.TrimPrefix(up.URL, "https://") + "/plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if code := resp.Header.Get("X-Agentvault-Code"); code != "insecure_site" {
+		t.Fatalf("plain http in a residential egress session: %d %q", resp.StatusCode, code)
+	}
+	if asked, _ := ep.seen(); len(asked) != 0 {
+		t.Fatalf("the egress proxy was asked for %v for a plain http request", asked)
+	}
+	resp, err = proxyClient(m, s).Get(up.URL + "/page")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("before the drop: %d", resp.StatusCode)
+	}
+	first := make([]byte, 1024)
+	if _, err := io.ReadFull(resp.Body, first); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := c.Report(ctx, s.ID); err != nil || rep.EgressLost {
+		t.Fatalf("report before the drop: %+v %v", rep, err)
+	}
+	<-began
+	ep.shutdown()
+	if rest, err := io.ReadAll(resp.Body); err == nil {
+		t.Fatalf("the answer the egress dropped read as whole (%d bytes)", len(first)+len(rest))
+	}
+	resp.Body.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rep, err := c.Report(ctx, s.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.EgressLost {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the report does not say the session's egress was lost")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	resp, err = proxyClient(m, s).Get(up.URL + "/next")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway || resp.Header.Get("X-Agentvault-Code") != "egress_lost" {
+		t.Fatalf("a lost session's next request: %d %q", resp.StatusCode, resp.Header.Get("X-Agentvault-Code"))
+	}
+	if asked, _ := ep.seen(); len(asked) != 1 {
+		t.Fatalf("the egress proxy was asked for %d tunnels, want the first only", len(asked))
+	}
+	if _, err := c.CloseSession(ctx, s.ID); err != nil {
+		t.Fatalf("closing a lost session: %v", err)
+	}
+	if !strings.Contains(logs.String(), "session egress lost") {
+		t.Fatal("no log line says the session's egress was lost")
+	}
 }

@@ -368,7 +368,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	m.controlSrv = &http.Server{
 		Handler: control.NewHandler(&controlService{broker: m.Broker, vault: vaultAdapter{v}, ca: m.CA, owner: m.Owner, recipes: m.Recipes, proxyURL: proxyURL,
 			creds: m.credentialAPI(), metrics: m.daemonMetrics, accounts: m.Accounts, HandoffService: m.handoffHub(), apps: m.appRegistry(), ended: m.endedReports,
-			emails: m.notify.emailsOwner, integrations: m.integrations},
+			emails: m.notify.emailsOwner, integrations: m.integrations, egress: m.Server},
 			m.ControlToken, m.Logger),
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelDebug),
