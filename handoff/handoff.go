@@ -202,17 +202,24 @@ func (hub *Hub) get(id string) (*handoff, error) {
 	return h, nil
 }
 
-// open is hand-off id while the owner may still act on it (not ended, not
-// decided); the caller holds hub.mu.
-func (hub *Hub) open(id string) (*handoff, error) {
+// act applies an action of the owner's to hand-off id while the owner may
+// still act on it (not ended, not decided), and tells the waiters when it
+// changed something.
+func (hub *Hub) act(id string, change func(h *handoff) error) error {
+	hub.mu.Lock()
+	defer hub.mu.Unlock()
 	h, err := hub.get(id)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if h.ended || h.decision != control.HandoffOpen {
-		return nil, agentvault.Errorf(agentvault.CodeConflict, "this hand-off has ended")
+		return agentvault.Errorf(agentvault.CodeConflict, "this hand-off has ended")
 	}
-	return h, nil
+	if err := change(h); err != nil {
+		return err
+	}
+	hub.bump()
+	return nil
 }
 
 // HandoffFrame keeps the latest frame of the page (a JPEG) and its viewport.
@@ -375,23 +382,18 @@ func (hub *Hub) HandoffInput(id string, in InputEvent) error {
 	default:
 		return agentvault.Errorf(agentvault.CodeInvalidInput, "unknown input type")
 	}
-	hub.mu.Lock()
-	defer hub.mu.Unlock()
-	h, err := hub.open(id)
-	if err != nil {
-		return err
-	}
-	if in.Type == "click" && (ev.X < 0 || ev.Y < 0 || (h.frameW > 0 && ev.X > float64(h.frameW)) || (h.frameH > 0 && ev.Y > float64(h.frameH))) {
-		return agentvault.Errorf(agentvault.CodeInvalidInput, "the click is outside the page")
-	}
-	if len(h.inputs) >= maxHandoffInputs {
-		return agentvault.Errorf(agentvault.CodeRateLimited, "too much input at once; wait for the page to catch up")
-	}
-	h.inputSeq++
-	ev.Seq = h.inputSeq
-	h.inputs = append(h.inputs, ev)
-	hub.bump()
-	return nil
+	return hub.act(id, func(h *handoff) error {
+		if in.Type == "click" && (ev.X < 0 || ev.Y < 0 || (h.frameW > 0 && ev.X > float64(h.frameW)) || (h.frameH > 0 && ev.Y > float64(h.frameH))) {
+			return agentvault.Errorf(agentvault.CodeInvalidInput, "the click is outside the page")
+		}
+		if len(h.inputs) >= maxHandoffInputs {
+			return agentvault.Errorf(agentvault.CodeRateLimited, "too much input at once; wait for the page to catch up")
+		}
+		h.inputSeq++
+		ev.Seq = h.inputSeq
+		h.inputs = append(h.inputs, ev)
+		return nil
+	})
 }
 
 // DecideHandoff records the owner's decision: done, failed or abandoned.
@@ -401,15 +403,10 @@ func (hub *Hub) DecideHandoff(id, decision string) error {
 	default:
 		return agentvault.Errorf(agentvault.CodeInvalidInput, "unknown decision")
 	}
-	hub.mu.Lock()
-	defer hub.mu.Unlock()
-	h, err := hub.open(id)
-	if err != nil {
-		return err
-	}
-	h.decision = decision
-	hub.bump()
-	return nil
+	return hub.act(id, func(h *handoff) error {
+		h.decision = decision
+		return nil
+	})
 }
 
 // WaitHandoff waits until the hand-off ended (mcpd gave the agent its
