@@ -103,11 +103,7 @@ func (s *shop) payPlace(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	if err := r.ParseForm(); err != nil {
-		http.Error(w, "bad form", http.StatusBadRequest)
-		return
-	}
-	lines, ok := s.linesOrCart(w, r)
+	lines, ok := s.postedLines(w, r)
 	if !ok {
 		return
 	}

@@ -251,6 +251,15 @@ func (s *shop) linesOrCart(w http.ResponseWriter, r *http.Request) ([]CartLine, 
 	return lines, true
 }
 
+// postedLines reads a posted checkout form and the cart (linesOrCart).
+func (s *shop) postedLines(w http.ResponseWriter, r *http.Request) ([]CartLine, bool) {
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad form", http.StatusBadRequest)
+		return nil, false
+	}
+	return s.linesOrCart(w, r)
+}
+
 func (s *shop) checkout(w http.ResponseWriter, r *http.Request) {
 	lines, ok := s.linesOrCart(w, r)
 	if !ok {
@@ -279,11 +288,7 @@ func (s *shop) renderCheckout(w http.ResponseWriter, lines []CartLine, f shippin
 }
 
 func (s *shop) placeOrder(w http.ResponseWriter, r *http.Request) {
-	if err := r.ParseForm(); err != nil {
-		http.Error(w, "bad form", http.StatusBadRequest)
-		return
-	}
-	lines, ok := s.linesOrCart(w, r)
+	lines, ok := s.postedLines(w, r)
 	if !ok {
 		return
 	}
