@@ -773,14 +773,10 @@ func (h *Handler) activityPage(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, r, err)
 		return
 	}
-	keys, err := h.svc.APIKeys(ctx)
+	_, names, err := h.keyNames(ctx)
 	if err != nil {
 		h.internal(w, r, err)
 		return
-	}
-	names := map[string]string{}
-	for _, k := range keys {
-		names[k.ID] = k.Name
 	}
 	d := activityData{Kinds: map[string]int{}, Days: days}
 	for i := len(recs) - 1; i >= 0 && len(d.Rows) < 200; i-- {
@@ -842,6 +838,19 @@ func (h *Handler) activityPage(w http.ResponseWriter, r *http.Request) {
 		d.Totals = append(d.Totals, cardTotal{Name: cmp.Or(items[p.CardID], p.CardID), Month: month})
 	}
 	h.page(w, r, "activity", "Activity", d)
+}
+
+// keyNames lists the API keys and names them for display, by id.
+func (h *Handler) keyNames(ctx context.Context) ([]owner.APIKey, map[string]string, error) {
+	keys, err := h.svc.APIKeys(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	names := make(map[string]string, len(keys))
+	for _, k := range keys {
+		names[k.ID] = k.Name
+	}
+	return keys, names, nil
 }
 
 // itemsByID names items for display ("Visa •••• 4242", "github login").
