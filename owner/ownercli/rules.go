@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/agentvault/agentvault"
@@ -217,23 +216,12 @@ func (c *cli) signups(args []string) int {
 		if err != nil {
 			return err
 		}
-		if asJSON() {
-			out := []signupJSON{}
-			for _, g := range gs {
-				out = append(out, signupJSON{Site: g.Site, Email: g.Email, AddedBy: g.AddedBy, Added: g.Added.UTC()})
-			}
-			return c.printJSON(out)
+		toJSON := func(g owner.Signup) signupJSON {
+			return signupJSON{Site: g.Site, Email: g.Email, AddedBy: g.AddedBy, Added: g.Added.UTC()}
 		}
-		if len(gs) == 0 {
-			fmt.Fprintln(c.env.Stdout, "No sign-ups are pre-approved.")
-			return nil
-		}
-		tw := tabwriter.NewWriter(c.env.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SITE\tEMAIL\tADDED BY")
-		for _, g := range gs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", g.Site, g.Email, g.AddedBy)
-		}
-		return tw.Flush()
+		return listing(c, asJSON(), gs, toJSON, "No sign-ups are pre-approved.", "SITE\tEMAIL\tADDED BY", func(g owner.Signup) []string {
+			return []string{g.Site, g.Email, g.AddedBy}
+		})
 	})
 }
 
@@ -284,16 +272,8 @@ func (c *cli) cards(args []string) int {
 				Daily: amountOf(d.Daily, d.Currency), Monthly: amountOf(d.Monthly, d.Currency), ApprovalThreshold: amountOf(d.ApprovalThreshold, d.Currency),
 				EveryPurchase: d.EveryPurchase, LiveCVV: d.LiveCVV, StrictAmount: d.StrictAmount, Paused: d.Paused, BlockedMerchants: nonNil(d.BlockedMerchants)})
 		}
-		if asJSON() {
-			return c.printJSON(out)
-		}
-		if len(out) == 0 {
-			fmt.Fprintln(c.env.Stdout, "No cards in the vault.")
-			return nil
-		}
-		tw := tabwriter.NewWriter(c.env.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "LABEL\tCARD\tSITES\tPER PURCHASE\tDAILY\tMONTHLY\tASK ABOVE\tRULES")
-		for _, j := range out {
+		same := func(j cardJSON) cardJSON { return j }
+		return listing(c, asJSON(), out, same, "No cards in the vault.", "LABEL\tCARD\tSITES\tPER PURCHASE\tDAILY\tMONTHLY\tASK ABOVE\tRULES", func(j cardJSON) []string {
 			sites := strings.Join(j.Sites, ",")
 			if j.AnySite {
 				sites = "any"
@@ -316,10 +296,9 @@ func (c *cli) cards(args []string) int {
 				}
 				return x.Value + " " + x.Currency
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.Label, j.Card, cmp.Or(sites, "-"), a(j.PerPurchase), a(j.Daily), a(j.Monthly),
-				a(j.ApprovalThreshold), cmp.Or(strings.Join(flags, " "), "-"))
-		}
-		return tw.Flush()
+			return []string{j.Label, j.Card, cmp.Or(sites, "-"), a(j.PerPurchase), a(j.Daily), a(j.Monthly),
+				a(j.ApprovalThreshold), cmp.Or(strings.Join(flags, " "), "-")}
+		})
 	})
 }
 
