@@ -150,11 +150,7 @@ func (c *cli) setScope(args []string) int {
 		fmt.Fprintln(c.env.Stderr, "error: set-scope changes nothing without a flag (proxyd owner set-scope -h)")
 		return exitUsage
 	}
-	return c.with(func(s *owner.Service) error {
-		st, err := c.loadState(s)
-		if err != nil {
-			return err
-		}
+	return c.withState(func(s *owner.Service, st *state) error {
 		exp, err := st.export(c.ctx)
 		if err != nil {
 			return err
@@ -249,14 +245,7 @@ func (c *cli) cards(args []string) int {
 	if _, code, ok := c.parse(fs, args, 0); !ok {
 		return code
 	}
-	if c.env.Items == nil {
-		return c.fail(agentvault.Errorf(agentvault.CodeInternal, "the vault's items are not reachable from here"))
-	}
-	return c.with(func(s *owner.Service) error {
-		st, err := c.loadState(s)
-		if err != nil {
-			return err
-		}
+	return c.withItems(func(s *owner.Service, st *state) error {
 		out := []cardJSON{}
 		for _, it := range st.items {
 			if it.Card == nil {
@@ -330,14 +319,7 @@ func (c *cli) setCard(args []string) int {
 		fmt.Fprintln(c.env.Stderr, "error: give --sites or --any-site, not both")
 		return exitUsage
 	}
-	if c.env.Items == nil {
-		return c.fail(agentvault.Errorf(agentvault.CodeInternal, "the vault's items are not reachable from here"))
-	}
-	return c.with(func(s *owner.Service) error {
-		st, err := c.loadState(s)
-		if err != nil {
-			return err
-		}
+	return c.withItems(func(s *owner.Service, st *state) error {
 		it, err := st.cardByRef(pos[0])
 		if err != nil {
 			return err
