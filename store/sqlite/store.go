@@ -301,6 +301,27 @@ func (s *Store) readTx(ctx context.Context, fn func(*sql.Tx) error) error {
 
 // dbErr maps driver errors to coded errors. The cause is kept for logs; it
 // holds SQL text and constraint names, never row content.
+// scanner is a row to scan: a *sql.Row or the current row of *sql.Rows.
+type scanner = interface{ Scan(...any) error }
+
+// collect reads every row of a query's answer with scan: the one loop of
+// each list query, its errors named by what. It closes rows.
+func collect[T any](rows *sql.Rows, err error, what string, scan func(row scanner) (T, error)) ([]T, error) {
+	if err != nil {
+		return nil, dbErr(err, what)
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, dbErr(err, what)
+		}
+		out = append(out, v)
+	}
+	return out, dbErr(rows.Err(), what)
+}
+
 func dbErr(err error, op string) error {
 	if err == nil {
 		return nil
@@ -743,22 +764,16 @@ func (s *Store) QueryAudit(ctx context.Context, f vault.AuditFilter) ([]vault.Au
 		args = append(args, f.Limit)
 	}
 	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, dbErr(err, "query audit")
-	}
-	defer rows.Close()
-	var out []vault.AuditRecord
-	for rows.Next() {
+	return collect(rows, err, "query audit", func(row scanner) (vault.AuditRecord, error) {
 		var r vault.AuditRecord
 		var t int64
 		var kind, field string
-		if err := rows.Scan(&r.Seq, &t, &r.Action, &r.Org, &r.ItemID, &kind, &field, &r.Destination, &r.Session, &r.Actor, &r.Purpose, &r.ValueHMAC); err != nil {
-			return nil, dbErr(err, "query audit")
+		if err := row.Scan(&r.Seq, &t, &r.Action, &r.Org, &r.ItemID, &kind, &field, &r.Destination, &r.Session, &r.Actor, &r.Purpose, &r.ValueHMAC); err != nil {
+			return vault.AuditRecord{}, err
 		}
 		r.Time, r.Kind, r.Field = fromNanos(t), vault.Kind(kind), vault.Field(field)
-		out = append(out, r)
-	}
-	return out, dbErr(rows.Err(), "query audit")
+		return r, nil
+	})
 }
 
 // PutBlob implements vault.BlobStore.
@@ -806,22 +821,16 @@ func (s *Store) DeleteBlob(ctx context.Context, name string) error {
 // Keys implements vault.KeyStore.
 func (s *Store) Keys(ctx context.Context) ([]vault.KeyRecord, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, state, check_value, created FROM keys ORDER BY created, id`)
-	if err != nil {
-		return nil, dbErr(err, "list keys")
-	}
-	defer rows.Close()
-	var out []vault.KeyRecord
-	for rows.Next() {
+	return collect(rows, err, "list keys", func(row scanner) (vault.KeyRecord, error) {
 		var k vault.KeyRecord
 		var state string
 		var t int64
-		if err := rows.Scan(&k.ID, &state, &k.Check, &t); err != nil {
-			return nil, dbErr(err, "list keys")
+		if err := row.Scan(&k.ID, &state, &k.Check, &t); err != nil {
+			return vault.KeyRecord{}, err
 		}
 		k.State, k.Created = vault.KeyState(state), fromNanos(t)
-		out = append(out, k)
-	}
-	return out, dbErr(rows.Err(), "list keys")
+		return k, nil
+	})
 }
 
 // AddKey implements vault.KeyStore.
