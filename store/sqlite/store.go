@@ -502,19 +502,7 @@ func (s *Store) ListItems(ctx context.Context, org string) ([]vault.ItemRecord, 
 	var out []vault.ItemRecord
 	err := s.readTx(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT `+itemCols+` FROM items WHERE org = ? ORDER BY created, id`, org)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			rec, err := scanItem(rows)
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			out = append(out, rec)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		if out, err = collect(rows, err, "list items", scanItem); err != nil {
 			return err
 		}
 		for i := range out {
@@ -863,39 +851,25 @@ func (s *Store) Rotate(ctx context.Context, a vault.RotateArgs) error {
 			a.NewKey.ID, a.NewKey.Check, nanos(a.NewKey.Created)); err != nil {
 			return err
 		}
-		var todo []vault.WrappedKey
 		rows, err := tx.QueryContext(ctx, `SELECT id, org, key_id, wrapped_key FROM items WHERE key_id <> ?`, a.NewKey.ID)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
+		todo, err := collect(rows, err, "rotate key", func(row scanner) (vault.WrappedKey, error) {
 			w := vault.WrappedKey{Owner: "item"}
-			if err := rows.Scan(&w.ID, &w.Org, &w.KeyID, &w.Wrapped); err != nil {
-				rows.Close()
-				return err
-			}
-			todo = append(todo, w)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+			err := row.Scan(&w.ID, &w.Org, &w.KeyID, &w.Wrapped)
+			return w, err
+		})
+		if err != nil {
 			return err
 		}
 		rows, err = tx.QueryContext(ctx, `SELECT name, key_id, wrapped_key FROM blobs WHERE key_id <> ?`, a.NewKey.ID)
+		blobs, err := collect(rows, err, "rotate key", func(row scanner) (vault.WrappedKey, error) {
+			w := vault.WrappedKey{Owner: "blob"}
+			err := row.Scan(&w.ID, &w.KeyID, &w.Wrapped)
+			return w, err
+		})
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			w := vault.WrappedKey{Owner: "blob"}
-			if err := rows.Scan(&w.ID, &w.KeyID, &w.Wrapped); err != nil {
-				rows.Close()
-				return err
-			}
-			todo = append(todo, w)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
+		todo = append(todo, blobs...)
 		for _, w := range todo {
 			nw, err := a.Rewrap(w)
 			if err != nil {
