@@ -279,6 +279,12 @@ func (s *Store) migrate(ctx context.Context) error {
 // tx runs fn in an IMMEDIATE transaction, committing when fn returns nil.
 func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	tx, err := s.db.BeginTx(ctx, nil)
+	return commitTx(tx, err, fn)
+}
+
+// commitTx runs fn in tx (as BeginTx answered) and commits when fn returns
+// nil, else rolls back.
+func commitTx(tx *sql.Tx, err error, fn func(*sql.Tx) error) error {
 	if err != nil {
 		return err
 	}
@@ -647,14 +653,7 @@ func (s *Store) commitDurableOnWriter(ctx context.Context, ops []durableOp) ([]d
 	}
 	out, err := s.commitDurableIn(ctx, ops, func(ctx context.Context, fn func(*sql.Tx) error) error {
 		tx, err := h.wconn.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		if err := fn(tx); err != nil {
-			tx.Rollback()
-			return err
-		}
-		return tx.Commit()
+		return commitTx(tx, err, fn)
 	})
 	if err != nil {
 		// Whatever state the connection is in, the next batch gets a new one.
