@@ -253,11 +253,7 @@ func (st *state) plan(ctx context.Context, s Spec, c *cli) ([]change, error) {
 
 // planNotify sets the switches the block names and keeps the others.
 func planNotify(ctx context.Context, d NotifyDef, c *cli) ([]change, error) {
-	n, err := c.notifications()
-	if err != nil {
-		return nil, err
-	}
-	cur, err := n.NotifyPrefs(ctx)
+	n, cur, err := c.notifications(ctx)
 	if err != nil {
 		return nil, err
 	}
