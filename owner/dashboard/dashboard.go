@@ -586,12 +586,7 @@ func (h *Handler) keysData(ctx context.Context) (keysData, error) {
 }
 
 func (h *Handler) keysPage(w http.ResponseWriter, r *http.Request) {
-	d, err := h.keysData(r.Context())
-	if err != nil {
-		h.internal(w, r, err)
-		return
-	}
-	h.page(w, r, "keys", "API keys", d)
+	showPage(h, w, r, "keys", "API keys", h.keysData)
 }
 
 func scopeFromForm(r *http.Request) owner.Scope {
@@ -653,12 +648,7 @@ func (h *Handler) keyErr(w http.ResponseWriter, r *http.Request, err error) {
 // ---- sites and signups ----
 
 func (h *Handler) sitesPage(w http.ResponseWriter, r *http.Request) {
-	sites, err := h.svc.Sites(r.Context())
-	if err != nil {
-		h.internal(w, r, err)
-		return
-	}
-	h.page(w, r, "sites", "Authorized sites", sites)
+	showPage(h, w, r, "sites", "Authorized sites", h.svc.Sites)
 }
 
 func (h *Handler) addSite(w http.ResponseWriter, r *http.Request) {
@@ -678,12 +668,7 @@ func (h *Handler) removeSite(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) signupsPage(w http.ResponseWriter, r *http.Request) {
-	s, err := h.svc.Signups(r.Context())
-	if err != nil {
-		h.internal(w, r, err)
-		return
-	}
-	h.page(w, r, "signups", "Pre-approved signups", s)
+	showPage(h, w, r, "signups", "Pre-approved signups", h.svc.Signups)
 }
 
 func (h *Handler) addSignup(w http.ResponseWriter, r *http.Request) {
@@ -915,6 +900,17 @@ func (h *Handler) internal(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // page renders a signed-in page with the banner of pending approvals.
+// showPage renders page name with what read answers (an internal error
+// when it fails): the pages that show one read of the owner's state.
+func showPage[T any](h *Handler, w http.ResponseWriter, r *http.Request, name, title string, read func(context.Context) (T, error)) {
+	data, err := read(r.Context())
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	h.page(w, r, name, title, data)
+}
+
 func (h *Handler) page(w http.ResponseWriter, r *http.Request, name, title string, data any) {
 	h.pageStatus(w, r, http.StatusOK, name, title, data)
 }
