@@ -540,18 +540,19 @@ func firstErr(errs []error) error {
 // ---- logins ----
 
 func (h *Handler) loginsPage(w http.ResponseWriter, r *http.Request) {
-	items, err := h.vault.List(r.Context(), h.svc.Org())
-	if err != nil {
-		h.internal(w, r, err)
-		return
-	}
+	showPage(h, w, r, "logins", "Logins", h.logins)
+}
+
+// logins is the vault's logins.
+func (h *Handler) logins(ctx context.Context) ([]vault.Item, error) {
+	items, err := h.vault.List(ctx, h.svc.Org())
 	var logins []vault.Item
 	for _, it := range items {
 		if it.Kind == vault.KindLogin && it.Login != nil {
 			logins = append(logins, it)
 		}
 	}
-	h.page(w, r, "logins", "Logins", logins)
+	return logins, err
 }
 
 // ---- API keys ----
