@@ -133,6 +133,21 @@ func (c *cli) resolveScope(s *owner.Service, cards, logins []string) ([]string, 
 	return cardIDs, loginIDs, err
 }
 
+// parseChange reads the command line of a command that changes what its
+// flags name of one thing: the thing, and the flags given (one at least).
+func (c *cli) parseChange(fs *flag.FlagSet, name string, args []string) ([]string, map[string]bool, int, bool) {
+	pos, code, ok := c.parse(fs, args, 1)
+	if !ok {
+		return nil, nil, code, false
+	}
+	set := visited(fs)
+	if len(set) == 0 {
+		fmt.Fprintf(c.env.Stderr, "error: %s changes nothing without a flag (proxyd owner %s -h)\n", name, name)
+		return nil, nil, exitUsage, false
+	}
+	return pos, set, 0, true
+}
+
 // setScope changes the scope flags given of one key, through apply's plan.
 func (c *cli) setScope(args []string) int {
 	fs := c.flags("set-scope", "<key-id> [--all-cards | --cards c,c] [--all-logins | --logins l,l] [--create-logins=true|false]")
@@ -141,14 +156,9 @@ func (c *cli) setScope(args []string) int {
 	allLogins := fs.Bool("all-logins", false, "the key sees every login")
 	logins := fs.String("logins", "", "comma-separated logins (labels or ids); \"\" for none")
 	create := fs.Bool("create-logins", false, "the key may create logins")
-	pos, code, ok := c.parse(fs, args, 1)
+	pos, set, code, ok := c.parseChange(fs, "set-scope", args)
 	if !ok {
 		return code
-	}
-	set := visited(fs)
-	if len(set) == 0 {
-		fmt.Fprintln(c.env.Stderr, "error: set-scope changes nothing without a flag (proxyd owner set-scope -h)")
-		return exitUsage
 	}
 	return c.withState(func(s *owner.Service, st *state) error {
 		exp, err := st.export(c.ctx)
@@ -306,14 +316,9 @@ func (c *cli) setCard(args []string) int {
 	live := fs.Bool("live-cvv", false, "the owner types the security code at each purchase")
 	strict := fs.Bool("strict-amount", false, "a total the page does not show always asks the owner")
 	blocked := fs.String("blocked-merchants", "", "comma-separated hosts the card is never used on (\"\": none)")
-	pos, code, ok := c.parse(fs, args, 1)
+	pos, set, code, ok := c.parseChange(fs, "set-card", args)
 	if !ok {
 		return code
-	}
-	set := visited(fs)
-	if len(set) == 0 {
-		fmt.Fprintln(c.env.Stderr, "error: set-card changes nothing without a flag (proxyd owner set-card -h)")
-		return exitUsage
 	}
 	if set["sites"] && set["any-site"] {
 		fmt.Fprintln(c.env.Stderr, "error: give --sites or --any-site, not both")
