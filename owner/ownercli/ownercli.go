@@ -357,17 +357,12 @@ func (c *cli) createKey(args []string) int {
 }
 
 func (c *cli) keys(args []string) int {
-	fs := c.flags("keys", "[--json]")
-	asJSON := jsonFlag(fs)
-	if _, code, ok := c.parse(fs, args, 0); !ok {
-		return code
-	}
-	return c.with(func(s *owner.Service) error {
+	return c.listCommand("keys", args, func(s *owner.Service, asJSON bool) error {
 		keys, err := s.APIKeys(c.ctx)
 		if err != nil {
 			return err
 		}
-		return listing(c, asJSON(), keys, keyOf, "", "ID\tNAME\tCARDS\tLOGINS\tCREATE LOGINS\tSTATUS", func(k owner.APIKey) []string {
+		return listing(c, asJSON, keys, keyOf, "", "ID\tNAME\tCARDS\tLOGINS\tCREATE LOGINS\tSTATUS", func(k owner.APIKey) []string {
 			cards, logins := fmt.Sprint(len(k.Scope.CardIDs)), fmt.Sprint(len(k.Scope.LoginIDs))
 			if k.Scope.AllCards {
 				cards = "all"
@@ -382,6 +377,16 @@ func (c *cli) keys(args []string) int {
 			return []string{k.ID, k.Name, cards, logins, fmt.Sprint(k.Scope.CanCreateLogins), status}
 		})
 	})
+}
+
+// listCommand runs a command that lists something, --json its only flag.
+func (c *cli) listCommand(name string, args []string, list func(s *owner.Service, asJSON bool) error) int {
+	fs := c.flags(name, "[--json]")
+	asJSON := jsonFlag(fs)
+	if _, code, ok := c.parse(fs, args, 0); !ok {
+		return code
+	}
+	return c.with(func(s *owner.Service) error { return list(s, asJSON()) })
 }
 
 // listing prints rows: with --json as a JSON array (each row as toJSON
@@ -416,17 +421,12 @@ func (c *cli) revoke(args []string) int {
 }
 
 func (c *cli) sites(args []string) int {
-	fs := c.flags("sites", "[--json]")
-	asJSON := jsonFlag(fs)
-	if _, code, ok := c.parse(fs, args, 0); !ok {
-		return code
-	}
-	return c.with(func(s *owner.Service) error {
+	return c.listCommand("sites", args, func(s *owner.Service, asJSON bool) error {
 		ds, err := s.Sites(c.ctx)
 		if err != nil {
 			return err
 		}
-		if asJSON() {
+		if asJSON {
 			out := []siteJSON{}
 			for _, d := range ds {
 				out = append(out, siteJSON{Host: d.Host, AddedBy: d.AddedBy, Added: d.Added.UTC()})
@@ -457,12 +457,7 @@ func (c *cli) removeSite(args []string) int {
 }
 
 func (c *cli) pending(args []string) int {
-	fs := c.flags("pending", "[--json]")
-	asJSON := jsonFlag(fs)
-	if _, code, ok := c.parse(fs, args, 0); !ok {
-		return code
-	}
-	return c.with(func(s *owner.Service) error {
+	return c.listCommand("pending", args, func(s *owner.Service, asJSON bool) error {
 		ps, err := s.Pending(c.ctx)
 		if err != nil {
 			return err
@@ -472,7 +467,7 @@ func (c *cli) pending(args []string) int {
 			names = c.itemNames()
 		}
 		toJSON := func(a owner.Approval) pendingJSON { return pendingOf(a, names) }
-		return listing(c, asJSON(), ps, toJSON, "Nothing is waiting for you.", "ID\tREQUEST\tSITE\tITEM\tAMOUNT\tEXPIRES\tPAGE", func(a owner.Approval) []string {
+		return listing(c, asJSON, ps, toJSON, "Nothing is waiting for you.", "ID\tREQUEST\tSITE\tITEM\tAMOUNT\tEXPIRES\tPAGE", func(a owner.Approval) []string {
 			// The kind says what is asked; the reason only when it adds
 			// something (a new site's reason is its kind).
 			what := string(a.Kind)

@@ -212,12 +212,7 @@ func visited(fs *flag.FlagSet) map[string]bool {
 }
 
 func (c *cli) signups(args []string) int {
-	fs := c.flags("signups", "[--json]")
-	asJSON := jsonFlag(fs)
-	if _, code, ok := c.parse(fs, args, 0); !ok {
-		return code
-	}
-	return c.with(func(s *owner.Service) error {
+	return c.listCommand("signups", args, func(s *owner.Service, asJSON bool) error {
 		gs, err := s.Signups(c.ctx)
 		if err != nil {
 			return err
@@ -225,7 +220,7 @@ func (c *cli) signups(args []string) int {
 		toJSON := func(g owner.Signup) signupJSON {
 			return signupJSON{Site: g.Site, Email: g.Email, AddedBy: g.AddedBy, Added: g.Added.UTC()}
 		}
-		return listing(c, asJSON(), gs, toJSON, "No sign-ups are pre-approved.", "SITE\tEMAIL\tADDED BY", func(g owner.Signup) []string {
+		return listing(c, asJSON, gs, toJSON, "No sign-ups are pre-approved.", "SITE\tEMAIL\tADDED BY", func(g owner.Signup) []string {
 			return []string{g.Site, g.Email, g.AddedBy}
 		})
 	})
