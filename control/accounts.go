@@ -98,79 +98,38 @@ type AccountService interface {
 	RotateLoginPassword(ctx context.Context, in LoginRotateIn) (DoneOut, error)
 }
 
-func accountRoutes(mux *routeMux, svc AccountService, reply func(http.ResponseWriter, *http.Request, any, error), decode func(*http.Request, any) error) {
-	route := func(path string, call func(r *http.Request) (any, error)) {
-		mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) {
-			v, err := call(r)
-			reply(w, r, v, err)
-		})
-	}
-	route(LoginCreatePath, func(r *http.Request) (any, error) {
-		var in CreateLoginIn
-		if err := decode(r, &in); err != nil {
-			return nil, err
-		}
-		return svc.CreateLogin(r.Context(), in)
-	})
-	route(SignupRequestPath, func(r *http.Request) (any, error) {
-		var in SignupRequestIn
-		if err := decode(r, &in); err != nil {
-			return nil, err
-		}
-		return svc.SignupRequest(r.Context(), in)
-	})
-	route(SignupWaitPath, func(r *http.Request) (any, error) {
-		var in SignupRequestIn
-		if err := decode(r, &in); err != nil {
-			return nil, err
-		}
-		return svc.WaitSignup(r.Context(), in)
-	})
-	route(LoginUsernamePath, func(r *http.Request) (any, error) {
-		var in LoginUsernameIn
-		if err := decode(r, &in); err != nil {
-			return nil, err
-		}
-		return svc.SetLoginUsername(r.Context(), in)
-	})
-	route(LoginRotatePath, func(r *http.Request) (any, error) {
-		var in LoginRotateIn
-		if err := decode(r, &in); err != nil {
-			return nil, err
-		}
-		return svc.RotateLoginPassword(r.Context(), in)
-	})
+func accountRoutes(rt routes, svc AccountService) {
+	post(rt, LoginCreatePath, svc.CreateLogin)
+	post(rt, SignupRequestPath, svc.SignupRequest)
+	post(rt, SignupWaitPath, svc.WaitSignup)
+	post(rt, LoginUsernamePath, svc.SetLoginUsername)
+	post(rt, LoginRotatePath, svc.RotateLoginPassword)
 }
 
 // CreateLogin files a signup request.
 func (c *Client) CreateLogin(ctx context.Context, in CreateLoginIn) (SignupRequestOut, error) {
-	var out SignupRequestOut
-	return out, c.do(ctx, http.MethodPost, LoginCreatePath, in, &out)
+	return call[SignupRequestOut](ctx, c, http.MethodPost, LoginCreatePath, in)
 }
 
 // SignupRequest reads a signup request once.
 func (c *Client) SignupRequest(ctx context.Context, in SignupRequestIn) (SignupRequestOut, error) {
-	var out SignupRequestOut
-	return out, c.do(ctx, http.MethodPost, SignupRequestPath, in, &out)
+	return call[SignupRequestOut](ctx, c, http.MethodPost, SignupRequestPath, in)
 }
 
 // WaitSignup long-polls a signup request for at most in.TimeoutMs (capped
 // at MaxWait by proxyd).
 func (c *Client) WaitSignup(ctx context.Context, in SignupRequestIn) (SignupRequestOut, error) {
-	var out SignupRequestOut
-	return out, c.do(ctx, http.MethodPost, SignupWaitPath, in, &out)
+	return call[SignupRequestOut](ctx, c, http.MethodPost, SignupWaitPath, in)
 }
 
 // SetLoginUsername records the handle a site accepted.
 func (c *Client) SetLoginUsername(ctx context.Context, in LoginUsernameIn) (DoneOut, error) {
-	var out DoneOut
-	return out, c.do(ctx, http.MethodPost, LoginUsernamePath, in, &out)
+	return call[DoneOut](ctx, c, http.MethodPost, LoginUsernamePath, in)
 }
 
 // RotateLoginPassword has the vault generate a new password.
 func (c *Client) RotateLoginPassword(ctx context.Context, in LoginRotateIn) (DoneOut, error) {
-	var out DoneOut
-	return out, c.do(ctx, http.MethodPost, LoginRotatePath, in, &out)
+	return call[DoneOut](ctx, c, http.MethodPost, LoginRotatePath, in)
 }
 
 var _ AccountService = (*Client)(nil)

@@ -48,26 +48,14 @@ type AppSessionReporter interface {
 	ReportAppSessions(ctx context.Context, req AppSessionsRequest) (AppSessionsResponse, error)
 }
 
-func appRoutes(mux *routeMux, svc Service, reply func(http.ResponseWriter, *http.Request, any, error), decode func(*http.Request, any) error) {
-	ar, ok := svc.(AppSessionReporter)
-	if !ok {
-		return
+func appRoutes(rt routes, svc Service) {
+	if ar, ok := svc.(AppSessionReporter); ok {
+		post(rt, AppSessionsPath, ar.ReportAppSessions)
 	}
-	mux.HandleFunc("POST "+AppSessionsPath, func(w http.ResponseWriter, r *http.Request) {
-		var req AppSessionsRequest
-		if err := decode(r, &req); err != nil {
-			reply(w, r, nil, err)
-			return
-		}
-		resp, err := ar.ReportAppSessions(r.Context(), req)
-		reply(w, r, resp, err)
-	})
 }
 
 // ReportAppSessions reports one connection's open hosted sessions and
 // returns the ones the owner ended.
 func (c *Client) ReportAppSessions(ctx context.Context, req AppSessionsRequest) (AppSessionsResponse, error) {
-	var out AppSessionsResponse
-	err := c.do(ctx, http.MethodPost, AppSessionsPath, req, &out)
-	return out, err
+	return call[AppSessionsResponse](ctx, c, http.MethodPost, AppSessionsPath, req)
 }

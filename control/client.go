@@ -160,9 +160,7 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte, hea
 
 // CreateSession opens a browser session under apiKey.
 func (c *Client) CreateSession(ctx context.Context, apiKey string) (CreateSessionResponse, error) {
-	var out CreateSessionResponse
-	err := c.do(ctx, http.MethodPost, SessionsPath, CreateSessionRequest{APIKey: apiKey}, &out)
-	return out, err
+	return call[CreateSessionResponse](ctx, c, http.MethodPost, SessionsPath, CreateSessionRequest{APIKey: apiKey})
 }
 
 // Catalog returns the token catalog for apiKey, filtered for pageURL when it
@@ -172,30 +170,20 @@ func (c *Client) Catalog(ctx context.Context, apiKey, pageURL string) (json.RawM
 	if pageURL != "" {
 		q.Set("url", pageURL)
 	}
-	var out json.RawMessage
-	err := c.do(ctx, http.MethodGet, CatalogPath+"?"+q.Encode(), nil, &out)
-	return out, err
+	return call[json.RawMessage](ctx, c, http.MethodGet, CatalogPath+"?"+q.Encode(), nil)
 }
 
 // PaymentIntegrations returns the payment integrations the proxy
 // recognises, shipped and the owner's, as a JSON array (IntegrationsPath).
 func (c *Client) PaymentIntegrations(ctx context.Context) (json.RawMessage, error) {
-	var out json.RawMessage
-	err := c.do(ctx, http.MethodGet, IntegrationsPath, nil, &out)
-	return out, err
+	return call[json.RawMessage](ctx, c, http.MethodGet, IntegrationsPath, nil)
 }
 
 // Authorize binds req.Token to the page in req for the session and returns
 // what to type. When the owner must decide first, the error has code
 // approval_pending and PendingOf(err) gives what to wait on.
 func (c *Client) Authorize(ctx context.Context, sessionID string, req AuthorizeRequest) (AuthorizeResponse, error) {
-	var out AuthorizeResponse
-	var pending Pending
-	status, err := c.doStatus(ctx, http.MethodPost, sessionPath(sessionID, "authorize"), req, &out, &pending)
-	if err == nil && status == http.StatusAccepted {
-		return AuthorizeResponse{}, pendingError(&pending)
-	}
-	return out, err
+	return callWaiting[AuthorizeResponse](ctx, c, http.MethodPost, sessionPath(sessionID, "authorize"), req)
 }
 
 // pendingError is the approval_pending error a 202 answer becomes.
@@ -216,17 +204,13 @@ func PendingOf(err error) (*Pending, bool) {
 // Wait long-polls a pending approval for up to timeout (the server caps it
 // at 25 s) and returns its status; call it again while Status is pending.
 func (c *Client) Wait(ctx context.Context, waitID string, timeout time.Duration) (WaitAnswer, error) {
-	var out WaitAnswer
 	p := WaitsPath + "/" + url.PathEscape(waitID) + "?timeout=" + url.QueryEscape(timeout.String())
-	err := c.do(ctx, http.MethodGet, p, nil, &out)
-	return out, err
+	return call[WaitAnswer](ctx, c, http.MethodGet, p, nil)
 }
 
 // AuthenticateKey checks an agent's API key and returns what it is.
 func (c *Client) AuthenticateKey(ctx context.Context, apiKey string) (KeyInfo, error) {
-	var out KeyInfo
-	err := c.do(ctx, http.MethodPost, KeysAuthenticatePath, AuthenticateKeyRequest{APIKey: apiKey}, &out)
-	return out, err
+	return call[KeyInfo](ctx, c, http.MethodPost, KeysAuthenticatePath, AuthenticateKeyRequest{APIKey: apiKey})
 }
 
 // Event reports an observation (confirmation page, fill, credential write).
@@ -236,44 +220,34 @@ func (c *Client) Event(ctx context.Context, sessionID string, ev EventRequest) e
 
 // Report reads the session's report.
 func (c *Client) Report(ctx context.Context, sessionID string) (Report, error) {
-	var out Report
-	err := c.do(ctx, http.MethodGet, sessionPath(sessionID, "report"), nil, &out)
-	return out, err
+	return call[Report](ctx, c, http.MethodGet, sessionPath(sessionID, "report"), nil)
 }
 
 // CloseSession ends the session and returns its final report.
 func (c *Client) CloseSession(ctx context.Context, sessionID string) (CloseResponse, error) {
-	var out CloseResponse
-	err := c.do(ctx, http.MethodDelete, sessionPath(sessionID, ""), nil, &out)
-	return out, err
+	return call[CloseResponse](ctx, c, http.MethodDelete, sessionPath(sessionID, ""), nil)
 }
 
 // Recipes looks up the checkout recipes for pageURL (the four-slot answer,
 // passed through as is). The caller strips the URL first.
 func (c *Client) Recipes(ctx context.Context, pageURL string) (json.RawMessage, error) {
-	var out json.RawMessage
-	err := c.do(ctx, http.MethodGet, RecipesPath+"?"+url.Values{"url": {pageURL}}.Encode(), nil, &out)
-	return out, err
+	return call[json.RawMessage](ctx, c, http.MethodGet, RecipesPath+"?"+url.Values{"url": {pageURL}}.Encode(), nil)
 }
 
 // SubmitRecipe sends a recipe submission; proxyd answers once screening
 // finished or its own wait ran out (status pending).
 func (c *Client) SubmitRecipe(ctx context.Context, req SubmitRecipeRequest) (RecipeSubmission, error) {
-	var out RecipeSubmission
-	err := c.do(ctx, http.MethodPost, SubmissionsPath, req, &out)
-	return out, err
+	return call[RecipeSubmission](ctx, c, http.MethodPost, SubmissionsPath, req)
 }
 
 // RecipeSubmission reads a submission, waiting up to wait (capped at 25 s
 // by the server) while it is pending.
 func (c *Client) RecipeSubmission(ctx context.Context, apiKey, id string, wait time.Duration) (RecipeSubmission, error) {
-	var out RecipeSubmission
 	q := url.Values{"apiKey": {apiKey}}
 	if wait > 0 {
 		q.Set("wait", wait.String())
 	}
-	err := c.do(ctx, http.MethodGet, SubmissionsPath+"/"+url.PathEscape(id)+"?"+q.Encode(), nil, &out)
-	return out, err
+	return call[RecipeSubmission](ctx, c, http.MethodGet, SubmissionsPath+"/"+url.PathEscape(id)+"?"+q.Encode(), nil)
 }
 
 func sessionPath(id, sub string) string {
@@ -282,6 +256,26 @@ func sessionPath(id, sub string) string {
 		p += "/" + sub
 	}
 	return p
+}
+
+// call does one request and decodes its 2xx answer into an Out: the shape
+// of every client method that has an answer.
+func call[Out any](ctx context.Context, c *Client, method, path string, in any) (Out, error) {
+	var out Out
+	err := c.do(ctx, method, path, in, &out)
+	return out, err
+}
+
+// callWaiting is call for a call that may wait on the owner: a 202 answer
+// is the approval_pending error PendingOf reads.
+func callWaiting[Out any](ctx context.Context, c *Client, method, path string, in any) (Out, error) {
+	var out, none Out
+	var pending Pending
+	status, err := c.doStatus(ctx, method, path, in, &out, &pending)
+	if err == nil && status == http.StatusAccepted {
+		return none, pendingError(&pending)
+	}
+	return out, err
 }
 
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {

@@ -126,78 +126,39 @@ type CredentialService interface {
 	GrantSet(ctx context.Context, in GrantSetIn) (GrantSetOut, error)
 }
 
-func credentialRoutes(mux *routeMux, svc CredentialService, reply func(http.ResponseWriter, *http.Request, any, error), decode func(*http.Request, any) error) {
-	route := func(path string, call func(r *http.Request) (any, error)) {
-		mux.HandleFunc("POST "+path, func(w http.ResponseWriter, r *http.Request) {
-			v, err := call(r)
-			reply(w, r, v, err)
-		})
-	}
-	route(CredentialRequestPath, func(r *http.Request) (any, error) {
-		var in CredentialRequestIn
-		if err := decode(r, &in); err != nil {
-			return nil, err
-		}
-		return svc.CredentialRequest(r.Context(), in)
+func credentialRoutes(rt routes, svc CredentialService) {
+	post(rt, CredentialRequestPath, svc.CredentialRequest)
+	post(rt, CredentialListPath, func(ctx context.Context, in APIKeyIn) (CredentialListOut, error) {
+		return svc.CredentialList(ctx, in.APIKey)
 	})
-	route(CredentialListPath, func(r *http.Request) (any, error) {
-		var in APIKeyIn
-		if err := decode(r, &in); err != nil {
-			return nil, err
-		}
-		return svc.CredentialList(r.Context(), in.APIKey)
-	})
-	route(CredentialUseCallPath, func(r *http.Request) (any, error) {
-		var in CredentialUseIn
-		if err := decode(r, &in); err != nil {
-			return nil, err
-		}
-		return svc.CredentialUse(r.Context(), in)
-	})
-	route(CredentialDeletePath, func(r *http.Request) (any, error) {
-		var in CredentialDeleteIn
-		if err := decode(r, &in); err != nil {
-			return nil, err
-		}
-		return svc.CredentialDelete(r.Context(), in)
-	})
-	route(GrantSetPath, func(r *http.Request) (any, error) {
-		var in GrantSetIn
-		if err := decode(r, &in); err != nil {
-			return nil, err
-		}
-		return svc.GrantSet(r.Context(), in)
-	})
+	post(rt, CredentialUseCallPath, svc.CredentialUse)
+	post(rt, CredentialDeletePath, svc.CredentialDelete)
+	post(rt, GrantSetPath, svc.GrantSet)
 }
 
 // CredentialRequest asks for a one-time entry link.
 func (c *Client) CredentialRequest(ctx context.Context, in CredentialRequestIn) (CredentialRequestOut, error) {
-	var out CredentialRequestOut
-	return out, c.do(ctx, http.MethodPost, CredentialRequestPath, in, &out)
+	return call[CredentialRequestOut](ctx, c, http.MethodPost, CredentialRequestPath, in)
 }
 
 // CredentialList lists what the key's member may see, never a value.
 func (c *Client) CredentialList(ctx context.Context, apiKey string) (CredentialListOut, error) {
-	var out CredentialListOut
-	return out, c.do(ctx, http.MethodPost, CredentialListPath, APIKeyIn{APIKey: apiKey}, &out)
+	return call[CredentialListOut](ctx, c, http.MethodPost, CredentialListPath, APIKeyIn{APIKey: apiKey})
 }
 
 // CredentialUse asks for a one-time use URL.
 func (c *Client) CredentialUse(ctx context.Context, in CredentialUseIn) (CredentialUseOut, error) {
-	var out CredentialUseOut
-	return out, c.do(ctx, http.MethodPost, CredentialUseCallPath, in, &out)
+	return call[CredentialUseOut](ctx, c, http.MethodPost, CredentialUseCallPath, in)
 }
 
 // CredentialDelete deletes a credential with its values, links and grants.
 func (c *Client) CredentialDelete(ctx context.Context, in CredentialDeleteIn) (DoneOut, error) {
-	var out DoneOut
-	return out, c.do(ctx, http.MethodPost, CredentialDeletePath, in, &out)
+	return call[DoneOut](ctx, c, http.MethodPost, CredentialDeletePath, in)
 }
 
 // GrantSet gives or takes back write on an organisation credential.
 func (c *Client) GrantSet(ctx context.Context, in GrantSetIn) (GrantSetOut, error) {
-	var out GrantSetOut
-	return out, c.do(ctx, http.MethodPost, GrantSetPath, in, &out)
+	return call[GrantSetOut](ctx, c, http.MethodPost, GrantSetPath, in)
 }
 
 var _ CredentialService = (*Client)(nil)

@@ -89,16 +89,11 @@ type HandoffService interface {
 	EndHandoff(ctx context.Context, id string, end HandoffEnd) error
 }
 
-func handoffRoutes(mux *routeMux, svc HandoffService, reply func(http.ResponseWriter, *http.Request, any, error), decode func(*http.Request, any) error) {
-	mux.HandleFunc("POST "+SessionsPath+"/{id}/handoffs", func(w http.ResponseWriter, r *http.Request) {
-		var req HandoffRequest
-		if err := decode(r, &req); err != nil {
-			reply(w, r, nil, err)
-			return
-		}
-		out, err := svc.StartHandoff(r.Context(), r.PathValue("id"), req)
-		reply(w, r, out, err)
-	})
+func handoffRoutes(rt routes, svc HandoffService) {
+	mux, reply := rt.mux, rt.reply
+	mux.HandleFunc("POST "+SessionsPath+"/{id}/handoffs", decoded(rt, false, func(r *http.Request, req HandoffRequest) (HandoffStarted, error) {
+		return svc.StartHandoff(r.Context(), r.PathValue("id"), req)
+	}))
 	mux.HandleFunc("POST "+HandoffsPath+"/{id}/frame", func(w http.ResponseWriter, r *http.Request) {
 		data, err := io.ReadAll(io.LimitReader(r.Body, MaxFrameBytes+1))
 		if err != nil || len(data) > MaxFrameBytes {
@@ -119,20 +114,14 @@ func handoffRoutes(mux *routeMux, svc HandoffService, reply func(http.ResponseWr
 		ev, err := svc.HandoffEvents(r.Context(), r.PathValue("id"), after, wait)
 		reply(w, r, ev, err)
 	})
-	mux.HandleFunc("POST "+HandoffsPath+"/{id}/end", func(w http.ResponseWriter, r *http.Request) {
-		var end HandoffEnd
-		if err := decode(r, &end); err != nil {
-			reply(w, r, nil, err)
-			return
-		}
-		reply(w, r, DoneOut{Done: true}, svc.EndHandoff(r.Context(), r.PathValue("id"), end))
-	})
+	mux.HandleFunc("POST "+HandoffsPath+"/{id}/end", decoded(rt, false, func(r *http.Request, end HandoffEnd) (DoneOut, error) {
+		return DoneOut{Done: true}, svc.EndHandoff(r.Context(), r.PathValue("id"), end)
+	}))
 }
 
 // StartHandoff registers a hand-off; proxyd tells the owner.
 func (c *Client) StartHandoff(ctx context.Context, sessionID string, req HandoffRequest) (HandoffStarted, error) {
-	var out HandoffStarted
-	return out, c.do(ctx, http.MethodPost, sessionPath(sessionID, "handoffs"), req, &out)
+	return call[HandoffStarted](ctx, c, http.MethodPost, sessionPath(sessionID, "handoffs"), req)
 }
 
 // HandoffFrame sends one frame.
@@ -153,9 +142,8 @@ func (c *Client) HandoffFrame(ctx context.Context, id string, jpeg []byte, width
 // HandoffEvents long-polls the owner's input after seq (the server caps the
 // wait at 25 s).
 func (c *Client) HandoffEvents(ctx context.Context, id string, after int64, wait time.Duration) (HandoffEvents, error) {
-	var out HandoffEvents
 	q := url.Values{"after": {strconv.FormatInt(after, 10)}, "wait": {wait.String()}}
-	return out, c.do(ctx, http.MethodGet, HandoffsPath+"/"+url.PathEscape(id)+"/events?"+q.Encode(), nil, &out)
+	return call[HandoffEvents](ctx, c, http.MethodGet, HandoffsPath+"/"+url.PathEscape(id)+"/events?"+q.Encode(), nil)
 }
 
 // EndHandoff closes a hand-off with the agent's outcome.

@@ -84,62 +84,29 @@ type HintService interface {
 	TakeTOTPCapture(ctx context.Context, in TOTPTakeIn) (TOTPTakeOut, error)
 }
 
-func hintRoutes(mux *routeMux, svc HintService, reply func(http.ResponseWriter, *http.Request, any, error), decode func(*http.Request, any) error) {
-	mux.HandleFunc("POST "+HintKindsPath, func(w http.ResponseWriter, r *http.Request) {
-		var in HintKindsIn
-		if err := decode(r, &in); err != nil {
-			reply(w, r, nil, err)
-			return
-		}
-		v, err := svc.HintKinds(r.Context(), in)
-		reply(w, r, v, err)
-	})
-	mux.HandleFunc("POST "+TOTPCaptureArmPath, func(w http.ResponseWriter, r *http.Request) {
-		var in TOTPArmIn
-		if err := decode(r, &in); err != nil {
-			reply(w, r, nil, err)
-			return
-		}
-		v, err := svc.ArmTOTPCapture(r.Context(), in)
-		reply(w, r, v, err)
-	})
-	mux.HandleFunc("POST "+TOTPCaptureTakePath, func(w http.ResponseWriter, r *http.Request) {
-		var in TOTPTakeIn
-		if err := decode(r, &in); err != nil {
-			reply(w, r, nil, err)
-			return
-		}
-		v, err := svc.TakeTOTPCapture(r.Context(), in)
-		if writePending(w, err) {
-			return
-		}
-		reply(w, r, v, err)
-	})
+func hintRoutes(rt routes, svc HintService) {
+	post(rt, HintKindsPath, svc.HintKinds)
+	post(rt, TOTPCaptureArmPath, svc.ArmTOTPCapture)
+	rt.mux.HandleFunc("POST "+TOTPCaptureTakePath, decoded(rt, true, func(r *http.Request, in TOTPTakeIn) (TOTPTakeOut, error) {
+		return svc.TakeTOTPCapture(r.Context(), in)
+	}))
 }
 
 // HintKinds lists the kinds proxyd accepts.
 func (c *Client) HintKinds(ctx context.Context, in HintKindsIn) ([]HintKind, error) {
-	var out []HintKind
-	return out, c.do(ctx, http.MethodPost, HintKindsPath, in, &out)
+	return call[[]HintKind](ctx, c, http.MethodPost, HintKindsPath, in)
 }
 
 // ArmTOTPCapture arms a TOTP enrolment capture.
 func (c *Client) ArmTOTPCapture(ctx context.Context, in TOTPArmIn) (TOTPArmOut, error) {
-	var out TOTPArmOut
-	return out, c.do(ctx, http.MethodPost, TOTPCaptureArmPath, in, &out)
+	return call[TOTPArmOut](ctx, c, http.MethodPost, TOTPCaptureArmPath, in)
 }
 
 // TakeTOTPCapture waits for the capture and stores the seed. When the
 // owner must decide first (the login has a seed), the error has code
 // approval_pending and PendingOf(err) gives what to wait on.
 func (c *Client) TakeTOTPCapture(ctx context.Context, in TOTPTakeIn) (TOTPTakeOut, error) {
-	var out TOTPTakeOut
-	var pending Pending
-	status, err := c.doStatus(ctx, http.MethodPost, TOTPCaptureTakePath, in, &out, &pending)
-	if err == nil && status == http.StatusAccepted {
-		return TOTPTakeOut{}, pendingError(&pending)
-	}
-	return out, err
+	return callWaiting[TOTPTakeOut](ctx, c, http.MethodPost, TOTPCaptureTakePath, in)
 }
 
 var _ HintService = (*Client)(nil)

@@ -107,20 +107,14 @@ func NewHandler(svc Service, token string, log *slog.Logger) http.Handler {
 		}
 		return nil
 	}
-	mux.HandleFunc("POST /v1/sessions", func(w http.ResponseWriter, r *http.Request) {
-		var req CreateSessionRequest
-		if err := decode(r, &req); err != nil {
-			reply(w, r, nil, err)
-			return
-		}
+	rt := routes{mux: mux, reply: reply, decode: decode}
+	mux.HandleFunc("POST /v1/sessions", decoded(rt, false, func(r *http.Request, req CreateSessionRequest) (CreateSessionResponse, error) {
 		key, err := apiKeyOf(r, req.APIKey)
 		if err != nil {
-			reply(w, r, nil, err)
-			return
+			return CreateSessionResponse{}, err
 		}
-		resp, err := svc.CreateSession(r.Context(), key)
-		reply(w, r, resp, err)
-	})
+		return svc.CreateSession(r.Context(), key)
+	}))
 	mux.HandleFunc("GET /v1/catalog", func(w http.ResponseWriter, r *http.Request) {
 		key, err := apiKeyOf(r, r.URL.Query().Get("apiKey"))
 		if err != nil {
@@ -130,26 +124,12 @@ func NewHandler(svc Service, token string, log *slog.Logger) http.Handler {
 		cat, err := svc.Catalog(r.Context(), key, r.URL.Query().Get("url"))
 		reply(w, r, cat, err)
 	})
-	mux.HandleFunc("POST /v1/sessions/{id}/authorize", func(w http.ResponseWriter, r *http.Request) {
-		var req AuthorizeRequest
-		if err := decode(r, &req); err != nil {
-			reply(w, r, nil, err)
-			return
-		}
-		resp, err := svc.Authorize(r.Context(), r.PathValue("id"), req)
-		if writePending(w, err) {
-			return
-		}
-		reply(w, r, resp, err)
-	})
-	mux.HandleFunc("POST /v1/sessions/{id}/events", func(w http.ResponseWriter, r *http.Request) {
-		var ev EventRequest
-		if err := decode(r, &ev); err != nil {
-			reply(w, r, nil, err)
-			return
-		}
-		reply(w, r, EventResponse{}, svc.Event(r.Context(), r.PathValue("id"), ev))
-	})
+	mux.HandleFunc("POST /v1/sessions/{id}/authorize", decoded(rt, true, func(r *http.Request, req AuthorizeRequest) (AuthorizeResponse, error) {
+		return svc.Authorize(r.Context(), r.PathValue("id"), req)
+	}))
+	mux.HandleFunc("POST /v1/sessions/{id}/events", decoded(rt, false, func(r *http.Request, ev EventRequest) (EventResponse, error) {
+		return EventResponse{}, svc.Event(r.Context(), r.PathValue("id"), ev)
+	}))
 	mux.HandleFunc("GET /v1/sessions/{id}/report", func(w http.ResponseWriter, r *http.Request) {
 		rep, err := svc.Report(r.Context(), r.PathValue("id"))
 		reply(w, r, rep, err)
@@ -171,24 +151,16 @@ func NewHandler(svc Service, token string, log *slog.Logger) http.Handler {
 		a, err := svc.Wait(r.Context(), r.PathValue("id"), timeout)
 		reply(w, r, a, err)
 	})
-	credentialRoutes(mux, svc, reply, decode)
-	accountRoutes(mux, svc, reply, decode)
-	handoffRoutes(mux, svc, reply, decode)
-	hintRoutes(mux, svc, reply, decode)
-	appRoutes(mux, svc, reply, decode)
+	credentialRoutes(rt, svc)
+	accountRoutes(rt, svc)
+	handoffRoutes(rt, svc)
+	hintRoutes(rt, svc)
+	appRoutes(rt, svc)
 	mux.HandleFunc("GET "+RecipesPath, func(w http.ResponseWriter, r *http.Request) {
 		l, err := svc.Recipes(r.Context(), r.URL.Query().Get("url"))
 		reply(w, r, l, err)
 	})
-	mux.HandleFunc("POST "+SubmissionsPath, func(w http.ResponseWriter, r *http.Request) {
-		var req SubmitRecipeRequest
-		if err := decode(r, &req); err != nil {
-			reply(w, r, nil, err)
-			return
-		}
-		s, err := svc.SubmitRecipe(r.Context(), req)
-		reply(w, r, s, err)
-	})
+	post(rt, SubmissionsPath, svc.SubmitRecipe)
 	mux.HandleFunc("GET "+SubmissionsPath+"/{id}", func(w http.ResponseWriter, r *http.Request) {
 		wait, err := waitParam(r.URL.Query().Get("wait"))
 		if err != nil {
@@ -205,14 +177,8 @@ func NewHandler(svc Service, token string, log *slog.Logger) http.Handler {
 		})
 	}
 	if ka, ok := svc.(KeyAuthenticator); ok {
-		mux.HandleFunc("POST "+KeysAuthenticatePath, func(w http.ResponseWriter, r *http.Request) {
-			var req AuthenticateKeyRequest
-			if err := decode(r, &req); err != nil {
-				reply(w, r, nil, err)
-				return
-			}
-			k, err := ka.AuthenticateKey(r.Context(), req.APIKey)
-			reply(w, r, k, err)
+		post(rt, KeysAuthenticatePath, func(ctx context.Context, req AuthenticateKeyRequest) (KeyInfo, error) {
+			return ka.AuthenticateKey(ctx, req.APIKey)
 		})
 	}
 	h := &handler{mux: mux, want: []byte("Bearer " + token)}
@@ -220,6 +186,39 @@ func NewHandler(svc Service, token string, log *slog.Logger) http.Handler {
 		h.keys, mux.keys = ok, ok
 	}
 	return h
+}
+
+// routes is what each group of control routes registers through: the mux,
+// and the one way a request body is read and an answer written.
+type routes struct {
+	mux    *routeMux
+	reply  func(http.ResponseWriter, *http.Request, any, error)
+	decode func(*http.Request, any) error
+}
+
+// decoded is the handler of a call whose JSON body decodes into an In:
+// call's answer is written back, and when waits is set a Pending in its
+// error is answered 202 (writePending: authorize, a TOTP take).
+func decoded[In, Out any](rt routes, waits bool, call func(*http.Request, In) (Out, error)) func(http.ResponseWriter, *http.Request) {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var in In
+		if err := rt.decode(r, &in); err != nil {
+			rt.reply(w, r, nil, err)
+			return
+		}
+		out, err := call(r, in)
+		if waits && writePending(w, err) {
+			return
+		}
+		rt.reply(w, r, out, err)
+	}
+}
+
+// post registers POST path for a call that needs nothing but its body.
+func post[In, Out any](rt routes, path string, call func(context.Context, In) (Out, error)) {
+	rt.mux.HandleFunc("POST "+path, decoded(rt, false, func(r *http.Request, in In) (Out, error) {
+		return call(r.Context(), in)
+	}))
 }
 
 // routeMux registers every control route with the rule package authz gives

@@ -202,6 +202,26 @@ func (hub *Hub) get(id string) (*handoff, error) {
 	return h, nil
 }
 
+// act applies an action of the owner's to hand-off id while the owner may
+// still act on it (not ended, not decided), and tells the waiters when it
+// changed something.
+func (hub *Hub) act(id string, change func(h *handoff) error) error {
+	hub.mu.Lock()
+	defer hub.mu.Unlock()
+	h, err := hub.get(id)
+	if err != nil {
+		return err
+	}
+	if h.ended || h.decision != control.HandoffOpen {
+		return agentvault.Errorf(agentvault.CodeConflict, "this hand-off has ended")
+	}
+	if err := change(h); err != nil {
+		return err
+	}
+	hub.bump()
+	return nil
+}
+
 // HandoffFrame keeps the latest frame of the page (a JPEG) and its viewport.
 func (hub *Hub) HandoffFrame(_ context.Context, id string, jpeg []byte, w, ht int) error {
 	if len(jpeg) < 3 || jpeg[0] != 0xFF || jpeg[1] != 0xD8 {
@@ -225,15 +245,9 @@ func (hub *Hub) HandoffFrame(_ context.Context, id string, jpeg []byte, w, ht in
 // HandoffEvents waits up to wait for the owner's input after seq after or a
 // decision, and drops the input mcpd has read.
 func (hub *Hub) HandoffEvents(ctx context.Context, id string, after int64, wait time.Duration) (control.HandoffEvents, error) {
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	for {
-		hub.mu.Lock()
-		h, err := hub.get(id)
-		if err != nil {
-			hub.mu.Unlock()
-			return control.HandoffEvents{}, err
-		}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	ev, err := watch(wctx, hub, id, func(h *handoff) (control.HandoffEvents, bool) {
 		// What mcpd has read is dropped: the owner's typing is kept no
 		// longer than it takes to replay it.
 		i := 0
@@ -242,17 +256,37 @@ func (hub *Hub) HandoffEvents(ctx context.Context, id string, after int64, wait 
 		}
 		h.inputs = h.inputs[i:]
 		ev := control.HandoffEvents{Inputs: append([]control.HandoffInput{}, h.inputs...), Decision: h.decision}
+		return ev, len(ev.Inputs) > 0 || ev.Decision != control.HandoffOpen || wait <= 0
+	})
+	if err != nil && err == wctx.Err() {
+		// The wait ran out (or mcpd went away): what there is so far.
+		return ev, nil
+	}
+	return ev, err
+}
+
+// watch reads hand-off id with read, under the lock, until read says it is
+// done, waiting for the hub to change between reads. It answers read's last
+// answer, with ctx's error when ctx ends first.
+func watch[T any](ctx context.Context, hub *Hub, id string, read func(h *handoff) (T, bool)) (T, error) {
+	for {
+		hub.mu.Lock()
+		h, err := hub.get(id)
+		if err != nil {
+			hub.mu.Unlock()
+			var none T
+			return none, err
+		}
+		v, done := read(h)
 		ch := hub.changed
 		hub.mu.Unlock()
-		if len(ev.Inputs) > 0 || ev.Decision != control.HandoffOpen || wait <= 0 {
-			return ev, nil
+		if done {
+			return v, nil
 		}
 		select {
 		case <-ch:
-		case <-deadline.C:
-			return ev, nil
 		case <-ctx.Done():
-			return ev, nil
+			return v, ctx.Err()
 		}
 	}
 }
@@ -317,29 +351,16 @@ func (hub *Hub) Handoff(id string) (View, bool) {
 // NextFrame waits until a frame newer than after exists, the hand-off ends,
 // or ctx is done.
 func (hub *Hub) NextFrame(ctx context.Context, id string, after int64) (Frame, error) {
-	for {
-		hub.mu.Lock()
-		h, err := hub.get(id)
-		if err != nil {
-			hub.mu.Unlock()
-			return Frame{}, err
+	return watch(ctx, hub, id, func(h *handoff) (Frame, bool) {
+		if !h.ended && h.decision == control.HandoffOpen && (h.frame == nil || h.frameSeq <= after) {
+			return Frame{}, false
 		}
-		if h.ended || h.decision != control.HandoffOpen || (h.frame != nil && h.frameSeq > after) {
-			f := Frame{Seq: h.frameSeq, Width: h.frameW, Height: h.frameH, View: viewOf(h)}
-			if !h.ended && h.decision == control.HandoffOpen {
-				f.JPEG = h.frame
-			}
-			hub.mu.Unlock()
-			return f, nil
+		f := Frame{Seq: h.frameSeq, Width: h.frameW, Height: h.frameH, View: viewOf(h)}
+		if !h.ended && h.decision == control.HandoffOpen {
+			f.JPEG = h.frame
 		}
-		ch := hub.changed
-		hub.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return Frame{}, ctx.Err()
-		}
-	}
+		return f, true
+	})
 }
 
 // HandoffInput queues one owner action for mcpd to replay.
@@ -361,26 +382,18 @@ func (hub *Hub) HandoffInput(id string, in InputEvent) error {
 	default:
 		return agentvault.Errorf(agentvault.CodeInvalidInput, "unknown input type")
 	}
-	hub.mu.Lock()
-	defer hub.mu.Unlock()
-	h, err := hub.get(id)
-	if err != nil {
-		return err
-	}
-	if h.ended || h.decision != control.HandoffOpen {
-		return agentvault.Errorf(agentvault.CodeConflict, "this hand-off has ended")
-	}
-	if in.Type == "click" && (ev.X < 0 || ev.Y < 0 || (h.frameW > 0 && ev.X > float64(h.frameW)) || (h.frameH > 0 && ev.Y > float64(h.frameH))) {
-		return agentvault.Errorf(agentvault.CodeInvalidInput, "the click is outside the page")
-	}
-	if len(h.inputs) >= maxHandoffInputs {
-		return agentvault.Errorf(agentvault.CodeRateLimited, "too much input at once; wait for the page to catch up")
-	}
-	h.inputSeq++
-	ev.Seq = h.inputSeq
-	h.inputs = append(h.inputs, ev)
-	hub.bump()
-	return nil
+	return hub.act(id, func(h *handoff) error {
+		if in.Type == "click" && (ev.X < 0 || ev.Y < 0 || (h.frameW > 0 && ev.X > float64(h.frameW)) || (h.frameH > 0 && ev.Y > float64(h.frameH))) {
+			return agentvault.Errorf(agentvault.CodeInvalidInput, "the click is outside the page")
+		}
+		if len(h.inputs) >= maxHandoffInputs {
+			return agentvault.Errorf(agentvault.CodeRateLimited, "too much input at once; wait for the page to catch up")
+		}
+		h.inputSeq++
+		ev.Seq = h.inputSeq
+		h.inputs = append(h.inputs, ev)
+		return nil
+	})
 }
 
 // DecideHandoff records the owner's decision: done, failed or abandoned.
@@ -390,40 +403,17 @@ func (hub *Hub) DecideHandoff(id, decision string) error {
 	default:
 		return agentvault.Errorf(agentvault.CodeInvalidInput, "unknown decision")
 	}
-	hub.mu.Lock()
-	defer hub.mu.Unlock()
-	h, err := hub.get(id)
-	if err != nil {
-		return err
-	}
-	if h.ended || h.decision != control.HandoffOpen {
-		return agentvault.Errorf(agentvault.CodeConflict, "this hand-off has already ended")
-	}
-	h.decision = decision
-	hub.bump()
-	return nil
+	return hub.act(id, func(h *handoff) error {
+		h.decision = decision
+		return nil
+	})
 }
 
 // WaitHandoff waits until the hand-off ended (mcpd gave the agent its
 // outcome) or ctx is done, and returns it.
 func (hub *Hub) WaitHandoff(ctx context.Context, id string) (View, error) {
-	for {
-		hub.mu.Lock()
-		h, err := hub.get(id)
-		if err != nil {
-			hub.mu.Unlock()
-			return View{}, err
-		}
+	return watch(ctx, hub, id, func(h *handoff) (View, bool) {
 		v := viewOf(h)
-		ch := hub.changed
-		hub.mu.Unlock()
-		if v.Ended {
-			return v, nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return v, ctx.Err()
-		}
-	}
+		return v, v.Ended
+	})
 }

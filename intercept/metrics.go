@@ -178,22 +178,24 @@ func (m *Metrics) refusal(err error) {
 
 func (m *Metrics) substitution(k vault.Kind) {
 	if m != nil {
-		if c := m.substitutionBy[kindIndex(k)]; c != nil {
-			c.Inc()
-			return
-		}
-		m.substitutions.WithLabelValues(kindLabel(k)).Inc()
+		countKind(&m.substitutionBy, m.substitutions, k)
 	}
 }
 
 func (m *Metrics) scrub(k vault.Kind) {
 	if m != nil {
-		if c := m.scrubBy[kindIndex(k)]; c != nil {
-			c.Inc()
-			return
-		}
-		m.scrubs.WithLabelValues(kindLabel(k)).Inc()
+		countKind(&m.scrubBy, m.scrubs, k)
 	}
+}
+
+// countKind adds one for kind k: to its counter resolved at start (by
+// kindIndex) when there is one, else through the vector's label.
+func countKind(by *[5]prometheus.Counter, vec *prometheus.CounterVec, k vault.Kind) {
+	if c := by[kindIndex(k)]; c != nil {
+		c.Inc()
+		return
+	}
+	vec.WithLabelValues(kindLabel(k)).Inc()
 }
 
 func (m *Metrics) upstreamLatency(d time.Duration) {

@@ -102,8 +102,13 @@ type checkedReplacer struct {
 }
 
 func (c checkedReplacer) ReplaceField(dst, src []byte) ([]byte, int, error) {
-	n0 := len(dst)
 	out, n, err := c.r.ReplaceField(dst, src)
+	return refuseLeftToken(len(dst), out, n, err)
+}
+
+// refuseLeftToken is the check of both: what a replacement appended to dst
+// (from n0 on) must hold no token shape.
+func refuseLeftToken(n0 int, out []byte, n int, err error) ([]byte, int, error) {
 	if err == nil && containsTokenShape(out[n0:]) {
 		return nil, 0, errTokenNotAllowed()
 	}
@@ -119,12 +124,8 @@ func (c checkedReplacer) Contains(src []byte) bool {
 var _ rewrite.Container = checkedReplacer{}
 
 func (c checkedReplacer) ReplaceText(dst, src []byte) ([]byte, int, error) {
-	n0 := len(dst)
 	out, n, err := c.r.ReplaceText(dst, src)
-	if err == nil && containsTokenShape(out[n0:]) {
-		return nil, 0, errTokenNotAllowed()
-	}
-	return out, n, err
+	return refuseLeftToken(len(dst), out, n, err)
 }
 
 // substituteRequest rewrites req's URL, headers and body (P9) through

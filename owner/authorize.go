@@ -23,9 +23,6 @@ import (
 //     with CodeApprovalPending whose chain holds a *Pending (PendingOf);
 //   - otherwise returns the engine's refusal.
 func (s *Service) Authorize(ctx context.Context, r policy.Fill) error {
-	if s.engine == nil {
-		return agentvault.Errorf(agentvault.CodeInternal, "no policy engine configured")
-	}
 	args, err := s.fillRequestArgs(ctx, r, false)
 	if err != nil {
 		return err
@@ -75,8 +72,12 @@ func (s *Service) Authorize(ctx context.Context, r policy.Fill) error {
 }
 
 // fillRequestArgs reads the key (a revocation or a scope change applies at
-// once) and completes the engine's arguments from the store.
+// once) and completes the engine's arguments from the store, for Authorize
+// and Recheck; without an engine there is nothing to decide with.
 func (s *Service) fillRequestArgs(ctx context.Context, r policy.Fill, recheck bool) (policy.Args, error) {
+	if s.engine == nil {
+		return policy.Args{}, agentvault.Errorf(agentvault.CodeInternal, "no policy engine configured")
+	}
 	key, err := s.KeyInfo(ctx, r.KeyID)
 	if err != nil {
 		return policy.Args{}, err
@@ -90,9 +91,6 @@ func (s *Service) fillRequestArgs(ctx context.Context, r policy.Fill, recheck bo
 // reads the owner's current state, so a revoke, a pause or a removed site
 // stops the very next release. It queues nothing and spends nothing.
 func (s *Service) Recheck(ctx context.Context, r policy.Fill) error {
-	if s.engine == nil {
-		return agentvault.Errorf(agentvault.CodeInternal, "no policy engine configured")
-	}
 	args, err := s.fillRequestArgs(ctx, r, true)
 	if err != nil {
 		return err

@@ -203,20 +203,7 @@ func (s *Service) RegisterFileKey(ctx context.Context, id, name, key string, sco
 // (RegisterFileKey): CodeInvalidAPIKey when it is not that key, CodeKeyRevoked
 // once the owner revoked it.
 func (s *Service) AuthenticateFileKey(ctx context.Context, id, key string) (APIKey, error) {
-	k, err := s.st.GetAPIKey(ctx, id)
-	if errors.Is(err, vault.ErrNotFound) {
-		return APIKey{}, errInvalidKey
-	}
-	if err != nil {
-		return APIKey{}, err
-	}
-	if subtle.ConstantTimeCompare(k.SecretHash, hashSecret(key)) != 1 || k.Org != s.org {
-		return APIKey{}, errInvalidKey
-	}
-	if k.Revoked() {
-		return APIKey{}, agentvault.Errorf(agentvault.CodeKeyRevoked, "this API key has been revoked")
-	}
-	return k, nil
+	return s.checkKey(ctx, id, key)
 }
 
 func cleanScope(sc Scope) Scope {
@@ -270,6 +257,13 @@ func (s *Service) AuthenticateKey(ctx context.Context, key string) (APIKey, erro
 	if !ok {
 		return APIKey{}, errInvalidKey
 	}
+	return s.checkKey(ctx, id, secret)
+}
+
+// checkKey is the one check of a key's secret: the key id must be this
+// org's, the secret its own (compared in constant time), and the key not
+// revoked (said only once the secret matched).
+func (s *Service) checkKey(ctx context.Context, id, secret string) (APIKey, error) {
 	k, err := s.st.GetAPIKey(ctx, id)
 	if errors.Is(err, vault.ErrNotFound) {
 		return APIKey{}, errInvalidKey

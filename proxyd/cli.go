@@ -354,6 +354,20 @@ func parseRunFlags(args []string, stdout, stderr io.Writer) (runFlags, error) {
 
 // runConfig is the config `proxyd run` (and doctor) would use: the config
 // by the one rule (resolveConfig), the flags over it.
+// runConfigFrom reads run's flags from args and the configuration they
+// choose, for every command that takes them; when it cannot, it has said
+// why and ok is false, with the exit code (2 for a usage error).
+func runConfigFrom(args []string, common commonFlags, stdout, stderr io.Writer) (cc configChoice, code int, ok bool) {
+	f, err := parseRunFlags(args, stdout, stderr)
+	if err != nil {
+		return cc, helpOr2(err), false
+	}
+	if cc, err = runConfig(f, common); err != nil {
+		return cc, fail(stderr, err), false
+	}
+	return cc, 0, true
+}
+
 func runConfig(f runFlags, common commonFlags) (configChoice, error) {
 	cc, err := resolveConfig(common)
 	if err != nil {
@@ -384,13 +398,9 @@ func runConfig(f runFlags, common commonFlags) (configChoice, error) {
 }
 
 func cmdRun(ctx context.Context, args []string, common commonFlags, stdout, stderr io.Writer) int {
-	f, err := parseRunFlags(args, stdout, stderr)
-	if err != nil {
-		return helpOr2(err)
-	}
-	cc, err := runConfig(f, common)
-	if err != nil {
-		return fail(stderr, err)
+	cc, code, ok := runConfigFrom(args, common, stdout, stderr)
+	if !ok {
+		return code
 	}
 	m := NewMain()
 	m.Stderr = stderr
@@ -419,13 +429,9 @@ func cmdRun(ctx context.Context, args []string, common commonFlags, stdout, stde
 // cmdDataDir prints the data directory `proxyd run` with the same flags
 // would use (scripts/run.sh asks it rather than guessing).
 func cmdDataDir(args []string, common commonFlags, stdout, stderr io.Writer) int {
-	f, err := parseRunFlags(args, stdout, stderr)
-	if err != nil {
-		return helpOr2(err)
-	}
-	cc, err := runConfig(f, common)
-	if err != nil {
-		return fail(stderr, err)
+	cc, code, ok := runConfigFrom(args, common, stdout, stderr)
+	if !ok {
+		return code
 	}
 	fmt.Fprintln(stdout, cc.Data.Dir)
 	return 0

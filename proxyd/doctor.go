@@ -44,13 +44,9 @@ func (d *doctor) warn(what string, a ...any) { fmt.Fprintf(d.out, "warn  "+what+
 // cmdDoctor checks a deployment as `proxyd run` with the same flags would
 // use it, without changing anything, and exits 1 when something is wrong.
 func cmdDoctor(ctx context.Context, args []string, common commonFlags, stdout, stderr io.Writer) int {
-	f, err := parseRunFlags(args, stdout, stderr)
-	if err != nil {
-		return helpOr2(err)
-	}
-	cc, err := runConfig(f, common)
-	if err != nil {
-		return fail(stderr, err)
+	cc, code, ok := runConfigFrom(args, common, stdout, stderr)
+	if !ok {
+		return code
 	}
 	d := &doctor{out: stdout}
 	fmt.Fprintf(stdout, "agentvault doctor: data directory %s, config %s\n", cc.Data, cc.from())

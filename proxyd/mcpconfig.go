@@ -50,13 +50,9 @@ func addressesOf(cc configChoice) addresses {
 // listener that is off says "off"), or JSON with --json.
 func cmdAddresses(args []string, common commonFlags, stdout, stderr io.Writer) int {
 	rest, asJSON := takeJSONFlag(args)
-	f, err := parseRunFlags(rest, stdout, stderr)
-	if err != nil {
-		return helpOr2(err)
-	}
-	cc, err := runConfig(f, common)
-	if err != nil {
-		return fail(stderr, err)
+	cc, code, ok := runConfigFrom(rest, common, stdout, stderr)
+	if !ok {
+		return code
 	}
 	a := addressesOf(cc)
 	if asJSON {

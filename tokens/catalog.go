@@ -154,6 +154,11 @@ func BuildCatalog(items []item.Item, args CatalogArgs) Catalog {
 		if !ValidLabel(it.Label) {
 			continue
 		}
+		// Cards and logins are listed only as far as the key's scope
+		// sees them (the scope check given, never a copy of it).
+		if (it.Kind == item.KindCard || it.Kind == item.KindLogin) && (args.Sees == nil || !args.Sees(it)) {
+			continue
+		}
 		switch it.Kind {
 		case item.KindIdentity:
 			if cat.Identity != nil {
@@ -171,13 +176,7 @@ func BuildCatalog(items []item.Item, args CatalogArgs) Catalog {
 			}
 			cat.Addresses = append(cat.Addresses, e)
 		case item.KindCard:
-			if args.Sees == nil || !args.Sees(it) {
-				continue
-			}
-			var m item.CardMeta
-			if it.Card != nil {
-				m = *it.Card
-			}
+			m := valueOf(it.Card)
 			// The CVV token is listed even when no CVV is stored: a
 			// live-CVV card is filled with it and the owner types the code.
 			e := CardEntry{
@@ -198,13 +197,7 @@ func BuildCatalog(items []item.Item, args CatalogArgs) Catalog {
 				anyCards = append(anyCards, e)
 			}
 		case item.KindLogin:
-			if args.Sees == nil || !args.Sees(it) {
-				continue
-			}
-			var m item.LoginMeta
-			if it.Login != nil {
-				m = *it.Login
-			}
+			m := valueOf(it.Login)
 			e := LoginEntry{Label: it.Label, Website: m.Website, Site: m.Site, Tokens: tokensFor(it)}
 			if !cat.ByURL {
 				cat.Logins = append(cat.Logins, e)
@@ -281,4 +274,13 @@ func normHost(h string) string {
 // (hostname.Under). "www." is not ignored: www.example.com is its own host.
 func hostWithin(host, site string) bool {
 	return hostname.Under(host, normHost(site))
+}
+
+// valueOf is *p, or the zero value for nil (an item without its metadata).
+func valueOf[T any](p *T) T {
+	var v T
+	if p != nil {
+		v = *p
+	}
+	return v
 }

@@ -2,7 +2,6 @@ package vault
 
 import (
 	"context"
-	"encoding/json"
 
 	agentvault "github.com/agentvault/agentvault"
 )
@@ -27,97 +26,46 @@ type LoginUpdate struct {
 // value are sealed again under the item's data key and stored in one
 // PutItem; the other ciphertexts are kept. Audited as an update.
 func (v *Vault) UpdateLogin(ctx context.Context, org, id string, u LoginUpdate) (Item, error) {
-	v.rotMu.RLock()
-	defer v.rotMu.RUnlock()
-	rec, err := v.store.GetItem(ctx, org, id)
-	if err != nil {
-		return Item{}, err
-	}
-	if rec.Kind != KindLogin {
-		return Item{}, ErrNotFound
-	}
-	it, err := v.openItem(rec)
-	if err != nil {
-		return Item{}, err
-	}
-	if it.Login == nil {
-		return Item{}, errCorrupt
-	}
-	m := *it.Login
-	var values []value
-	defer func() {
-		for _, val := range values {
-			wipe(val.b)
+	return v.updateItem(ctx, org, id, KindLogin, u.Actor, func(it *Item) ([]value, error) {
+		if it.Login == nil {
+			return nil, errCorrupt
 		}
-	}()
-	if u.Username != nil {
-		if *u.Username == "" || !plainText(*u.Username, 200) {
-			return Item{}, agentvault.Errorf(agentvault.CodeInvalidUsername, "a username is one non-empty line of at most 200 characters")
+		m := *it.Login
+		it.Login = &m
+		var values []value
+		if u.Username != nil {
+			if *u.Username == "" || !plainText(*u.Username, 200) {
+				return values, agentvault.Errorf(agentvault.CodeInvalidUsername, "a username is one non-empty line of at most 200 characters")
+			}
+			m.Username = *u.Username
+			values = append(values, value{FieldUsername, []byte(m.Username)})
 		}
-		m.Username = *u.Username
-		values = append(values, value{FieldUsername, []byte(m.Username)})
-	}
-	if !u.Password.IsZero() {
-		pw := u.Password.InsecureRawBytes()
-		if len(pw) > 1024 || containsAny(pw, "\r\n\x00") {
-			return Item{}, invalid("password must be 1 to 1024 bytes on one line")
+		if !u.Password.IsZero() {
+			pw := u.Password.InsecureRawBytes()
+			if len(pw) > 1024 || containsAny(pw, "\r\n\x00") {
+				return values, invalid("password must be 1 to 1024 bytes on one line")
+			}
+			m.PasswordLen = len(pw)
+			if u.Generated != nil {
+				g := *u.Generated
+				m.Generated, m.OwnerManaged = &g, false
+			} else {
+				m.OwnerManaged = m.Generated != nil
+			}
+			values = append(values, value{FieldPassword, clone(pw)})
 		}
-		m.PasswordLen = len(pw)
-		if u.Generated != nil {
-			g := *u.Generated
-			m.Generated, m.OwnerManaged = &g, false
-		} else {
-			m.OwnerManaged = m.Generated != nil
+		if !u.TOTP.IsZero() {
+			seed, err := parseTOTPSeed(u.TOTP.InsecureRawBytes())
+			if err != nil {
+				return values, err
+			}
+			m.HasTOTP = true
+			m.TOTPAlgorithm, m.TOTPDigits, m.TOTPPeriod = seed.alg, seed.digits, seed.period
+			values = append(values, value{FieldTOTP, clone(seed.base32)})
+			seed.wipe()
 		}
-		values = append(values, value{FieldPassword, clone(pw)})
-	}
-	if !u.TOTP.IsZero() {
-		seed, err := parseTOTPSeed(u.TOTP.InsecureRawBytes())
-		if err != nil {
-			return Item{}, err
-		}
-		m.HasTOTP = true
-		m.TOTPAlgorithm, m.TOTPDigits, m.TOTPPeriod = seed.alg, seed.digits, seed.period
-		values = append(values, value{FieldTOTP, clone(seed.base32)})
-		seed.wipe()
-	}
-
-	dek, err := v.dataKey(rec)
-	if err != nil {
-		return Item{}, err
-	}
-	defer wipe(dek)
-	mj, err := json.Marshal(itemMeta{Login: &m})
-	if err != nil {
-		return Item{}, agentvault.Wrap(agentvault.CodeInternal, err, "cannot encode item metadata")
-	}
-	defer wipe(mj)
-	if rec.Meta, err = seal(dek, "", mj, fieldAAD(org, id, metaField())); err != nil {
-		return Item{}, err
-	}
-	for _, val := range values {
-		ct, err := seal(dek, "", val.b, fieldAAD(org, id, val.field))
-		if err != nil {
-			return Item{}, err
-		}
-		rec.Values[val.field] = ct
-	}
-	rec.Fields = rec.Fields[:0]
-	for _, f := range []Field{FieldEmail, FieldUsername, FieldPassword, FieldTOTP} {
-		if _, ok := rec.Values[f]; ok {
-			rec.Fields = append(rec.Fields, f)
-		}
-	}
-	now := v.now().UTC()
-	rec.Updated = now
-	if err := v.putRewrapping(ctx, &rec); err != nil {
-		return Item{}, err
-	}
-	it.Login, it.Updated, it.Fields = &m, now, append([]Field(nil), rec.Fields...)
-	if _, err := v.store.AppendAudit(ctx, AuditRecord{Time: now, Action: AuditUpdate, Org: org, ItemID: id, Kind: KindLogin, Actor: u.Actor}); err != nil {
-		return it, agentvault.Wrap(agentvault.CodeAuditUnavailable, err, "login updated, but the audit log could not be written")
-	}
-	return it, nil
+		return values, nil
+	})
 }
 
 func containsAny(b []byte, chars string) bool {

@@ -50,9 +50,8 @@ func (s *shop) payPage(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	lines := s.lines(r)
-	if len(lines) == 0 {
-		http.Redirect(w, r, "/cart", http.StatusSeeOther)
+	lines, ok := s.linesOrCart(w, r)
+	if !ok {
 		return
 	}
 	s.renderPay(w, r, shape, lines, "", http.StatusOK)
@@ -104,13 +103,8 @@ func (s *shop) payPlace(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	if err := r.ParseForm(); err != nil {
-		http.Error(w, "bad form", http.StatusBadRequest)
-		return
-	}
-	lines := s.lines(r)
-	if len(lines) == 0 {
-		http.Redirect(w, r, "/cart", http.StatusSeeOther)
+	lines, ok := s.postedLines(w, r)
+	if !ok {
 		return
 	}
 	intent := r.PostForm.Get("intent")

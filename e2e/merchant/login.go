@@ -173,6 +173,12 @@ func (a *accounts) startSession(w http.ResponseWriter, r *http.Request, email st
 	if a.mfaNeeded(w, r, email) {
 		return
 	}
+	a.openSession(w, r, email)
+}
+
+// openSession gives email a session cookie and sends it to its account: the
+// last step of every sign-in, with or without the authenticator.
+func (a *accounts) openSession(w http.ResponseWriter, r *http.Request, email string) {
 	sid := randomHex(16)
 	a.mu.Lock()
 	a.sessions[sid] = email

@@ -1,7 +1,6 @@
 package merchant
 
 import (
-	"crypto/subtle"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -49,27 +48,7 @@ func (is *issuer) overlayRoutes(mux *http.ServeMux) {
 // overlayFrame is the processor's checkout overlay: the total due and the
 // card form, posting to the same confirm API as the card element.
 func (is *issuer) overlayFrame(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	parent, err := url.Parse(q.Get("parent"))
-	if err != nil || parent.Scheme != "https" || parent.Host == "" {
-		http.Error(w, "missing or invalid parent origin", http.StatusBadRequest)
-		return
-	}
-	is.mu.Lock()
-	it, ok := is.intents[q.Get("pi")]
-	is.mu.Unlock()
-	if !ok || subtle.ConstantTimeCompare([]byte(it.secret), []byte(q.Get("secret"))) != 1 {
-		http.Error(w, "unknown payment", http.StatusNotFound)
-		return
-	}
-	parentOrigin := parent.Scheme + "://" + parent.Host
-	w.Header().Set("Content-Security-Policy", "frame-ancestors "+parentOrigin)
-	years := make([]int, 0, 12)
-	for y := is.now().Year(); y < is.now().Year()+12; y++ {
-		years = append(years, y)
-	}
-	render(w, overlayFrameTmpl, map[string]any{"Intent": it.id, "Secret": it.secret, "ParentOrigin": parentOrigin,
-		"Amount": formatCents(it.amount), "Years": years, "Months": months})
+	is.renderFrame(w, r, overlayFrameTmpl, nil)
 }
 
 var overlayShopTmpl = template.Must(template.New("overlay-shop").Parse(`<!doctype html><html lang="en"><head><meta charset="utf-8">

@@ -158,6 +158,16 @@ func (is *issuer) routes(origin string) http.Handler {
 }
 
 func (is *issuer) cardFrame(w http.ResponseWriter, r *http.Request) {
+	is.renderFrame(w, r, cardFrameTmpl, func(it *intent, page map[string]any) {
+		page["Currency"] = it.currency
+	})
+}
+
+// renderFrame answers a frame of the processor's for the payment the query
+// names (pi and its secret), framed only by the shop that created it (the
+// parent origin): the card element and the overlay. more adds what the
+// one page shows besides.
+func (is *issuer) renderFrame(w http.ResponseWriter, r *http.Request, tmpl *template.Template, more func(it *intent, page map[string]any)) {
 	q := r.URL.Query()
 	parent, err := url.Parse(q.Get("parent"))
 	if err != nil || parent.Scheme != "https" || parent.Host == "" {
@@ -172,21 +182,17 @@ func (is *issuer) cardFrame(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	parentOrigin := parent.Scheme + "://" + parent.Host
-	// Only the shop that created the payment may frame the card form.
 	w.Header().Set("Content-Security-Policy", "frame-ancestors "+parentOrigin)
 	years := make([]int, 0, 12)
 	for y := is.now().Year(); y < is.now().Year()+12; y++ {
 		years = append(years, y)
 	}
-	render(w, cardFrameTmpl, map[string]any{
-		"Intent":       it.id,
-		"Secret":       it.secret,
-		"ParentOrigin": parentOrigin,
-		"Amount":       formatCents(it.amount),
-		"Currency":     it.currency,
-		"Years":        years,
-		"Months":       months,
-	})
+	page := map[string]any{"Intent": it.id, "Secret": it.secret, "ParentOrigin": parentOrigin,
+		"Amount": formatCents(it.amount), "Years": years, "Months": months}
+	if more != nil {
+		more(it, page)
+	}
+	render(w, tmpl, page)
 }
 
 type confirmRequest struct {

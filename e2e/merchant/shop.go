@@ -240,10 +240,29 @@ func knownCountry(code string) bool {
 	return false
 }
 
-func (s *shop) checkout(w http.ResponseWriter, r *http.Request) {
+// linesOrCart is what the cart holds; an empty cart sends the shopper back
+// to it (false).
+func (s *shop) linesOrCart(w http.ResponseWriter, r *http.Request) ([]CartLine, bool) {
 	lines := s.lines(r)
 	if len(lines) == 0 {
 		http.Redirect(w, r, "/cart", http.StatusSeeOther)
+		return nil, false
+	}
+	return lines, true
+}
+
+// postedLines reads a posted checkout form and the cart (linesOrCart).
+func (s *shop) postedLines(w http.ResponseWriter, r *http.Request) ([]CartLine, bool) {
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "bad form", http.StatusBadRequest)
+		return nil, false
+	}
+	return s.linesOrCart(w, r)
+}
+
+func (s *shop) checkout(w http.ResponseWriter, r *http.Request) {
+	lines, ok := s.linesOrCart(w, r)
+	if !ok {
 		return
 	}
 	s.renderCheckout(w, lines, shipping{BillingSame: true}, "", http.StatusOK)
@@ -269,13 +288,8 @@ func (s *shop) renderCheckout(w http.ResponseWriter, lines []CartLine, f shippin
 }
 
 func (s *shop) placeOrder(w http.ResponseWriter, r *http.Request) {
-	if err := r.ParseForm(); err != nil {
-		http.Error(w, "bad form", http.StatusBadRequest)
-		return
-	}
-	lines := s.lines(r)
-	if len(lines) == 0 {
-		http.Redirect(w, r, "/cart", http.StatusSeeOther)
+	lines, ok := s.postedLines(w, r)
+	if !ok {
 		return
 	}
 	f := readShipping(r.PostForm)

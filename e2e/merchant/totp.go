@@ -190,12 +190,7 @@ func (a *accounts) otpCheck(w http.ResponseWriter, r *http.Request) {
 		render(w, otpTmpl, map[string]any{"Error": "That code didn't work."})
 		return
 	}
-	sid := randomHex(16)
-	a.mu.Lock()
-	a.sessions[sid] = email
-	a.mu.Unlock()
-	http.SetCookie(w, &http.Cookie{Name: "sid", Value: sid, Path: "/", Secure: true, HttpOnly: true, SameSite: http.SameSiteLaxMode})
-	http.Redirect(w, r, "/account", http.StatusSeeOther)
+	a.openSession(w, r, email)
 }
 
 var totpSetupTmpl = template.Must(template.New("totp").Parse(`<!doctype html><html lang="en"><head><meta charset="utf-8">

@@ -19,11 +19,7 @@ func URL(dst *url.URL, r Replacer) (int, error) {
 	u := &c
 	total := 0
 	if u.Opaque != "" {
-		dec := percentDecode([]byte(u.Opaque), false)
-		if v := visitor(r); v != nil {
-			v.emit(Field{Source: SourceURL, Value: dec})
-		}
-		rep, n, err := field(r, dec)
+		rep, n, err := urlField(r, u.Opaque)
 		if err != nil {
 			return 0, err
 		}
@@ -61,6 +57,16 @@ func URL(dst *url.URL, r Replacer) (int, error) {
 	return total, nil
 }
 
+// urlField offers one part of a URL (a path segment, an opaque URL)
+// percent-decoded, as one whole field, to the visitor and the replacer.
+func urlField(r Replacer, part string) ([]byte, int, error) {
+	dec := percentDecode([]byte(part), false)
+	if v := visitor(r); v != nil {
+		v.emit(Field{Source: SourceURL, Value: dec})
+	}
+	return field(r, dec)
+}
+
 func rewritePath(u *url.URL, r Replacer) (int, error) {
 	esc := u.EscapedPath()
 	if esc == "" {
@@ -72,11 +78,7 @@ func rewritePath(u *url.URL, r Replacer) (int, error) {
 		if s == "" {
 			continue
 		}
-		dec := percentDecode([]byte(s), false)
-		if v := visitor(r); v != nil {
-			v.emit(Field{Source: SourceURL, Value: dec})
-		}
-		rep, n, err := field(r, dec)
+		rep, n, err := urlField(r, s)
 		if err != nil {
 			return 0, err
 		}

@@ -467,14 +467,7 @@ func (c *cli) addLogin(args []string) int {
 		Password: vault.NewSecret(pw), TOTP: vault.NewSecret(totp)}
 	defer in.Password.Wipe()
 	defer in.TOTP.Wipe()
-	return c.withVault(func(v *vault.Vault) int {
-		it, err := v.AddLogin(c.ctx, *org, *owner, in)
-		if err != nil {
-			return c.fail(err)
-		}
-		fmt.Fprintf(c.env.Stdout, "added login %s: %s (%s)\n", it.Label, mask(it), it.ID)
-		return exitOK
-	})
+	return c.addItem(func(v *vault.Vault) (vault.Item, error) { return v.AddLogin(c.ctx, *org, *owner, in) })
 }
 
 func (c *cli) addIdentity(args []string) int {
@@ -487,14 +480,7 @@ func (c *cli) addIdentity(args []string) int {
 	if pos, ok := c.parse(fs, args); !ok || len(pos) > 0 {
 		return c.usageErr("add-identity takes only flags")
 	}
-	return c.withVault(func(v *vault.Vault) int {
-		it, err := v.AddIdentity(c.ctx, *org, *owner, in)
-		if err != nil {
-			return c.fail(err)
-		}
-		fmt.Fprintf(c.env.Stdout, "added identity %s (%s)\n", it.Label, it.ID)
-		return exitOK
-	})
+	return c.addItem(func(v *vault.Vault) (vault.Item, error) { return v.AddIdentity(c.ctx, *org, *owner, in) })
 }
 
 func (c *cli) addAddress(args []string) int {
@@ -512,12 +498,22 @@ func (c *cli) addAddress(args []string) int {
 		return c.usageErr("add-address takes only flags")
 	}
 	in.Country = strings.ToUpper(in.Country)
+	return c.addItem(func(v *vault.Vault) (vault.Item, error) { return v.AddAddress(c.ctx, *org, *owner, in) })
+}
+
+// addItem adds one item with add and says what it added: its kind and
+// label (a login's masked handle too) and its id.
+func (c *cli) addItem(add func(v *vault.Vault) (vault.Item, error)) int {
 	return c.withVault(func(v *vault.Vault) int {
-		it, err := v.AddAddress(c.ctx, *org, *owner, in)
+		it, err := add(v)
 		if err != nil {
 			return c.fail(err)
 		}
-		fmt.Fprintf(c.env.Stdout, "added address %s (%s)\n", it.Label, it.ID)
+		what := it.Label
+		if it.Kind == vault.KindLogin {
+			what += ": " + mask(it)
+		}
+		fmt.Fprintf(c.env.Stdout, "added %s %s (%s)\n", it.Kind, what, it.ID)
 		return exitOK
 	})
 }

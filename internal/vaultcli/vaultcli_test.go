@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -67,9 +68,18 @@ func TestCLIAddRestartListRotateNoPlaintext(t *testing.T) {
 		return r
 	}
 	do(cardNumber+"\n"+cardCVV+"\n", "add-card", "--exp", "12/2030", "--holder", holder, "--sites", "shop.example.com,pay.example.net")
-	do(password+"\n"+totpSeed+"\n", "add-login", "--site", "github.com", "--email", email, "--username", "ghopper")
-	do("", "add-identity", "--name", holder, "--email", email, "--phone", "+1 555 0100 999")
-	do("", "add-address", "--line1", "77 Unique Street", "--city", "Arlington", "--postal-code", "22201", "--country", "us")
+	added := []string{
+		do(password+"\n"+totpSeed+"\n", "add-login", "--site", "github.com", "--email", email, "--username", "ghopper").stdout,
+		do("", "add-identity", "--name", holder, "--email", email, "--phone", "+1 555 0100 999").stdout,
+		do("", "add-address", "--line1", "77 Unique Street", "--city", "Arlington", "--postal-code", "22201", "--country", "us").stdout,
+	}
+	// Each add says its kind and label, a login its masked handle too, and
+	// the item's id.
+	for i, want := range []string{`^added login github: \S.* \(\S+\)\n$`, `^added identity \S+ \(\S+\)\n$`, `^added address \S+ \(\S+\)\n$`} {
+		if !regexp.MustCompile(want).MatchString(added[i]) {
+			t.Errorf("add answered %q, want %s", added[i], want)
+		}
+	}
 
 	st, err := os.Stat(filepath.Join(dir, KeyFileName))
 	if err != nil || st.Mode().Perm() != 0o600 {

@@ -107,14 +107,10 @@ func (h *Handler) credentialsPage(w http.ResponseWriter, r *http.Request) {
 			d.Roles = append(d.Roles, role)
 		}
 	}
-	keys, err := h.svc.APIKeys(r.Context())
+	keys, names, err := h.keyNames(r.Context())
 	if err != nil {
 		h.internal(w, r, err)
 		return
-	}
-	names := map[string]string{}
-	for _, k := range keys {
-		names[k.ID] = k.Name
 	}
 	bindings, err := h.creds.KeyBindings(r.Context(), p)
 	if err != nil {

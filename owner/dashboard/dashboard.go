@@ -540,18 +540,19 @@ func firstErr(errs []error) error {
 // ---- logins ----
 
 func (h *Handler) loginsPage(w http.ResponseWriter, r *http.Request) {
-	items, err := h.vault.List(r.Context(), h.svc.Org())
-	if err != nil {
-		h.internal(w, r, err)
-		return
-	}
+	showPage(h, w, r, "logins", "Logins", h.logins)
+}
+
+// logins is the vault's logins.
+func (h *Handler) logins(ctx context.Context) ([]vault.Item, error) {
+	items, err := h.vault.List(ctx, h.svc.Org())
 	var logins []vault.Item
 	for _, it := range items {
 		if it.Kind == vault.KindLogin && it.Login != nil {
 			logins = append(logins, it)
 		}
 	}
-	h.page(w, r, "logins", "Logins", logins)
+	return logins, err
 }
 
 // ---- API keys ----
@@ -586,12 +587,7 @@ func (h *Handler) keysData(ctx context.Context) (keysData, error) {
 }
 
 func (h *Handler) keysPage(w http.ResponseWriter, r *http.Request) {
-	d, err := h.keysData(r.Context())
-	if err != nil {
-		h.internal(w, r, err)
-		return
-	}
-	h.page(w, r, "keys", "API keys", d)
+	showPage(h, w, r, "keys", "API keys", h.keysData)
 }
 
 func scopeFromForm(r *http.Request) owner.Scope {
@@ -653,12 +649,7 @@ func (h *Handler) keyErr(w http.ResponseWriter, r *http.Request, err error) {
 // ---- sites and signups ----
 
 func (h *Handler) sitesPage(w http.ResponseWriter, r *http.Request) {
-	sites, err := h.svc.Sites(r.Context())
-	if err != nil {
-		h.internal(w, r, err)
-		return
-	}
-	h.page(w, r, "sites", "Authorized sites", sites)
+	showPage(h, w, r, "sites", "Authorized sites", h.svc.Sites)
 }
 
 func (h *Handler) addSite(w http.ResponseWriter, r *http.Request) {
@@ -678,12 +669,7 @@ func (h *Handler) removeSite(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) signupsPage(w http.ResponseWriter, r *http.Request) {
-	s, err := h.svc.Signups(r.Context())
-	if err != nil {
-		h.internal(w, r, err)
-		return
-	}
-	h.page(w, r, "signups", "Pre-approved signups", s)
+	showPage(h, w, r, "signups", "Pre-approved signups", h.svc.Signups)
 }
 
 func (h *Handler) addSignup(w http.ResponseWriter, r *http.Request) {
@@ -773,14 +759,10 @@ func (h *Handler) activityPage(w http.ResponseWriter, r *http.Request) {
 		h.internal(w, r, err)
 		return
 	}
-	keys, err := h.svc.APIKeys(ctx)
+	_, names, err := h.keyNames(ctx)
 	if err != nil {
 		h.internal(w, r, err)
 		return
-	}
-	names := map[string]string{}
-	for _, k := range keys {
-		names[k.ID] = k.Name
 	}
 	d := activityData{Kinds: map[string]int{}, Days: days}
 	for i := len(recs) - 1; i >= 0 && len(d.Rows) < 200; i-- {
@@ -842,6 +824,19 @@ func (h *Handler) activityPage(w http.ResponseWriter, r *http.Request) {
 		d.Totals = append(d.Totals, cardTotal{Name: cmp.Or(items[p.CardID], p.CardID), Month: month})
 	}
 	h.page(w, r, "activity", "Activity", d)
+}
+
+// keyNames lists the API keys and names them for display, by id.
+func (h *Handler) keyNames(ctx context.Context) ([]owner.APIKey, map[string]string, error) {
+	keys, err := h.svc.APIKeys(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	names := make(map[string]string, len(keys))
+	for _, k := range keys {
+		names[k.ID] = k.Name
+	}
+	return keys, names, nil
 }
 
 // itemsByID names items for display ("Visa •••• 4242", "github login").
@@ -906,6 +901,17 @@ func (h *Handler) internal(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // page renders a signed-in page with the banner of pending approvals.
+// showPage renders page name with what read answers (an internal error
+// when it fails): the pages that show one read of the owner's state.
+func showPage[T any](h *Handler, w http.ResponseWriter, r *http.Request, name, title string, read func(context.Context) (T, error)) {
+	data, err := read(r.Context())
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	h.page(w, r, name, title, data)
+}
+
 func (h *Handler) page(w http.ResponseWriter, r *http.Request, name, title string, data any) {
 	h.pageStatus(w, r, http.StatusOK, name, title, data)
 }

@@ -139,12 +139,7 @@ func (h *Handler) addCard(w http.ResponseWriter, r *http.Request) {
 		err = cardcheck.Record(ctx, h.vault, it, in.Number)
 	}
 	if err != nil {
-		if agentvault.ErrorCode(err) == agentvault.CodeInvalidInput {
-			f.Errs = fieldErrors{"": agentvault.ErrorMessage(err)}
-			h.pageStatus(w, r, http.StatusUnprocessableEntity, "cardnew", "Add a card", f)
-			return
-		}
-		h.internal(w, r, err)
+		h.addFailed(w, r, err, "cardnew", "Add a card", func(errs fieldErrors) any { f.Errs = errs; return f })
 		return
 	}
 	h.log.Info("card added", "item", it.ID, "label", it.Label, "by", "owner")
@@ -214,6 +209,17 @@ type loginForm struct {
 	Errs            fieldErrors
 }
 
+// addFailed answers an add the vault refused: the input refused shows the
+// form again with the vault's message (form gives it the errors), anything
+// else is an internal error.
+func (h *Handler) addFailed(w http.ResponseWriter, r *http.Request, err error, page, title string, form func(fieldErrors) any) {
+	if agentvault.ErrorCode(err) != agentvault.CodeInvalidInput {
+		h.internal(w, r, err)
+		return
+	}
+	h.pageStatus(w, r, http.StatusUnprocessableEntity, page, title, form(fieldErrors{"": agentvault.ErrorMessage(err)}))
+}
+
 func (h *Handler) newLoginPage(w http.ResponseWriter, r *http.Request) {
 	h.page(w, r, "loginnew", "Add a login", loginForm{Errs: fieldErrors{}})
 }
@@ -242,12 +248,7 @@ func (h *Handler) addLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	it, err := h.vault.AddLogin(r.Context(), h.svc.Org(), itemOwner, in)
 	if err != nil {
-		if agentvault.ErrorCode(err) == agentvault.CodeInvalidInput {
-			f.Errs = fieldErrors{"": agentvault.ErrorMessage(err)}
-			h.pageStatus(w, r, http.StatusUnprocessableEntity, "loginnew", "Add a login", f)
-			return
-		}
-		h.internal(w, r, err)
+		h.addFailed(w, r, err, "loginnew", "Add a login", func(errs fieldErrors) any { f.Errs = errs; return f })
 		return
 	}
 	h.log.Info("login added", "item", it.ID, "label", it.Label, "by", "owner")

@@ -161,19 +161,31 @@ type signingData struct {
 	Days        int
 }
 
-func (h *Handler) signingPage(w http.ResponseWriter, r *http.Request) {
+// signingState reads what the signing pages show; false when it answered
+// already (no signing here, or the state could not be read).
+func (h *Handler) signingState(w http.ResponseWriter, r *http.Request) (signingData, bool) {
 	if h.signingAbsent(w, r) {
-		return
+		return signingData{}, false
 	}
 	st, err := h.signing.SigningState(r.Context())
 	if err != nil {
 		h.internal(w, r, err)
-		return
+		return signingData{}, false
 	}
-	d := signingData{State: st, Days: signedClassDays}
+	d := signingData{State: st}
 	if n := len(st.Keys); n > 0 {
 		d.InUse = st.Keys[n-1].ID
 	}
+	return d, true
+}
+
+func (h *Handler) signingPage(w http.ResponseWriter, r *http.Request) {
+	d, ok := h.signingState(w, r)
+	if !ok {
+		return
+	}
+	d.Days = signedClassDays
+	var err error
 	// The audit records are the activity log's: the sites area alone does
 	// not show them.
 	if authz.CanSee(sess(r).sub, authz.Dashboard, "GET /activity") {
@@ -223,17 +235,9 @@ func (h *Handler) disableSigning(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) confirmRotate(w http.ResponseWriter, r *http.Request) {
-	if h.signingAbsent(w, r) {
+	d, ok := h.signingState(w, r)
+	if !ok {
 		return
-	}
-	st, err := h.signing.SigningState(r.Context())
-	if err != nil {
-		h.internal(w, r, err)
-		return
-	}
-	d := signingData{State: st}
-	if n := len(st.Keys); n > 0 {
-		d.InUse = st.Keys[n-1].ID
 	}
 	h.page(w, r, "signingrotate", "Rotate the signing key", d)
 }

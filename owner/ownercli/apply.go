@@ -253,11 +253,7 @@ func (st *state) plan(ctx context.Context, s Spec, c *cli) ([]change, error) {
 
 // planNotify sets the switches the block names and keeps the others.
 func planNotify(ctx context.Context, d NotifyDef, c *cli) ([]change, error) {
-	n, err := c.notifications()
-	if err != nil {
-		return nil, err
-	}
-	cur, err := n.NotifyPrefs(ctx)
+	n, cur, err := c.notifications(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -615,6 +611,26 @@ func sortedKeys(m map[string]bool) []string {
 }
 
 // loadState reads what plan and export compare against.
+// withState runs fn on the owner service and the state apply plans
+// against (loadState).
+func (c *cli) withState(fn func(s *owner.Service, st *state) error) int {
+	return c.with(func(s *owner.Service) error {
+		st, err := c.loadState(s)
+		if err != nil {
+			return err
+		}
+		return fn(s, st)
+	})
+}
+
+// withItems is withState for a command that needs the vault's items.
+func (c *cli) withItems(fn func(s *owner.Service, st *state) error) int {
+	if c.env.Items == nil {
+		return c.fail(agentvault.Errorf(agentvault.CodeInternal, "the vault's items are not reachable from here"))
+	}
+	return c.withState(fn)
+}
+
 func (c *cli) loadState(svc *owner.Service) (*state, error) {
 	st := &state{svc: svc, notify: c.env.Notify}
 	if c.env.Items != nil {
@@ -655,11 +671,7 @@ func (c *cli) apply(args []string) int {
 	if err != nil {
 		return c.fail(agentvault.Errorf(agentvault.CodeInvalidInput, "%s: %s", *file, agentvault.ErrorMessage(err)))
 	}
-	return c.with(func(svc *owner.Service) error {
-		st, err := c.loadState(svc)
-		if err != nil {
-			return err
-		}
+	return c.withState(func(svc *owner.Service, st *state) error {
 		changes, err := st.plan(c.ctx, spec, c)
 		if err != nil {
 			return err
@@ -691,11 +703,7 @@ func (c *cli) export(args []string) int {
 	if _, code, ok := c.parse(fs, args, 0); !ok {
 		return code
 	}
-	return c.with(func(svc *owner.Service) error {
-		st, err := c.loadState(svc)
-		if err != nil {
-			return err
-		}
+	return c.withState(func(svc *owner.Service, st *state) error {
 		s, err := st.export(c.ctx)
 		if err != nil {
 			return err

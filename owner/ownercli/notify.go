@@ -86,11 +86,14 @@ type notifyJSON struct {
 	Channels NotifyChannels    `json:"channels"`
 }
 
-func (c *cli) notifications() (Notifications, error) {
+// notifications is the notification settings proxyd hands the CLI and the
+// switches as they are now.
+func (c *cli) notifications(ctx context.Context) (Notifications, owner.NotifyPrefs, error) {
 	if c.env.Notify == nil {
-		return nil, agentvault.Errorf(agentvault.CodeInternal, "notification settings are not reachable from this command here")
+		return nil, owner.NotifyPrefs{}, agentvault.Errorf(agentvault.CodeInternal, "notification settings are not reachable from this command here")
 	}
-	return c.env.Notify, nil
+	p, err := c.env.Notify.NotifyPrefs(ctx)
+	return c.env.Notify, p, err
 }
 
 func (c *cli) notifyShow(args []string) int {
@@ -99,11 +102,7 @@ func (c *cli) notifyShow(args []string) int {
 	if _, code, ok := c.parse(fs, args, 0); !ok {
 		return code
 	}
-	n, err := c.notifications()
-	if err != nil {
-		return c.fail(err)
-	}
-	p, err := n.NotifyPrefs(c.ctx)
+	n, p, err := c.notifications(c.ctx)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -174,11 +173,7 @@ func (c *cli) notifySet(on bool) func([]string) int {
 				names = append(names, w)
 			}
 		}
-		n, err := c.notifications()
-		if err != nil {
-			return c.fail(err)
-		}
-		cur, err := n.NotifyPrefs(c.ctx)
+		n, cur, err := c.notifications(c.ctx)
 		if err != nil {
 			return c.fail(err)
 		}

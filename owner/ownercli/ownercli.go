@@ -357,26 +357,12 @@ func (c *cli) createKey(args []string) int {
 }
 
 func (c *cli) keys(args []string) int {
-	fs := c.flags("keys", "[--json]")
-	asJSON := jsonFlag(fs)
-	if _, code, ok := c.parse(fs, args, 0); !ok {
-		return code
-	}
-	return c.with(func(s *owner.Service) error {
+	return c.listCommand("keys", args, func(s *owner.Service, asJSON bool) error {
 		keys, err := s.APIKeys(c.ctx)
 		if err != nil {
 			return err
 		}
-		if asJSON() {
-			out := []keyJSON{}
-			for _, k := range keys {
-				out = append(out, keyOf(k))
-			}
-			return c.printJSON(out)
-		}
-		tw := tabwriter.NewWriter(c.env.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tNAME\tCARDS\tLOGINS\tCREATE LOGINS\tSTATUS")
-		for _, k := range keys {
+		return listing(c, asJSON, keys, keyOf, "", "ID\tNAME\tCARDS\tLOGINS\tCREATE LOGINS\tSTATUS", func(k owner.APIKey) []string {
 			cards, logins := fmt.Sprint(len(k.Scope.CardIDs)), fmt.Sprint(len(k.Scope.LoginIDs))
 			if k.Scope.AllCards {
 				cards = "all"
@@ -388,10 +374,42 @@ func (c *cli) keys(args []string) int {
 			if k.Revoked() {
 				status = "revoked"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\n", k.ID, k.Name, cards, logins, k.Scope.CanCreateLogins, status)
-		}
-		return tw.Flush()
+			return []string{k.ID, k.Name, cards, logins, fmt.Sprint(k.Scope.CanCreateLogins), status}
+		})
 	})
+}
+
+// listCommand runs a command that lists something, --json its only flag.
+func (c *cli) listCommand(name string, args []string, list func(s *owner.Service, asJSON bool) error) int {
+	fs := c.flags(name, "[--json]")
+	asJSON := jsonFlag(fs)
+	if _, code, ok := c.parse(fs, args, 0); !ok {
+		return code
+	}
+	return c.with(func(s *owner.Service) error { return list(s, asJSON()) })
+}
+
+// listing prints rows: with --json as a JSON array (each row as toJSON
+// makes it), else a table under header, a line of cells a row; with no
+// row, empty instead when it is not "".
+func listing[T, J any](c *cli, asJSON bool, rows []T, toJSON func(T) J, empty, header string, cells func(T) []string) error {
+	if asJSON {
+		out := make([]J, 0, len(rows))
+		for _, r := range rows {
+			out = append(out, toJSON(r))
+		}
+		return c.printJSON(out)
+	}
+	if len(rows) == 0 && empty != "" {
+		fmt.Fprintln(c.env.Stdout, empty)
+		return nil
+	}
+	tw := tabwriter.NewWriter(c.env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(cells(r), "\t"))
+	}
+	return tw.Flush()
 }
 
 func (c *cli) revoke(args []string) int {
@@ -403,17 +421,12 @@ func (c *cli) revoke(args []string) int {
 }
 
 func (c *cli) sites(args []string) int {
-	fs := c.flags("sites", "[--json]")
-	asJSON := jsonFlag(fs)
-	if _, code, ok := c.parse(fs, args, 0); !ok {
-		return code
-	}
-	return c.with(func(s *owner.Service) error {
+	return c.listCommand("sites", args, func(s *owner.Service, asJSON bool) error {
 		ds, err := s.Sites(c.ctx)
 		if err != nil {
 			return err
 		}
-		if asJSON() {
+		if asJSON {
 			out := []siteJSON{}
 			for _, d := range ds {
 				out = append(out, siteJSON{Host: d.Host, AddedBy: d.AddedBy, Added: d.Added.UTC()})
@@ -444,32 +457,17 @@ func (c *cli) removeSite(args []string) int {
 }
 
 func (c *cli) pending(args []string) int {
-	fs := c.flags("pending", "[--json]")
-	asJSON := jsonFlag(fs)
-	if _, code, ok := c.parse(fs, args, 0); !ok {
-		return code
-	}
-	return c.with(func(s *owner.Service) error {
+	return c.listCommand("pending", args, func(s *owner.Service, asJSON bool) error {
 		ps, err := s.Pending(c.ctx)
 		if err != nil {
 			return err
 		}
-		if asJSON() {
-			names := c.itemNames()
-			out := []pendingJSON{}
-			for _, a := range ps {
-				out = append(out, pendingOf(a, names))
-			}
-			return c.printJSON(out)
+		var names map[string]string
+		if len(ps) > 0 {
+			names = c.itemNames()
 		}
-		if len(ps) == 0 {
-			fmt.Fprintln(c.env.Stdout, "Nothing is waiting for you.")
-			return nil
-		}
-		names := c.itemNames()
-		tw := tabwriter.NewWriter(c.env.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tREQUEST\tSITE\tITEM\tAMOUNT\tEXPIRES\tPAGE")
-		for _, a := range ps {
+		toJSON := func(a owner.Approval) pendingJSON { return pendingOf(a, names) }
+		return listing(c, asJSON, ps, toJSON, "Nothing is waiting for you.", "ID\tREQUEST\tSITE\tITEM\tAMOUNT\tEXPIRES\tPAGE", func(a owner.Approval) []string {
 			// The kind says what is asked; the reason only when it adds
 			// something (a new site's reason is its kind).
 			what := string(a.Kind)
@@ -484,9 +482,8 @@ func (c *cli) pending(args []string) int {
 			if id := cmp.Or(a.ItemID, a.CardID); id != "" {
 				item = cmp.Or(names[id], id)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.ID, what, a.Site, item, amount, a.Expires.Local().Format("15:04:05"), cmp.Or(a.Page, "-"))
-		}
-		return tw.Flush()
+			return []string{a.ID, what, a.Site, item, amount, a.Expires.Local().Format("15:04:05"), cmp.Or(a.Page, "-")}
+		})
 	})
 }
 

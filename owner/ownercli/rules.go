@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/agentvault/agentvault"
@@ -134,6 +133,21 @@ func (c *cli) resolveScope(s *owner.Service, cards, logins []string) ([]string, 
 	return cardIDs, loginIDs, err
 }
 
+// parseChange reads the command line of a command that changes what its
+// flags name of one thing: the thing, and the flags given (one at least).
+func (c *cli) parseChange(fs *flag.FlagSet, name string, args []string) ([]string, map[string]bool, int, bool) {
+	pos, code, ok := c.parse(fs, args, 1)
+	if !ok {
+		return nil, nil, code, false
+	}
+	set := visited(fs)
+	if len(set) == 0 {
+		fmt.Fprintf(c.env.Stderr, "error: %s changes nothing without a flag (proxyd owner %s -h)\n", name, name)
+		return nil, nil, exitUsage, false
+	}
+	return pos, set, 0, true
+}
+
 // setScope changes the scope flags given of one key, through apply's plan.
 func (c *cli) setScope(args []string) int {
 	fs := c.flags("set-scope", "<key-id> [--all-cards | --cards c,c] [--all-logins | --logins l,l] [--create-logins=true|false]")
@@ -142,20 +156,11 @@ func (c *cli) setScope(args []string) int {
 	allLogins := fs.Bool("all-logins", false, "the key sees every login")
 	logins := fs.String("logins", "", "comma-separated logins (labels or ids); \"\" for none")
 	create := fs.Bool("create-logins", false, "the key may create logins")
-	pos, code, ok := c.parse(fs, args, 1)
+	pos, set, code, ok := c.parseChange(fs, "set-scope", args)
 	if !ok {
 		return code
 	}
-	set := visited(fs)
-	if len(set) == 0 {
-		fmt.Fprintln(c.env.Stderr, "error: set-scope changes nothing without a flag (proxyd owner set-scope -h)")
-		return exitUsage
-	}
-	return c.with(func(s *owner.Service) error {
-		st, err := c.loadState(s)
-		if err != nil {
-			return err
-		}
+	return c.withState(func(s *owner.Service, st *state) error {
 		exp, err := st.export(c.ctx)
 		if err != nil {
 			return err
@@ -207,33 +212,17 @@ func visited(fs *flag.FlagSet) map[string]bool {
 }
 
 func (c *cli) signups(args []string) int {
-	fs := c.flags("signups", "[--json]")
-	asJSON := jsonFlag(fs)
-	if _, code, ok := c.parse(fs, args, 0); !ok {
-		return code
-	}
-	return c.with(func(s *owner.Service) error {
+	return c.listCommand("signups", args, func(s *owner.Service, asJSON bool) error {
 		gs, err := s.Signups(c.ctx)
 		if err != nil {
 			return err
 		}
-		if asJSON() {
-			out := []signupJSON{}
-			for _, g := range gs {
-				out = append(out, signupJSON{Site: g.Site, Email: g.Email, AddedBy: g.AddedBy, Added: g.Added.UTC()})
-			}
-			return c.printJSON(out)
+		toJSON := func(g owner.Signup) signupJSON {
+			return signupJSON{Site: g.Site, Email: g.Email, AddedBy: g.AddedBy, Added: g.Added.UTC()}
 		}
-		if len(gs) == 0 {
-			fmt.Fprintln(c.env.Stdout, "No sign-ups are pre-approved.")
-			return nil
-		}
-		tw := tabwriter.NewWriter(c.env.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SITE\tEMAIL\tADDED BY")
-		for _, g := range gs {
-			fmt.Fprintf(tw, "%s\t%s\t%s\n", g.Site, g.Email, g.AddedBy)
-		}
-		return tw.Flush()
+		return listing(c, asJSON, gs, toJSON, "No sign-ups are pre-approved.", "SITE\tEMAIL\tADDED BY", func(g owner.Signup) []string {
+			return []string{g.Site, g.Email, g.AddedBy}
+		})
 	})
 }
 
@@ -261,14 +250,7 @@ func (c *cli) cards(args []string) int {
 	if _, code, ok := c.parse(fs, args, 0); !ok {
 		return code
 	}
-	if c.env.Items == nil {
-		return c.fail(agentvault.Errorf(agentvault.CodeInternal, "the vault's items are not reachable from here"))
-	}
-	return c.with(func(s *owner.Service) error {
-		st, err := c.loadState(s)
-		if err != nil {
-			return err
-		}
+	return c.withItems(func(s *owner.Service, st *state) error {
 		out := []cardJSON{}
 		for _, it := range st.items {
 			if it.Card == nil {
@@ -284,16 +266,8 @@ func (c *cli) cards(args []string) int {
 				Daily: amountOf(d.Daily, d.Currency), Monthly: amountOf(d.Monthly, d.Currency), ApprovalThreshold: amountOf(d.ApprovalThreshold, d.Currency),
 				EveryPurchase: d.EveryPurchase, LiveCVV: d.LiveCVV, StrictAmount: d.StrictAmount, Paused: d.Paused, BlockedMerchants: nonNil(d.BlockedMerchants)})
 		}
-		if asJSON() {
-			return c.printJSON(out)
-		}
-		if len(out) == 0 {
-			fmt.Fprintln(c.env.Stdout, "No cards in the vault.")
-			return nil
-		}
-		tw := tabwriter.NewWriter(c.env.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "LABEL\tCARD\tSITES\tPER PURCHASE\tDAILY\tMONTHLY\tASK ABOVE\tRULES")
-		for _, j := range out {
+		same := func(j cardJSON) cardJSON { return j }
+		return listing(c, asJSON(), out, same, "No cards in the vault.", "LABEL\tCARD\tSITES\tPER PURCHASE\tDAILY\tMONTHLY\tASK ABOVE\tRULES", func(j cardJSON) []string {
 			sites := strings.Join(j.Sites, ",")
 			if j.AnySite {
 				sites = "any"
@@ -316,10 +290,9 @@ func (c *cli) cards(args []string) int {
 				}
 				return x.Value + " " + x.Currency
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.Label, j.Card, cmp.Or(sites, "-"), a(j.PerPurchase), a(j.Daily), a(j.Monthly),
-				a(j.ApprovalThreshold), cmp.Or(strings.Join(flags, " "), "-"))
-		}
-		return tw.Flush()
+			return []string{j.Label, j.Card, cmp.Or(sites, "-"), a(j.PerPurchase), a(j.Daily), a(j.Monthly),
+				a(j.ApprovalThreshold), cmp.Or(strings.Join(flags, " "), "-")}
+		})
 	})
 }
 
@@ -338,27 +311,15 @@ func (c *cli) setCard(args []string) int {
 	live := fs.Bool("live-cvv", false, "the owner types the security code at each purchase")
 	strict := fs.Bool("strict-amount", false, "a total the page does not show always asks the owner")
 	blocked := fs.String("blocked-merchants", "", "comma-separated hosts the card is never used on (\"\": none)")
-	pos, code, ok := c.parse(fs, args, 1)
+	pos, set, code, ok := c.parseChange(fs, "set-card", args)
 	if !ok {
 		return code
-	}
-	set := visited(fs)
-	if len(set) == 0 {
-		fmt.Fprintln(c.env.Stderr, "error: set-card changes nothing without a flag (proxyd owner set-card -h)")
-		return exitUsage
 	}
 	if set["sites"] && set["any-site"] {
 		fmt.Fprintln(c.env.Stderr, "error: give --sites or --any-site, not both")
 		return exitUsage
 	}
-	if c.env.Items == nil {
-		return c.fail(agentvault.Errorf(agentvault.CodeInternal, "the vault's items are not reachable from here"))
-	}
-	return c.with(func(s *owner.Service) error {
-		st, err := c.loadState(s)
-		if err != nil {
-			return err
-		}
+	return c.withItems(func(s *owner.Service, st *state) error {
 		it, err := st.cardByRef(pos[0])
 		if err != nil {
 			return err

@@ -361,19 +361,7 @@ func (s *Store) ListItems(ctx context.Context, org string) ([]vault.ItemRecord, 
 	err := s.readTx(ctx, func(tx pgx.Tx) error {
 		out = nil
 		rows, err := tx.Query(ctx, `SELECT `+itemCols+` FROM items WHERE org = $1 ORDER BY created, id`, org)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			rec, err := scanItem(rows)
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			out = append(out, rec)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		if out, err = collect(rows, err, scanItem); err != nil {
 			return err
 		}
 		for i := range out {
@@ -516,22 +504,17 @@ func (s *Store) QueryAudit(ctx context.Context, f vault.AuditFilter) ([]vault.Au
 		q += fmt.Sprintf(" LIMIT $%d", len(args))
 	}
 	rows, err := s.pool.Query(ctx, q, args...)
-	if err != nil {
-		return nil, dbErr(err, "query audit")
-	}
-	defer rows.Close()
-	var out []vault.AuditRecord
-	for rows.Next() {
+	out, err := collect(rows, err, func(row pgx.Row) (vault.AuditRecord, error) {
 		var r vault.AuditRecord
 		var t int64
 		var kind, field string
-		if err := rows.Scan(&r.Seq, &t, &r.Action, &r.Org, &r.ItemID, &kind, &field, &r.Destination, &r.Session, &r.Actor, &r.Purpose, &r.ValueHMAC); err != nil {
-			return nil, dbErr(err, "query audit")
+		if err := row.Scan(&r.Seq, &t, &r.Action, &r.Org, &r.ItemID, &kind, &field, &r.Destination, &r.Session, &r.Actor, &r.Purpose, &r.ValueHMAC); err != nil {
+			return vault.AuditRecord{}, err
 		}
 		r.Time, r.Kind, r.Field = fromNanos(t), vault.Kind(kind), vault.Field(field)
-		out = append(out, r)
-	}
-	return out, dbErr(rows.Err(), "query audit")
+		return r, nil
+	})
+	return out, dbErr(err, "query audit")
 }
 
 // PutBlob implements vault.BlobStore.
@@ -579,22 +562,17 @@ func (s *Store) DeleteBlob(ctx context.Context, name string) error {
 // Keys implements vault.KeyStore.
 func (s *Store) Keys(ctx context.Context) ([]vault.KeyRecord, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id, state, check_value, created FROM keys ORDER BY created, id`)
-	if err != nil {
-		return nil, dbErr(err, "list keys")
-	}
-	defer rows.Close()
-	var out []vault.KeyRecord
-	for rows.Next() {
+	out, err := collect(rows, err, func(row pgx.Row) (vault.KeyRecord, error) {
 		var k vault.KeyRecord
 		var state string
 		var t int64
-		if err := rows.Scan(&k.ID, &state, &k.Check, &t); err != nil {
-			return nil, dbErr(err, "list keys")
+		if err := row.Scan(&k.ID, &state, &k.Check, &t); err != nil {
+			return vault.KeyRecord{}, err
 		}
 		k.State, k.Created = vault.KeyState(state), fromNanos(t)
-		out = append(out, k)
-	}
-	return out, dbErr(rows.Err(), "list keys")
+		return k, nil
+	})
+	return out, dbErr(err, "list keys")
 }
 
 // AddKey implements vault.KeyStore.
@@ -636,39 +614,25 @@ func (s *Store) Rotate(ctx context.Context, a vault.RotateArgs) error {
 			a.NewKey.ID, a.NewKey.Check, nanos(a.NewKey.Created)); err != nil {
 			return err
 		}
-		var todo []vault.WrappedKey
 		rows, err := tx.Query(ctx, `SELECT id, org, key_id, wrapped_key FROM items WHERE key_id <> $1`, a.NewKey.ID)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
+		todo, err := collect(rows, err, func(row pgx.Row) (vault.WrappedKey, error) {
 			w := vault.WrappedKey{Owner: "item"}
-			if err := rows.Scan(&w.ID, &w.Org, &w.KeyID, &w.Wrapped); err != nil {
-				rows.Close()
-				return err
-			}
-			todo = append(todo, w)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+			err := row.Scan(&w.ID, &w.Org, &w.KeyID, &w.Wrapped)
+			return w, err
+		})
+		if err != nil {
 			return err
 		}
 		rows, err = tx.Query(ctx, `SELECT name, key_id, wrapped_key FROM blobs WHERE key_id <> $1`, a.NewKey.ID)
+		blobs, err := collect(rows, err, func(row pgx.Row) (vault.WrappedKey, error) {
+			w := vault.WrappedKey{Owner: "blob"}
+			err := row.Scan(&w.ID, &w.KeyID, &w.Wrapped)
+			return w, err
+		})
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			w := vault.WrappedKey{Owner: "blob"}
-			if err := rows.Scan(&w.ID, &w.KeyID, &w.Wrapped); err != nil {
-				rows.Close()
-				return err
-			}
-			todo = append(todo, w)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
+		todo = append(todo, blobs...)
 		for _, w := range todo {
 			nw, err := a.Rewrap(w)
 			if err != nil {

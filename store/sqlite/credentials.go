@@ -95,19 +95,7 @@ func (s *Store) GetMember(ctx context.Context, org, user string) (credentials.Me
 // ListMembers implements credentials.Store.
 func (s *Store) ListMembers(ctx context.Context, org string) ([]credentials.Member, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT org, user, role, teams FROM cred_members WHERE org = ? ORDER BY user`, org)
-	if err != nil {
-		return nil, dbErr(err, "list members")
-	}
-	defer rows.Close()
-	var out []credentials.Member
-	for rows.Next() {
-		m, err := scanMember(rows)
-		if err != nil {
-			return nil, dbErr(err, "list members")
-		}
-		out = append(out, m)
-	}
-	return out, dbErr(rows.Err(), "list members")
+	return collect(rows, err, "list members", scanMember)
 }
 
 // DeleteMember implements credentials.Store.
@@ -155,19 +143,7 @@ func (s *Store) GetKeyBinding(ctx context.Context, keyID string) (credentials.Ke
 // ListKeyBindings implements credentials.Store.
 func (s *Store) ListKeyBindings(ctx context.Context, org string) ([]credentials.KeyBinding, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+bindingCols+` FROM cred_key_bindings WHERE org = ? ORDER BY key_id`, org)
-	if err != nil {
-		return nil, dbErr(err, "list key bindings")
-	}
-	defer rows.Close()
-	var out []credentials.KeyBinding
-	for rows.Next() {
-		b, err := scanBinding(rows)
-		if err != nil {
-			return nil, dbErr(err, "list key bindings")
-		}
-		out = append(out, b)
-	}
-	return out, dbErr(rows.Err(), "list key bindings")
+	return collect(rows, err, "list key bindings", scanBinding)
 }
 
 // ConsentKey implements credentials.Store.
@@ -221,19 +197,7 @@ func (s *Store) GetCredential(ctx context.Context, org, id string) (credentials.
 // ListCredentials implements credentials.Store.
 func (s *Store) ListCredentials(ctx context.Context, org string) ([]credentials.Credential, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+credCols+` FROM credentials WHERE org = ? ORDER BY name, id`, org)
-	if err != nil {
-		return nil, dbErr(err, "list credentials")
-	}
-	defer rows.Close()
-	var out []credentials.Credential
-	for rows.Next() {
-		c, err := scanCredential(rows)
-		if err != nil {
-			return nil, dbErr(err, "list credentials")
-		}
-		out = append(out, c)
-	}
-	return out, dbErr(rows.Err(), "list credentials")
+	return collect(rows, err, "list credentials", scanCredential)
 }
 
 // DeleteCredential implements credentials.Store: grants and links go in
@@ -267,19 +231,13 @@ func (s *Store) SetGrant(ctx context.Context, g credentials.Grant) error {
 // ListGrants implements credentials.Store.
 func (s *Store) ListGrants(ctx context.Context, org, credentialID string) ([]credentials.Grant, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT subject FROM cred_grants WHERE org = ? AND credential_id = ? ORDER BY subject`, org, credentialID)
-	if err != nil {
-		return nil, dbErr(err, "list grants")
-	}
-	defer rows.Close()
-	var out []credentials.Grant
-	for rows.Next() {
+	return collect(rows, err, "list grants", func(row scanner) (credentials.Grant, error) {
 		g := credentials.Grant{Org: org, CredentialID: credentialID, Write: true}
-		if err := rows.Scan(&g.Subject); err != nil {
-			return nil, dbErr(err, "list grants")
+		if err := row.Scan(&g.Subject); err != nil {
+			return credentials.Grant{}, err
 		}
-		out = append(out, g)
-	}
-	return out, dbErr(rows.Err(), "list grants")
+		return g, nil
+	})
 }
 
 const linkCols = `token_hash, kind, org, user, credential_id, fields, state, created, expires`

@@ -105,19 +105,7 @@ func (s *Store) getAPIKey(ctx context.Context, id string) (owner.APIKey, error) 
 // ListAPIKeys implements owner.KeyStore.
 func (s *Store) ListAPIKeys(ctx context.Context, org string) ([]owner.APIKey, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+apiKeyCols+` FROM api_keys WHERE org = ? ORDER BY created, id`, org)
-	if err != nil {
-		return nil, dbErr(err, "list API keys")
-	}
-	defer rows.Close()
-	var out []owner.APIKey
-	for rows.Next() {
-		k, err := scanAPIKey(rows)
-		if err != nil {
-			return nil, dbErr(err, "list API keys")
-		}
-		out = append(out, k)
-	}
-	return out, dbErr(rows.Err(), "list API keys")
+	return collect(rows, err, "list API keys", scanAPIKey)
 }
 
 func mustAffect(res sql.Result, err error, op string) error {
@@ -216,19 +204,7 @@ func (s *Store) GetCardPolicy(ctx context.Context, org, cardID string) (owner.Ca
 // ListCardPolicies implements owner.PolicyStore.
 func (s *Store) ListCardPolicies(ctx context.Context, org string) ([]owner.CardPolicy, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+cardPolicyCols+` FROM card_policies WHERE org = ? ORDER BY card_id`, org)
-	if err != nil {
-		return nil, dbErr(err, "list card policies")
-	}
-	defer rows.Close()
-	var out []owner.CardPolicy
-	for rows.Next() {
-		p, err := scanCardPolicy(rows)
-		if err != nil {
-			return nil, dbErr(err, "list card policies")
-		}
-		out = append(out, p)
-	}
-	return out, dbErr(rows.Err(), "list card policies")
+	return collect(rows, err, "list card policies", scanCardPolicy)
 }
 
 // DeleteCardPolicy implements owner.PolicyStore.
@@ -263,21 +239,15 @@ func (s *Store) ListDestinations(ctx context.Context, org string) ([]owner.Desti
 
 func (s *Store) listDestinations(ctx context.Context, org string) ([]owner.Destination, error) {
 	rows, err := s.query(ctx, qDestinations, org)
-	if err != nil {
-		return nil, dbErr(err, "list destinations")
-	}
-	defer rows.Close()
-	var out []owner.Destination
-	for rows.Next() {
+	return collect(rows, err, "list destinations", func(row scanner) (owner.Destination, error) {
 		var d owner.Destination
 		var added int64
-		if err := rows.Scan(&d.Org, &d.Host, &d.AddedBy, &added); err != nil {
-			return nil, dbErr(err, "list destinations")
+		if err := row.Scan(&d.Org, &d.Host, &d.AddedBy, &added); err != nil {
+			return owner.Destination{}, err
 		}
 		d.Added = fromNanos(added)
-		out = append(out, d)
-	}
-	return out, dbErr(rows.Err(), "list destinations")
+		return d, nil
+	})
 }
 
 // ---- approvals ----
@@ -375,19 +345,7 @@ func (s *Store) listApprovals(ctx context.Context, f owner.ApprovalFilter) ([]ow
 		args = append(args, f.Limit)
 	}
 	rows, err := s.query(ctx, q, args...) // one of a few fixed texts: cached
-	if err != nil {
-		return nil, dbErr(err, "list approvals")
-	}
-	defer rows.Close()
-	var out []owner.Approval
-	for rows.Next() {
-		a, err := scanApproval(rows)
-		if err != nil {
-			return nil, dbErr(err, "list approvals")
-		}
-		out = append(out, a)
-	}
-	return out, dbErr(rows.Err(), "list approvals")
+	return collect(rows, err, "list approvals", scanApproval)
 }
 
 // DecideApproval implements owner.ApprovalStore.
@@ -622,21 +580,15 @@ func (s *Store) GetAccount(ctx context.Context, email string) (owner.Account, er
 // ListAccounts implements owner.AccountStore.
 func (s *Store) ListAccounts(ctx context.Context) ([]owner.Account, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT email, org, created, updated FROM owner_accounts ORDER BY email`)
-	if err != nil {
-		return nil, dbErr(err, "list owner accounts")
-	}
-	defer rows.Close()
-	var out []owner.Account
-	for rows.Next() {
+	return collect(rows, err, "list owner accounts", func(row scanner) (owner.Account, error) {
 		var a owner.Account
 		var created, updated int64
-		if err := rows.Scan(&a.Email, &a.Org, &created, &updated); err != nil {
-			return nil, dbErr(err, "list owner accounts")
+		if err := row.Scan(&a.Email, &a.Org, &created, &updated); err != nil {
+			return owner.Account{}, err
 		}
 		a.Created, a.Updated = fromNanos(created), fromNanos(updated)
-		out = append(out, a)
-	}
-	return out, dbErr(rows.Err(), "list owner accounts")
+		return a, nil
+	})
 }
 
 // CountAccounts implements owner.AccountStore.
@@ -702,21 +654,15 @@ func (s *Store) RemoveSignup(ctx context.Context, org, site, email string) error
 // ListSignups implements owner.SignupStore.
 func (s *Store) ListSignups(ctx context.Context, org string) ([]owner.Signup, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT org, site, email, added_by, added FROM signups WHERE org = ? ORDER BY site, email`, org)
-	if err != nil {
-		return nil, dbErr(err, "list signups")
-	}
-	defer rows.Close()
-	var out []owner.Signup
-	for rows.Next() {
+	return collect(rows, err, "list signups", func(row scanner) (owner.Signup, error) {
 		var g owner.Signup
 		var added int64
-		if err := rows.Scan(&g.Org, &g.Site, &g.Email, &g.AddedBy, &added); err != nil {
-			return nil, dbErr(err, "list signups")
+		if err := row.Scan(&g.Org, &g.Site, &g.Email, &g.AddedBy, &added); err != nil {
+			return owner.Signup{}, err
 		}
 		g.Added = fromNanos(added)
-		out = append(out, g)
-	}
-	return out, dbErr(rows.Err(), "list signups")
+		return g, nil
+	})
 }
 
 // ---- refusals ----
@@ -737,21 +683,15 @@ func (s *Store) ListRefusals(ctx context.Context, org string, since time.Time, l
 		args = append(args, limit)
 	}
 	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, dbErr(err, "list refusals")
-	}
-	defer rows.Close()
-	var out []owner.Refusal
-	for rows.Next() {
+	return collect(rows, err, "list refusals", func(row scanner) (owner.Refusal, error) {
 		var r owner.Refusal
 		var t int64
-		if err := rows.Scan(&r.Seq, &r.Org, &t, &r.APIKeyID, &r.Session, &r.ItemID, &r.Kind, &r.Field, &r.Site, &r.Code); err != nil {
-			return nil, dbErr(err, "list refusals")
+		if err := row.Scan(&r.Seq, &r.Org, &t, &r.APIKeyID, &r.Session, &r.ItemID, &r.Kind, &r.Field, &r.Site, &r.Code); err != nil {
+			return owner.Refusal{}, err
 		}
 		r.Time = fromNanos(t)
-		out = append(out, r)
-	}
-	return out, dbErr(rows.Err(), "list refusals")
+		return r, nil
+	})
 }
 
 var (

@@ -40,19 +40,7 @@ func (s *Store) GetRecipe(ctx context.Context, kind recipes.Kind, id string) (re
 // ListRecipes returns every published recipe by kind and id.
 func (s *Store) ListRecipes(ctx context.Context) ([]recipes.Published, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT body, updated, updated_by FROM recipes ORDER BY kind, id`)
-	if err != nil {
-		return nil, dbErr(err, "list recipes")
-	}
-	defer rows.Close()
-	var out []recipes.Published
-	for rows.Next() {
-		p, err := scanRecipe(rows)
-		if err != nil {
-			return nil, dbErr(err, "list recipes")
-		}
-		out = append(out, p)
-	}
-	return out, dbErr(rows.Err(), "list recipes")
+	return collect(rows, err, "list recipes", scanRecipe)
 }
 
 func scanRecipe(row interface{ Scan(...any) error }) (recipes.Published, error) {
@@ -122,19 +110,7 @@ func (s *Store) ListSubmissions(ctx context.Context, f recipes.SubmissionFilter)
 	q += ` ORDER BY created DESC, id LIMIT ?`
 	args = append(args, limit)
 	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, dbErr(err, "list submissions")
-	}
-	defer rows.Close()
-	var out []recipes.Submission
-	for rows.Next() {
-		sub, err := scanSubmission(rows)
-		if err != nil {
-			return nil, dbErr(err, "list submissions")
-		}
-		out = append(out, sub)
-	}
-	return out, dbErr(rows.Err(), "list submissions")
+	return collect(rows, err, "list submissions", scanSubmission)
 }
 
 // UpdateSubmission replaces a submission still in state from and, in the

@@ -82,19 +82,7 @@ func (s *Store) GetSignupRequest(ctx context.Context, id string) (owner.SignupRe
 // ListSignupRequests implements owner.SignupRequestStore.
 func (s *Store) ListSignupRequests(ctx context.Context, org string, since time.Time) ([]owner.SignupRequest, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT `+signupCols+` FROM signup_requests WHERE org = ? AND created >= ? ORDER BY created, id`, org, nanos(since))
-	if err != nil {
-		return nil, dbErr(err, "list signup requests")
-	}
-	defer rows.Close()
-	var out []owner.SignupRequest
-	for rows.Next() {
-		r, err := scanSignup(rows)
-		if err != nil {
-			return nil, dbErr(err, "list signup requests")
-		}
-		out = append(out, r)
-	}
-	return out, dbErr(rows.Err(), "list signup requests")
+	return collect(rows, err, "list signup requests", scanSignup)
 }
 
 // SetSignupLogin implements owner.SignupRequestStore: one conditional
@@ -131,21 +119,15 @@ func (s *Store) AppendLoginChange(ctx context.Context, c owner.LoginChange) erro
 // ListLoginChanges implements owner.SignupRequestStore.
 func (s *Store) ListLoginChanges(ctx context.Context, org string, since time.Time) ([]owner.LoginChange, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT org, api_key_id, login_id, change, at FROM login_changes WHERE org = ? AND at >= ? ORDER BY seq`, org, nanos(since))
-	if err != nil {
-		return nil, dbErr(err, "list login changes")
-	}
-	defer rows.Close()
-	var out []owner.LoginChange
-	for rows.Next() {
+	return collect(rows, err, "list login changes", func(row scanner) (owner.LoginChange, error) {
 		var c owner.LoginChange
 		var at int64
-		if err := rows.Scan(&c.Org, &c.APIKeyID, &c.LoginID, &c.Change, &at); err != nil {
-			return nil, dbErr(err, "list login changes")
+		if err := row.Scan(&c.Org, &c.APIKeyID, &c.LoginID, &c.Change, &at); err != nil {
+			return owner.LoginChange{}, err
 		}
 		c.At = fromNanos(at)
-		out = append(out, c)
-	}
-	return out, dbErr(rows.Err(), "list login changes")
+		return c, nil
+	})
 }
 
 var _ owner.SignupRequestStore = (*Store)(nil)

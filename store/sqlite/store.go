@@ -279,6 +279,12 @@ func (s *Store) migrate(ctx context.Context) error {
 // tx runs fn in an IMMEDIATE transaction, committing when fn returns nil.
 func (s *Store) tx(ctx context.Context, fn func(*sql.Tx) error) error {
 	tx, err := s.db.BeginTx(ctx, nil)
+	return commitTx(tx, err, fn)
+}
+
+// commitTx runs fn in tx (as BeginTx answered) and commits when fn returns
+// nil, else rolls back.
+func commitTx(tx *sql.Tx, err error, fn func(*sql.Tx) error) error {
 	if err != nil {
 		return err
 	}
@@ -301,6 +307,27 @@ func (s *Store) readTx(ctx context.Context, fn func(*sql.Tx) error) error {
 
 // dbErr maps driver errors to coded errors. The cause is kept for logs; it
 // holds SQL text and constraint names, never row content.
+// scanner is a row to scan: a *sql.Row or the current row of *sql.Rows.
+type scanner = interface{ Scan(...any) error }
+
+// collect reads every row of a query's answer with scan: the one loop of
+// each list query, its errors named by what. It closes rows.
+func collect[T any](rows *sql.Rows, err error, what string, scan func(row scanner) (T, error)) ([]T, error) {
+	if err != nil {
+		return nil, dbErr(err, what)
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, dbErr(err, what)
+		}
+		out = append(out, v)
+	}
+	return out, dbErr(rows.Err(), what)
+}
+
 func dbErr(err error, op string) error {
 	if err == nil {
 		return nil
@@ -481,19 +508,7 @@ func (s *Store) ListItems(ctx context.Context, org string) ([]vault.ItemRecord, 
 	var out []vault.ItemRecord
 	err := s.readTx(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT `+itemCols+` FROM items WHERE org = ? ORDER BY created, id`, org)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			rec, err := scanItem(rows)
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			out = append(out, rec)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		if out, err = collect(rows, err, "list items", scanItem); err != nil {
 			return err
 		}
 		for i := range out {
@@ -638,14 +653,7 @@ func (s *Store) commitDurableOnWriter(ctx context.Context, ops []durableOp) ([]d
 	}
 	out, err := s.commitDurableIn(ctx, ops, func(ctx context.Context, fn func(*sql.Tx) error) error {
 		tx, err := h.wconn.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		if err := fn(tx); err != nil {
-			tx.Rollback()
-			return err
-		}
-		return tx.Commit()
+		return commitTx(tx, err, fn)
 	})
 	if err != nil {
 		// Whatever state the connection is in, the next batch gets a new one.
@@ -743,22 +751,16 @@ func (s *Store) QueryAudit(ctx context.Context, f vault.AuditFilter) ([]vault.Au
 		args = append(args, f.Limit)
 	}
 	rows, err := s.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, dbErr(err, "query audit")
-	}
-	defer rows.Close()
-	var out []vault.AuditRecord
-	for rows.Next() {
+	return collect(rows, err, "query audit", func(row scanner) (vault.AuditRecord, error) {
 		var r vault.AuditRecord
 		var t int64
 		var kind, field string
-		if err := rows.Scan(&r.Seq, &t, &r.Action, &r.Org, &r.ItemID, &kind, &field, &r.Destination, &r.Session, &r.Actor, &r.Purpose, &r.ValueHMAC); err != nil {
-			return nil, dbErr(err, "query audit")
+		if err := row.Scan(&r.Seq, &t, &r.Action, &r.Org, &r.ItemID, &kind, &field, &r.Destination, &r.Session, &r.Actor, &r.Purpose, &r.ValueHMAC); err != nil {
+			return vault.AuditRecord{}, err
 		}
 		r.Time, r.Kind, r.Field = fromNanos(t), vault.Kind(kind), vault.Field(field)
-		out = append(out, r)
-	}
-	return out, dbErr(rows.Err(), "query audit")
+		return r, nil
+	})
 }
 
 // PutBlob implements vault.BlobStore.
@@ -806,22 +808,16 @@ func (s *Store) DeleteBlob(ctx context.Context, name string) error {
 // Keys implements vault.KeyStore.
 func (s *Store) Keys(ctx context.Context) ([]vault.KeyRecord, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, state, check_value, created FROM keys ORDER BY created, id`)
-	if err != nil {
-		return nil, dbErr(err, "list keys")
-	}
-	defer rows.Close()
-	var out []vault.KeyRecord
-	for rows.Next() {
+	return collect(rows, err, "list keys", func(row scanner) (vault.KeyRecord, error) {
 		var k vault.KeyRecord
 		var state string
 		var t int64
-		if err := rows.Scan(&k.ID, &state, &k.Check, &t); err != nil {
-			return nil, dbErr(err, "list keys")
+		if err := row.Scan(&k.ID, &state, &k.Check, &t); err != nil {
+			return vault.KeyRecord{}, err
 		}
 		k.State, k.Created = vault.KeyState(state), fromNanos(t)
-		out = append(out, k)
-	}
-	return out, dbErr(rows.Err(), "list keys")
+		return k, nil
+	})
 }
 
 // AddKey implements vault.KeyStore.
@@ -854,39 +850,25 @@ func (s *Store) Rotate(ctx context.Context, a vault.RotateArgs) error {
 			a.NewKey.ID, a.NewKey.Check, nanos(a.NewKey.Created)); err != nil {
 			return err
 		}
-		var todo []vault.WrappedKey
 		rows, err := tx.QueryContext(ctx, `SELECT id, org, key_id, wrapped_key FROM items WHERE key_id <> ?`, a.NewKey.ID)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
+		todo, err := collect(rows, err, "rotate key", func(row scanner) (vault.WrappedKey, error) {
 			w := vault.WrappedKey{Owner: "item"}
-			if err := rows.Scan(&w.ID, &w.Org, &w.KeyID, &w.Wrapped); err != nil {
-				rows.Close()
-				return err
-			}
-			todo = append(todo, w)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+			err := row.Scan(&w.ID, &w.Org, &w.KeyID, &w.Wrapped)
+			return w, err
+		})
+		if err != nil {
 			return err
 		}
 		rows, err = tx.QueryContext(ctx, `SELECT name, key_id, wrapped_key FROM blobs WHERE key_id <> ?`, a.NewKey.ID)
+		blobs, err := collect(rows, err, "rotate key", func(row scanner) (vault.WrappedKey, error) {
+			w := vault.WrappedKey{Owner: "blob"}
+			err := row.Scan(&w.ID, &w.KeyID, &w.Wrapped)
+			return w, err
+		})
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			w := vault.WrappedKey{Owner: "blob"}
-			if err := rows.Scan(&w.ID, &w.KeyID, &w.Wrapped); err != nil {
-				rows.Close()
-				return err
-			}
-			todo = append(todo, w)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
+		todo = append(todo, blobs...)
 		for _, w := range todo {
 			nw, err := a.Rewrap(w)
 			if err != nil {
