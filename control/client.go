@@ -339,6 +339,14 @@ func (e *retryAfterError) Error() string                     { return e.Err.Erro
 func (e *retryAfterError) Unwrap() error                     { return e.Err }
 func (e *retryAfterError) RetryAfterDuration() time.Duration { return e.After }
 
+// RetryAfter is err with the wait after which the caller may try again:
+// the control API answers it with a Retry-After header and the client
+// hands the same wait back, so mcpd words it for the agent (seed 004:
+// egress_unavailable's seconds to wait).
+func RetryAfter(err error, after time.Duration) error {
+	return &retryAfterError{Err: err, After: after}
+}
+
 // withRetryAfter keeps a refusal's Retry-After, in whole seconds (the
 // form the server writes; an HTTP date is not read).
 func withRetryAfter(err error, h http.Header) error {
@@ -346,7 +354,7 @@ func withRetryAfter(err error, h http.Header) error {
 	if perr != nil || secs <= 0 {
 		return err
 	}
-	return &retryAfterError{Err: err, After: time.Duration(secs) * time.Second}
+	return RetryAfter(err, time.Duration(secs)*time.Second)
 }
 
 // decodeError turns an error answer back into the *agentvault.Error proxyd
