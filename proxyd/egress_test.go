@@ -311,8 +311,9 @@ func TestSeed004_EgressLostReportedToMcpd(t *testing.T) {
 // control API refuses to create a session with egress_unavailable (503)
 // and a Retry-After in seconds, over its real listener, and creates
 // nothing (the key's one-session limit is still free afterwards); once the
-// proxy answers again a session starts. Without any upstream proxy the
-// refusal says so and names a longer wait.
+// proxy answers a session starts, and once it stops new sessions are
+// refused again. Without any upstream proxy the refusal says so and names
+// a longer wait.
 func TestSeed004_EgressUnavailableRefusesFirstSession(t *testing.T) {
 	// An address where no proxy listens: taken, then let go.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -378,6 +379,30 @@ func TestSeed004_EgressUnavailableRefusesFirstSession(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "the upstream egress proxy is not answering") {
 		t.Fatal("no log line says the egress proxy was not answering")
+	}
+	if _, err := c.CloseSession(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	// The proxy stops: once the last look's answer is stale, new sessions
+	// are refused again.
+	ep.shutdown()
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		s, err = c.CreateSession(ctx, m.APIKey)
+		if err == nil {
+			if _, err := c.CloseSession(ctx, s.ID); err != nil {
+				t.Fatal(err)
+			}
+		} else if agentvault.ErrorCode(err) == agentvault.CodeEgressUnavailable {
+			break
+		} else {
+			t.Fatalf("create-session after the egress stopped: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("new sessions still start after the egress proxy stopped")
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 
 	// Required with no upstream proxy at all: proxyd starts, and every new
