@@ -328,7 +328,8 @@ func (c *Client) doStatus(ctx context.Context, method, path string, in, out, acc
 
 // retryAfterError is a refusal that came with a Retry-After (a 429's): the
 // wait the proxy asked for, kept so the agent is told it (seed 004:
-// rate_limited, wait for Retry-After). It answers the same
+// rate_limited, wait for Retry-After), or one proxyd built with RetryAfter.
+// It answers the same
 // RetryAfterDuration the server reads to write the header.
 type retryAfterError struct {
 	Err   error

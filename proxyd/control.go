@@ -73,6 +73,10 @@ func (c *controlService) PaymentIntegrations(context.Context) (json.RawMessage, 
 
 func (c *controlService) CreateSession(ctx context.Context, apiKey string) (control.CreateSessionResponse, error) {
 	if err := c.egressGate.check(ctx); err != nil {
+		// A key that is not valid hears that, not the deployment's state.
+		if _, kerr := c.broker.LookupKey(ctx, apiKey); kerr != nil {
+			return control.CreateSessionResponse{}, kerr
+		}
 		return control.CreateSessionResponse{}, err
 	}
 	s, pw, err := c.broker.Create(ctx, apiKey)

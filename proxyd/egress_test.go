@@ -356,6 +356,11 @@ func TestSeed004_EgressUnavailableRefusesFirstSession(t *testing.T) {
 		t.Fatalf("client: %v", err)
 	}
 
+	// A key that is not valid is told so, not the deployment's state.
+	if _, err := c.CreateSession(ctx, "avk_not_a_key_of_this_deployment"); agentvault.ErrorCode(err) != agentvault.CodeInvalidAPIKey {
+		t.Fatalf("an invalid key with the egress down: %v", err)
+	}
+
 	// The proxy comes back: within the probe's freshness a session starts,
 	// the key's only one, so the refusals created none.
 	ep := startConnectProxyAt(t, addr)
