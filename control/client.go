@@ -326,11 +326,11 @@ func (c *Client) doStatus(ctx context.Context, method, path string, in, out, acc
 	return resp.StatusCode, nil
 }
 
-// retryAfterError is a refusal that came with a Retry-After (a 429's): the
-// wait the proxy asked for, kept so the agent is told it (seed 004:
-// rate_limited, wait for Retry-After), or one proxyd built with RetryAfter.
-// It answers the same
-// RetryAfterDuration the server reads to write the header.
+// retryAfterError is a refusal with the wait before trying again: built by
+// proxyd (RetryAfter), written as the Retry-After header, and read back by
+// the client so the agent is told it (seed 004: rate_limited, wait for
+// Retry-After; egress_unavailable). Its RetryAfterDuration is what the
+// server reads to write the header.
 type retryAfterError struct {
 	Err   error
 	After time.Duration
