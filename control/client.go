@@ -326,11 +326,11 @@ func (c *Client) doStatus(ctx context.Context, method, path string, in, out, acc
 	return resp.StatusCode, nil
 }
 
-// retryAfterError is a refusal with the wait before trying again: built by
-// proxyd (RetryAfter), written as the Retry-After header, and read back by
-// the client so the agent is told it (seed 004: rate_limited, wait for
-// Retry-After; egress_unavailable). Its RetryAfterDuration is what the
-// server reads to write the header.
+// retryAfterError is a refusal with the wait before trying again: one the
+// client read back from a Retry-After header, so the agent is told it
+// (seed 004: rate_limited, wait for Retry-After; egress_unavailable), or
+// one proxyd built with RetryAfter. Like policy.RateLimitError, its
+// RetryAfterDuration is what the server reads to write the header.
 type retryAfterError struct {
 	Err   error
 	After time.Duration
