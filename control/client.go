@@ -320,10 +320,11 @@ func (c *Client) doStatus(ctx context.Context, method, path string, in, out, acc
 	return resp.StatusCode, nil
 }
 
-// retryAfterError is a refusal that came with a Retry-After (a 429's): the
-// wait the proxy asked for, kept so the agent is told it (seed 004:
-// rate_limited, wait for Retry-After). It answers the same
-// RetryAfterDuration the server reads to write the header.
+// retryAfterError is a refusal with the wait before trying again: one the
+// client read back from a Retry-After header, so the agent is told it
+// (seed 004: rate_limited, wait for Retry-After; egress_unavailable), or
+// one proxyd built with RetryAfter. Like policy.RateLimitError, its
+// RetryAfterDuration is what the server reads to write the header.
 type retryAfterError struct {
 	Err   error
 	After time.Duration
@@ -333,6 +334,14 @@ func (e *retryAfterError) Error() string                     { return e.Err.Erro
 func (e *retryAfterError) Unwrap() error                     { return e.Err }
 func (e *retryAfterError) RetryAfterDuration() time.Duration { return e.After }
 
+// RetryAfter is err with the wait after which the caller may try again:
+// the control API answers it with a Retry-After header and the client
+// hands the same wait back, so mcpd words it for the agent (seed 004:
+// egress_unavailable's seconds to wait).
+func RetryAfter(err error, after time.Duration) error {
+	return &retryAfterError{Err: err, After: after}
+}
+
 // withRetryAfter keeps a refusal's Retry-After, in whole seconds (the
 // form the server writes; an HTTP date is not read).
 func withRetryAfter(err error, h http.Header) error {
@@ -340,7 +349,7 @@ func withRetryAfter(err error, h http.Header) error {
 	if perr != nil || secs <= 0 {
 		return err
 	}
-	return &retryAfterError{Err: err, After: time.Duration(secs) * time.Second}
+	return RetryAfter(err, time.Duration(secs)*time.Second)
 }
 
 // decodeError turns an error answer back into the *agentvault.Error proxyd

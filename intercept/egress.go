@@ -41,14 +41,39 @@ func (u *UpstreamProxy) LogValue() slog.Value {
 		slog.Bool("credentials", u.Username != ""))
 }
 
-// egressRetrySeconds is what egress_unavailable tells a caller to wait:
-// long enough for a proxy restart, short enough to keep a task alive.
-const egressRetrySeconds = 10
+// EgressRetryAfter is what egress_unavailable tells a caller to wait, here
+// and in proxyd's refusal of a new session: long enough for a proxy
+// restart, short enough to keep a task alive.
+const EgressRetryAfter = 10 * time.Second
 
 func errEgressUnavailable(cause error, why string) error {
 	return agentvault.Wrap(agentvault.CodeEgressUnavailable, cause,
 		"the upstream proxy this deployment sends its traffic through %s; nothing was sent to the site: try again in %d seconds, or ask the owner to check egress.upstream_proxy",
-		why, egressRetrySeconds)
+		why, int(EgressRetryAfter/time.Second))
+}
+
+// ProbeEgress asks whether the upstream proxy answers at all: a TCP
+// connection to it within timeout, closed at once (no tunnel is asked
+// for, so no site is named to it). nil without an upstream proxy; else
+// nil or egress_unavailable. It does not tell whether the proxy will
+// accept the credentials or reach a site: the first request says that.
+func (s *Server) ProbeEgress(ctx context.Context, timeout time.Duration) error {
+	if s.dialer.Upstream == nil {
+		return nil
+	}
+	return s.dialer.probeUpstream(ctx, timeout)
+}
+
+// probeUpstream is the one way the proxy checks that its upstream proxy
+// is there, without a request to carry.
+func (d *Dialer) probeUpstream(ctx context.Context, timeout time.Duration) error {
+	nd := net.Dialer{Timeout: timeout}
+	c, err := nd.DialContext(ctx, "tcp", d.Upstream.Addr)
+	if err != nil {
+		return errEgressUnavailable(err, "is not answering")
+	}
+	c.Close()
+	return nil
 }
 
 func errEgressLost(cause error) error {
@@ -192,13 +217,7 @@ func (c *egressConn) lost(err error) bool {
 	if !errors.Is(err, io.EOF) {
 		return true
 	}
-	nd := net.Dialer{Timeout: 2 * time.Second}
-	probe, perr := nd.Dial("tcp", c.d.Upstream.Addr)
-	if perr != nil {
-		return true
-	}
-	probe.Close()
-	return false
+	return c.d.probeUpstream(context.Background(), 2*time.Second) != nil
 }
 
 // A session whose egress dropped a request (egress_lost, before or after the

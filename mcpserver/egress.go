@@ -17,7 +17,13 @@ import (
 // marks the session lost and its report says egressLost: every later call
 // that reaches the browser is refused with egress_lost, and get_run_report
 // and close_session still work. The proxy is the one home of both facts;
-// mcpd only reads them.
+// mcpd only reads them. When the deployment requires residential egress
+// (egress.required) and has none, or its upstream proxy is not answering,
+// proxyd refuses to create the session (egress_unavailable, with a
+// Retry-After): the first open_page returns that refusal before any
+// browser starts, and statusError words the wait as it does for
+// rate_limited. On the hosted server no session is kept and no handle
+// comes back.
 
 // residentialEgress reports whether ss's current proxy session goes
 // through the deployment's residential egress.

@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -146,4 +149,103 @@ func TestSeed004_EgressLostRefusesLaterCalls(t *testing.T) {
 		t.Fatalf("open_page after the close: %q", got)
 	}
 	h.ok("count", map[string]any{"selector": "#place-order"})
+}
+
+// unavailableEgress is a control service that refuses every new session
+// the way proxyd does while the residential egress it requires is missing
+// or not answering: egress_unavailable with a Retry-After, which the real
+// control listener and client carry to mcpd.
+type unavailableEgress struct {
+	control.Service // nil: only CreateSession is called
+	creates         atomic.Int32
+}
+
+func (c *unavailableEgress) CreateSession(ctx context.Context, apiKey string) (control.CreateSessionResponse, error) {
+	c.creates.Add(1)
+	return control.CreateSessionResponse{}, control.RetryAfter(agentvault.Errorf(agentvault.CodeEgressUnavailable,
+		"No session was started: this deployment requires residential egress and its upstream proxy is not answering, so nothing was opened."),
+		10*time.Second)
+}
+
+// noBrowserNoSession fails t when srv launched a browser or keeps a session.
+func noBrowserNoSession(t *testing.T, srv *Server) {
+	t.Helper()
+	srv.launchMu.Lock()
+	launched := srv.browser != nil
+	srv.launchMu.Unlock()
+	srv.mu.Lock()
+	n := len(srv.sessions)
+	srv.mu.Unlock()
+	if launched || n != 0 {
+		t.Fatalf("after a refused first open_page: browser launched %v, %d sessions kept", launched, n)
+	}
+}
+
+// TestSeed004_EgressUnavailableOnFirstOpenPage: when proxyd refuses the
+// first open_page's session with egress_unavailable (residential egress
+// required, none answering), open_page answers that code, says nothing was
+// opened and how many seconds to wait (the Retry-After, worded as for
+// rate_limited), and opens no browser and keeps no session, for an https://
+// and an http:// address, over stdio and on the hosted server, where no
+// handle comes back.
+func TestSeed004_EgressUnavailableOnFirstOpenPage(t *testing.T) {
+	svc := &unavailableEgress{}
+	api := httptest.NewServer(control.NewHandler(svc, "ctl-token", nil))
+	t.Cleanup(api.Close)
+	check := func(where, txt string, r *mcp.CallToolResult) {
+		t.Helper()
+		if !r.IsError || !strings.HasPrefix(txt, "status=error code=egress_unavailable\n") {
+			t.Fatalf("%s: %q", where, txt)
+		}
+		if !strings.Contains(txt, "nothing was opened") || !strings.Contains(txt, "Retry-After: 10 s. Wait that long, then call again.") {
+			t.Fatalf("%s: the answer does not say nothing was opened and how long to wait: %q", where, txt)
+		}
+	}
+	newServer := func(hc *HostedConfig) *Server {
+		srv, err := New(Config{Control: control.NewClient(api.URL, "ctl-token", nil), APIKey: "avk_test",
+			DriverDir: browsertest.DriverDir(), Logger: slog.New(slog.DiscardHandler), Hosted: hc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { srv.Close() })
+		return srv
+	}
+
+	// stdio
+	srv := newServer(nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	st, ct := mcp.NewInMemoryTransports()
+	go srv.Run(ctx, st)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "0"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	for _, u := range []string{"https://shop.example/checkout", "http://shop.example/checkout"} {
+		txt, r := call(t, cs, "open_page", map[string]any{"url": u})
+		check("stdio open_page "+u, txt, r)
+	}
+	noBrowserNoSession(t, srv)
+
+	// The hosted server: the failed open_page keeps no session and
+	// returns no handle.
+	hsrv := newServer(&HostedConfig{SweepEvery: -1})
+	hs := httptest.NewServer(hsrv.HTTPHandler(HTTPOptions{Keys: keyTable{keyA: "avk_aaaa"}}))
+	t.Cleanup(hs.Close)
+	h := &hostedHarness{t: t, url: hs.URL}
+	txt, r := call(t, h.client(keyA), "open_page", map[string]any{"url": "https://shop.example/checkout"})
+	check("hosted open_page", txt, r)
+	if strings.Contains(strings.SplitN(txt, "\n", 2)[0], "session=") || regexp.MustCompile(`\bs_[a-z2-7]{8,}`).MatchString(txt) {
+		t.Fatalf("the refused hosted open_page names a session: %q", txt)
+	}
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok && handleLine.MatchString(tc.Text) {
+			t.Fatalf("the refused hosted open_page returned a handle: %q", tc.Text)
+		}
+	}
+	noBrowserNoSession(t, hsrv)
+	if n := svc.creates.Load(); n != 3 {
+		t.Fatalf("proxyd was asked for %d sessions, want one per open_page (3)", n)
+	}
 }

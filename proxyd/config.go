@@ -152,6 +152,12 @@ type EgressConfig struct {
 	// UpstreamProxyCredentialsFile holds "user:password" for the upstream
 	// proxy (one line, mode 0600); never in the config itself, never logged.
 	UpstreamProxyCredentialsFile string `yaml:"upstream_proxy_credentials_file"`
+	// Required makes residential egress a condition of every new session
+	// (seed 004 egress_unavailable): with no upstream_proxy, or one that
+	// does not answer, the control API refuses to create a session
+	// (egress_unavailable, with a Retry-After) rather than let its traffic
+	// leave from the appliance's own address. proxyd still starts.
+	Required bool `yaml:"required"`
 }
 
 // upstreamProxy reads the egress proxy of the config (nil: direct). The

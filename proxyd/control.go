@@ -44,6 +44,9 @@ type controlService struct {
 	// egress is the proxy's upstream egress (intercept.Server): whether
 	// there is one, and which sessions lost it. nil: none.
 	egress sessionEgress
+	// egressGate refuses a new session while a required residential
+	// egress is missing or not answering (egress.go); nil: never.
+	egressGate *egressGate
 }
 
 // sessionEgress is what the control API reports of the proxy's upstream
@@ -69,6 +72,13 @@ func (c *controlService) PaymentIntegrations(context.Context) (json.RawMessage, 
 }
 
 func (c *controlService) CreateSession(ctx context.Context, apiKey string) (control.CreateSessionResponse, error) {
+	if err := c.egressGate.check(ctx); err != nil {
+		// A key that is not valid hears that, not the deployment's state.
+		if _, kerr := c.broker.LookupKey(ctx, apiKey); kerr != nil {
+			return control.CreateSessionResponse{}, kerr
+		}
+		return control.CreateSessionResponse{}, err
+	}
 	s, pw, err := c.broker.Create(ctx, apiKey)
 	if err != nil {
 		return control.CreateSessionResponse{}, err

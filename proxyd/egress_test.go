@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/base64"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/internal/leakcheck"
 	"github.com/agentvault/agentvault/proxyd"
@@ -42,7 +44,13 @@ func (p *connectProxy) shutdown() {
 
 func startConnectProxy(t *testing.T) *connectProxy {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return startConnectProxyAt(t, "127.0.0.1:0")
+}
+
+// startConnectProxyAt is startConnectProxy listening on addr.
+func startConnectProxyAt(t *testing.T, addr string) *connectProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,5 +303,119 @@ func TestSeed004_EgressLostReportedToMcpd(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "session egress lost") {
 		t.Fatal("no log line says the session's egress was lost")
+	}
+}
+
+// TestSeed004_EgressUnavailableRefusesFirstSession: with egress.required,
+// proxyd starts, and while its upstream egress proxy is not answering the
+// control API refuses to create a session with egress_unavailable (503)
+// and a Retry-After in seconds, over its real listener, and creates
+// nothing (the key's one-session limit is still free afterwards); once the
+// proxy answers a session starts, and once it stops new sessions are
+// refused again. Without any upstream proxy the refusal says so and names
+// a longer wait.
+func TestSeed004_EgressUnavailableRefusesFirstSession(t *testing.T) {
+	// An address where no proxy listens: taken, then let go.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	m, logs := startMain(t, "", func(c *proxyd.Config) {
+		c.Egress.UpstreamProxy = "http://" + addr
+		c.Egress.Required = true
+		c.Limits.MaxSessionsPerKey = 1
+	})
+	ctx := context.Background()
+	c := control.NewClient("http://"+m.ControlAddr.String(), m.ControlToken, nil)
+
+	// The wire: 503, the seed's code and a Retry-After in whole seconds.
+	req, _ := http.NewRequest(http.MethodPost, "http://"+m.ControlAddr.String()+"/v1/sessions", strings.NewReader(`{"apiKey":"`+m.APIKey+`"}`))
+	req.Header.Set("Authorization", "Bearer "+m.ControlToken)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"code":"egress_unavailable"`) {
+		t.Fatalf("create-session with the required egress down: %d %s", resp.StatusCode, body)
+	}
+	if ra := resp.Header.Get("Retry-After"); ra != "10" {
+		t.Fatalf("Retry-After %q, want 10", ra)
+	}
+	if !strings.Contains(string(body), "No session was started") || !strings.Contains(string(body), "not answering") {
+		t.Fatalf("the refusal does not say what happened: %s", body)
+	}
+	// The Go client (mcpd's) keeps the wait.
+	_, err = c.CreateSession(ctx, m.APIKey)
+	var ra interface{ RetryAfterDuration() time.Duration }
+	if agentvault.ErrorCode(err) != agentvault.CodeEgressUnavailable || !errors.As(err, &ra) || ra.RetryAfterDuration() != 10*time.Second {
+		t.Fatalf("client: %v", err)
+	}
+
+	// A key that is not valid is told so, not the deployment's state.
+	if _, err := c.CreateSession(ctx, "avk_not_a_key_of_this_deployment"); agentvault.ErrorCode(err) != agentvault.CodeInvalidAPIKey {
+		t.Fatalf("an invalid key with the egress down: %v", err)
+	}
+
+	// The proxy comes back: within the probe's freshness a session starts,
+	// the key's only one, so the refusals created none.
+	ep := startConnectProxyAt(t, addr)
+	deadline := time.Now().Add(30 * time.Second)
+	var s control.CreateSessionResponse
+	for {
+		s, err = c.CreateSession(ctx, m.APIKey)
+		if err == nil {
+			break
+		}
+		if agentvault.ErrorCode(err) != agentvault.CodeEgressUnavailable || time.Now().After(deadline) {
+			t.Fatalf("create-session once the egress answers: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !s.ResidentialEgress {
+		t.Fatal("the session answer does not say residential egress")
+	}
+	if asked, _ := ep.seen(); len(asked) != 0 {
+		t.Fatalf("the health look asked the egress proxy for tunnels: %v", asked)
+	}
+	if !strings.Contains(logs.String(), "the upstream egress proxy is not answering") {
+		t.Fatal("no log line says the egress proxy was not answering")
+	}
+	if _, err := c.CloseSession(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	// The proxy stops: once the last look's answer is stale, new sessions
+	// are refused again.
+	ep.shutdown()
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		s, err = c.CreateSession(ctx, m.APIKey)
+		if err == nil {
+			if _, err := c.CloseSession(ctx, s.ID); err != nil {
+				t.Fatal(err)
+			}
+		} else if agentvault.ErrorCode(err) == agentvault.CodeEgressUnavailable {
+			break
+		} else {
+			t.Fatalf("create-session after the egress stopped: %v", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("new sessions still start after the egress proxy stopped")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// Required with no upstream proxy at all: proxyd starts, and every new
+	// session is refused, naming the owner's fix and a longer wait.
+	m2, _ := startMain(t, "", func(c *proxyd.Config) { c.Egress.Required = true })
+	_, err = control.NewClient("http://"+m2.ControlAddr.String(), m2.ControlToken, nil).CreateSession(ctx, m2.APIKey)
+	if agentvault.ErrorCode(err) != agentvault.CodeEgressUnavailable || !errors.As(err, &ra) || ra.RetryAfterDuration() != 5*time.Minute ||
+		!strings.Contains(agentvault.ErrorMessage(err), "egress.upstream_proxy") {
+		t.Fatalf("required without an upstream proxy: %v", err)
 	}
 }

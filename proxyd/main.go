@@ -130,6 +130,9 @@ type Main struct {
 	daemonMetrics *daemonMetrics
 	// botAuth signs for the sites the owner chose (botauth.go); nil: off.
 	botAuth *botAuth
+	// egressGate refuses new sessions while a required egress is missing
+	// (egress.go).
+	egressGate *egressGate
 }
 
 // pendingCount is the approvals_pending gauge's source.
@@ -323,6 +326,11 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	var probe func(context.Context, time.Duration) error
+	if upstreamProxy != nil {
+		probe = m.Server.ProbeEgress
+	}
+	m.egressGate = newEgressGate(m.Config.Egress.Required, probe, m.Logger)
 	if err := m.openCredentials(ctx, st, v); err != nil {
 		return err
 	}
@@ -368,7 +376,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	m.controlSrv = &http.Server{
 		Handler: control.NewHandler(&controlService{broker: m.Broker, vault: vaultAdapter{v}, ca: m.CA, owner: m.Owner, recipes: m.Recipes, proxyURL: proxyURL,
 			creds: m.credentialAPI(), metrics: m.daemonMetrics, accounts: m.Accounts, HandoffService: m.handoffHub(), apps: m.appRegistry(), ended: m.endedReports,
-			emails: m.notify.emailsOwner, integrations: m.integrations, egress: m.Server},
+			emails: m.notify.emailsOwner, integrations: m.integrations, egress: m.Server, egressGate: m.egressGate},
 			m.ControlToken, m.Logger),
 		ReadHeaderTimeout: 5 * time.Second,
 		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelDebug),
@@ -693,6 +701,7 @@ func (m *Main) Reload(path string) error {
 	defer m.configMu.Unlock()
 	m.Config.Egress = c.Egress
 	m.Server.SetEgress(c.Egress.Mode == "strict", c.Egress.Allow)
+	m.egressGate.setRequired(c.Egress.Required)
 	if m.botAuth != nil {
 		m.botAuth.setConfig(c.BotAuth) // the sites; the rest needs a restart
 	}
