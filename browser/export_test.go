@@ -109,3 +109,6 @@ func RawAria(s *Session) (string, error) {
 	}
 	return p.AriaSnapshot(playwright.PageAriaSnapshotOptions{Mode: playwright.AriaSnapshotModeAi, Depth: playwright.Int(MaxSnapshotDepth)})
 }
+
+// ReadAheads is how many readings ReadAhead started.
+func ReadAheads() int64 { return readAheads.Load() }

@@ -71,6 +71,10 @@ type Session struct {
 	// frameArrived is told when a frame attaches while a navigation's
 	// reading is in flight (warm).
 	frameArrived atomic.Pointer[chan struct{}]
+	// ahead is closed when the reading ReadAhead started last is done
+	// (aheadMu): a whole-page snapshot waits for it first.
+	aheadMu sync.Mutex
+	ahead   chan struct{}
 	// frameMemos are the iframes FrameOf found, by selector.
 	frameMu    sync.Mutex
 	frameMemos map[string]*frameMemo
@@ -358,6 +362,57 @@ func (s *Session) warm(p playwright.Page) {
 // warmsLeftForAFrame counts navigation readings left to finish in the
 // background because a frame attached during them, for tests.
 var warmsLeftForAFrame atomic.Int64
+
+// ReadAhead takes, in the background, the whole-page reading (field
+// selectors included) the next snapshot_page would take, for a caller that
+// just waited for something to show: a page that renders after its load (a
+// single-page app, a late payment form) is out of date in the navigation's
+// reading, and the snapshot an agent asks for after the wait would walk it
+// again. A snapshot that comes while the reading runs waits for it and
+// answers from it when the page has not moved on since; an action that
+// comes first makes it moot (the reading is not started after one, and
+// one taken before an action is never reused after it). Nothing is read
+// once readings are off (SetReadings).
+//
+// The change tokens noteChanges took before now are dropped first: taken
+// before the page finished rendering, they would make the reading stand
+// for an older page, and the next snapshot would walk again.
+func (s *Session) ReadAhead() {
+	if s.noReadings.Load() {
+		return
+	}
+	p, err := s.page()
+	if err != nil {
+		return
+	}
+	epoch := s.epoch.Load()
+	seq := s.pendSeq.Add(1)
+	s.pendMu.Lock()
+	if s.pend == nil || s.pend.seq < seq {
+		s.pend = &pending{seq: seq} // no tokens: outranks older ones, never used
+	}
+	s.pendMu.Unlock()
+	readAheads.Add(1)
+	done := make(chan struct{})
+	s.aheadMu.Lock()
+	s.ahead = done
+	s.aheadMu.Unlock()
+	go func() {
+		defer close(done)
+		s.snapMu.Lock()
+		defer s.snapMu.Unlock()
+		if s.noReadings.Load() || s.epoch.Load() != epoch {
+			return
+		}
+		if cur, err := s.page(); err != nil || cur != p {
+			return
+		}
+		_, _ = s.readPage(p, MaxSnapshotDepth, true)
+	}()
+}
+
+// readAheads counts ReadAhead calls that started a reading, for tests.
+var readAheads atomic.Int64
 
 // settleNavigation waits, after a click or key, for the load of a document
 // it navigated the main frame to (up to timeout; Playwright's click already
