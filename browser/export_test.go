@@ -112,3 +112,10 @@ func RawAria(s *Session) (string, error) {
 
 // ReadAheads is how many readings ReadAhead started.
 func ReadAheads() int64 { return readAheads.Load() }
+
+// FieldValueForTest is the value of the field selector names in the
+// document of h's frame.
+func FieldValueForTest(h *FrameHandle, selector string) (string, error) {
+	v, err := h.f.Locator(selector).InputValue()
+	return v, err
+}

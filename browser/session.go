@@ -638,6 +638,25 @@ func (s *Session) Fill(t Target, value string, timeout time.Duration) error {
 	return nil
 }
 
+// FillIn is Fill of a field in the frame h, the frame FrameOf found for
+// t.Frame: the value goes into the document whose URL the caller checked
+// (a card's authorization names that frame's origin), and the iframe is not
+// looked up a second time. The field's selector stays strict inside it.
+func (s *Session) FillIn(h *FrameHandle, t Target, value string, timeout time.Duration) error {
+	if strings.TrimSpace(t.Selector) == "" {
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "selector is empty")
+	}
+	if h.Gone() {
+		return agentvault.Errorf(agentvault.CodeFieldNotFound, "the frame %s left the page before anything was typed in %s; look it up again", t.Frame, t.Selector)
+	}
+	s.acted()
+	if err := h.f.Locator(t.Selector).Fill(value, playwright.LocatorFillOptions{Timeout: ms(timeout)}); err != nil {
+		return fillError(t, timeout, err)
+	}
+	s.noteChanges()
+	return nil
+}
+
 // SelectOption picks the option of a <select> that matches value: its value
 // or label exactly, else the same number written differently ("7" and "07",
 // "2030" and "30"). The options are read once, so a value with no match

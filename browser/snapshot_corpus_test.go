@@ -322,6 +322,37 @@ func TestSnapshotWalksOnNotedTokens(t *testing.T) {
 	}
 }
 
+// TestFillInTypesIntoTheFrameLookedUp: a fill into a frame handle types
+// into that frame's document even when, since the lookup, the page put
+// another iframe first under the same selector: what goes in is what the
+// caller checked the frame's URL for, and the other frame gets nothing.
+func TestFillInTypesIntoTheFrameLookedUp(t *testing.T) {
+	c, s := openCorpus(t)
+	p := gotoPage(t, c, s, "checkout5")
+	h, err := s.FrameOf(p.Card.Frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A look-alike frame of the page's own origin, inserted before the
+	// card frame with the same title.
+	if err := browser.PageEvalForTest(s, "", `(() => { const old = document.querySelector(`+jsString(p.Card.Frame)+`); const f = document.createElement('iframe'); f.title = old.title; f.srcdoc = '<input id="`+strings.TrimPrefix(p.Card.Selector, "#")+`">'; old.before(f); })()`); err != nil {
+		t.Fatal(err)
+	}
+	other, err := s.FrameOf(p.Card.Frame)
+	if err != nil || other.URL() == h.URL() {
+		t.Fatalf("the look-alike frame is not first: %v", err)
+	}
+	if err := s.FillIn(h, browser.Target{Selector: p.Card.Selector, Frame: p.Card.Frame}, "4000000000000077", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := browser.FieldValueForTest(h, p.Card.Selector); err != nil || v != "4000000000000077" {
+		t.Fatalf("the frame looked up holds %q (%v)", v, err)
+	}
+	if v, err := browser.FieldValueForTest(other, p.Card.Selector); err != nil || v != "" {
+		t.Fatalf("the look-alike frame got %d characters (%v)", len(v), err)
+	}
+}
+
 // TestReadAheadAfterWait: on a page that renders after its load (the
 // single-page app), the navigation's reading is out of date once the app
 // rendered; a read-ahead started after the wait for the app makes the next
