@@ -95,12 +95,17 @@ func (s *Session) SetReadings(on bool) {
 	if wasOff := s.noReadings.Swap(!on); on || wasOff {
 		return
 	}
-	s.snapMu.Lock()
-	s.last = nil
-	s.snapMu.Unlock()
 	s.pendMu.Lock()
 	s.pend = nil
 	s.pendMu.Unlock()
+	// A reading in flight finishes first (it holds snapMu): the caller,
+	// a fill about to type, does not wait for it. A reading that starts
+	// later sees readings off and reads nothing.
+	go func() {
+		s.snapMu.Lock()
+		s.last = nil
+		s.snapMu.Unlock()
+	}()
 }
 
 // acted records an action on the page: the kept reading is not reused
@@ -339,7 +344,7 @@ func (s *Session) warm(p playwright.Page) {
 		defer close(done)
 		s.snapMu.Lock()
 		defer s.snapMu.Unlock()
-		if cur, err := s.page(); err != nil || cur != p {
+		if cur, err := s.page(); err != nil || cur != p || s.noReadings.Load() {
 			return
 		}
 		_, _ = s.readPage(p, MaxSnapshotDepth, false)
