@@ -109,3 +109,13 @@ func RawAria(s *Session) (string, error) {
 	}
 	return p.AriaSnapshot(playwright.PageAriaSnapshotOptions{Mode: playwright.AriaSnapshotModeAi, Depth: playwright.Int(MaxSnapshotDepth)})
 }
+
+// ReadAheads is how many readings ReadAhead started.
+func ReadAheads() int64 { return readAheads.Load() }
+
+// FieldValueForTest is the value of the field selector names in the
+// document of h's frame.
+func FieldValueForTest(h *FrameHandle, selector string) (string, error) {
+	v, err := h.f.Locator(selector).InputValue()
+	return v, err
+}

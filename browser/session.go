@@ -71,6 +71,10 @@ type Session struct {
 	// frameArrived is told when a frame attaches while a navigation's
 	// reading is in flight (warm).
 	frameArrived atomic.Pointer[chan struct{}]
+	// ahead is closed when the reading ReadAhead started last is done
+	// (aheadMu): a whole-page snapshot waits for it first.
+	aheadMu sync.Mutex
+	ahead   chan struct{}
 	// frameMemos are the iframes FrameOf found, by selector.
 	frameMu    sync.Mutex
 	frameMemos map[string]*frameMemo
@@ -91,12 +95,17 @@ func (s *Session) SetReadings(on bool) {
 	if wasOff := s.noReadings.Swap(!on); on || wasOff {
 		return
 	}
-	s.snapMu.Lock()
-	s.last = nil
-	s.snapMu.Unlock()
 	s.pendMu.Lock()
 	s.pend = nil
 	s.pendMu.Unlock()
+	// A reading in flight finishes first (it holds snapMu): the caller,
+	// a fill about to type, does not wait for it. A reading that starts
+	// later sees readings off and reads nothing.
+	go func() {
+		s.snapMu.Lock()
+		s.last = nil
+		s.snapMu.Unlock()
+	}()
 }
 
 // acted records an action on the page: the kept reading is not reused
@@ -335,7 +344,7 @@ func (s *Session) warm(p playwright.Page) {
 		defer close(done)
 		s.snapMu.Lock()
 		defer s.snapMu.Unlock()
-		if cur, err := s.page(); err != nil || cur != p {
+		if cur, err := s.page(); err != nil || cur != p || s.noReadings.Load() {
 			return
 		}
 		_, _ = s.readPage(p, MaxSnapshotDepth, false)
@@ -358,6 +367,57 @@ func (s *Session) warm(p playwright.Page) {
 // warmsLeftForAFrame counts navigation readings left to finish in the
 // background because a frame attached during them, for tests.
 var warmsLeftForAFrame atomic.Int64
+
+// ReadAhead takes, in the background, the whole-page reading (field
+// selectors included) the next snapshot_page would take, for a caller that
+// just waited for something to show: a page that renders after its load (a
+// single-page app, a late payment form) is out of date in the navigation's
+// reading, and the snapshot an agent asks for after the wait would walk it
+// again. A snapshot that comes while the reading runs waits for it and
+// answers from it when the page has not moved on since; an action that
+// comes first makes it moot (the reading is not started after one, and
+// one taken before an action is never reused after it). Nothing is read
+// once readings are off (SetReadings).
+//
+// The change tokens noteChanges took before now are dropped first: taken
+// before the page finished rendering, they would make the reading stand
+// for an older page, and the next snapshot would walk again.
+func (s *Session) ReadAhead() {
+	if s.noReadings.Load() {
+		return
+	}
+	p, err := s.page()
+	if err != nil {
+		return
+	}
+	epoch := s.epoch.Load()
+	seq := s.pendSeq.Add(1)
+	s.pendMu.Lock()
+	if s.pend == nil || s.pend.seq < seq {
+		s.pend = &pending{seq: seq} // no tokens: outranks older ones, never used
+	}
+	s.pendMu.Unlock()
+	readAheads.Add(1)
+	done := make(chan struct{})
+	s.aheadMu.Lock()
+	s.ahead = done
+	s.aheadMu.Unlock()
+	go func() {
+		defer close(done)
+		s.snapMu.Lock()
+		defer s.snapMu.Unlock()
+		if s.noReadings.Load() || s.epoch.Load() != epoch {
+			return
+		}
+		if cur, err := s.page(); err != nil || cur != p {
+			return
+		}
+		_, _ = s.readPage(p, MaxSnapshotDepth, true)
+	}()
+}
+
+// readAheads counts ReadAhead calls that started a reading, for tests.
+var readAheads atomic.Int64
 
 // settleNavigation waits, after a click or key, for the load of a document
 // it navigated the main frame to (up to timeout; Playwright's click already
@@ -577,6 +637,25 @@ func (s *Session) Fill(t Target, value string, timeout time.Duration) error {
 	}
 	s.acted()
 	if err := loc.Fill(value, playwright.LocatorFillOptions{Timeout: ms(timeout)}); err != nil {
+		return fillError(t, timeout, err)
+	}
+	s.noteChanges()
+	return nil
+}
+
+// FillIn is Fill of a field in the frame h, the frame FrameOf found for
+// t.Frame: the value goes into the document whose URL the caller checked
+// (a card's authorization names that frame's origin), and the iframe is not
+// looked up a second time. The field's selector stays strict inside it.
+func (s *Session) FillIn(h *FrameHandle, t Target, value string, timeout time.Duration) error {
+	if strings.TrimSpace(t.Selector) == "" {
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "selector is empty")
+	}
+	if h.Gone() {
+		return agentvault.Errorf(agentvault.CodeFieldNotFound, "the frame %s left the page before anything was typed in %s; look it up again", t.Frame, t.Selector)
+	}
+	s.acted()
+	if err := h.f.Locator(t.Selector).Fill(value, playwright.LocatorFillOptions{Timeout: ms(timeout)}); err != nil {
 		return fillError(t, timeout, err)
 	}
 	s.noteChanges()

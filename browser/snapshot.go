@@ -81,6 +81,16 @@ func (s *Session) SnapshotOf(o SnapshotOptions) (Snapshot, error) {
 	if depth <= 0 || depth > MaxSnapshotDepth {
 		depth = MaxSnapshotDepth
 	}
+	if o.Selector == "" && o.Frame == "" {
+		// A reading ReadAhead started goes first, even when this call
+		// came before it took the lock.
+		s.aheadMu.Lock()
+		ahead := s.ahead
+		s.aheadMu.Unlock()
+		if ahead != nil {
+			<-ahead
+		}
+	}
 	s.snapMu.Lock()
 	defer s.snapMu.Unlock()
 	if o.Selector == "" && o.Frame == "" {

@@ -322,6 +322,97 @@ func TestSnapshotWalksOnNotedTokens(t *testing.T) {
 	}
 }
 
+// TestFillInTypesIntoTheFrameLookedUp: a fill into a frame handle types
+// into that frame's document even when, since the lookup, the page put
+// another iframe first under the same selector: what goes in is what the
+// caller checked the frame's URL for, and the other frame gets nothing.
+func TestFillInTypesIntoTheFrameLookedUp(t *testing.T) {
+	c, s := openCorpus(t)
+	p := gotoPage(t, c, s, "checkout5")
+	h, err := s.FrameOf(p.Card.Frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A look-alike frame of the page's own origin, inserted before the
+	// card frame with the same title.
+	if err := browser.PageEvalForTest(s, "", `(() => { const old = document.querySelector(`+jsString(p.Card.Frame)+`); const f = document.createElement('iframe'); f.title = old.title; f.srcdoc = '<input id="`+strings.TrimPrefix(p.Card.Selector, "#")+`">'; old.before(f); })()`); err != nil {
+		t.Fatal(err)
+	}
+	other, err := s.FrameOf(p.Card.Frame)
+	if err != nil || other.URL() == h.URL() {
+		t.Fatalf("the look-alike frame is not first: %v", err)
+	}
+	if err := s.FillIn(h, browser.Target{Selector: p.Card.Selector, Frame: p.Card.Frame}, "4000000000000077", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := browser.FieldValueForTest(h, p.Card.Selector); err != nil || v != "4000000000000077" {
+		t.Fatalf("the frame looked up holds %q (%v)", v, err)
+	}
+	if v, err := browser.FieldValueForTest(other, p.Card.Selector); err != nil || v != "" {
+		t.Fatalf("the look-alike frame got %d characters (%v)", len(v), err)
+	}
+}
+
+// TestReadAheadAfterWait: on a page that renders after its load (the
+// single-page app), the navigation's reading is out of date once the app
+// rendered; a read-ahead started after the wait for the app makes the next
+// snapshot answer from that reading, showing what rendered with its field
+// selectors, instead of walking the page. A change after it is still seen,
+// and an action after the wait starts no reading.
+func TestReadAheadAfterWait(t *testing.T) {
+	c, s := openCorpus(t)
+	p := corpusPage(t, "spa")
+	if err := s.Goto(c.URL(p), 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitFor(browser.Target{Selector: p.Ready}, "visible", 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// On loopback the app may render before the navigation's reading: the
+	// page's own script renders more a moment later, as the app does when
+	// its data comes late.
+	if err := browser.PageEvalForTest(s, "", `setTimeout(() => { const h = document.createElement('h2'); h.id = 'late'; h.textContent = 'Deals ending soon'; document.getElementById('app').append(h) }, 50)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WaitFor(browser.Target{Selector: "#late"}, "visible", 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	s.ReadAhead()
+	walks := browser.SnapshotWalks()
+	sn := snap(t, s, browser.SnapshotOptions{})
+	if !sn.Reused {
+		t.Fatalf("the snapshot after the read-ahead walked the page (%d walks since)", browser.SnapshotWalks()-walks)
+	}
+	if !strings.Contains(sn.YAML, "Deals ending soon") {
+		t.Fatal("what rendered last is not in the snapshot")
+	}
+	found := false
+	for _, f := range sn.Fields {
+		found = found || f.Selector == "#filter"
+	}
+	if !found {
+		t.Fatalf("the filter field has no selector in %+v", sn.Fields)
+	}
+	if err := browser.PageEvalForTest(s, "", `document.querySelector('h1').textContent = 'Deals of the week'`); err != nil {
+		t.Fatal(err)
+	}
+	if sn := snap(t, s, browser.SnapshotOptions{}); sn.Reused || !strings.Contains(sn.YAML, "Deals of the week") {
+		t.Fatalf("a change after the read-ahead: reused %v", sn.Reused)
+	}
+	// An action between the wait and the snapshot: the reading started
+	// before it is not reused.
+	if err := s.WaitFor(browser.Target{Selector: "#filter"}, "visible", 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	s.ReadAhead()
+	if err := s.Fill(browser.Target{Selector: "#filter"}, "Parka", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if sn := snap(t, s, browser.SnapshotOptions{}); sn.Reused {
+		t.Fatal("a reading taken before a fill answered the snapshot after it")
+	}
+}
+
 // TestWaitForStates: waits for an element to appear (visible, attached,
 // inside a cross-origin frame, the first of several) return once it is
 // there; a wait that does not hold in time is a timeout; a selector that

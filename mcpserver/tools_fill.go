@@ -212,8 +212,10 @@ func (s *Server) fillCheckout(ctx context.Context, in fillCheckoutIn) (*mcp.Call
 		typed := values[i]
 		if classes[i].isToken {
 			// The gate closes before the first token is typed, so a snapshot
-			// racing the fill is already refused.
+			// racing the fill is already refused. The page is no longer
+			// read ahead of snapshots (readings): none can answer now.
 			ss.gate.MarkFilled()
+			readings(ss)
 			first := early
 			if i > 0 {
 				first = nil
@@ -229,6 +231,9 @@ func (s *Server) fillCheckout(ctx context.Context, in fillCheckoutIn) (*mcp.Call
 		t := browser.Target{Selector: f.Selector, Frame: f.Frame}
 		if f.Kind == "select" {
 			fillErr = ss.page.SelectOption(t, typed, timeout)
+		} else if h := frames[f.Frame]; classes[i].isToken && h != nil {
+			// Into the frame authorize named: never a frame looked up anew.
+			fillErr = ss.page.FillIn(h, t, typed, timeout)
 		} else {
 			fillErr = ss.page.Fill(t, typed, timeout)
 		}
@@ -357,6 +362,7 @@ func (s *Server) fillLogin(ctx context.Context, in fillLoginIn) (*mcp.CallToolRe
 	}
 	ss.action()
 	ss.gate.MarkFilled()
+	readings(ss)
 	n := 0
 	var typedPassword string
 	for i, h := range halves {

@@ -337,6 +337,9 @@ func (s *Server) waitForSelector(ctx context.Context, in waitIn) (*mcp.CallToolR
 		return nil, err
 	}
 	ss.action()
+	// What the agent waited for is usually what it reads next.
+	readings(ss)
+	ss.page.ReadAhead()
 	return prose(okStatus(), "Found "+in.Selector+lateTabNotice(ss)), nil
 }
 
