@@ -71,6 +71,7 @@ func popupSite(t *testing.T) (*httptest.Server, string) {
 		"child":     `<script>localStorage.setItem('child','1')</script>`,
 		"parent":    `<script>window.open('/p/kid')</script>`,
 		"kid":       `<script>localStorage.setItem('kid','1')</script>`,
+		"total":     `<p>Total <span id="bare" data-total="42.00">$42.00</span> <span id="priced" data-total="$42.00">$42.00</span></p>`,
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /p/{name}", func(w http.ResponseWriter, r *http.Request) {
@@ -197,7 +198,7 @@ func TestSeed004_ReportStallRefuses(t *testing.T) {
 			t.Fatalf("the %s read never reached the proxy", call)
 		}
 		if left < 0 || left > reportTimeout {
-			t.Fatalf("the %s read was given %v, want at most %v", call, left, reportTimeout)
+			t.Errorf("the %s read was given %v, want at most %v", call, left, reportTimeout)
 		}
 	}
 }
@@ -218,4 +219,20 @@ func TestSeed004_CloseSessionWithoutSession(t *testing.T) {
 		t.Fatalf("note %q", note)
 	}
 	h.refused("get_run_report", nil, agentvault.CodeNoPage)
+}
+
+// TestSeed004_AttributeTotalNamesACurrency: declare_page_hint with read
+// attribute reads the listed attribute; a value that names a currency is
+// the total, a bare figure is refused hint_uncertain, though the element's
+// text names one.
+func TestSeed004_AttributeTotalNamesACurrency(t *testing.T) {
+	site, spki := popupSite(t)
+	ctl := &standInControl{}
+	h := newControlHarness(t, ctl, ctl, spki)
+	h.ok("open_page", map[string]any{"url": site.URL + "/p/total"})
+	txt := h.ok("declare_page_hint", map[string]any{"kind": "order.total", "selector": "#priced", "read": "attribute", "attribute": "data-total"})
+	if !strings.Contains(txt, `"accepted":true`) || !strings.Contains(txt, `"amount":"42.00"`) || !strings.Contains(txt, `"currency":"USD"`) {
+		t.Fatalf("an attribute naming its currency: %s", txt)
+	}
+	h.refused("declare_page_hint", map[string]any{"kind": "order.total", "selector": "#bare", "read": "attribute", "attribute": "data-total"}, agentvault.CodeHintUncertain)
 }
