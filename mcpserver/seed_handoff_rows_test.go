@@ -21,10 +21,16 @@ type ownerHub struct {
 	decide  chan string
 	broken  atomic.Bool
 	ended   chan control.HandoffEnd
+	// refuse: StartHandoff records the request and refuses it, so a
+	// hand-off that should not have started does not wait for an owner.
+	refuse bool
 }
 
 func (h *ownerHub) StartHandoff(ctx context.Context, sessionID string, req control.HandoffRequest) (control.HandoffStarted, error) {
 	h.started <- req
+	if h.refuse {
+		return control.HandoffStarted{}, agentvault.Errorf(agentvault.CodeInternal, "stand-in: no hand-off expected")
+	}
 	return control.HandoffStarted{ID: "ho_test"}, nil
 }
 
@@ -108,6 +114,33 @@ func TestSeed004_HandoffOutcomes(t *testing.T) {
 		if end := <-hub.ended; end.Outcome != c.want {
 			t.Fatalf("the hand-off's end was recorded as %q, want %q", end.Outcome, c.want)
 		}
+	}
+	select {
+	case req := <-hub.started:
+		t.Fatalf("a refused hand-off notified the owner: %+v", req)
+	default:
+	}
+}
+
+// TestSeed004_HandoffRefusesAmbiguousOnly: right after fill_login typed a
+// password, a field that only might be a code input is detected as
+// ambiguousOnly, and request_challenge_handoff refuses it with
+// handoff_not_applicable without notifying the owner.
+func TestSeed004_HandoffRefusesAmbiguousOnly(t *testing.T) {
+	hub := &ownerHub{standInControl: &standInControl{}, started: make(chan control.HandoffRequest, 1),
+		decide: make(chan string, 1), ended: make(chan control.HandoffEnd, 1), refuse: true}
+	h := newControlHarness(t, hub, hub.standInControl)
+	h.ok("open_page", map[string]any{"url": h.site.LoginURL()})
+	h.ok("fill_login", map[string]any{"usernameSelector": "#identifier", "usernameToken": "av_login_shop_email_u7x2k"})
+	h.ok("click", map[string]any{"selector": "#next"})
+	h.ok("fill_login", map[string]any{"passwordSelector": "#password", "passwordToken": "av_login_shop_password_u7x2k"})
+	h.ok("open_page", map[string]any{"url": h.site.Shop.URL + "/c/maybe"})
+	if d := jsonOf(t, h.ok("detect_challenge", nil)); d["ambiguousOnly"] != true || d["type"] != "otp" {
+		t.Fatalf("detect_challenge after a login password: %v", d)
+	}
+	txt, isErr := h.handoff()
+	if !isErr || !strings.HasPrefix(txt, "status=error code=handoff_not_applicable") {
+		t.Fatalf("a hand-off of an ambiguousOnly detection: %q", txt)
 	}
 	select {
 	case req := <-hub.started:
