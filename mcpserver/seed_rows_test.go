@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -235,4 +237,47 @@ func TestSeed004_AttributeTotalNamesACurrency(t *testing.T) {
 		t.Fatalf("an attribute naming its currency: %s", txt)
 	}
 	h.refused("declare_page_hint", map[string]any{"kind": "order.total", "selector": "#bare", "read": "attribute", "attribute": "data-total"}, agentvault.CodeHintUncertain)
+}
+
+// TestSeed004_CloseSessionTeardownError: when the browser cannot be closed
+// cleanly (here the Playwright driver this test process started has been
+// killed under it), close_session still closes the session and returns the
+// report, its status says so and teardownError is set.
+func TestSeed004_CloseSessionTeardownError(t *testing.T) {
+	h := newHarness(t)
+	h.ok("open_page", map[string]any{"url": h.site.CheckoutURL()})
+	killed := 0
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err1 := os.ReadFile("/proc/" + e.Name() + "/stat")
+		cmd, err2 := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		// stat: pid (comm) state ppid ...
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(f) < 2 || f[1] != strconv.Itoa(os.Getpid()) || !strings.Contains(string(cmd), "run-driver") {
+			continue
+		}
+		if p, err := os.FindProcess(pid); err == nil && p.Kill() == nil {
+			killed++
+		}
+	}
+	if killed != 1 {
+		t.Fatalf("killed %d driver processes of this test, want 1", killed)
+	}
+	m := jsonOf(t, h.ok("close_session", nil))
+	if m["status"] != "Session closed; the browser did not close cleanly" || m["teardownError"] == nil || m["teardownError"] == "" {
+		t.Fatalf("close_session after the driver died: %v", m)
+	}
+	if _, ok := m["report"].(map[string]any); !ok {
+		t.Fatalf("no report: %v", m)
+	}
 }
