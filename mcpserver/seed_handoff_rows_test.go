@@ -148,3 +148,23 @@ func TestSeed004_HandoffRefusesAmbiguousOnly(t *testing.T) {
 	default:
 	}
 }
+
+// TestSeed004_HandoffScanIncomplete: when the re-detection before a hand-off
+// cannot finish its scan (the Playwright driver died under the page), the
+// hand-off is refused challenge_scan_incomplete and nobody is notified.
+func TestSeed004_HandoffScanIncomplete(t *testing.T) {
+	hub := &ownerHub{standInControl: &standInControl{}, started: make(chan control.HandoffRequest, 1),
+		decide: make(chan string, 1), ended: make(chan control.HandoffEnd, 1), refuse: true}
+	h := newControlHarness(t, hub, hub.standInControl)
+	h.ok("open_page", map[string]any{"url": h.site.Shop.URL + "/c/captcha"})
+	killDriver(t)
+	txt, isErr := h.handoff()
+	if !isErr || !strings.HasPrefix(txt, "status=error code=challenge_scan_incomplete") || !strings.Contains(txt, "nobody was notified") {
+		t.Fatalf("a hand-off whose scan could not finish: %q", txt)
+	}
+	select {
+	case req := <-hub.started:
+		t.Fatalf("a refused hand-off notified the owner: %+v", req)
+	default:
+	}
+}
