@@ -495,7 +495,7 @@ func (s *Server) closeSession(ctx context.Context, ss *Session) (control.CloseRe
 		}
 	}
 	ss.events.Wait()
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, reportTimeout)
 	defer cancel()
 	ss.closeAnswer, ss.closeErr = s.cfg.Control.CloseSession(ctx, ss.ctl.ID)
 	s.mu.Lock()
