@@ -30,9 +30,7 @@ func (ob *ownerBrowser) openHandoff(t *testing.T) *ownerView {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if _, err := ob.page.Goto(ob.oa.dashURL+"/handoffs", playwright.PageGotoOptions{Timeout: playwright.Float(15000)}); err != nil {
-			t.Fatalf("dashboard: %v", err)
-		}
+		ob.open(t, "/handoffs")
 		if n, _ := ob.page.Locator("article.handoff").Count(); n > 0 {
 			break
 		}

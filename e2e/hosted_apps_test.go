@@ -8,7 +8,6 @@ import (
 
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/internal/leakcheck"
-	"github.com/mxschmitt/playwright-go"
 )
 
 // TestHostedOwnerEndsSessionOnDashboard: through mcpd's and proxyd's own
@@ -26,9 +25,7 @@ func TestHostedOwnerEndsSessionOnDashboard(t *testing.T) {
 	shop, _ := url.Parse(oa.m.Shop.URL)
 
 	owner := oa.signInOwner(t)
-	if _, err := owner.page.Goto(oa.dashURL+"/apps", playwright.PageGotoOptions{Timeout: playwright.Float(15000)}); err != nil {
-		t.Fatal(err)
-	}
+	owner.open(t, "/apps")
 	owner.keep(t)
 	html, _ := owner.page.Content()
 	if !strings.Contains(html, a.session[:8]+"…") || !strings.Contains(html, shop.Hostname()) || strings.Contains(html, a.session) {
@@ -82,9 +79,7 @@ func TestSeed004_HostedConnectedAppsChoice(t *testing.T) {
 	}
 
 	owner := oa.signInOwner(t)
-	if _, err := owner.page.Goto(oa.dashURL+"/apps", playwright.PageGotoOptions{Timeout: playwright.Float(15000)}); err != nil {
-		t.Fatal(err)
-	}
+	owner.open(t, "/apps")
 	owner.keep(t)
 	form := owner.page.Locator("form[action$='/uses']").First()
 	for _, use := range control.AppUses {

@@ -159,6 +159,25 @@ func (oa *ownerAppliance) signInOwner(t *testing.T) *ownerBrowser {
 	return ob
 }
 
+// open navigates the owner's tab to a dashboard page. The Approvals page
+// reloads itself when what waits for the owner changes; a navigation that
+// races that reload ends net::ERR_ABORTED, which is not the dashboard
+// failing, so it is tried again (a few times, each with its own timeout).
+func (ob *ownerBrowser) open(t *testing.T, path string) {
+	t.Helper()
+	var err error
+	for try := 0; try < 5; try++ {
+		if _, err = ob.page.Goto(ob.oa.dashURL+path, playwright.PageGotoOptions{Timeout: playwright.Float(15000)}); err == nil {
+			return
+		}
+		if !strings.Contains(err.Error(), "ERR_ABORTED") && !strings.Contains(err.Error(), "interrupted by another navigation") {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("dashboard %s: %v", path, err)
+}
+
 func (ob *ownerBrowser) keep(t *testing.T) {
 	if html, err := ob.page.Content(); err == nil {
 		ob.seen.Write([]byte(html))
@@ -172,9 +191,7 @@ func (ob *ownerBrowser) decideNext(t *testing.T, decision string) string {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		if _, err := ob.page.Goto(ob.oa.dashURL+"/", playwright.PageGotoOptions{Timeout: playwright.Float(15000)}); err != nil {
-			t.Fatalf("dashboard: %v", err)
-		}
+		ob.open(t, "/")
 		if n, _ := ob.page.Locator("article.approval").Count(); n > 0 {
 			break
 		}

@@ -321,9 +321,7 @@ func TestRecipes_CheckoutRecipeEndToEnd(t *testing.T) {
 
 	// The owner reviews it on the dashboard, over TLS, in their own browser.
 	owner := oa.signInOwner(t)
-	if _, err := owner.page.Goto(oa.dashURL+"/recipes", playwright.PageGotoOptions{Timeout: playwright.Float(15000)}); err != nil {
-		t.Fatalf("recipes page: %v", err)
-	}
+	owner.open(t, "/recipes")
 	art := owner.page.Locator("#sub-" + subID)
 	txt, err := art.InnerText()
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/proxyd"
 	"github.com/agentvault/agentvault/vault"
-	"github.com/mxschmitt/playwright-go"
 )
 
 // signupLogin is the login an approved signup request carries.
@@ -184,9 +183,7 @@ func TestP11_Seed004CreateLoginSignsUpThenSignsIn(t *testing.T) {
 	// dashboard; create_login answers approved at once, get_signup_request
 	// carries the tokens, and browser_login signs in with the label.
 	const email2 = "agent-inbox+2@example.org"
-	if _, err := ob.page.Goto(oa.dashURL+"/signups", playwright.PageGotoOptions{Timeout: playwright.Float(15000)}); err != nil {
-		t.Fatal(err)
-	}
+	ob.open(t, "/signups")
 	must(t, "site", ob.page.Locator("form[action='/signups'] input[name=site]").Fill("login.test"))
 	must(t, "email", ob.page.Locator("form[action='/signups'] input[name=email]").Fill(email2))
 	must(t, "pre-approve", ob.page.Locator("form[action='/signups'] button").Click())
