@@ -205,6 +205,13 @@ func (s *Session) page() (playwright.Page, error) {
 	return s.stack[len(s.stack)-1], nil
 }
 
+// HasPage says whether the session is on a live page (after a popup
+// closed, the page it returns to).
+func (s *Session) HasPage() bool {
+	_, err := s.page()
+	return err == nil
+}
+
 // URL is the current page's address ("" before any navigation).
 func (s *Session) URL() string {
 	p, err := s.page()

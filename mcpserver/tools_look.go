@@ -346,6 +346,13 @@ func (s *Server) getSessionOutcome(ctx context.Context, in outcomeIn) (*mcp.Call
 			break
 		}
 		matched, err = ss.page.Race(browser.Target{Selector: in.SuccessSelector}, browser.Target{Selector: in.FailureSelector}, slice)
+		if agentvault.ErrorCode(err) == agentvault.CodeNoPage && ss.page.HasPage() {
+			// The page watched closed under the check (a bank's window
+			// that hands the checkout back to its opener): watch the page
+			// the session is on now.
+			time.Sleep(50 * time.Millisecond)
+			continue
+		}
 		if agentvault.ErrorCode(err) != agentvault.CodeTimeout {
 			break
 		}
