@@ -217,19 +217,13 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, prot
 	// client's framing.
 	out := &http.Request{
 		Method:     req.Method,
-		URL:        &url.URL{Scheme: "https", Host: t.dest.Host, Path: req.URL.Path, RawPath: req.URL.RawPath, RawQuery: req.URL.RawQuery},
+		URL:        &url.URL{Scheme: "https", Host: t.authority, Path: req.URL.Path, RawPath: req.URL.RawPath, RawQuery: req.URL.RawQuery},
+		Host:       t.authority,
 		Header:     make(http.Header, len(req.Header)),
 		Proto:      "HTTP/1.1",
 		ProtoMajor: 1,
 		ProtoMinor: 1,
 	}
-	if t.dest.Port != 443 {
-		out.URL.Host = t.dest.String()
-	}
-	if strings.Contains(t.dest.Host, ":") && t.dest.Port == 443 {
-		out.URL.Host = "[" + t.dest.Host + "]"
-	}
-	out.Host = out.URL.Host
 	// One backing array for every copied value: a header rewrite must not
 	// reach the client's request (its Content-Type is logged).
 	nv := 0
@@ -284,7 +278,13 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, prot
 	if err := s.signRequest(ctx, t, out, sb); err != nil {
 		return nil, err
 	}
-	uctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	// The upstream request outlives the browser's (the answer streams on
+	// after handle returns) and ends when its body is closed.
+	base := ctx
+	if ctx.Done() != nil {
+		base = context.WithoutCancel(ctx)
+	}
+	uctx, cancel := context.WithCancel(base)
 	out = out.WithContext(uctx)
 	s.metrics.addedLatency(time.Since(start))
 	upStart := time.Now()
@@ -342,6 +342,18 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, prot
 	}
 	scrubbed.Body = &cancelBody{ReadCloser: scrubbed.Body, cancel: cancel}
 	return scrubbed, nil
+}
+
+// upstreamAuthority is d as an upstream URL's host: the host alone on
+// port 443, host:port otherwise, an IPv6 address in brackets.
+func upstreamAuthority(d Destination) string {
+	if d.Port != 443 {
+		return d.String()
+	}
+	if strings.Contains(d.Host, ":") {
+		return "[" + d.Host + "]"
+	}
+	return d.Host
 }
 
 // httpsRedirect reports whether a Location answer leads to https, read as

@@ -106,7 +106,9 @@ func (s *Server) serveH1(t *tunnel, conn net.Conn) {
 		}
 		resp.Body.Close()
 		// Drain what the client sent that we did not read, within reason.
-		_, _ = io.CopyN(io.Discard, req.Body, 256<<10)
+		if req.Body != http.NoBody {
+			_, _ = io.CopyN(io.Discard, req.Body, 256<<10)
+		}
 		req.Body.Close()
 		t.setActive(false)
 		if werr != nil || !keep {
