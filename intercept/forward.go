@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/broker"
@@ -20,13 +21,36 @@ import (
 // Hop-by-hop headers (RFC 9110 section 7.6.1), never forwarded.
 var hopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
+// hopByHopLens has bit n set when a name in hopByHop is n bytes long.
+var hopByHopLens = func() (m uint64) {
+	for _, h := range hopByHop {
+		m |= 1 << len(h)
+	}
+	return m
+}()
+
 func isHopByHop(k string) bool {
+	// Most names are ruled out by their length alone. Only for ASCII:
+	// EqualFold matches some non-ASCII runes (the Kelvin sign) to ASCII
+	// letters of another byte length.
+	if (len(k) >= 64 || hopByHopLens&(1<<len(k)) == 0) && isASCII(k) {
+		return false
+	}
 	for _, h := range hopByHop {
 		if strings.EqualFold(h, k) {
 			return true
 		}
 	}
 	return false
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // checkDestination enforces P2 inside the tunnel: the Host (or :authority)
