@@ -152,7 +152,7 @@ func (c *bufConn) Read(p []byte) (int, error) {
 }
 
 func (s *Server) serveTunnel(sess *broker.Session, dest Destination, client net.Conn) {
-	t := &tunnel{sess: sess, dest: dest, conn: client}
+	t := &tunnel{sess: sess, dest: dest, conn: client, authority: upstreamAuthority(dest)}
 	s.tunnelWG.Add(1)
 	s.mu.Lock()
 	s.live[t] = struct{}{}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/broker"
@@ -20,13 +21,36 @@ import (
 // Hop-by-hop headers (RFC 9110 section 7.6.1), never forwarded.
 var hopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
+// hopByHopLens has bit n set when a name in hopByHop is n bytes long.
+var hopByHopLens = func() (m uint64) {
+	for _, h := range hopByHop {
+		m |= 1 << len(h)
+	}
+	return m
+}()
+
 func isHopByHop(k string) bool {
+	// Most names are ruled out by their length alone. Only for ASCII:
+	// EqualFold matches some non-ASCII runes (the Kelvin sign) to ASCII
+	// letters of another byte length.
+	if (len(k) >= 64 || hopByHopLens&(1<<len(k)) == 0) && isASCII(k) {
+		return false
+	}
 	for _, h := range hopByHop {
 		if strings.EqualFold(h, k) {
 			return true
 		}
 	}
 	return false
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // checkDestination enforces P2 inside the tunnel: the Host (or :authority)
@@ -217,19 +241,13 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, prot
 	// client's framing.
 	out := &http.Request{
 		Method:     req.Method,
-		URL:        &url.URL{Scheme: "https", Host: t.dest.Host, Path: req.URL.Path, RawPath: req.URL.RawPath, RawQuery: req.URL.RawQuery},
+		URL:        &url.URL{Scheme: "https", Host: t.authority, Path: req.URL.Path, RawPath: req.URL.RawPath, RawQuery: req.URL.RawQuery},
+		Host:       t.authority,
 		Header:     make(http.Header, len(req.Header)),
 		Proto:      "HTTP/1.1",
 		ProtoMajor: 1,
 		ProtoMinor: 1,
 	}
-	if t.dest.Port != 443 {
-		out.URL.Host = t.dest.String()
-	}
-	if strings.Contains(t.dest.Host, ":") && t.dest.Port == 443 {
-		out.URL.Host = "[" + t.dest.Host + "]"
-	}
-	out.Host = out.URL.Host
 	// One backing array for every copied value: a header rewrite must not
 	// reach the client's request (its Content-Type is logged).
 	nv := 0
@@ -284,7 +302,13 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, prot
 	if err := s.signRequest(ctx, t, out, sb); err != nil {
 		return nil, err
 	}
-	uctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	// The upstream request outlives the browser's (the answer streams on
+	// after handle returns) and ends when its body is closed.
+	base := ctx
+	if ctx.Done() != nil {
+		base = context.WithoutCancel(ctx)
+	}
+	uctx, cancel := context.WithCancel(base)
 	out = out.WithContext(uctx)
 	s.metrics.addedLatency(time.Since(start))
 	upStart := time.Now()
@@ -342,6 +366,18 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, prot
 	}
 	scrubbed.Body = &cancelBody{ReadCloser: scrubbed.Body, cancel: cancel}
 	return scrubbed, nil
+}
+
+// upstreamAuthority is d as an upstream URL's host: the host alone on
+// port 443, host:port otherwise, an IPv6 address in brackets.
+func upstreamAuthority(d Destination) string {
+	if d.Port != 443 {
+		return d.String()
+	}
+	if strings.Contains(d.Host, ":") {
+		return "[" + d.Host + "]"
+	}
+	return d.Host
 }
 
 // httpsRedirect reports whether a Location answer leads to https, read as

@@ -55,7 +55,10 @@ func (s *Server) serveH1(t *tunnel, conn net.Conn) {
 			_ = errorResponse(nil, err).Write(conn)
 			return
 		}
-		_ = conn.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
+		if req.Body != http.NoBody {
+			// The body is read with the idle allowance, not the header's.
+			_ = conn.SetReadDeadline(time.Now().Add(s.cfg.IdleTimeout))
+		}
 		if strings.EqualFold(req.Header.Get("Expect"), "100-continue") {
 			req.Header.Del("Expect")
 			_, _ = io.WriteString(conn, "HTTP/1.1 100 Continue\r\n\r\n")
@@ -106,7 +109,9 @@ func (s *Server) serveH1(t *tunnel, conn net.Conn) {
 		}
 		resp.Body.Close()
 		// Drain what the client sent that we did not read, within reason.
-		_, _ = io.CopyN(io.Discard, req.Body, 256<<10)
+		if req.Body != http.NoBody {
+			_, _ = io.CopyN(io.Discard, req.Body, 256<<10)
+		}
 		req.Body.Close()
 		t.setActive(false)
 		if werr != nil || !keep {

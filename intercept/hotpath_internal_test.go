@@ -107,3 +107,21 @@ func browserHeader() http.Header {
 		"Priority":           {"u=0, i"},
 	}
 }
+
+// isHopByHop's length shortcut answers as the plain case-folding
+// comparison with every name in hopByHop does.
+func TestIsHopByHop_AsCaseFolding(t *testing.T) {
+	names := []string{"", "Te", "TE", "te", "Tf", "Connection", "connection", "CONNECTION", "User-Agent",
+		"Keep-Alive", "\u212Aeep-Alive", "Proxy-Authorization", "proxy-authenticate", "Trailer", "Referer",
+		"Transfer-Encoding", "Upgrade", "Proxy-Connection", "Content-Type", "Set-Cookie", "ſet-Cookie",
+		strings.Repeat("x", 70), "Expect", "Host"}
+	for _, n := range names {
+		want := false
+		for _, h := range hopByHop {
+			want = want || strings.EqualFold(h, n)
+		}
+		if got := isHopByHop(n); got != want {
+			t.Errorf("isHopByHop(%q) = %v, want %v", n, got, want)
+		}
+	}
+}

@@ -91,6 +91,9 @@ type tunnel struct {
 	sess *broker.Session
 	dest Destination
 	conn net.Conn
+	// authority is dest as the upstream request's URL host names it,
+	// formed once for all the tunnel's requests (upstreamAuthority).
+	authority string
 
 	mu     sync.Mutex
 	active bool
