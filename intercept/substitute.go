@@ -146,8 +146,16 @@ func (s *Server) substituteRequest(ctx context.Context, sess *broker.Session, de
 	}
 	out := body
 	if len(body) > 0 {
+		// The body is rewritten over itself where the replacements keep
+		// its length (no second 1 MiB buffer for a stand-in in a large
+		// JSON body), except a GET's: forward hands a GET's body, as
+		// received, to the TOTP capture.
+		rw := rewrite.BodyInPlace
+		if req.Method == http.MethodGet {
+			rw = rewrite.Body
+		}
 		var err error
-		if out, _, err = rewrite.Body(req.Header.Get("Content-Type"), req.Header.Get("Content-Encoding"), body, r, s.cfg.MaxBodyBytes); err != nil {
+		if out, _, err = rw(req.Header.Get("Content-Type"), req.Header.Get("Content-Encoding"), body, r, s.cfg.MaxBodyBytes); err != nil {
 			return nil, sb, err
 		}
 	}

@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"bytes"
 	"net/http"
 	"net/url"
 	"testing"
@@ -218,9 +219,12 @@ func TestP9_ScanJSONStringMatchesByteLoop(t *testing.T) {
 	var walk func(b []byte)
 	walk = func(b []byte) {
 		in := append([]byte{'"'}, b...)
-		e, c := scanJSONString(in, 0)
+		e, c, esc := scanJSONString(in, 0)
 		if we, wc := naive(in, 0); e != we || c != wc {
 			t.Fatalf("%q: end %d %v, want %d %v", in, e, c, we, wc)
+		}
+		if want := bytes.IndexByte(in[1:e], '\\') >= 0; esc != want {
+			t.Fatalf("%q: escaped %v, want %v", in, esc, want)
 		}
 		if len(b) == 9 {
 			return
