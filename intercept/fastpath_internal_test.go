@@ -149,7 +149,7 @@ func hiddenTestMatch() (*requestMatch, []string) {
 	for i, v := range vals {
 		pats = append(pats, tokens.Pattern{Value: []byte(v), ID: i})
 	}
-	return &requestMatch{long: tokens.NewMatcher(pats), b64: base64Prefilter(pats)}, vals
+	return &requestMatch{long: tokens.NewMatcher(pats), hide: hidePrefilter(pats)}, vals
 }
 
 // TestP9_HiddenValuesOnePassKeepsRefusals: a token or stand-in behind an

@@ -144,8 +144,21 @@ func (s *Server) substituteRequest(ctx context.Context, sess *broker.Session, de
 	if _, err := rewrite.Header(req.Header, r); err != nil {
 		return nil, sb, err
 	}
-	out := body
-	if len(body) > 0 {
+	out, err := s.substituteBody(rm, req, body, r)
+	if err != nil {
+		return nil, sb, err
+	}
+	return out, sb, nil
+}
+
+// substituteBody rewrites the request body (as received, encoded) with r
+// and runs the hidden-value check on the request going upstream (its URL
+// and headers, already rewritten, and the new body), which it returns.
+func (s *Server) substituteBody(rm *requestMatch, req *http.Request, body []byte, r rewrite.Replacer) ([]byte, error) {
+	out, view := body, body
+	if ct, ce := req.Header.Get("Content-Type"), req.Header.Get("Content-Encoding"); len(body) > 0 && rm.holdsNothing(ct, ce, body) {
+		view = nil // nothing for the rewrite or the hidden-value check to find in it
+	} else if len(body) > 0 {
 		// The body is rewritten over itself where the replacements keep
 		// its length (no second 1 MiB buffer for a stand-in in a large
 		// JSON body), except a GET's: forward hands a GET's body, as
@@ -155,14 +168,15 @@ func (s *Server) substituteRequest(ctx context.Context, sess *broker.Session, de
 			rw = rewrite.Body
 		}
 		var err error
-		if out, _, err = rw(req.Header.Get("Content-Type"), req.Header.Get("Content-Encoding"), body, r, s.cfg.MaxBodyBytes); err != nil {
-			return nil, sb, err
+		if out, _, err = rw(ct, ce, body, r, s.cfg.MaxBodyBytes); err != nil {
+			return nil, err
 		}
+		view = out
 	}
-	if err := s.hiddenValues(rm, req, out); err != nil {
-		return nil, sb, err
+	if err := s.hiddenValues(rm, req, view); err != nil {
+		return nil, err
 	}
-	return out, sb, nil
+	return out, nil
 }
 
 // hiddenValues refuses a request that still carries a token or a long

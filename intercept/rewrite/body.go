@@ -192,6 +192,34 @@ func MayWalk(contentType string, b []byte) bool {
 	return len(t) > 0 && (t[0] == '{' || t[0] == '[' || t[0] == '"')
 }
 
+// Literal reports whether a body of this media type and coding is read by
+// Body and EncodedViews as its bytes stand, base64 apart: no content coding,
+// not multipart (a part has headers and a transfer encoding of its own),
+// and none of the bytes that start an escape in a form ('%', '+'), in JSON
+// ('\\') or in HTML ('&'). Then every value Body offers a Replacer is a run
+// of b, Body cannot fail on b unless the Replacer does, and EncodedViews
+// returns only b's base64 views; a caller that finds nothing in b (and no
+// Base64Fragments of what it looks for) may skip both. One pass of
+// IndexByte a byte: the cost of a large body that carries nothing.
+func Literal(contentType, contentEncoding string, b []byte) bool {
+	if cs, err := parseCodings(contentEncoding); err != nil || len(cs) > 0 {
+		return false
+	}
+	if strings.Contains(strings.ToLower(contentType), "multipart") {
+		return false
+	}
+	for _, c := range []byte(literalBreakers) {
+		if bytes.IndexByte(b, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// literalBreakers are the bytes that start an escape some decoding of
+// Body's or textViews' undoes.
+const literalBreakers = "%+\\&"
+
 func isJSONType(mt string) bool {
 	return mt == "application/json" || strings.HasSuffix(mt, "+json") ||
 		mt == "text/json" || mt == "application/x-ndjson"

@@ -124,3 +124,32 @@ func TestBodyInPlaceWritesOver(t *testing.T) {
 		}
 	}
 }
+
+// TestLiteralHasNoTextViews: a body Literal says is read as it stands has
+// no percent, JSON or HTML view (EncodedViews's text views), whatever
+// bytes it holds otherwise; and one with any byte that starts an escape is
+// not Literal.
+func TestLiteralHasNoTextViews(t *testing.T) {
+	alphabet := []byte("ab_\"'=:;,{}[]<> \t\n%+\\&#x41u005f;=\xc3\xa9")
+	for n := 0; n < 4000; n++ {
+		b := make([]byte, n%40)
+		for i := range b {
+			b[i] = alphabet[(n*7+i*13+i*i)%len(alphabet)]
+		}
+		lit := Literal("text/plain", "", b)
+		if lit && len(textViews(b)) > 0 {
+			t.Fatalf("%q: Literal, yet it has a text view", b)
+		}
+		if lit == bytes.ContainsAny(b, literalBreakers) {
+			t.Fatalf("%q: Literal %v", b, lit)
+		}
+	}
+	for _, c := range []struct{ ct, ce string }{{"multipart/form-data; boundary=x", ""}, {"Multipart/Mixed", ""}, {"application/json", "gzip"}, {"text/plain", "bogus"}} {
+		if Literal(c.ct, c.ce, []byte("plain")) {
+			t.Errorf("%q %q: Literal", c.ct, c.ce)
+		}
+	}
+	if !Literal("application/json", "identity", []byte(`{"a":"b"}`)) {
+		t.Error("identity-coded plain JSON is not Literal")
+	}
+}
