@@ -276,7 +276,17 @@ func hiddenClean(rm *requestMatch, views [][]byte) bool {
 	// costs less than the prefilter's matcher.
 	for _, v := range views {
 		if len(v) > joinViewMax {
-			if !clean(v) || !rewrite.EachEncodedViewIf(v, rm.mayHideBase64, clean) {
+			// One scan of v for the prefilter answers for its long values
+			// too (rm.hide holds them): a text the prefilter finds nothing
+			// in is not scanned for them again, nor again for itself.
+			hideV := rm.mayHideBase64(v)
+			mayHide := func(b []byte) bool {
+				if len(b) == len(v) && &b[0] == &v[0] {
+					return hideV
+				}
+				return rm.mayHideBase64(b)
+			}
+			if containsTokenShape(v) || hideV && rm.long.Contains(v) || !rewrite.EachEncodedViewIf(v, mayHide, clean) {
 				return false
 			}
 			continue
