@@ -63,13 +63,15 @@ func (rm *requestMatch) mayHideBase64(b []byte) bool {
 // or refuse (every field it offers is a run of the body) and hiddenValues
 // nothing in the body's views: both are skipped, and the body costs a few
 // vectorised scans. A small body goes the whole way: that costs less than
-// building the prefilters.
+// building the prefilters. The prefilter goes first: it stops at the first
+// value, so a body that carries one (which then goes the whole way) pays
+// little for the question.
 func (rm *requestMatch) holdsNothing(contentType, contentEncoding string, b []byte) bool {
-	if len(b) <= joinViewMax || !rewrite.Literal(contentType, contentEncoding, b) || containsTokenShape(b) {
+	if len(b) <= joinViewMax {
 		return false
 	}
 	rm.prefilters()
-	return !rm.hide.Contains(b) && !rm.short.Contains(b)
+	return !rm.hide.Contains(b) && !rm.short.Contains(b) && !containsTokenShape(b) && rewrite.Literal(contentType, contentEncoding, b)
 }
 
 // hidePrefilter is requestMatch.hide for the long values long: each of
