@@ -55,11 +55,12 @@ func jsonRewrite(body []byte, r Replacer, inPlace bool) ([]byte, int, error) {
 	splice := func(start, end int, rep []byte) {
 		splices = append(splices, jsonSplice{start, end, rep})
 	}
+	strs := newJSONStrings(body)
 	for i := 0; i < len(body); {
 		c := body[i]
 		switch {
 		case c == '"':
-			end, closed, escaped := scanJSONString(body, i)
+			end, closed, escaped := strs.scan(i)
 			inner := body[i+1 : end]
 			if closed {
 				inner = body[i+1 : end-1]
@@ -156,25 +157,49 @@ func isJSONNumber(b []byte) bool {
 	return len(b) > 0 && (b[0] == '-' || ('0' <= b[0] && b[0] <= '9')) && json.Valid(b)
 }
 
-// scanJSONString returns the index just past the string literal opening at
+// jsonStrings finds where a document's string literals end. It keeps the
+// place of the next backslash, so the document is searched for one once
+// in all rather than once a string: a large literal without any costs one
+// search for its closing quote. Its calls go forward through b.
+type jsonStrings struct {
+	b        []byte
+	from, bs int // bs: the first backslash at or after from, len(b) if none
+}
+
+func newJSONStrings(b []byte) *jsonStrings { return &jsonStrings{b: b, from: len(b) + 1} }
+
+// backslash returns the index of the first backslash at or after j, or
+// len(b).
+func (s *jsonStrings) backslash(j int) int {
+	if j < s.from || j > s.bs {
+		s.from, s.bs = j, len(s.b)
+		if k := bytes.IndexByte(s.b[j:], '\\'); k >= 0 {
+			s.bs = j + k
+		}
+	}
+	return s.bs
+}
+
+// scan returns the index just past the string literal opening at
 // b[start], whether it was closed (an unterminated literal runs to the
 // end) and whether it holds a backslash (without one it needs no
 // unescaping).
-func scanJSONString(b []byte, start int) (end int, closed, escaped bool) {
+func (s *jsonStrings) scan(start int) (end int, closed, escaped bool) {
 	// Jump from quote to quote (IndexByte is vectorised: a 1 MiB value
 	// cost a byte loop before); a quote is the end unless a backslash
-	// before it escapes it, so only the span up to it is searched for one.
+	// before it escapes it.
+	b := s.b
 	for j := start + 1; j < len(b); {
 		q := bytes.IndexByte(b[j:], '"')
 		if q < 0 {
-			return len(b), false, escaped || bytes.IndexByte(b[j:], '\\') >= 0
+			return len(b), false, escaped || s.backslash(j) < len(b)
 		}
-		e := bytes.IndexByte(b[j:j+q], '\\')
-		if e < 0 {
+		e := s.backslash(j)
+		if e >= j+q {
 			return j + q + 1, true, escaped
 		}
 		escaped = true
-		j += e + 2 // the escaped byte is skipped, whatever it is
+		j = e + 2 // the escaped byte is skipped, whatever it is
 	}
 	return len(b), false, escaped
 }
