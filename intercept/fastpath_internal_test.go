@@ -149,7 +149,7 @@ func hiddenTestMatch() (*requestMatch, []string) {
 	for i, v := range vals {
 		pats = append(pats, tokens.Pattern{Value: []byte(v), ID: i})
 	}
-	return &requestMatch{long: tokens.NewMatcher(pats), b64: base64Prefilter(pats)}, vals
+	return &requestMatch{long: tokens.NewMatcher(pats), hide: hidePrefilter(pats)}, vals
 }
 
 // TestP9_HiddenValuesOnePassKeepsRefusals: a token or stand-in behind an
@@ -197,13 +197,22 @@ func TestP9_HiddenValuesOnePassAgreesWithPieces(t *testing.T) {
 	}
 	bits = append(bits, "a", "Zm9v", "==", "%", "+", "\n", " ", "&", ";", "\\", "_", "av", "AAAAAAAAAA", "/", "-")
 	rnd := rand.New(rand.NewPCG(9, 0))
+	pad := strings.Repeat("x", joinViewMax)
 	found := 0
 	for range 3000 {
 		var views [][]byte
 		for range 1 + rnd.IntN(2) {
 			var b strings.Builder
-			for range rnd.IntN(8) {
+			big := rnd.IntN(3) == 0 // a view past joinViewMax, scanned alone
+			n := rnd.IntN(8)
+			for i := range n {
+				if big && i == n/2 {
+					b.WriteString(pad)
+				}
 				b.WriteString(bits[rnd.IntN(len(bits))])
+			}
+			if big && n == 0 {
+				b.WriteString(pad)
 			}
 			views = append(views, []byte(b.String()))
 		}

@@ -17,46 +17,82 @@ const wholeFieldLen = 7
 // requestMatch is a session's request-side matcher: every token and
 // stand-in, and a card stand-in grouped as a card field displays it; each
 // pattern's ID indexes pats. long holds only the long values, for the
-// hidden-value check over decoded views, and b64 what a text shows when a
-// base64 view of it holds one of them or a token's "av_" in any case
-// (rewrite.Base64Fragments): a text without any is not decoded.
+// hidden-value check over decoded views; hide what a text shows when it, or
+// a base64 view of it, holds one of them or a token's "av_" in any case
+// (rewrite.Base64Fragments): a text without any is not decoded as base64.
 type requestMatch struct {
 	m, long *tokens.Matcher
 	pats    []reqPattern
-	// b64 is built on first use (a large body): a purchase's every
-	// authorize renews its grant and so gives the session a new
-	// requestMatch, and most requests carry no large body.
-	b64      *tokens.Matcher
-	b64Once  sync.Once
-	longVals []tokens.Pattern // what long was built from
+	// hide and short are built on first use (a large body): a purchase's
+	// every authorize renews its grant and so gives the session a new
+	// requestMatch, and most requests carry no large body. short holds
+	// the short (whole-field) values, matched anywhere.
+	hide, short *tokens.Matcher
+	hideOnce    sync.Once
+	longVals    []tokens.Pattern // what long was built from
+	shortVals   []tokens.Pattern
+}
+
+func (rm *requestMatch) prefilters() {
+	rm.hideOnce.Do(func() {
+		if rm.hide == nil {
+			rm.hide = hidePrefilter(rm.longVals)
+		}
+		if rm.short == nil {
+			var pats []tokens.Pattern
+			for _, p := range rm.shortVals {
+				pats = append(pats, tokens.Pattern{Value: p.Value, ID: len(pats)})
+			}
+			rm.short = tokens.NewMatcher(pats)
+		}
+	})
 }
 
 // mayHideBase64 is the hidden-value check's mayHide (rewrite.EachEncodedViewIf):
 // false only when no base64 view of b can hold a token's shape or a long
 // value (containsTokenShape needs "av_", in any case).
 func (rm *requestMatch) mayHideBase64(b []byte) bool {
-	rm.b64Once.Do(func() {
-		if rm.b64 == nil {
-			rm.b64 = base64Prefilter(rm.longVals)
-		}
-	})
-	return rm.b64.Contains(b)
+	rm.prefilters()
+	return rm.hide.Contains(b)
 }
 
-// base64Prefilter is requestMatch.b64 for the long values long: the
-// Base64Fragments of each, and of every start of a token's shape.
-func base64Prefilter(long []tokens.Pattern) *tokens.Matcher {
+// holdsNothing reports whether a large request body certainly holds nothing
+// of the session: no token or stand-in, long or short, anywhere, no token
+// shape, and none in a base64 view, and it is read as its bytes stand
+// (rewrite.Literal). Then the body's rewrite would find nothing to replace
+// or refuse (every field it offers is a run of the body) and hiddenValues
+// nothing in the body's views: both are skipped, and the body costs a few
+// vectorised scans. A small body goes the whole way: that costs less than
+// building the prefilters. The prefilter goes first: it stops at the first
+// value, so a body that carries one (which then goes the whole way) pays
+// little for the question.
+func (rm *requestMatch) holdsNothing(contentType, contentEncoding string, b []byte) bool {
+	if len(b) <= joinViewMax {
+		return false
+	}
+	rm.prefilters()
+	return !rm.hide.Contains(b) && !rm.short.Contains(b) && !containsTokenShape(b) && rewrite.Literal(contentType, contentEncoding, b)
+}
+
+// hidePrefilter is requestMatch.hide for the long values long: each of
+// them, the Base64Fragments of each, and of every start of a token's
+// shape. (A text holding a long value fails the hidden-value check before
+// its base64 views are asked for.)
+func hidePrefilter(long []tokens.Pattern) *tokens.Matcher {
 	var frags []tokens.Pattern
 	add := func(v []byte) {
-		for _, f := range rewrite.Base64Fragments(v) {
-			frags = append(frags, tokens.Pattern{Value: f, ID: len(frags)})
-		}
+		frags = append(frags, tokens.Pattern{Value: v, ID: len(frags)})
 	}
 	for _, h := range tokenShapeHeads {
-		add([]byte(h))
+		for _, f := range rewrite.Base64Fragments([]byte(h)) {
+			add(f)
+		}
 	}
 	for _, p := range long {
 		add(p.Value)
+		for _, f := range rewrite.Base64Fragments(p.Value) {
+			add(f)
+		}
 	}
 	return tokens.NewMatcher(frags)
 }
@@ -101,28 +137,37 @@ func group(digits []byte, groups []int, sep byte) []byte {
 
 // newRequestMatch builds a session's request matcher from its grants.
 func newRequestMatch(grants []*broker.Grant) *requestMatch {
-	rm := &requestMatch{}
-	var pats, long []tokens.Pattern
-	add := func(v string, p reqPattern) {
-		tp := tokens.Pattern{Value: []byte(v), ID: len(rm.pats), WholeField: len(v) < wholeFieldLen}
-		rm.pats = append(rm.pats, p)
-		pats = append(pats, tp)
-		if !tp.WholeField {
-			long = append(long, tp)
-		}
-	}
+	var vals []string
+	var ps []reqPattern
 	for _, b := range grants {
 		for _, n := range []string{b.Token(), b.StandIn()} {
 			if n != "" {
-				add(n, reqPattern{b: b})
+				vals, ps = append(vals, n), append(ps, reqPattern{b: b})
 			}
 		}
 		if si := b.StandIn(); b.Item().Kind == vault.KindCard && b.Field() == vault.FieldNumber && len(si) >= 12 {
 			// The stand-in as a card field shows it: "4242 4276 7384 4242".
 			g := cardGroups(len(si))
 			for _, sep := range []byte{' ', '-'} {
-				add(string(group([]byte(si), g, sep)), reqPattern{b: b, sep: sep, groups: g})
+				vals, ps = append(vals, string(group([]byte(si), g, sep))), append(ps, reqPattern{b: b, sep: sep, groups: g})
 			}
+		}
+	}
+	return requestMatchOf(vals, ps)
+}
+
+// requestMatchOf is the request matcher of the values vals, each standing
+// for the pattern of the same index in ps.
+func requestMatchOf(vals []string, ps []reqPattern) *requestMatch {
+	rm := &requestMatch{pats: ps}
+	var pats, long []tokens.Pattern
+	for i, v := range vals {
+		tp := tokens.Pattern{Value: []byte(v), ID: i, WholeField: len(v) < wholeFieldLen}
+		pats = append(pats, tp)
+		if tp.WholeField {
+			rm.shortVals = append(rm.shortVals, tp)
+		} else {
+			long = append(long, tp)
 		}
 	}
 	rm.m, rm.long, rm.longVals = tokens.NewMatcher(pats), tokens.NewMatcher(long), long

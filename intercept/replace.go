@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"regexp"
+	"sync"
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/intercept/rewrite"
@@ -110,33 +111,70 @@ func (sc *scrubber) reader(src io.Reader, hit func(vault.Kind)) io.ReadCloser {
 	if sc == nil {
 		return io.NopCloser(src)
 	}
-	r := &scrubReader{src: src}
-	r.w = sc.replacer(hit).NewWriter(&r.out)
+	b := scrubBufPool.Get().(*scrubBufs)
+	r := &scrubReader{src: src, bufs: b, held: b.held[:0]}
+	r.w = sc.replacer(hit).NewWriter((*scrubSink)(r))
 	return r
 }
 
+// scrubReader reads src through w, whose scrubbed output (scrubSink) goes
+// straight into the buffer the caller handed Read while it has room; what
+// does not fit is held for the next Read.
 type scrubReader struct {
-	src io.Reader
-	w   io.WriteCloser // writes the scrubbed stream into out
-	out bytes.Buffer
-	buf []byte
-	err error // sticky: io.EOF once the tail is flushed
+	src  io.Reader
+	w    io.WriteCloser
+	bufs *scrubBufs // nil once closed
+	held []byte     // held[off:] is scrubbed and not yet read
+	off  int
+	p    []byte // the buffer of the Read under way, p[:n] filled
+	n    int
+	err  error // sticky: io.EOF once the tail is flushed
 }
+
+// scrubBufs are a scrubReader's buffers, pooled across responses: in takes
+// what src returns, held what the caller's buffer had no room for. Both
+// hold response bytes, real values included before the scrub: wiped
+// before they go back.
+type scrubBufs struct{ in, held []byte }
+
+var scrubBufPool = sync.Pool{New: func() any { return &scrubBufs{in: make([]byte, readChunk)} }}
 
 // readChunk is how much is read from upstream at a time.
 const readChunk = 32 << 10
 
+// scrubSink is the scrubReader as the tokens writer's output.
+type scrubSink scrubReader
+
+func (s *scrubSink) Write(b []byte) (int, error) {
+	r, total := (*scrubReader)(s), len(b)
+	if r.off == len(r.held) {
+		k := copy(r.p[r.n:], b)
+		r.n += k
+		b = b[k:]
+	}
+	r.held = append(r.held, b...)
+	return total, nil
+}
+
 func (r *scrubReader) Read(p []byte) (int, error) {
-	for r.out.Len() == 0 {
-		if r.err != nil {
-			return 0, r.err
+	if r.off < len(r.held) {
+		n := copy(p, r.held[r.off:])
+		if r.off += n; r.off == len(r.held) {
+			clear(r.held)
+			r.held, r.off = r.held[:0], 0
 		}
-		if r.buf == nil {
-			r.buf = make([]byte, readChunk)
-		}
-		n, err := r.src.Read(r.buf)
+		return n, nil
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	r.p, r.n = p, 0
+	defer func() { r.p, r.n = nil, 0 }()
+	for r.n == 0 && r.err == nil {
+		in := r.bufs.in
+		n, err := r.src.Read(in)
 		if n > 0 {
-			if _, werr := r.w.Write(r.buf[:n]); werr != nil {
+			if _, werr := r.w.Write(in[:n]); werr != nil {
 				r.fail(werr)
 				continue
 			}
@@ -148,7 +186,10 @@ func (r *scrubReader) Read(p []byte) (int, error) {
 			r.fail(err)
 		}
 	}
-	return r.out.Read(p)
+	if r.n > 0 {
+		return r.n, nil
+	}
+	return 0, r.err
 }
 
 // fail ends the stream with err (io.EOF when err is nil) and wipes the
@@ -159,15 +200,27 @@ func (r *scrubReader) fail(err error) {
 	}
 	r.err = err
 	_ = r.w.Close()
-	clear(r.buf)
+	if r.bufs != nil {
+		clear(r.bufs.in)
+	}
 }
 
 func (r *scrubReader) Close() error {
 	if r.err == nil {
 		r.fail(agentvault.Errorf(agentvault.CodeUpstream, "response body closed"))
 	}
+	if b := r.bufs; b != nil {
+		clear(r.held[:cap(r.held)])
+		b.held, r.held, r.off, r.bufs = r.held[:0], nil, 0, nil
+		if cap(b.held) <= maxHeldPooled {
+			scrubBufPool.Put(b)
+		}
+	}
 	return nil
 }
+
+// maxHeldPooled is the largest held buffer kept for reuse.
+const maxHeldPooled = 256 << 10
 
 // tokenShape finds anything that looks like a mock token. Any left in a
 // request after substitution is refused: a mock token never goes upstream.

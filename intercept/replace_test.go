@@ -72,6 +72,25 @@ func FuzzP10_StreamingScrubMatchesWhole(f *testing.F) {
 		if !bytes.Equal(got, want) {
 			t.Fatalf("chunk %d: stream %q, whole %q", n, got, want)
 		}
+		// Read into buffers smaller than what the scrub emits at once,
+		// so part of it is held for the next Read.
+		rd := r.reader(&chunkReader{b: bytes.Clone(data), n: n}, nil)
+		got = got[:0]
+		buf := make([]byte, 1+n%7)
+		for {
+			k, err := rd.Read(buf)
+			got = append(got, buf[:k]...)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		rd.Close()
+		if !bytes.Equal(got, want) {
+			t.Fatalf("chunk %d, reads of %d: stream %q, whole %q", n, len(buf), got, want)
+		}
 	})
 }
 

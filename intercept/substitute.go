@@ -144,17 +144,39 @@ func (s *Server) substituteRequest(ctx context.Context, sess *broker.Session, de
 	if _, err := rewrite.Header(req.Header, r); err != nil {
 		return nil, sb, err
 	}
-	out := body
-	if len(body) > 0 {
-		var err error
-		if out, _, err = rewrite.Body(req.Header.Get("Content-Type"), req.Header.Get("Content-Encoding"), body, r, s.cfg.MaxBodyBytes); err != nil {
-			return nil, sb, err
-		}
-	}
-	if err := s.hiddenValues(rm, req, out); err != nil {
+	out, err := s.substituteBody(rm, req, body, r)
+	if err != nil {
 		return nil, sb, err
 	}
 	return out, sb, nil
+}
+
+// substituteBody rewrites the request body (as received, encoded) with r
+// and runs the hidden-value check on the request going upstream (its URL
+// and headers, already rewritten, and the new body), which it returns.
+func (s *Server) substituteBody(rm *requestMatch, req *http.Request, body []byte, r rewrite.Replacer) ([]byte, error) {
+	out, view := body, body
+	if ct, ce := req.Header.Get("Content-Type"), req.Header.Get("Content-Encoding"); len(body) > 0 && rm.holdsNothing(ct, ce, body) {
+		view = nil // nothing for the rewrite or the hidden-value check to find in it
+	} else if len(body) > 0 {
+		// The body is rewritten over itself where the replacements keep
+		// its length (no second 1 MiB buffer for a stand-in in a large
+		// JSON body), except a GET's: forward hands a GET's body, as
+		// received, to the TOTP capture.
+		rw := rewrite.BodyInPlace
+		if req.Method == http.MethodGet {
+			rw = rewrite.Body
+		}
+		var err error
+		if out, _, err = rw(ct, ce, body, r, s.cfg.MaxBodyBytes); err != nil {
+			return nil, err
+		}
+		view = out
+	}
+	if err := s.hiddenValues(rm, req, view); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // hiddenValues refuses a request that still carries a token or a long
@@ -254,7 +276,17 @@ func hiddenClean(rm *requestMatch, views [][]byte) bool {
 	// costs less than the prefilter's matcher.
 	for _, v := range views {
 		if len(v) > joinViewMax {
-			if !clean(v) || !rewrite.EachEncodedViewIf(v, rm.mayHideBase64, clean) {
+			// One scan of v for the prefilter answers for its long values
+			// too (rm.hide holds them): a text the prefilter finds nothing
+			// in is not scanned for them again, nor again for itself.
+			hideV := rm.mayHideBase64(v)
+			mayHide := func(b []byte) bool {
+				if len(b) == len(v) && &b[0] == &v[0] {
+					return hideV
+				}
+				return rm.mayHideBase64(b)
+			}
+			if containsTokenShape(v) || hideV && rm.long.Contains(v) || !rewrite.EachEncodedViewIf(v, mayHide, clean) {
 				return false
 			}
 			continue

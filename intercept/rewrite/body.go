@@ -35,13 +35,27 @@ import (
 //
 // limit <= 0 means DefaultLimit.
 func Body(contentType, contentEncoding string, body []byte, r Replacer, limit int64) ([]byte, int, error) {
+	return bodyRewrite(contentType, contentEncoding, body, r, limit, false)
+}
+
+// BodyInPlace is Body for a caller that hands body over: the rewritten body
+// may be body itself, written over (a JSON body whose every replacement
+// keeps its length), and body must not be read as it was afterwards. No
+// byte of body is written before the walk has visited every value, so a
+// Replacer reading body while it runs (through a FieldVisitor's walk of
+// its own) sees it as received, and an error leaves it untouched.
+func BodyInPlace(contentType, contentEncoding string, body []byte, r Replacer, limit int64) ([]byte, int, error) {
+	return bodyRewrite(contentType, contentEncoding, body, r, limit, true)
+}
+
+func bodyRewrite(contentType, contentEncoding string, body []byte, r Replacer, limit int64, inPlace bool) ([]byte, int, error) {
 	r, sr := withScratch(r)
 	defer sr.release()
 	plain, forms, err := decodeAll(contentEncoding, body, limit)
 	if err != nil {
 		return nil, 0, err
 	}
-	rep, n, err := byMediaType(contentType, plain, r)
+	rep, n, err := byMediaType(contentType, plain, r, inPlace)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -131,7 +145,8 @@ func mediaKind(contentType string, b []byte) (kind int, boundary string) {
 	return walkText, ""
 }
 
-func byMediaType(contentType string, b []byte, r Replacer) ([]byte, int, error) {
+// byMediaType rewrites b by its media type; inPlace as BodyInPlace.
+func byMediaType(contentType string, b []byte, r Replacer, inPlace bool) ([]byte, int, error) {
 	if len(b) == 0 {
 		return b, 0, nil
 	}
@@ -139,7 +154,7 @@ func byMediaType(contentType string, b []byte, r Replacer) ([]byte, int, error) 
 	case walkForm:
 		return Form(b, r)
 	case walkJSON:
-		return JSON(b, r)
+		return jsonRewrite(b, r, inPlace)
 	case walkMultipart:
 		return Multipart(boundary, b, r)
 	}
@@ -176,6 +191,34 @@ func MayWalk(contentType string, b []byte) bool {
 	t := bytes.TrimLeft(b, " \t\r\n\ufeff")
 	return len(t) > 0 && (t[0] == '{' || t[0] == '[' || t[0] == '"')
 }
+
+// Literal reports whether a body of this media type and coding is read by
+// Body and EncodedViews as its bytes stand, base64 apart: no content coding,
+// not multipart (a part has headers and a transfer encoding of its own),
+// and none of the bytes that start an escape in a form ('%', '+'), in JSON
+// ('\\') or in HTML ('&'). Then every value Body offers a Replacer is a run
+// of b, Body cannot fail on b unless the Replacer does, and EncodedViews
+// returns only b's base64 views; a caller that finds nothing in b (and no
+// Base64Fragments of what it looks for) may skip both. One pass of
+// IndexByte a byte: the cost of a large body that carries nothing.
+func Literal(contentType, contentEncoding string, b []byte) bool {
+	if cs, err := parseCodings(contentEncoding); err != nil || len(cs) > 0 {
+		return false
+	}
+	if strings.Contains(strings.ToLower(contentType), "multipart") {
+		return false
+	}
+	for _, c := range []byte(literalBreakers) {
+		if bytes.IndexByte(b, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// literalBreakers are the bytes that start an escape some decoding of
+// Body's or textViews' undoes.
+const literalBreakers = "%+\\&"
 
 func isJSONType(mt string) bool {
 	return mt == "application/json" || strings.HasSuffix(mt, "+json") ||

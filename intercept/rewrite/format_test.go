@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"bytes"
 	"net/http"
 	"net/url"
 	"testing"
@@ -218,9 +219,12 @@ func TestP9_ScanJSONStringMatchesByteLoop(t *testing.T) {
 	var walk func(b []byte)
 	walk = func(b []byte) {
 		in := append([]byte{'"'}, b...)
-		e, c := scanJSONString(in, 0)
+		e, c, esc := newJSONStrings(in).scan(0)
 		if we, wc := naive(in, 0); e != we || c != wc {
 			t.Fatalf("%q: end %d %v, want %d %v", in, e, c, we, wc)
+		}
+		if want := bytes.IndexByte(in[1:e], '\\') >= 0; esc != want {
+			t.Fatalf("%q: escaped %v, want %v", in, esc, want)
 		}
 		if len(b) == 9 {
 			return
@@ -230,4 +234,42 @@ func TestP9_ScanJSONStringMatchesByteLoop(t *testing.T) {
 		}
 	}
 	walk(nil)
+}
+
+// TestP9_JSONStringsInSequence: one jsonStrings scanning a document's
+// literals one after another (as the JSON walk does, keeping the place of
+// the next backslash between them) ends each where the byte loop does.
+func TestP9_JSONStringsInSequence(t *testing.T) {
+	naive := func(b []byte, start int) (int, bool, bool) {
+		esc := false
+		for j := start + 1; j < len(b); j++ {
+			switch b[j] {
+			case '\\':
+				esc = true
+				j++
+			case '"':
+				return j + 1, true, esc
+			}
+		}
+		return len(b), false, esc
+	}
+	alphabet := []byte(`"\a:`)
+	for n := 0; n < 20000; n++ {
+		doc := make([]byte, 1+n%23)
+		for i, x := 0, n; i < len(doc); i, x = i+1, x/3+i*7 {
+			doc[i] = alphabet[(x+i*i)%len(alphabet)]
+		}
+		s := newJSONStrings(doc)
+		for i := 0; i < len(doc); {
+			if doc[i] != '"' {
+				i++
+				continue
+			}
+			e, c, esc := s.scan(i)
+			if we, wc, wesc := naive(doc, i); e != we || c != wc || esc != wesc {
+				t.Fatalf("%q at %d: %d %v %v, want %d %v %v", doc, i, e, c, esc, we, wc, wesc)
+			}
+			i = e
+		}
+	}
 }

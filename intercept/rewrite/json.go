@@ -22,32 +22,53 @@ import (
 // JSON number (a CVV with a leading zero, say) cannot be written back without
 // changing its type, so it is refused.
 func JSON(body []byte, r Replacer) ([]byte, int, error) {
+	return jsonRewrite(body, r, false)
+}
+
+// jsonSplice is one value JSON replaces: body[start:end] becomes rep.
+type jsonSplice struct {
+	start, end int
+	rep        []byte
+}
+
+// jsonRewrite is JSON; with inPlace it may write the result over body and
+// return body itself (BodyInPlace). The changes are kept aside until the
+// walk has visited every value, so nothing the walk or the replacer reads
+// (the replacer may read body through a FieldVisitor's caller) sees body
+// half rewritten; then, when each replacement is as long as what it
+// replaces (a format-preserving stand-in swapped for its real value),
+// they are written over body, else into one buffer of the exact size.
+func jsonRewrite(body []byte, r Replacer, inPlace bool) ([]byte, int, error) {
 	r, sr := withScratch(r)
 	defer sr.release()
-	var out []byte
-	total, last := 0, 0
+	var splices []jsonSplice
+	defer func() {
+		for _, sp := range splices {
+			clear(sp.rep) // a real value, copied where it belongs
+		}
+	}()
+	total := 0
 	var st *jsonStructure
 	if v := visitor(r); v != nil {
 		st = &jsonStructure{v: v, root: v.newGroup()}
 	}
 	splice := func(start, end int, rep []byte) {
-		if out == nil {
-			out = make([]byte, 0, len(body)+64)
-		}
-		out = append(out, body[last:start]...)
-		out = append(out, rep...)
-		last = end
+		splices = append(splices, jsonSplice{start, end, rep})
 	}
+	strs := newJSONStrings(body)
 	for i := 0; i < len(body); {
 		c := body[i]
 		switch {
 		case c == '"':
-			end, closed := scanJSONString(body, i)
+			end, closed, escaped := strs.scan(i)
 			inner := body[i+1 : end]
 			if closed {
 				inner = body[i+1 : end-1]
 			}
-			dec := jsonUnescape(inner)
+			dec := inner
+			if escaped {
+				dec = jsonUnescape(inner)
+			}
 			if st != nil {
 				st.value(dec, isKey(body, end), false)
 			}
@@ -91,8 +112,30 @@ func JSON(body []byte, r Replacer) ([]byte, int, error) {
 	if total == 0 {
 		return body, 0, nil
 	}
-	out = append(out, body[last:]...)
-	return out, total, nil
+	return applySplices(body, splices, inPlace), total, nil
+}
+
+// applySplices returns body with splices (in order, not overlapping)
+// applied: written over body when inPlace allows and no replacement
+// changes a length, else in a new buffer.
+func applySplices(body []byte, splices []jsonSplice, inPlace bool) []byte {
+	size, same := len(body), true
+	for _, sp := range splices {
+		size += len(sp.rep) - (sp.end - sp.start)
+		same = same && len(sp.rep) == sp.end-sp.start
+	}
+	if inPlace && same {
+		for _, sp := range splices {
+			copy(body[sp.start:sp.end], sp.rep)
+		}
+		return body
+	}
+	out, last := make([]byte, 0, size), 0
+	for _, sp := range splices {
+		out = append(append(out, body[last:sp.start]...), sp.rep...)
+		last = sp.end
+	}
+	return append(out, body[last:]...)
 }
 
 // startsValue reports whether a JSON value may follow byte c. A run of
@@ -114,24 +157,51 @@ func isJSONNumber(b []byte) bool {
 	return len(b) > 0 && (b[0] == '-' || ('0' <= b[0] && b[0] <= '9')) && json.Valid(b)
 }
 
-// scanJSONString returns the index just past the string literal opening at
-// b[start] and whether it was closed; an unterminated literal runs to the end.
-func scanJSONString(b []byte, start int) (int, bool) {
+// jsonStrings finds where a document's string literals end. It keeps the
+// place of the next backslash, so the document is searched for one once
+// in all rather than once a string: a large literal without any costs one
+// search for its closing quote. Its calls go forward through b.
+type jsonStrings struct {
+	b        []byte
+	from, bs int // bs: the first backslash at or after from, len(b) if none
+}
+
+func newJSONStrings(b []byte) *jsonStrings { return &jsonStrings{b: b, from: len(b) + 1} }
+
+// backslash returns the index of the first backslash at or after j, or
+// len(b).
+func (s *jsonStrings) backslash(j int) int {
+	if j < s.from || j > s.bs {
+		s.from, s.bs = j, len(s.b)
+		if k := bytes.IndexByte(s.b[j:], '\\'); k >= 0 {
+			s.bs = j + k
+		}
+	}
+	return s.bs
+}
+
+// scan returns the index just past the string literal opening at
+// b[start], whether it was closed (an unterminated literal runs to the
+// end) and whether it holds a backslash (without one it needs no
+// unescaping).
+func (s *jsonStrings) scan(start int) (end int, closed, escaped bool) {
 	// Jump from quote to quote (IndexByte is vectorised: a 1 MiB value
 	// cost a byte loop before); a quote is the end unless a backslash
-	// before it escapes it, so only the span up to it is searched for one.
+	// before it escapes it.
+	b := s.b
 	for j := start + 1; j < len(b); {
 		q := bytes.IndexByte(b[j:], '"')
 		if q < 0 {
-			return len(b), false
+			return len(b), false, escaped || s.backslash(j) < len(b)
 		}
-		e := bytes.IndexByte(b[j:j+q], '\\')
-		if e < 0 {
-			return j + q + 1, true
+		e := s.backslash(j)
+		if e >= j+q {
+			return j + q + 1, true, escaped
 		}
-		j += e + 2 // the escaped byte is skipped, whatever it is
+		escaped = true
+		j = e + 2 // the escaped byte is skipped, whatever it is
 	}
-	return len(b), false
+	return len(b), false, escaped
 }
 
 // jsonUnescape decodes the inside of a string literal the way encoding/json

@@ -202,7 +202,7 @@ func (f *FrameRewriter) Run(dst io.Writer, src io.Reader) error {
 			}
 			continue
 		}
-		rep, n, err := byMediaType("", msg, f.r)
+		rep, n, err := byMediaType("", msg, f.r, false)
 		if err != nil {
 			return err
 		}
