@@ -44,3 +44,27 @@ func CheckLoginDiagnostic(ev EventRequest) error {
 	}
 	return nil
 }
+
+// get_session_outcome's receipt images (seed 004): on a corroborated
+// checkout confirmation in a session that filled no token, mcpd keeps a
+// masked screenshot of the page beside the login diagnostics and the
+// confirmation event carries its reference.
+
+var receiptArtifactRe = regexp.MustCompile(`^receipt-[0-9a-f]{16}\.png$`)
+
+// NewReceiptArtifact is a fresh receipt reference, the file name mcpd
+// keeps the image under: receipt-<16 hex>.png.
+func NewReceiptArtifact() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "receipt-" + hex.EncodeToString(b[:]) + ".png"
+}
+
+// CheckReceipt refuses a confirmation event whose receipt reference is
+// not one mcpd makes.
+func CheckReceipt(ev EventRequest) error {
+	if !receiptArtifactRe.MatchString(ev.Receipt) {
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "a confirmation's receipt must be a reference of the form receipt-<16 hex>.png")
+	}
+	return nil
+}

@@ -94,7 +94,8 @@ type EventRequest struct {
 	OrderTotal *OrderTotal `json:"orderTotal,omitempty"`
 	Kinds      []string    `json:"kinds,omitempty"`
 	// Site is the registrable domain of a credential write event, the
-	// sign-in page's host of a login diagnostic.
+	// sign-in page's host of a login diagnostic, the confirmation page's
+	// host of a confirmation that carries a receipt.
 	Site string `json:"site,omitempty"`
 	// Login, Outcome and Artifact are a login diagnostic's: the stored
 	// login's label, how the sign-in ended (LoginOutcomes) and the
@@ -102,6 +103,10 @@ type EventRequest struct {
 	Login    string `json:"login,omitempty"`
 	Outcome  string `json:"outcome,omitempty"`
 	Artifact string `json:"artifact,omitempty"`
+	// Receipt, on a confirmation, is the reference of the masked receipt
+	// image mcpd kept for a session that filled no token (seed 004,
+	// get_session_outcome; NewReceiptArtifact), never the image.
+	Receipt string `json:"receipt,omitempty"`
 }
 
 // EventResponse is the empty answer to an event.

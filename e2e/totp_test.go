@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base32"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -54,13 +55,40 @@ func TestSeed004_TOTPEnrolledThroughTheHint(t *testing.T) {
 	}
 	label := strings.TrimSuffix(strings.TrimPrefix(emailTok, "av_login_"), emailTok[strings.LastIndex(emailTok, "_email_"):])
 
+	// Another login of the same site, which this session never signs in as.
+	loginHost, _, _ := net.SplitHostPort(ap.m.Login.Host)
+	other, err := ap.vault.AddLogin(context.Background(), org, "owner", vault.LoginInput{Site: loginHost, Website: loginURL,
+		Email: "hopper@example.org", Password: vault.NewSecret([]byte("Pw-" + randomHex(12) + "!y"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// notSignedIn declares the hint for a label and wants the precondition's
+	// refusal: one answer whether the login exists or not (no oracle).
+	var refusal string
+	notSignedIn := func(label string) {
+		t.Helper()
+		got := agent.refused("declare_page_hint", map[string]any{"kind": "login.totp_secret", "selector": "body", "label": label}, "sensitive_data_blocked").text
+		if !strings.Contains(got, "sign in with fill_login") || strings.Contains(got, "A token was filled") {
+			t.Errorf("the refusal for %q does not name signing in as the remedy: %q", label, got)
+		}
+		if refusal == "" {
+			refusal = got
+		} else if got != refusal {
+			t.Errorf("the refusal for %q differs: %q, then %q", label, refusal, got)
+		}
+	}
+
 	// Before signing in: the precondition refuses, nothing is armed.
 	agent.must("open_page", map[string]any{"url": ap.m.Login.URL + "/login"})
-	agent.refused("declare_page_hint", map[string]any{"kind": "login.totp_secret", "selector": "body", "label": label}, "sensitive_data_blocked")
+	notSignedIn(label)
+	notSignedIn("no-such-login")
 
 	signInTrailhead(t, agent, loginURL, emailTok, pwTok)
 	agent.must("wait_for_selector", map[string]any{"selector": "#account", "timeout": 30000})
 	agent.must("open_page", map[string]any{"url": ap.m.Login.URL + "/account/2fa"})
+	// Signed in as one login, not as the other: its hint is refused alike.
+	notSignedIn(other.Label)
+	notSignedIn("no-such-login")
 	got := agent.must("declare_page_hint", map[string]any{"kind": "login.totp_secret", "selector": "#totp-secret", "label": label}).json(t)
 	if got["stored"] != true || got["digits"] != float64(6) || got["period"] != float64(30) {
 		t.Fatalf("declare_page_hint login.totp_secret answered %v", got)

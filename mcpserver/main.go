@@ -51,8 +51,9 @@ type Main struct {
 	// no address takes the config's listen.mcp (httpDefault).
 	HTTPAddr    string
 	httpDefault bool
-	// ArtifactDir keeps browser_login's masked diagnostic captures for the
-	// owner (--artifact-dir; default <data>/mcpd/login-diagnostics).
+	// ArtifactDir keeps browser_login's masked diagnostic captures and
+	// get_session_outcome's receipt images for the owner (--artifact-dir;
+	// default <data>/mcpd/login-diagnostics).
 	ArtifactDir string
 	// LoginBudget shortens browser_login's end-to-end budget
 	// (--login-budget; 0: DefaultLoginBudget). It never lengthens it: the
@@ -209,7 +210,7 @@ func (m *Main) FlagSet() *flag.FlagSet {
 	fs.SetOutput(m.Stderr)
 	fs.StringVar(&m.DataDir, "data", m.DataDir, "proxyd's data directory (control-token, api-key, ca.pem, proxyd.yaml); default as proxyd: $AGENTVAULT_DATA, $DATA, the config's data_dir, ~/.agentvault")
 	fs.StringVar(&m.ConfigFile, "config", m.ConfigFile, "proxyd's config file, read for data_dir and the listen addresses (default: <data>/proxyd.yaml when there is one)")
-	fs.StringVar(&m.ArtifactDir, "artifact-dir", envOr("AGENTVAULT_ARTIFACT_DIR", ""), "where browser_login keeps the masked diagnostic capture of a sign-in that did not succeed, for the owner (default <data>/mcpd/"+DiagnosticsDir+")")
+	fs.StringVar(&m.ArtifactDir, "artifact-dir", envOr("AGENTVAULT_ARTIFACT_DIR", ""), "where browser_login keeps the masked diagnostic capture of a sign-in that did not succeed, and get_session_outcome the masked receipt image of a checkout that filled no token, for the owner (default <data>/mcpd/"+DiagnosticsDir+")")
 	fs.DurationVar(&m.LoginBudget, "login-budget", envDuration("AGENTVAULT_LOGIN_BUDGET", 0), "shorten browser_login's end-to-end budget (at most and by default 120s)")
 	fs.StringVar(&m.ControlURL, "control-url", envOr("AGENTVAULT_CONTROL_URL", m.ControlURL), "proxyd control API base URL (http:// on loopback, https:// elsewhere); several replicas of one deployment separated by commas")
 	fs.StringVar(&m.ControlCA, "control-ca", envOr("AGENTVAULT_CONTROL_CA", m.ControlCA), "PEM file of the CA to trust for https:// control URLs (proxyd's <data_dir>/ca.pem); default: the system roots")

@@ -73,9 +73,10 @@ type Config struct {
 	// browser_login (tools_browser_login.go): LoginBudget is its end-to-end
 	// budget (default 120 s); Captcha the managed browser's solver (nil:
 	// no captcha waits); ArtifactDir where its masked diagnostic captures
-	// are kept for the owner (Main defaults it to <data>/mcpd/
-	// login-diagnostics; "" keeps none and the answer degrades, as the
-	// seed allows a capture that failed).
+	// are kept for the owner, and get_session_outcome's receipt images
+	// (receipt.go) (Main defaults it to <data>/mcpd/login-diagnostics; ""
+	// keeps none and the answer degrades, as the seed allows a capture
+	// that failed).
 	LoginBudget time.Duration
 	Captcha     CaptchaProvider
 	ArtifactDir string

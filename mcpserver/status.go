@@ -160,8 +160,10 @@ func statusError(err error, filled *[2]int) *mcp.CallToolResult {
 	code := agentvault.ErrorCode(err)
 	msg := agentvault.ErrorMessage(err)
 	// A message that already says what to do next (mcpd's own refusals
-	// often do) does not get the same hint a second time.
-	if hint := codeHint(code); hint != "" && !strings.Contains(strings.ToLower(msg), strings.ToLower(strings.TrimSuffix(hint, "."))) {
+	// often do) does not get the same hint a second time, nor the code's
+	// hint when it names a remedy of its own (ownRemedy).
+	var own ownRemedy
+	if hint := codeHint(code); hint != "" && !errors.As(err, &own) && !strings.Contains(strings.ToLower(msg), strings.ToLower(strings.TrimSuffix(hint, "."))) {
 		msg += " " + hint
 	}
 	// A refusal the proxy gave a Retry-After (rate_limited) says how long
@@ -172,6 +174,12 @@ func statusError(err error, filled *[2]int) *mcp.CallToolResult {
 	}
 	return prose(status{State: "error", Code: code, Filled: filled}, msg)
 }
+
+// ownRemedy marks a refusal whose message names its own remedy, unlike
+// the usual one of its code: statusError adds no code hint to it.
+type ownRemedy struct{ error }
+
+func (e ownRemedy) Unwrap() error { return e.error }
 
 // codeHint adds what the agent should do next for codes whose remedy is
 // always the same. It never repeats input.

@@ -305,7 +305,10 @@ type outcomeAnswer struct {
 	Matched                string   `json:"matched,omitempty"`
 	Corroborated           *bool    `json:"corroborated,omitempty"`
 	NotCorroboratedBecause []string `json:"notCorroboratedBecause,omitempty"`
-	Note                   string   `json:"note,omitempty"`
+	// ReceiptImageKept, on a recorded confirmation, says whether a masked
+	// image of the receipt page was kept for the owner (receipt.go).
+	ReceiptImageKept *bool  `json:"receiptImageKept,omitempty"`
+	Note             string `json:"note,omitempty"`
 }
 
 func (s *Server) getSessionOutcome(ctx context.Context, in outcomeIn) (*mcp.CallToolResult, error) {
@@ -383,11 +386,36 @@ func (s *Server) getSessionOutcome(ctx context.Context, in outcomeIn) (*mcp.Call
 	if t, found := ss.page.ReadOrderTotal(); found {
 		total = &control.OrderTotal{Amount: t.Amount, Currency: t.Currency}
 	}
-	if err := s.cfg.Control.Event(ctx, ss.ctl.ID, control.EventRequest{Type: control.EventConfirmation, OrderTotal: total}); err != nil {
+	ev := control.EventRequest{Type: control.EventConfirmation, OrderTotal: total}
+	ev.Receipt, ev.Site = s.keepReceipt(ss)
+	err = s.cfg.Control.Event(ctx, ss.ctl.ID, ev)
+	if ev.Receipt != "" && agentvault.ErrorCode(err) == agentvault.CodeInvalidInput {
+		// A proxyd that takes no receipt: the confirmation counts more
+		// than its image, so it is recorded without one.
+		s.dropReceipt(ev.Receipt)
+		ev.Receipt, ev.Site = "", ""
+		err = s.cfg.Control.Event(ctx, ss.ctl.ID, ev)
+	}
+	if err != nil {
+		if ev.Receipt != "" {
+			s.dropReceipt(ev.Receipt)
+			ev.Receipt = ""
+		}
 		s.log.Warn("confirmation event not recorded", "code", string(agentvault.ErrorCode(err)))
 		a.Note = "The confirmation could not be recorded on the proxy; get_run_report is the record."
 	} else {
 		a.Note = "Confirmation recorded; get_run_report is the record."
+	}
+	kept := ev.Receipt != ""
+	a.ReceiptImageKept = &kept
+	switch {
+	case kept:
+		s.log.Info("receipt image kept", "artifact", ev.Receipt, "site", ev.Site)
+		a.Note += " An image of the receipt page, sensitive fields masked, was kept for the account owner (their Activity page names it)."
+	case ss.gate.Filled():
+		a.Note += " No receipt image: this session filled values from the vault, and an image is kept only of a checkout that filled none."
+	default:
+		a.Note += " No receipt image could be kept."
 	}
 	return jsonAnswer(okStatus(), a)
 }

@@ -67,6 +67,12 @@ func (s *Server) declareTOTPHint(ctx context.Context, ss *Session, in declareHin
 	}
 	armed, err := hc.ArmTOTPCapture(ctx, control.TOTPArmIn{Session: ss.ctl.ID, Label: in.Label, PageURL: pageURL,
 		Locator: control.TOTPLocator{ID: loc.ID, Tag: loc.Tag, Index: loc.Index}})
+	if agentvault.ErrorCode(err) == agentvault.CodeSensitiveDataBlocked {
+		// proxyd's precondition: the session has not signed in as that
+		// login. The remedy is to sign in, not the after-a-fill one the
+		// code usually carries.
+		return nil, ownRemedy{err}
+	}
 	if err != nil {
 		return nil, err
 	}

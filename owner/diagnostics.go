@@ -19,7 +19,8 @@ type LoginDiagnostic struct {
 	Artifact string // the capture's reference in mcpd's artifact directory
 }
 
-// maxLoginDiagnostics bounds the diagnostics kept for the Activity page.
+// maxLoginDiagnostics bounds the diagnostics kept for the Activity page,
+// and the receipts.
 const maxLoginDiagnostics = 100
 
 // RecordLoginDiagnostic keeps a login diagnostic for the owner's Activity
@@ -44,6 +45,42 @@ func (s *Service) LoginDiagnostics() []LoginDiagnostic {
 	s.diagMu.Lock()
 	defer s.diagMu.Unlock()
 	out := slices.Clone(s.diags)
+	slices.Reverse(out)
+	return out
+}
+
+// Receipt is a checkout confirmation for which mcpd kept a masked image
+// of the receipt page (seed 004, get_session_outcome): only for a session
+// that filled no token, such as a saved-payment checkout. Only the
+// image's reference is here, never the image.
+type Receipt struct {
+	Time     time.Time
+	APIKeyID string
+	Session  string
+	Site     string // the confirmation page's host
+	Artifact string // the image's reference in mcpd's artifact directory
+}
+
+// RecordReceipt keeps a receipt's reference for the owner's Activity page
+// and writes it to the log, bounded and kept like the login diagnostics.
+func (s *Service) RecordReceipt(r Receipt) {
+	if r.Time.IsZero() {
+		r.Time = s.now().UTC()
+	}
+	s.log.Info("receipt image kept", "artifact", r.Artifact, "site", r.Site, "session", r.Session, "api_key", r.APIKeyID)
+	s.diagMu.Lock()
+	defer s.diagMu.Unlock()
+	s.receipts = append(s.receipts, r)
+	if n := len(s.receipts) - maxLoginDiagnostics; n > 0 {
+		s.receipts = slices.Delete(s.receipts, 0, n)
+	}
+}
+
+// Receipts lists the kept receipts, newest first.
+func (s *Service) Receipts() []Receipt {
+	s.diagMu.Lock()
+	defer s.diagMu.Unlock()
+	out := slices.Clone(s.receipts)
 	slices.Reverse(out)
 	return out
 }

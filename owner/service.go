@@ -74,8 +74,9 @@ type Service struct {
 	// nil until NewAccounts.
 	staged atomic.Pointer[Accounts]
 
-	diagMu sync.Mutex
-	diags  []LoginDiagnostic // diagnostics.go
+	diagMu   sync.Mutex
+	diags    []LoginDiagnostic // diagnostics.go
+	receipts []Receipt         // diagnostics.go
 }
 
 // New returns a Service.

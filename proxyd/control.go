@@ -147,6 +147,11 @@ func (c *controlService) Event(ctx context.Context, id string, ev control.EventR
 	}
 	switch ev.Type {
 	case control.EventConfirmation:
+		if ev.Receipt != "" {
+			if err := c.receipt(s, ev); err != nil {
+				return err
+			}
+		}
 		var total *broker.ShownTotal
 		if ev.OrderTotal != nil {
 			total = &broker.ShownTotal{Amount: ev.OrderTotal.Amount, Currency: ev.OrderTotal.Currency}
@@ -180,6 +185,22 @@ func (c *controlService) loginDiagnostic(s *broker.Session, ev control.EventRequ
 	}
 	c.owner.RecordLoginDiagnostic(owner.LoginDiagnostic{APIKeyID: s.Key.ID, Session: s.ID, Login: ev.Login, Site: site,
 		Outcome: ev.Outcome, Artifact: ev.Artifact})
+	return nil
+}
+
+// receipt hands the owner the reference of the masked receipt image mcpd
+// kept of a confirmation (seed 004): the Activity page lists it, the log
+// keeps it. Only a reference and a host pass; a bad one refuses the whole
+// event, so nothing of it is recorded.
+func (c *controlService) receipt(s *broker.Session, ev control.EventRequest) error {
+	if err := control.CheckReceipt(ev); err != nil {
+		return err
+	}
+	site, err := hostname.Bare(ev.Site)
+	if err != nil {
+		return agentvault.Errorf(agentvault.CodeInvalidInput, "a receipt's site must be the confirmation page's host")
+	}
+	c.owner.RecordReceipt(owner.Receipt{APIKeyID: s.Key.ID, Session: s.ID, Site: site, Artifact: ev.Receipt})
 	return nil
 }
 

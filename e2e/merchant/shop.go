@@ -84,6 +84,7 @@ func (s *shop) routes() http.Handler {
 	mux.HandleFunc("/echo", echo)
 	s.integrationRoutes(mux)
 	s.overlayRoutes(mux)
+	s.savedRoutes(mux)
 	s.sca.routes(mux)
 	return securityHeaders(mux)
 }

@@ -726,8 +726,11 @@ type activityData struct {
 	// Diagnostics are the sign-ins browser_login kept a masked capture
 	// of (seed 000), newest first.
 	Diagnostics []diagnosticRow
-	Totals      []cardTotal
-	Days        int
+	// Receipts are the checkout confirmations mcpd kept a masked receipt
+	// image of (seed 004), newest first.
+	Receipts []receiptRow
+	Totals   []cardTotal
+	Days     int
 }
 
 type refusalRow struct {
@@ -738,6 +741,11 @@ type refusalRow struct {
 
 type diagnosticRow struct {
 	owner.LoginDiagnostic
+	KeyName string
+}
+
+type receiptRow struct {
+	owner.Receipt
 	KeyName string
 }
 
@@ -805,6 +813,9 @@ func (h *Handler) activityPage(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, dg := range h.svc.LoginDiagnostics() {
 		d.Diagnostics = append(d.Diagnostics, diagnosticRow{LoginDiagnostic: dg, KeyName: names[dg.APIKeyID]})
+	}
+	for _, rc := range h.svc.Receipts() {
+		d.Receipts = append(d.Receipts, receiptRow{Receipt: rc, KeyName: names[rc.APIKeyID]})
 	}
 	policies, err := h.svc.CardPolicies(ctx)
 	if err != nil {
