@@ -48,6 +48,12 @@ func plainMinor(text string, exp int) (int64, error) {
 	if len(strings.TrimLeft(text, "0")) > 64 {
 		return 0, errTooLarge // more digits than any amount here has
 	}
+	if n, ok := decimalMinor(text, exp); ok {
+		if n > maxMinor {
+			return 0, errTooLarge
+		}
+		return n, nil
+	}
 	r, ok := new(big.Rat).SetString(text)
 	if !ok {
 		return 0, errNotPlain
@@ -57,6 +63,52 @@ func plainMinor(text string, exp int) (int64, error) {
 		return 0, errTooLarge
 	}
 	return q.Int64(), nil
+}
+
+// decimalMinor is plainMinor's exact answer without big.Rat for the usual
+// text, ASCII digits with at most one '.' followed by a digit, at most 15
+// digits before it and exp in 0..3; ok is false for any other text, which
+// plainMinor reads the long way. The digits past exp round the result up
+// when any is not zero, as ceilScaled does.
+func decimalMinor(text string, exp int) (int64, bool) {
+	if exp < 0 || exp > 3 {
+		return 0, false
+	}
+	whole, frac, dot := strings.Cut(text, ".")
+	if whole == "" || dot && frac == "" {
+		return 0, false
+	}
+	whole = strings.TrimLeft(whole, "0")
+	if len(whole) > 15 {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(whole); i++ {
+		c := whole[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	up := false
+	for i := 0; i < len(frac); i++ {
+		c := frac[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		if i < exp {
+			n = n*10 + int64(c-'0')
+		} else if c != '0' {
+			up = true
+		}
+	}
+	for i := len(frac); i < exp; i++ {
+		n *= 10
+	}
+	if up {
+		n++
+	}
+	return n, true
 }
 
 // ceilScaled is r·10^exp rounded up to an integer (r is not negative).

@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentvault/agentvault"
@@ -447,10 +448,49 @@ func approvalCovers(ap Approval, dest, site string) bool {
 
 // normalizeHost is hostname.Bare as a (host, ok) pair: the canonical form
 // of a bare host or IP literal, refusing ports, paths, userinfo and empty
-// labels (P2). Names are canonicalised to punycode there, once.
+// labels (P2). Names are canonicalised to punycode there, once. Each
+// decision normalises the same few hosts (the destination, the item's
+// sites, the owner's destinations) several times, so the answers are kept:
+// Bare depends on its argument alone.
 func normalizeHost(h string) (string, bool) {
+	if a, ok := hostMemo.get(h); ok {
+		return a.host, a.ok
+	}
 	n, err := hostname.Bare(strings.TrimSpace(h))
+	hostMemo.put(h, normalized{n, err == nil})
 	return n, err == nil
+}
+
+// hostMemoMax bounds the hosts normalizeHost keeps; past it the memo starts
+// again empty.
+const hostMemoMax = 1024
+
+type normalized struct {
+	host string
+	ok   bool
+}
+
+var hostMemo memo
+
+type memo struct {
+	mu sync.RWMutex
+	m  map[string]normalized
+}
+
+func (c *memo) get(h string) (normalized, bool) {
+	c.mu.RLock()
+	a, ok := c.m[h]
+	c.mu.RUnlock()
+	return a, ok
+}
+
+func (c *memo) put(h string, a normalized) {
+	c.mu.Lock()
+	if c.m == nil || len(c.m) >= hostMemoMax {
+		c.m = map[string]normalized{}
+	}
+	c.m[h] = a
+	c.mu.Unlock()
 }
 
 // RegistrableDomain is host's eTLD+1 by the public suffix list

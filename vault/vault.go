@@ -58,6 +58,8 @@ type Vault struct {
 
 	depMu     sync.Mutex
 	depSecret []byte
+
+	meta metaCache // opened item metadata (metacache.go)
 }
 
 const (
@@ -403,21 +405,16 @@ func dekLookup(dek []byte) func(string) ([]byte, bool) {
 	return func(string) ([]byte, bool) { return dek, true }
 }
 
-// openItem decrypts an item's metadata.
+// openItem decrypts an item's metadata, or takes it from the cache of
+// metadata opened from the same bytes.
 func (v *Vault) openItem(rec ItemRecord) (Item, error) {
-	dek, err := v.dataKey(rec)
-	if err != nil {
-		return Item{}, err
-	}
-	defer wipe(dek)
-	mj, err := open(dekLookup(dek), rec.Meta, fieldAAD(rec.Org, rec.ID, metaField()))
-	if err != nil {
-		return Item{}, err
-	}
-	defer wipe(mj)
-	var m itemMeta
-	if err := json.Unmarshal(mj, &m); err != nil {
-		return Item{}, errCorrupt
+	m, ok := v.meta.get(rec)
+	if !ok {
+		var err error
+		if m, err = v.openMeta(rec); err != nil {
+			return Item{}, err
+		}
+		v.meta.put(rec, m)
 	}
 	it := Item{
 		ID: rec.ID, Org: rec.Org, Owner: rec.Owner, Kind: rec.Kind, Label: rec.Label,
@@ -425,6 +422,25 @@ func (v *Vault) openItem(rec ItemRecord) (Item, error) {
 		Card: m.Card, Login: m.Login, Identity: m.Identity, Address: m.Address,
 	}
 	return it, nil
+}
+
+// openMeta decrypts and decodes rec's sealed metadata.
+func (v *Vault) openMeta(rec ItemRecord) (itemMeta, error) {
+	dek, err := v.dataKey(rec)
+	if err != nil {
+		return itemMeta{}, err
+	}
+	defer wipe(dek)
+	mj, err := open(dekLookup(dek), rec.Meta, fieldAAD(rec.Org, rec.ID, metaField()))
+	if err != nil {
+		return itemMeta{}, err
+	}
+	defer wipe(mj)
+	var m itemMeta
+	if err := json.Unmarshal(mj, &m); err != nil {
+		return itemMeta{}, errCorrupt
+	}
+	return m, nil
 }
 
 // CardInput is a new card. Number and CVV are digits only.

@@ -15,8 +15,11 @@
 // NORMAL, which a kill -9 does not undo); the fsync of the next audit
 // record, which precedes any value's release, makes them durable with it
 // (store.go's commitDurableOnWriter says why that is enough).
-// The ledger's day and month totals are kept by triggers (migration 90),
-// and a purchase's queries are prepared once per pooled connection.
+// The ledger's day and month totals are kept by triggers (migration 90,
+// one upsert since migration 271); the durable writer keeps the totals its
+// own transactions left while PRAGMA data_version shows no other writer
+// (ledgercache.go); a purchase's queries are prepared once per pooled
+// connection.
 // The owner state and items a purchase re-reads (API key, card rules,
 // sites, approvals, items) are cached per handle and checked on every call
 // against a version that triggers on their tables bump in every writer's

@@ -140,3 +140,48 @@ func TestP18_LedgerGroupCommitRefusesOneNotAll(t *testing.T) {
 	}
 	checkTotals(t, s, "c1", "2026-11-30", "2026-11", "EUR")
 }
+
+// TestP18_WriterTotalsSeeOtherWriters: the durable writer keeps the totals
+// its own reservations left, and a write to the ledger by any other
+// connection (a cancel, a row added by another process) is seen by the
+// next reservation's cap check.
+func TestP18_WriterTotalsSeeOtherWriters(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(filepath.Join(t.TempDir(), "vault.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	daily := policy.MustAmount("25.00 EUR")
+	reserve := func(id, amount string) error {
+		return s.Reserve(ctx, policy.Reservation{ID: id, CardID: "c1", Amount: policy.MustAmount(amount),
+			Day: "2026-11-30", Month: "2026-11", Caps: policy.Caps{Daily: &daily}})
+	}
+	for _, id := range []string{"r1", "r2"} {
+		if err := reserve(id, "10.00 EUR"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d, _, ok := s.h.ledger.get("c1", "EUR", "2026-11-30", "2026-11"); !ok || d != 2000 {
+		t.Fatalf("the writer holds %d (%v), want 2000", d, ok)
+	}
+	if err := reserve("r3", "10.00 EUR"); agentvault.ErrorCode(err) != agentvault.CodeDailyLimit {
+		t.Fatalf("30.00 against a 25.00 cap: %v", err)
+	}
+	// Another connection cancels r1: 10.00 fits again.
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM ledger WHERE id = 'r1'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := reserve("r4", "10.00 EUR"); err != nil {
+		t.Fatalf("after a cancel elsewhere: %v", err)
+	}
+	// Another connection adds 5.00: 25.00 are spent, 0.01 more is refused.
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO ledger (id, card_id, day, month, currency, minor, created)
+VALUES ('other', 'c1', '2026-11-30', '2026-11', 'EUR', 500, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := reserve("r5", "0.01 EUR"); agentvault.ErrorCode(err) != agentvault.CodeDailyLimit {
+		t.Fatalf("over the cap after a write elsewhere: %v", err)
+	}
+	checkTotals(t, s, "c1", "2026-11-30", "2026-11", "EUR")
+}

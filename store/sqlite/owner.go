@@ -467,15 +467,22 @@ FROM ledger_totals WHERE card_id = ?1 AND currency = ?2 AND period IN (?3, ?4)`
 // inserted, two statements. The entry's id is looked up only when the
 // insert found it taken or the caps refused: the same authorization again
 // is counted once and never refused (P20), another purchase under the same
-// id is a conflict.
-func (s *Store) reserveIn(ctx context.Context, tx *sql.Tx, r policy.Reservation) error {
-	sp, err := s.txStmt(ctx, tx, qSpent)
-	if err != nil {
-		return err
-	}
-	today, month, err := spent(ctx, sp, r.CardID, r.Day, r.Month, r.Amount.Currency)
-	if err != nil {
-		return err
+// id is a conflict. lc (nil: none) is the durable writer's copy of the
+// totals, read from the file only for a card and period it does not hold.
+func (s *Store) reserveIn(ctx context.Context, tx *sql.Tx, r policy.Reservation, lc *ledgerCache) error {
+	cur := r.Amount.Currency
+	var today, month policy.Amount
+	if d, m, ok := lc.get(r.CardID, cur, r.Day, r.Month); ok {
+		today, month = policy.Amount{Minor: d, Currency: cur}, policy.Amount{Minor: m, Currency: cur}
+	} else {
+		sp, err := s.txStmt(ctx, tx, qSpent)
+		if err != nil {
+			return err
+		}
+		if today, month, err = spent(ctx, sp, r.CardID, r.Day, r.Month, cur); err != nil {
+			return err
+		}
+		lc.set(r.CardID, cur, r.Day, r.Month, today.Minor, month.Minor)
 	}
 	if capErr := policy.CheckCaps(r.Amount, today, month, r.Caps); capErr != nil {
 		if same, err := s.reservedIn(ctx, tx, r); err != nil || same {
@@ -491,8 +498,13 @@ func (s *Store) reserveIn(ctx context.Context, tx *sql.Tx, r policy.Reservation)
 	if err != nil {
 		return err
 	}
-	if n, err := res.RowsAffected(); err != nil || n == 1 {
+	n, err := res.RowsAffected()
+	if err != nil {
 		return err
+	}
+	if n == 1 {
+		lc.add(r.CardID, cur, r.Day, r.Month, r.Amount.Minor)
+		return nil
 	}
 	_, err = s.reservedIn(ctx, tx, r) // the id was taken
 	return err

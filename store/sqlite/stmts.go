@@ -34,7 +34,7 @@ INSERT INTO audit (time, action, org, item_id, kind, field, destination, session
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 )
 
-var hotQueries = []string{qItemByID, qItemByLabel, qItemValues, qAuditPut, qLedgerEntry, qLedgerPut, qSpent, qStoreVersion,
+var hotQueries = []string{qItemByID, qItemByLabel, qItemValues, qAuditPut, qLedgerEntry, qLedgerPut, qSpent, qDataVersion, qStoreVersion,
 	qAPIKey, qCardPolicy, qDestinations}
 
 // prepareHot fills the cache with hotQueries.

@@ -53,7 +53,9 @@ type handle struct {
 	// uses it), and wsync the synchronous level it was last set to.
 	wconn *sql.Conn
 	wsync int
-	stmts stmtCache
+	// ledger is the writer's copy of the running totals (ledgercache.go).
+	ledger ledgerCache
+	stmts  stmtCache
 	// cache holds the owner state and items purchases re-read, valid for
 	// one version of the file (readcache.go).
 	cache readCache
@@ -607,7 +609,7 @@ func (s *Store) AuditCommits() (commits, records int64) {
 // reservation writes nothing and does not stop the others; any other error
 // fails them all (groupcommit then retries each alone).
 func (s *Store) commitDurable(ctx context.Context, ops []durableOp) ([]durableResult, error) {
-	return s.commitDurableIn(ctx, ops, s.tx)
+	return s.commitDurableIn(ctx, ops, s.tx, nil)
 }
 
 // syncNormal is PRAGMA synchronous's NORMAL.
@@ -637,11 +639,12 @@ func (s *Store) commitDurableOnWriter(ctx context.Context, ops []durableOp) ([]d
 		}
 		h.wconn, h.wsync = c, syncFull
 	}
-	level := syncNormal
+	level, reserves := syncNormal, false
 	for _, op := range ops {
 		if op.audit != nil {
 			level = syncFull
-			break
+		} else {
+			reserves = true
 		}
 	}
 	if level != h.wsync {
@@ -653,8 +656,13 @@ func (s *Store) commitDurableOnWriter(ctx context.Context, ops []durableOp) ([]d
 	}
 	out, err := s.commitDurableIn(ctx, ops, func(ctx context.Context, fn func(*sql.Tx) error) error {
 		tx, err := h.wconn.BeginTx(ctx, nil)
+		if err == nil && reserves {
+			if err = h.ledger.begin(ctx, s, tx); err != nil {
+				_ = tx.Rollback()
+			}
+		}
 		return commitTx(tx, err, fn)
-	})
+	}, &h.ledger)
 	if err != nil {
 		// Whatever state the connection is in, the next batch gets a new one.
 		h.dropWriterConn()
@@ -671,16 +679,18 @@ func (h *handle) dropWriterConn() {
 	_ = h.wconn.Raw(func(any) error { return driver.ErrBadConn })
 	_ = h.wconn.Close()
 	h.wconn = nil
+	h.ledger.drop()
 }
 
-// commitDurableIn is commitDurable's body, in a transaction that inTx runs.
-func (s *Store) commitDurableIn(ctx context.Context, ops []durableOp, inTx func(context.Context, func(*sql.Tx) error) error) ([]durableResult, error) {
+// commitDurableIn is commitDurable's body, in a transaction that inTx runs;
+// lc (nil: none) holds the totals the writer's transactions left.
+func (s *Store) commitDurableIn(ctx context.Context, ops []durableOp, inTx func(context.Context, func(*sql.Tx) error) error, lc *ledgerCache) ([]durableResult, error) {
 	out := make([]durableResult, len(ops))
 	err := inTx(ctx, func(tx *sql.Tx) error {
 		var put *sql.Stmt
 		for i, op := range ops {
 			if op.resv != nil {
-				err := s.reserveIn(ctx, tx, *op.resv)
+				err := s.reserveIn(ctx, tx, *op.resv, lc)
 				var ae *agentvault.Error
 				if errors.As(err, &ae) {
 					out[i].refusal = err
