@@ -26,10 +26,14 @@ var loginArtifactRe = regexp.MustCompile(`^login-[0-9a-f]{16}\.png$`)
 
 // NewLoginArtifact is a fresh capture reference, the file name mcpd keeps
 // the capture under: login-<16 hex>.png.
-func NewLoginArtifact() string {
+func NewLoginArtifact() string { return newArtifact("login-") }
+
+// newArtifact is a fresh file name for a capture mcpd keeps:
+// <prefix><16 hex>.png.
+func newArtifact(prefix string) string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return "login-" + hex.EncodeToString(b[:]) + ".png"
+	return prefix + hex.EncodeToString(b[:]) + ".png"
 }
 
 // CheckLoginDiagnostic refuses a login_diagnostic event whose reference or
@@ -54,11 +58,7 @@ var receiptArtifactRe = regexp.MustCompile(`^receipt-[0-9a-f]{16}\.png$`)
 
 // NewReceiptArtifact is a fresh receipt reference, the file name mcpd
 // keeps the image under: receipt-<16 hex>.png.
-func NewReceiptArtifact() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return "receipt-" + hex.EncodeToString(b[:]) + ".png"
-}
+func NewReceiptArtifact() string { return newArtifact("receipt-") }
 
 // CheckReceipt refuses a confirmation event whose receipt reference is
 // not one mcpd makes.
