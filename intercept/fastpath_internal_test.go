@@ -149,7 +149,7 @@ func hiddenTestMatch() (*requestMatch, []string) {
 	for i, v := range vals {
 		pats = append(pats, tokens.Pattern{Value: []byte(v), ID: i})
 	}
-	return &requestMatch{long: tokens.NewMatcher(pats), hide: hidePrefilter(pats)}, vals
+	return &requestMatch{valueMatch: &valueMatch{long: tokens.NewMatcher(pats), hide: hidePrefilter(pats)}}, vals
 }
 
 // TestP9_HiddenValuesOnePassKeepsRefusals: a token or stand-in behind an
@@ -334,7 +334,7 @@ func TestBase64PrefilterBuiltOnceUnderConcurrency(t *testing.T) {
 	for _, v := range vals {
 		long = append(long, tokens.Pattern{Value: []byte(v)})
 	}
-	rm := &requestMatch{longVals: long}
+	rm := &requestMatch{valueMatch: &valueMatch{longVals: long}}
 	hidden := []byte("xx" + base64.StdEncoding.EncodeToString([]byte("zz4242420000004242")) + "xx")
 	var wg sync.WaitGroup
 	for range 8 {

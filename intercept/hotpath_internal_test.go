@@ -57,7 +57,7 @@ func BenchmarkHotHiddenValues(b *testing.B) {
 	for i, v := range []string{"av_card_1_number_u7x2k", "4242420000004242", "4242 4200 0000 4242", "4242-4200-0000-4242", "Tr0ub4dor&3xyz!"} {
 		pats = append(pats, tokens.Pattern{Value: []byte(v), ID: i})
 	}
-	rm := &requestMatch{long: tokens.NewMatcher(pats)}
+	rm := &requestMatch{valueMatch: &valueMatch{long: tokens.NewMatcher(pats)}}
 	u, _ := url.Parse("https://shop.test/products/blue-shirt?ref=home&utm_source=news")
 	req := &http.Request{Method: http.MethodGet, URL: u, Header: browserHeader()}
 	b.ReportAllocs()

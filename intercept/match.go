@@ -2,6 +2,8 @@ package intercept
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/agentvault/agentvault/broker"
@@ -21,12 +23,20 @@ const wholeFieldLen = 7
 // a base64 view of it, holds one of them or a token's "av_" in any case
 // (rewrite.Base64Fragments): a text without any is not decoded as base64.
 type requestMatch struct {
+	*valueMatch
+	pats []reqPattern
+}
+
+// valueMatch is the part of a requestMatch built from the values alone: a
+// new set of grants showing the same values in the same order (a
+// purchase's authorize renews its grant and bumps the session's version,
+// the token and stand-in stay) keeps it, with pats naming the new grants.
+type valueMatch struct {
+	vals    []string
 	m, long *tokens.Matcher
-	pats    []reqPattern
-	// hide and short are built on first use (a large body): a purchase's
-	// every authorize renews its grant and so gives the session a new
-	// requestMatch, and most requests carry no large body. short holds
-	// the short (whole-field) values, matched anywhere.
+	// hide and short are built on first use (a large body): most
+	// requests carry no large body. short holds the short (whole-field)
+	// values, matched anywhere.
 	hide, short *tokens.Matcher
 	hideOnce    sync.Once
 	longVals    []tokens.Pattern // what long was built from
@@ -135,8 +145,12 @@ func group(digits []byte, groups []int, sep byte) []byte {
 	return out
 }
 
-// newRequestMatch builds a session's request matcher from its grants.
-func newRequestMatch(grants []*broker.Grant) *requestMatch {
+// newRequestMatch builds a session's request matcher from its grants,
+// keeping old's value matchers when the grants show the same values.
+func newRequestMatch(old *requestMatch, grants []*broker.Grant) *requestMatch {
+	// The broker lists grants in no set order: by token, the same grants
+	// give the same values in the same order.
+	grants = slices.SortedFunc(slices.Values(grants), func(a, b *broker.Grant) int { return strings.Compare(a.Token(), b.Token()) })
 	var vals []string
 	var ps []reqPattern
 	for _, b := range grants {
@@ -153,13 +167,16 @@ func newRequestMatch(grants []*broker.Grant) *requestMatch {
 			}
 		}
 	}
+	if old != nil && slices.Equal(old.vals, vals) {
+		return &requestMatch{valueMatch: old.valueMatch, pats: ps}
+	}
 	return requestMatchOf(vals, ps)
 }
 
 // requestMatchOf is the request matcher of the values vals, each standing
 // for the pattern of the same index in ps.
 func requestMatchOf(vals []string, ps []reqPattern) *requestMatch {
-	rm := &requestMatch{pats: ps}
+	rm := &requestMatch{valueMatch: &valueMatch{vals: vals}, pats: ps}
 	var pats, long []tokens.Pattern
 	for i, v := range vals {
 		tp := tokens.Pattern{Value: []byte(v), ID: i, WholeField: len(v) < wholeFieldLen}
@@ -221,7 +238,7 @@ func (s *Server) matchers(sess *broker.Session) *requestMatch {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.rm == nil || c.ver != ver {
-		c.rm, c.ver = newRequestMatch(grants), ver
+		c.rm, c.ver = newRequestMatch(c.rm, grants), ver
 	}
 	return c.rm
 }

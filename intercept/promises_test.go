@@ -789,3 +789,24 @@ func wholeField(b []byte, v string) bool {
 		i = j + 1
 	}
 }
+
+// TestRenewedGrantsStillSubstitute: each authorize renews the session's
+// grants (a new version, the same tokens and stand-ins), and the proxy
+// keeps its request matchers for the same values: the stand-ins sent after
+// each renewal still go upstream as the real values, every one of them.
+func TestRenewedGrantsStillSubstitute(t *testing.T) {
+	f := newSubFixture(t, false, nil)
+	for i := range 3 {
+		f.reauth(t)
+		body := url.Values{"n": {f.numSI}, "c": {f.cvvSI}, "p": {f.passSI}}.Encode()
+		resp, err := f.client.Post(f.url("/pay"), "application/x-www-form-urlencoded", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		want := url.Values{"n": {f.number}, "c": {f.cvv}, "p": {f.passwd}}.Encode()
+		if code := codeOf(resp); code != "" || string(f.up.last().Body) != want {
+			t.Fatalf("renewal %d: code %q, the site got other than the real values", i, code)
+		}
+	}
+}
