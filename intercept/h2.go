@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+
+	"github.com/agentvault/agentvault"
 )
 
 // h2CopyBufs are serveH2's copy buffers: each h2 stream runs on a
@@ -15,7 +17,25 @@ var h2CopyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &
 // serveH2 runs one h2 stream through the same path as HTTP/1.1.
 func (s *Server) serveH2(t *tunnel, w http.ResponseWriter, r *http.Request) {
 	resp := s.handle(t, r, "HTTP/2.0")
-	defer resp.Body.Close()
+	defer func() { resp.Body.Close() }()
+	bp := h2CopyBufs.Get().(*[]byte)
+	defer h2CopyBufs.Put(bp)
+	buf := *bp
+	// Through an upstream proxy, the answer's first bytes are read before
+	// its headers go out (serveH1's buffer does the same): when the egress
+	// drops it before any arrived, the browser gets the refusal, 502
+	// egress_lost, not a stream reset with nothing to read.
+	var n int
+	var err error
+	primed := false
+	if s.dialer.Upstream != nil {
+		n, err = resp.Body.Read(buf)
+		primed = true
+		if n == 0 && agentvault.ErrorCode(err) == agentvault.CodeEgressLost {
+			resp.Body.Close()
+			resp, primed = errorResponse(r, err), false
+		}
+	}
 	h := w.Header()
 	for k, vs := range resp.Header {
 		if isHopByHop(k) {
@@ -27,12 +47,12 @@ func (s *Server) serveH2(t *tunnel, w http.ResponseWriter, r *http.Request) {
 		h.Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
 	}
 	w.WriteHeader(resp.StatusCode)
-	bp := h2CopyBufs.Get().(*[]byte)
-	defer h2CopyBufs.Put(bp)
-	buf := *bp
 	var sent int64
 	for {
-		n, err := resp.Body.Read(buf)
+		if !primed {
+			n, err = resp.Body.Read(buf)
+		}
+		primed = false
 		if n > 0 {
 			if _, werr := w.Write(buf[:n]); werr != nil {
 				return
