@@ -428,11 +428,16 @@ func (cl *Calls) dispatchLocal(ctx context.Context, req *mcp.CallToolRequest, c 
 	key := flightKeyOf(tool, canonicalArgs(argsOf(req)), "", rpcID, idem)
 	var f *Flight
 	if kept {
+		// The kept answer and the running flight are looked up under
+		// c.mu, which finish holds while it ends the flight: a call sent
+		// again finds one or the other, never a gap between them, nor a
+		// flight that has already answered.
+		c.mu.Lock()
 		if res := c.replay.get(key, now); res != nil {
+			c.mu.Unlock()
 			cl.log.Info("tool", "tool", tool, "status", "replayed")
 			return res
 		}
-		c.mu.Lock()
 		if running := c.flights[key]; running != nil {
 			c.mu.Unlock()
 			cl.log.Info("tool", "tool", tool, "status", "joined")
@@ -445,16 +450,22 @@ func (cl *Calls) dispatchLocal(ctx context.Context, req *mcp.CallToolRequest, c 
 		f = newFlight(tool, now, req)
 	}
 	finish := func(res *mcp.CallToolResult) {
-		if f.complete(res, time.Now()) && kept && keepsAnswer(cl.tools, res) {
-			c.replay.put(key, res, 1, time.Now())
-		}
 		if kept {
+			// Kept and out of the flights in one step under c.mu, before
+			// the answer goes out: the client may send the call again the
+			// moment it has the answer, and then finds it kept, or (a
+			// failed call) no flight, and runs it. f.mu is never taken
+			// under c.mu (pendingAnswer takes them the other way round).
 			c.mu.Lock()
+			if keepsAnswer(cl.tools, res) {
+				c.replay.put(key, res, 1, time.Now())
+			}
 			if c.flights[key] == f {
 				delete(c.flights, key)
 			}
 			c.mu.Unlock()
 		}
+		f.complete(res, time.Now())
 	}
 	if req != nil && req.Params != nil && req.Params.GetProgressToken() != nil {
 		// A host that waits with progress notifications: the call
@@ -535,6 +546,13 @@ func (cl *Calls) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c
 	f := newFlight(tool, now, req)
 	if joinKey != "" {
 		c.mu.Lock()
+		if kept {
+			if res := c.replay.get(replayKey, now); res != nil {
+				c.mu.Unlock()
+				cl.log.Info("tool", "tool", tool, "status", "replayed")
+				return res
+			}
+		}
 		if running := c.flights[joinKey]; running != nil {
 			c.mu.Unlock()
 			return cl.awaitFlight(ctx, c, running, cl.callDeadline(), true)
@@ -543,16 +561,18 @@ func (cl *Calls) dispatchHosted(ctx context.Context, req *mcp.CallToolRequest, c
 		c.mu.Unlock()
 	}
 	done := func(res *mcp.CallToolResult, keep bool, weight int) {
-		if f.complete(res, h.now()) && keep && kept && keepsAnswer(cl.tools, res) {
+		// As in dispatchLocal: kept and out of the flights in one step
+		// under c.mu, where a call sent again looks them up, before the
+		// answer goes out (f.mu is not taken under c.mu).
+		c.mu.Lock()
+		if keep && kept && keepsAnswer(cl.tools, res) {
 			c.replay.put(replayKey, res, weight, h.now())
 		}
-		if joinKey != "" {
-			c.mu.Lock()
-			if c.flights[joinKey] == f {
-				delete(c.flights, joinKey)
-			}
-			c.mu.Unlock()
+		if joinKey != "" && c.flights[joinKey] == f {
+			delete(c.flights, joinKey)
 		}
+		c.mu.Unlock()
+		f.complete(res, h.now())
 	}
 	if handle != "" {
 		// The owner may have ended it on the dashboard.
