@@ -42,9 +42,12 @@ type Session struct {
 	// opened counts every tab a page of the session opened; announced is
 	// how many of them a tool answer has reported (or wait_for_popup took).
 	opened, announced int
-	refusals          []Refusal
-	closed            bool
-	netlog            *netLog // get_network_log, when started (netlog.go)
+	// blanking is set while ClosePopup opens a blank page, so that adopt
+	// does not take that page for a tab a page opened.
+	blanking bool
+	refusals []Refusal
+	closed   bool
+	netlog   *netLog // get_network_log, when started (netlog.go)
 
 	// epoch counts the actions taken on the session's pages (clicks, keys,
 	// fills, navigations, the owner's input in a hand-off): a kept reading
@@ -135,9 +138,36 @@ func (s *Session) RefusalsSince(n int) []Refusal {
 	return append([]Refusal(nil), s.refusals[n:]...)
 }
 
+// popup is a queued tab and the page that opened it; opener is nil for a
+// tab whose opener had closed by the time the browser reported it (adopt).
 type popup struct {
 	page   playwright.Page
 	opener playwright.Page
+}
+
+// adopt queues a tab that a page of the session opened and that no popup
+// event will bring: Playwright sends that event to the opener only while
+// it is open, so a popup that opens a tab and closes itself in the same
+// script leaves its tab with the context's page event alone, and no
+// opener. A tab whose opener is open is left to that popup event; the
+// blank page ClosePopup opens itself is not queued (blanking).
+func (s *Session) adopt(p playwright.Page) {
+	if op, _ := p.Opener(); op != nil {
+		return
+	}
+	s.mu.Lock()
+	if s.blanking || s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.queue = append(s.queue, popup{page: p})
+	s.opened++
+	s.mu.Unlock()
+	s.watch(p, nil)
+	select {
+	case s.popupArrived <- struct{}{}:
+	default:
+	}
 }
 
 // watch registers the popup listener of a page.
@@ -1066,19 +1096,20 @@ func (s *Session) WaitForPopup(timeout time.Duration) (PopupResult, error) {
 			pg := q.page
 			if pg.IsClosed() {
 				// A popup that closed itself: its own child tab, if any, is
-				// the one to land on.
-				found := false
-				for i, c := range s.queue {
-					if c.opener == pg && !c.page.IsClosed() {
-						pg = c.page
-						s.queue = append(s.queue[:i], s.queue[i+1:]...)
-						found, child = true, true
-						break
-					}
+				// the one to land on. One it opened in the script that
+				// closed it came with no opener (adopt): the first such tab
+				// queued after it (another page that closed itself that
+				// way while both tabs wait in the queue could have opened
+				// it instead; the browser no longer says which).
+				i := s.queuedChild(pg)
+				if i < 0 {
+					i = s.queuedChild(nil)
 				}
-				if !found {
+				if i < 0 {
 					continue
 				}
+				pg, child = s.queue[i].page, true
+				s.queue = append(s.queue[:i], s.queue[i+1:]...)
 			}
 			s.stack = append(s.stack, pg)
 			s.announced = s.opened
@@ -1094,6 +1125,18 @@ func (s *Session) WaitForPopup(timeout time.Duration) (PopupResult, error) {
 			return PopupResult{}, agentvault.Errorf(agentvault.CodeTimeout, "no popup opened within %d ms (a late one is queued: one retry is worthwhile)", timeout.Milliseconds())
 		}
 	}
+}
+
+// queuedChild is the index of the first open tab in the queue that opener
+// opened (nil: a tab whose opener was gone when it was reported), or -1.
+// The caller holds s.mu.
+func (s *Session) queuedChild(opener playwright.Page) int {
+	for i, c := range s.queue {
+		if c.opener == opener && !c.page.IsClosed() {
+			return i
+		}
+	}
+	return -1
 }
 
 // ClosePopup closes the current page if it is a popup and returns where the
@@ -1118,13 +1161,12 @@ func (s *Session) ClosePopup() (string, string, error) {
 	// A child tab the popup opened comes first, then the opener, then a
 	// sibling queued under the opener.
 	if cur != nil {
-		for i, q := range s.queue {
-			if q.opener == cur && !q.page.IsClosed() {
-				s.queue = append(s.queue[:i], s.queue[i+1:]...)
-				s.stack = append(s.stack, q.page)
-				s.mu.Unlock()
-				return "child", q.page.URL(), nil
-			}
+		if i := s.queuedChild(cur); i >= 0 {
+			q := s.queue[i]
+			s.queue = append(s.queue[:i], s.queue[i+1:]...)
+			s.stack = append(s.stack, q.page)
+			s.mu.Unlock()
+			return "child", q.page.URL(), nil
 		}
 	}
 	for len(s.stack) > 0 && s.stack[len(s.stack)-1].IsClosed() {
@@ -1132,19 +1174,24 @@ func (s *Session) ClosePopup() (string, string, error) {
 	}
 	if len(s.stack) > 0 {
 		top := s.stack[len(s.stack)-1]
-		for i, q := range s.queue {
-			if q.opener == top && !q.page.IsClosed() {
-				s.queue = append(s.queue[:i], s.queue[i+1:]...)
-				s.stack = append(s.stack, q.page)
-				s.mu.Unlock()
-				return "sibling", q.page.URL(), nil
-			}
+		if i := s.queuedChild(top); i >= 0 {
+			q := s.queue[i]
+			s.queue = append(s.queue[:i], s.queue[i+1:]...)
+			s.stack = append(s.stack, q.page)
+			s.mu.Unlock()
+			return "sibling", q.page.URL(), nil
 		}
 		s.mu.Unlock()
 		return "opener", top.URL(), nil
 	}
+	s.blanking = true
 	s.mu.Unlock()
+	// Playwright delivers the new page's context event before NewPage
+	// returns, so adopt sees blanking set.
 	p, err := s.ctx.NewPage()
+	s.mu.Lock()
+	s.blanking = false
+	s.mu.Unlock()
 	if err != nil {
 		return "", "", agentvault.Wrap(agentvault.CodeInternal, err, "open a blank page")
 	}
