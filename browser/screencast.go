@@ -43,11 +43,25 @@ func (s *Session) LivePage() (*LivePage, error) {
 	}
 	if len(s.stack) == 0 || s.stack[len(s.stack)-1].IsClosed() {
 		s.mu.Unlock()
-		return nil, agentvault.Errorf(agentvault.CodeUnknownTarget, "Unknown pageId: the page was gone before the handoff started, and nobody was notified. Call close_popup or move to another live page, then detect_challenge again.")
+		return nil, errPageGone()
 	}
 	p := s.stack[len(s.stack)-1]
 	s.mu.Unlock()
 	return &LivePage{s: s, p: p}, nil
+}
+
+// Gone is LivePage's unknown_target error once the page has closed (nil
+// while it is open), for a hand-off whose page closed after LivePage and
+// before anyone was notified: while the re-detection ran.
+func (lp *LivePage) Gone() error {
+	if lp.p.IsClosed() {
+		return errPageGone()
+	}
+	return nil
+}
+
+func errPageGone() error {
+	return agentvault.Errorf(agentvault.CodeUnknownTarget, "Unknown pageId: the page was gone before the handoff started, and nobody was notified. Call close_popup or move to another live page, then detect_challenge again.")
 }
 
 // CurrentLivePage is the page the agent would act on now (closed popups
