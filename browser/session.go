@@ -45,6 +45,11 @@ type Session struct {
 	// blanking is set while ClosePopup opens a blank page, so that adopt
 	// does not take that page for a tab a page opened.
 	blanking bool
+	// gone are the pages whose close event came (goneMu, not mu: it is
+	// asked under mu). playwright-go's IsClosed reads a flag its event
+	// goroutine sets with no synchronisation, so the session asks isClosed.
+	goneMu   sync.Mutex
+	gone     map[playwright.Page]bool
 	refusals []Refusal
 	closed   bool
 	netlog   *netLog // get_network_log, when started (netlog.go)
@@ -170,8 +175,23 @@ func (s *Session) adopt(p playwright.Page) {
 	}
 }
 
-// watch registers the popup listener of a page.
+// isClosed reports whether p's close event has come.
+func (s *Session) isClosed(p playwright.Page) bool {
+	s.goneMu.Lock()
+	defer s.goneMu.Unlock()
+	return s.gone[p]
+}
+
+// watch registers the popup and close listeners of a page.
 func (s *Session) watch(p playwright.Page, opener playwright.Page) {
+	p.OnClose(func(playwright.Page) {
+		s.goneMu.Lock()
+		if s.gone == nil {
+			s.gone = map[playwright.Page]bool{}
+		}
+		s.gone[p] = true
+		s.goneMu.Unlock()
+	})
 	p.OnFrameAttached(func(playwright.Frame) {
 		if ch := s.frameArrived.Load(); ch != nil {
 			select {
@@ -226,7 +246,7 @@ func (s *Session) page() (playwright.Page, error) {
 	if s.closed {
 		return nil, agentvault.Errorf(agentvault.CodeSessionEnded, "the browser session is closed")
 	}
-	for len(s.stack) > 0 && s.stack[len(s.stack)-1].IsClosed() {
+	for len(s.stack) > 0 && s.isClosed(s.stack[len(s.stack)-1]) {
 		s.stack = s.stack[:len(s.stack)-1]
 	}
 	if len(s.stack) == 0 {
@@ -257,7 +277,7 @@ func (s *Session) PendingPopups() int {
 	defer s.mu.Unlock()
 	n := 0
 	for _, q := range s.queue {
-		if !q.page.IsClosed() {
+		if !s.isClosed(q.page) {
 			n++
 		}
 	}
@@ -461,7 +481,7 @@ var readAheads atomic.Int64
 // waited for the navigation to commit), then warms it. A click that did not
 // navigate returns at once.
 func (s *Session) settleNavigation(p playwright.Page, navsBefore uint64, timeout time.Duration) {
-	if s.navs.Load() == navsBefore || p.IsClosed() {
+	if s.navs.Load() == navsBefore || s.isClosed(p) {
 		return
 	}
 	_ = p.WaitForLoadState(playwright.PageWaitForLoadStateOptions{State: playwright.LoadStateLoad, Timeout: ms(timeout)})
@@ -1094,7 +1114,7 @@ func (s *Session) WaitForPopup(timeout time.Duration) (PopupResult, error) {
 			s.queue = s.queue[1:]
 			child := false
 			pg := q.page
-			if pg.IsClosed() {
+			if s.isClosed(pg) {
 				// A popup that closed itself: its own child tab, if any, is
 				// the one to land on. One it opened in the script that
 				// closed it came with no opener (adopt): the first such tab
@@ -1132,7 +1152,7 @@ func (s *Session) WaitForPopup(timeout time.Duration) (PopupResult, error) {
 // The caller holds s.mu.
 func (s *Session) queuedChild(opener playwright.Page) int {
 	for i, c := range s.queue {
-		if c.opener == opener && !c.page.IsClosed() {
+		if c.opener == opener && !s.isClosed(c.page) {
 			return i
 		}
 	}
@@ -1154,7 +1174,7 @@ func (s *Session) ClosePopup() (string, string, error) {
 		s.stack = s.stack[:len(s.stack)-1]
 	}
 	s.mu.Unlock()
-	if cur != nil && !cur.IsClosed() {
+	if cur != nil && !s.isClosed(cur) {
 		_ = cur.Close()
 	}
 	s.mu.Lock()
@@ -1169,7 +1189,7 @@ func (s *Session) ClosePopup() (string, string, error) {
 			return "child", q.page.URL(), nil
 		}
 	}
-	for len(s.stack) > 0 && s.stack[len(s.stack)-1].IsClosed() {
+	for len(s.stack) > 0 && s.isClosed(s.stack[len(s.stack)-1]) {
 		s.stack = s.stack[:len(s.stack)-1]
 	}
 	if len(s.stack) > 0 {
