@@ -364,6 +364,7 @@ func (b *Browser) session(bctx playwright.BrowserContext, p playwright.Page) *Se
 	})
 	s.watch(p, nil)
 	s.stack = []playwright.Page{p}
+	bctx.OnPage(s.adopt)
 	return s
 }
 

@@ -14,7 +14,7 @@ func (s *Session) DetectChallengeInPopups() (Challenge, bool) {
 	s.mu.Lock()
 	var pages []playwright.Page
 	for _, q := range s.queue {
-		if !q.page.IsClosed() {
+		if !s.isClosed(q.page) {
 			pages = append(pages, q.page)
 		}
 	}

@@ -41,13 +41,27 @@ func (s *Session) LivePage() (*LivePage, error) {
 		s.mu.Unlock()
 		return nil, agentvault.Errorf(agentvault.CodeSessionEnded, "the browser session is closed")
 	}
-	if len(s.stack) == 0 || s.stack[len(s.stack)-1].IsClosed() {
+	if len(s.stack) == 0 || s.isClosed(s.stack[len(s.stack)-1]) {
 		s.mu.Unlock()
-		return nil, agentvault.Errorf(agentvault.CodeUnknownTarget, "Unknown pageId: the page was gone before the handoff started, and nobody was notified. Call close_popup or move to another live page, then detect_challenge again.")
+		return nil, errPageGone()
 	}
 	p := s.stack[len(s.stack)-1]
 	s.mu.Unlock()
 	return &LivePage{s: s, p: p}, nil
+}
+
+// Gone is LivePage's unknown_target error once the page has closed (nil
+// while it is open), for a hand-off whose page closed after LivePage and
+// before anyone was notified: while the re-detection ran.
+func (lp *LivePage) Gone() error {
+	if lp.s.isClosed(lp.p) {
+		return errPageGone()
+	}
+	return nil
+}
+
+func errPageGone() error {
+	return agentvault.Errorf(agentvault.CodeUnknownTarget, "Unknown pageId: the page was gone before the handoff started, and nobody was notified. Call close_popup or move to another live page, then detect_challenge again.")
 }
 
 // CurrentLivePage is the page the agent would act on now (closed popups
@@ -61,7 +75,7 @@ func (s *Session) CurrentLivePage() (*LivePage, error) {
 }
 
 // Closed reports whether the page has closed.
-func (lp *LivePage) Closed() bool { return lp.p.IsClosed() }
+func (lp *LivePage) Closed() bool { return lp.s.isClosed(lp.p) }
 
 // Same reports whether two live pages are the same tab.
 func (lp *LivePage) Same(o *LivePage) bool { return o != nil && lp.p == o.p }
@@ -126,7 +140,7 @@ func (lp *LivePage) StopScreencast() {
 		return
 	}
 	lp.once.Do(func() { close(lp.done) })
-	if !lp.p.IsClosed() {
+	if !lp.s.isClosed(lp.p) {
 		_, _ = cdp.Send("Page.stopScreencast", nil)
 	}
 	_ = cdp.Detach()

@@ -42,9 +42,17 @@ type Session struct {
 	// opened counts every tab a page of the session opened; announced is
 	// how many of them a tool answer has reported (or wait_for_popup took).
 	opened, announced int
-	refusals          []Refusal
-	closed            bool
-	netlog            *netLog // get_network_log, when started (netlog.go)
+	// blanking is set while ClosePopup opens a blank page, so that adopt
+	// does not take that page for a tab a page opened.
+	blanking bool
+	// gone are the pages whose close event came (goneMu, not mu: it is
+	// asked under mu). playwright-go's IsClosed reads a flag its event
+	// goroutine sets with no synchronisation, so the session asks isClosed.
+	goneMu   sync.Mutex
+	gone     map[playwright.Page]bool
+	refusals []Refusal
+	closed   bool
+	netlog   *netLog // get_network_log, when started (netlog.go)
 
 	// epoch counts the actions taken on the session's pages (clicks, keys,
 	// fills, navigations, the owner's input in a hand-off): a kept reading
@@ -135,13 +143,55 @@ func (s *Session) RefusalsSince(n int) []Refusal {
 	return append([]Refusal(nil), s.refusals[n:]...)
 }
 
+// popup is a queued tab and the page that opened it; opener is nil for a
+// tab whose opener had closed by the time the browser reported it (adopt).
 type popup struct {
 	page   playwright.Page
 	opener playwright.Page
 }
 
-// watch registers the popup listener of a page.
+// adopt queues a tab that a page of the session opened and that no popup
+// event will bring: Playwright sends that event to the opener only while
+// it is open, so a popup that opens a tab and closes itself in the same
+// script leaves its tab with the context's page event alone, and no
+// opener. A tab whose opener is open is left to that popup event; the
+// blank page ClosePopup opens itself is not queued (blanking).
+func (s *Session) adopt(p playwright.Page) {
+	if op, _ := p.Opener(); op != nil {
+		return
+	}
+	s.mu.Lock()
+	if s.blanking || s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.queue = append(s.queue, popup{page: p})
+	s.opened++
+	s.mu.Unlock()
+	s.watch(p, nil)
+	select {
+	case s.popupArrived <- struct{}{}:
+	default:
+	}
+}
+
+// isClosed reports whether p's close event has come.
+func (s *Session) isClosed(p playwright.Page) bool {
+	s.goneMu.Lock()
+	defer s.goneMu.Unlock()
+	return s.gone[p]
+}
+
+// watch registers the popup and close listeners of a page.
 func (s *Session) watch(p playwright.Page, opener playwright.Page) {
+	p.OnClose(func(playwright.Page) {
+		s.goneMu.Lock()
+		if s.gone == nil {
+			s.gone = map[playwright.Page]bool{}
+		}
+		s.gone[p] = true
+		s.goneMu.Unlock()
+	})
 	p.OnFrameAttached(func(playwright.Frame) {
 		if ch := s.frameArrived.Load(); ch != nil {
 			select {
@@ -196,7 +246,7 @@ func (s *Session) page() (playwright.Page, error) {
 	if s.closed {
 		return nil, agentvault.Errorf(agentvault.CodeSessionEnded, "the browser session is closed")
 	}
-	for len(s.stack) > 0 && s.stack[len(s.stack)-1].IsClosed() {
+	for len(s.stack) > 0 && s.isClosed(s.stack[len(s.stack)-1]) {
 		s.stack = s.stack[:len(s.stack)-1]
 	}
 	if len(s.stack) == 0 {
@@ -227,7 +277,7 @@ func (s *Session) PendingPopups() int {
 	defer s.mu.Unlock()
 	n := 0
 	for _, q := range s.queue {
-		if !q.page.IsClosed() {
+		if !s.isClosed(q.page) {
 			n++
 		}
 	}
@@ -431,7 +481,7 @@ var readAheads atomic.Int64
 // waited for the navigation to commit), then warms it. A click that did not
 // navigate returns at once.
 func (s *Session) settleNavigation(p playwright.Page, navsBefore uint64, timeout time.Duration) {
-	if s.navs.Load() == navsBefore || p.IsClosed() {
+	if s.navs.Load() == navsBefore || s.isClosed(p) {
 		return
 	}
 	_ = p.WaitForLoadState(playwright.PageWaitForLoadStateOptions{State: playwright.LoadStateLoad, Timeout: ms(timeout)})
@@ -1064,21 +1114,22 @@ func (s *Session) WaitForPopup(timeout time.Duration) (PopupResult, error) {
 			s.queue = s.queue[1:]
 			child := false
 			pg := q.page
-			if pg.IsClosed() {
+			if s.isClosed(pg) {
 				// A popup that closed itself: its own child tab, if any, is
-				// the one to land on.
-				found := false
-				for i, c := range s.queue {
-					if c.opener == pg && !c.page.IsClosed() {
-						pg = c.page
-						s.queue = append(s.queue[:i], s.queue[i+1:]...)
-						found, child = true, true
-						break
-					}
+				// the one to land on. One it opened in the script that
+				// closed it came with no opener (adopt): the first such tab
+				// queued after it (another page that closed itself that
+				// way while both tabs wait in the queue could have opened
+				// it instead; the browser no longer says which).
+				i := s.queuedChild(pg)
+				if i < 0 {
+					i = s.queuedChild(nil)
 				}
-				if !found {
+				if i < 0 {
 					continue
 				}
+				pg, child = s.queue[i].page, true
+				s.queue = append(s.queue[:i], s.queue[i+1:]...)
 			}
 			s.stack = append(s.stack, pg)
 			s.announced = s.opened
@@ -1096,6 +1147,18 @@ func (s *Session) WaitForPopup(timeout time.Duration) (PopupResult, error) {
 	}
 }
 
+// queuedChild is the index of the first open tab in the queue that opener
+// opened (nil: a tab whose opener was gone when it was reported), or -1.
+// The caller holds s.mu.
+func (s *Session) queuedChild(opener playwright.Page) int {
+	for i, c := range s.queue {
+		if c.opener == opener && !s.isClosed(c.page) {
+			return i
+		}
+	}
+	return -1
+}
+
 // ClosePopup closes the current page if it is a popup and returns where the
 // session landed: "opener", "sibling", "child" or "blank".
 func (s *Session) ClosePopup() (string, string, error) {
@@ -1111,40 +1174,44 @@ func (s *Session) ClosePopup() (string, string, error) {
 		s.stack = s.stack[:len(s.stack)-1]
 	}
 	s.mu.Unlock()
-	if cur != nil && !cur.IsClosed() {
+	if cur != nil && !s.isClosed(cur) {
 		_ = cur.Close()
 	}
 	s.mu.Lock()
 	// A child tab the popup opened comes first, then the opener, then a
 	// sibling queued under the opener.
 	if cur != nil {
-		for i, q := range s.queue {
-			if q.opener == cur && !q.page.IsClosed() {
-				s.queue = append(s.queue[:i], s.queue[i+1:]...)
-				s.stack = append(s.stack, q.page)
-				s.mu.Unlock()
-				return "child", q.page.URL(), nil
-			}
+		if i := s.queuedChild(cur); i >= 0 {
+			q := s.queue[i]
+			s.queue = append(s.queue[:i], s.queue[i+1:]...)
+			s.stack = append(s.stack, q.page)
+			s.mu.Unlock()
+			return "child", q.page.URL(), nil
 		}
 	}
-	for len(s.stack) > 0 && s.stack[len(s.stack)-1].IsClosed() {
+	for len(s.stack) > 0 && s.isClosed(s.stack[len(s.stack)-1]) {
 		s.stack = s.stack[:len(s.stack)-1]
 	}
 	if len(s.stack) > 0 {
 		top := s.stack[len(s.stack)-1]
-		for i, q := range s.queue {
-			if q.opener == top && !q.page.IsClosed() {
-				s.queue = append(s.queue[:i], s.queue[i+1:]...)
-				s.stack = append(s.stack, q.page)
-				s.mu.Unlock()
-				return "sibling", q.page.URL(), nil
-			}
+		if i := s.queuedChild(top); i >= 0 {
+			q := s.queue[i]
+			s.queue = append(s.queue[:i], s.queue[i+1:]...)
+			s.stack = append(s.stack, q.page)
+			s.mu.Unlock()
+			return "sibling", q.page.URL(), nil
 		}
 		s.mu.Unlock()
 		return "opener", top.URL(), nil
 	}
+	s.blanking = true
 	s.mu.Unlock()
+	// Playwright delivers the new page's context event before NewPage
+	// returns, so adopt sees blanking set.
 	p, err := s.ctx.NewPage()
+	s.mu.Lock()
+	s.blanking = false
+	s.mu.Unlock()
 	if err != nil {
 		return "", "", agentvault.Wrap(agentvault.CodeInternal, err, "open a blank page")
 	}

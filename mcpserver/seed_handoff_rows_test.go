@@ -168,3 +168,34 @@ func TestSeed004_HandoffScanIncomplete(t *testing.T) {
 	default:
 	}
 }
+
+// TestSeed004_HandoffPageGone: a hand-off asked for on a popup that has
+// closed itself since the agent last acted (its script held until the
+// agent was on it, then let go) is refused unknown_target "Unknown pageId"
+// and nobody is notified.
+func TestSeed004_HandoffPageGone(t *testing.T) {
+	site, spki, gate := gatedPopupSite(t)
+	hub := &ownerHub{standInControl: &standInControl{}, started: make(chan control.HandoffRequest, 1),
+		decide: make(chan string, 1), ended: make(chan control.HandoffEnd, 1), refuse: true}
+	h := newControlHarness(t, hub, hub.standInControl, spki)
+	h.ok("open_page", map[string]any{"url": site.URL + "/p/opener"})
+	h.ok("click", map[string]any{"selector": "#held"})
+	if got := h.ok("wait_for_popup", map[string]any{"timeout": 30000}); !strings.Contains(got, "/p/held") {
+		t.Fatalf("wait_for_popup: %q", got)
+	}
+	close(gate.release)
+	select {
+	case <-gate.notes: // the opener saw the popup close
+	case <-time.After(time.Minute):
+		t.Fatal("the popup did not close itself")
+	}
+	txt, isErr := h.handoff()
+	if !isErr || !strings.HasPrefix(txt, "status=error code=unknown_target") || !strings.Contains(txt, "Unknown pageId") || !strings.Contains(txt, "nobody was notified") {
+		t.Fatalf("a hand-off on a popup that closed: %q", txt)
+	}
+	select {
+	case req := <-hub.started:
+		t.Fatalf("a hand-off on a page that was gone notified the owner: %+v", req)
+	default:
+	}
+}

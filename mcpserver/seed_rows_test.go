@@ -62,16 +62,37 @@ func TestSeed004_WaitForPopupClampedTo60s(t *testing.T) {
 // a test waits on a tab's event with wait_for_selector on another tab.
 func popupSite(t *testing.T) (*httptest.Server, string) {
 	t.Helper()
+	srv, spki, _ := gatedPopupSite(t)
+	return srv, spki
+}
+
+// popupGate lets a test time a page's script without a tool call: a fetch
+// of /hold answers once release is closed, and one of /note/NAME puts NAME
+// on notes.
+type popupGate struct {
+	release chan struct{}
+	notes   chan string
+}
+
+// gatedPopupSite is popupSite and its gate.
+func gatedPopupSite(t *testing.T) (*httptest.Server, string, *popupGate) {
+	t.Helper()
+	gate := &popupGate{release: make(chan struct{}), notes: make(chan string, 8)}
 	const marks = `<script>setInterval(()=>{for(const k of Object.keys(localStorage))document.body.setAttribute('data-'+k,'1')},50)</script>`
 	pages := map[string]string{
 		"opener": `<button id="two" onclick="window.open('/p/a');window.open('/p/b')">two</button>
 <button id="selfclose" onclick="const w=window.open('/p/selfclose');const iv=setInterval(()=>{if(w.closed){localStorage.setItem('scclosed','1');clearInterval(iv)}},50)">selfclose</button>
-<button id="parent" onclick="window.open('/p/parent')">parent</button>`,
+<button id="parent" onclick="window.open('/p/parent')">parent</button>
+<button id="held" onclick="const w=window.open('/p/held');const iv=setInterval(()=>{if(w.closed){fetch('/note/heldclosed');clearInterval(iv)}},50)">held</button>
+<button id="samescript" onclick="const w=window.open('/p/openclose');const iv=setInterval(()=>{if(w.closed){localStorage.setItem('ssclosed','1');clearInterval(iv)}},50)">samescript</button>`,
 		"a":         ``,
 		"b":         `<script>localStorage.setItem('b','1')</script>`,
 		"selfclose": `<script>window.open('/p/child');setInterval(()=>{if(localStorage.getItem('child'))window.close()},50)</script>`,
 		"child":     `<script>localStorage.setItem('child','1')</script>`,
 		"parent":    `<script>window.open('/p/kid')</script>`,
+		"openclose": `<script>window.open('/p/orphan');window.close()</script>`,
+		"orphan":    `<script>localStorage.setItem('orphan','1')</script>`,
+		"held":      `<script>fetch('/hold').then(()=>window.close())</script>`,
 		"kid":       `<script>localStorage.setItem('kid','1')</script>`,
 		"total":     `<p>Total <span id="bare" data-total="42.00">$42.00</span> <span id="priced" data-total="$42.00">$42.00</span></p>`,
 	}
@@ -84,10 +105,22 @@ func popupSite(t *testing.T) (*httptest.Server, string) {
 		}
 		fmt.Fprintf(w, "<!doctype html><html><head><title>%s</title></head><body><h1>%s</h1>%s%s</body></html>", r.PathValue("name"), r.PathValue("name"), body, marks)
 	})
+	mux.HandleFunc("GET /hold", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-gate.release:
+		case <-r.Context().Done():
+		}
+	})
+	mux.HandleFunc("GET /note/{name}", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case gate.notes <- r.PathValue("name"):
+		default:
+		}
+	})
 	srv := httptest.NewTLSServer(mux)
 	t.Cleanup(srv.Close)
 	sum := sha256.Sum256(srv.Certificate().RawSubjectPublicKeyInfo)
-	return srv, base64.StdEncoding.EncodeToString(sum[:])
+	return srv, base64.StdEncoding.EncodeToString(sum[:]), gate
 }
 
 // TestSeed004_PopupLandings: close_popup lands on a sibling tab queued under
@@ -128,6 +161,14 @@ func TestSeed004_PopupLandings(t *testing.T) {
 	h.ok("wait_for_selector", map[string]any{"selector": "body[data-child][data-scclosed]", "state": "attached"})
 	onto("wait_for_popup (self-closed)", h.ok("wait_for_popup", popup), "switched to that child tab", "/p/child")
 	onto("close_popup (after the child)", h.ok("close_popup", nil), opener, "/p/opener")
+
+	// The same, the popup closing in the script that opened the tab: the
+	// browser reports the tab with no opener (it is gone by then), and
+	// wait_for_popup still lands on it and says so.
+	h.ok("click", map[string]any{"selector": "#samescript"})
+	h.ok("wait_for_selector", map[string]any{"selector": "body[data-orphan][data-ssclosed]", "state": "attached"})
+	onto("wait_for_popup (closed in the same script)", h.ok("wait_for_popup", popup), "switched to that child tab", "/p/orphan")
+	onto("close_popup (after the orphan)", h.ok("close_popup", nil), opener, "/p/opener")
 
 	// A popup that opened a tab of its own: closing it lands on that tab.
 	h.ok("click", map[string]any{"selector": "#parent"})

@@ -168,8 +168,13 @@ func (s *Server) requestChallengeHandoff(ctx context.Context, in noIn) (*mcp.Cal
 	if err != nil {
 		return nil, err
 	}
-	// Re-detect before anyone is summoned.
+	// Re-detect before anyone is summoned. A page that closed meanwhile
+	// is gone, whatever the scan made of it (it failed, or read the page
+	// below).
 	c, err := ss.page.DetectChallenge()
+	if gone := lp.Gone(); gone != nil {
+		return nil, gone
+	}
 	if err != nil {
 		return nil, agentvault.Wrap(agentvault.CodeChallengeScanIncomplete, err, "The page could not be scanned; nobody was notified. Call detect_challenge again.")
 	}
