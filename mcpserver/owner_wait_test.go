@@ -179,6 +179,12 @@ func TestFillWaitsForOwner(t *testing.T) {
 		if n := len(ctl.auths) - before; n != 2 || ctl.owner.asked != 1 {
 			t.Fatalf("%d authorizations, asked %d", n, ctl.owner.asked)
 		}
+		// A notification sent before the answer may reach its handler
+		// after CallTool returned: wait for the last one to arrive.
+		waitUntil(t, 10*time.Second, "the approved progress notification", func() bool {
+			m := prog.all()[seen:]
+			return len(m) > 0 && strings.Contains(m[len(m)-1], "approved") && len(logs.all())-seenLogs >= len(m)
+		})
 		msgs := prog.all()[seen:]
 		if len(msgs) < 3 || !strings.HasPrefix(msgs[0], "Waiting for the account owner to approve new site 127.0.0.1") ||
 			!strings.Contains(msgs[len(msgs)-1], "approved") {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/browser/browsertest"
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/policy"
@@ -25,8 +26,15 @@ import (
 // key the way proxyd limits a key's calls (policy.RateLimiter): the real
 // control API answers 429 with Retry-After over it.
 type limitedCatalog struct {
-	control.Service // nil: only Catalog is called
+	control.Service // nil: only Catalog and CreateSession are called
 	limit           *policy.RateLimiter
+}
+
+// CreateSession refuses: the test reads the catalog only, and a session
+// asked for on the side must not reach the nil service (a panic in the
+// control handler's log).
+func (limitedCatalog) CreateSession(context.Context, string) (control.CreateSessionResponse, error) {
+	return control.CreateSessionResponse{}, agentvault.Errorf(agentvault.CodeUnavailable, "this test's control API opens no sessions")
 }
 
 func (c limitedCatalog) Catalog(ctx context.Context, apiKey, pageURL string) (json.RawMessage, error) {
