@@ -79,7 +79,7 @@ func TestOwnerApprovesInDashboard(t *testing.T) {
 		if r.isErr || !strings.HasPrefix(r.text, "status=ok filled=2/2") || !strings.Contains(r.text, ": approved.") {
 			t.Fatalf("fill after the owner's approval: %q", r.status())
 		}
-		if n := progress.count(); n < 2 {
+		if n := progress.atLeast(2, 10*time.Second); n < 2 {
 			t.Errorf("%d progress notifications, want the wait and its end", n)
 		}
 		agent.must("click", map[string]any{"selector": "#place-order"})

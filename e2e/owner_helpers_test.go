@@ -258,6 +258,17 @@ func (p *progressFeed) count() int {
 	return len(p.msgs)
 }
 
+// atLeast waits until n notifications have arrived in all, and says how
+// many did. A notification mcpd sent before a call's answer can reach the
+// handler after the call returned, so a count read at once may be short.
+func (p *progressFeed) atLeast(n int, within time.Duration) int {
+	deadline := time.Now().Add(within)
+	for p.count() < n && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	return p.count()
+}
+
 // startAgentWithProgress is startAgent with a client that receives progress
 // notifications.
 func startAgentWithProgress(t *testing.T, bin string, args, env []string) (*mcpAgent, *progressFeed) {
