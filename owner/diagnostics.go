@@ -2,8 +2,35 @@ package owner
 
 import (
 	"slices"
+	"sync"
 	"time"
 )
+
+// latest keeps the newest entries of a record the Activity page shows,
+// at most maxKept, in this process's memory: the log line written beside
+// each is the lasting record.
+type latest[T any] struct {
+	mu   sync.Mutex
+	kept []T
+}
+
+func (l *latest[T]) add(v T) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.kept = append(l.kept, v)
+	if n := len(l.kept) - maxKept; n > 0 {
+		l.kept = slices.Delete(l.kept, 0, n)
+	}
+}
+
+// list returns the kept entries, newest first.
+func (l *latest[T]) list() []T {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := slices.Clone(l.kept)
+	slices.Reverse(out)
+	return out
+}
 
 // LoginDiagnostic is a sign-in browser_login did not complete (seed 000):
 // the portal refused the credential, or the sign-in did not conclude, and
@@ -19,9 +46,9 @@ type LoginDiagnostic struct {
 	Artifact string // the capture's reference in mcpd's artifact directory
 }
 
-// maxLoginDiagnostics bounds the diagnostics kept for the Activity page,
-// and the receipts.
-const maxLoginDiagnostics = 100
+// maxKept bounds the login diagnostics and the receipts kept for the
+// Activity page.
+const maxKept = 100
 
 // RecordLoginDiagnostic keeps a login diagnostic for the owner's Activity
 // page and writes it to the log. The latest 100 are kept, in this
@@ -32,21 +59,12 @@ func (s *Service) RecordLoginDiagnostic(d LoginDiagnostic) {
 	}
 	s.log.Info("login diagnostic kept", "artifact", d.Artifact, "outcome", d.Outcome, "login", d.Login, "site", d.Site,
 		"session", d.Session, "api_key", d.APIKeyID)
-	s.diagMu.Lock()
-	defer s.diagMu.Unlock()
-	s.diags = append(s.diags, d)
-	if n := len(s.diags) - maxLoginDiagnostics; n > 0 {
-		s.diags = slices.Delete(s.diags, 0, n)
-	}
+	s.diags.add(d)
 }
 
 // LoginDiagnostics lists the kept login diagnostics, newest first.
 func (s *Service) LoginDiagnostics() []LoginDiagnostic {
-	s.diagMu.Lock()
-	defer s.diagMu.Unlock()
-	out := slices.Clone(s.diags)
-	slices.Reverse(out)
-	return out
+	return s.diags.list()
 }
 
 // Receipt is a checkout confirmation for which mcpd kept a masked image
@@ -68,19 +86,10 @@ func (s *Service) RecordReceipt(r Receipt) {
 		r.Time = s.now().UTC()
 	}
 	s.log.Info("receipt image kept", "artifact", r.Artifact, "site", r.Site, "session", r.Session, "api_key", r.APIKeyID)
-	s.diagMu.Lock()
-	defer s.diagMu.Unlock()
-	s.receipts = append(s.receipts, r)
-	if n := len(s.receipts) - maxLoginDiagnostics; n > 0 {
-		s.receipts = slices.Delete(s.receipts, 0, n)
-	}
+	s.receipts.add(r)
 }
 
 // Receipts lists the kept receipts, newest first.
 func (s *Service) Receipts() []Receipt {
-	s.diagMu.Lock()
-	defer s.diagMu.Unlock()
-	out := slices.Clone(s.receipts)
-	slices.Reverse(out)
-	return out
+	return s.receipts.list()
 }

@@ -74,9 +74,8 @@ type Service struct {
 	// nil until NewAccounts.
 	staged atomic.Pointer[Accounts]
 
-	diagMu   sync.Mutex
-	diags    []LoginDiagnostic // diagnostics.go
-	receipts []Receipt         // diagnostics.go
+	diags    latest[LoginDiagnostic] // diagnostics.go
+	receipts latest[Receipt]         // diagnostics.go
 }
 
 // New returns a Service.
