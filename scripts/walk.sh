@@ -174,6 +174,11 @@ make_run() {
 	fi
 }
 
+# The card number the README's owner stores: what the shop must receive,
+# and what must never come back through the proxy.
+real_number=$(grep -o "printf '[0-9]\{13,19\}" README.md | head -n1 | grep -o '[0-9]*$')
+[ -n "$real_number" ] || die "the README stores no card number"
+
 for i in $(seq 1 "$nblocks"); do
 	block="$work/block.$i.sh"
 	if [ "$(grep -v '^[[:space:]]*#' "$block" | grep -v '^[[:space:]]*$')" = "make run" ]; then
@@ -209,7 +214,7 @@ for i in $(seq 1 "$nblocks"); do
 			die "the trusted root does not verify the dashboard"
 		;;
 	*first-checkout.sh*)
-		grep -qx '4242424242424242' "$AGENTVAULT_DATA/testshop/received.log" || die "the shop did not receive the real number"
+		grep -qx "$real_number" "$AGENTVAULT_DATA/testshop/received.log" || die "the shop did not receive the real number"
 		grep -q "approved" "$work/out.$i" || grep -q "waiting for the account owner" "$work/out.$i" ||
 			die "the first checkout did not wait for the owner's approval of a new site"
 		;;
@@ -228,12 +233,12 @@ bash -euo pipefail "$work/walkthrough.sh" >"$work/walkthrough.out" 2>&1 || { cat
 cat "$work/walkthrough.out"
 after=$(grep -c . "$AGENTVAULT_DATA/testshop/received.log")
 [ "$after" -eq $((before + 1)) ] || die "the shop received $((after - before)) requests by hand, want the one to shop.test"
-tail -n1 "$AGENTVAULT_DATA/testshop/received.log" | grep -qx '4242424242424242' || die "the shop did not receive the real number by hand"
+tail -n1 "$AGENTVAULT_DATA/testshop/received.log" | grep -qx "$real_number" || die "the shop did not receive the real number by hand"
 grep -q '"code":"insecure_site"' "$work/walkthrough.out" || die "plain http was not refused with insecure_site"
 grep -q '"code":"destination_unauthorized"' "$work/walkthrough.out" || die "the stand-in sent to other.test was not refused (destination_unauthorized)"
 grep -q "id=\"echo\">$(grep -o '"value":"[0-9]*"' "$work/walkthrough.out" | grep -o '[0-9]\{12,\}')<" "$work/walkthrough.out" ||
 	die "the shop's echo did not come back as the stand-in"
-grep -q '4242424242424242' <(grep -v '^4242424242424242$' "$work/walkthrough.out") && die "the real number came back through the proxy"
+grep -q "$real_number" <(grep -vx "$real_number" "$work/walkthrough.out") && die "the real number came back through the proxy"
 
 step "terminal 1: Ctrl-C stops both cleanly"
 kill -INT -- "-$run_pgid" 2>/dev/null
