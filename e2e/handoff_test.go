@@ -99,7 +99,7 @@ func TestHandoff_ChallengeE2E(t *testing.T) {
 	oa := startOwnerAppliance(t, "50.00")
 	bin := buildCmd(t, "mcpd")
 	args, env := oa.mcpdArgs()
-	agent, _ := startAgentWithProgress(t, bin, args, env)
+	agent, progress := startAgentWithProgress(t, bin, args, env)
 	owner := oa.signInOwner(t)
 	shop := oa.m.Shop.URL
 	var typed []string
@@ -226,11 +226,12 @@ func TestHandoff_ChallengeE2E(t *testing.T) {
 		agent.must("open_page", map[string]any{"url": shop + "/sca/captcha"})
 		// A get_session_outcome check in progress gives the page up to a
 		// hand-off that asks for it: it answers cancelled (seed 004).
+		progress.drain()
 		check := agent.callAsync("get_session_outcome", map[string]any{"successSelector": "#never-there", "timeout": 30000}, "outcome-mid-check")
-		// Let the check start watching. mcpd gives no sign that it is
-		// (no log line, no progress); until it does, this stays a fixed
-		// wait, and a slow start answers challenge_required, not cancelled.
-		time.Sleep(time.Second)
+		// The check says, in a progress notification, when it watches:
+		// a hand-off asked from then on cancels it (asked before, the
+		// hand-off would find no check and the check would be refused).
+		progress.waitFor(t, 60*time.Second, "Watching the page")
 		call := agent.callAsync("request_challenge_handoff", map[string]any{}, "ho-abandon")
 		if o := check.wait(t).json(t); o["outcome"] != "cancelled" {
 			t.Fatalf("get_session_outcome under a hand-off: %v", o)

@@ -240,6 +240,21 @@ func (p *progressFeed) next(t *testing.T, within time.Duration) string {
 	}
 }
 
+// waitFor reads notifications until one holds want.
+func (p *progressFeed) waitFor(t *testing.T, within time.Duration, want string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			t.Fatalf("no progress notification saying %q within %v", want, within)
+		}
+		if strings.Contains(p.next(t, left), want) {
+			return
+		}
+	}
+}
+
 // drain forgets the notifications not read yet (the tail of an earlier
 // call).
 func (p *progressFeed) drain() {

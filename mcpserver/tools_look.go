@@ -338,6 +338,9 @@ func (s *Server) getSessionOutcome(ctx context.Context, in outcomeIn) (*mcp.Call
 	// and the check answers cancelled (seed 004).
 	var matched string
 	deadline := time.Now().Add(timeout)
+	// Say the check is on (a client that sent a progress token sees it,
+	// and knows a hand-off asked from now on cancels this check).
+	callOf(ctx).notify(ctx, fmt.Sprintf("Watching the page for the success or failure selector, for up to %d ms.", timeout.Milliseconds()))
 	for {
 		if ss.handoffWanted() {
 			return jsonAnswer(okStatus(), outcomeAnswer{Outcome: "cancelled",
