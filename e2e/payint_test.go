@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentvault/agentvault/e2e/merchant"
 	"github.com/agentvault/agentvault/internal/leakcheck"
@@ -358,9 +359,10 @@ func TestP2_CardPostedOutsideIntegrationRefused(t *testing.T) {
 	if r.ap.m.API.Saw(r.ap.card.number) || len(r.ap.m.Charges()) != 0 || len(r.ap.m.Orders()) != 0 {
 		t.Error("the card was charged")
 	}
-	if !bytes.Contains(r.ap.logs.Bytes(), []byte("destination_unauthorized")) {
-		t.Error("proxyd logged no destination_unauthorized refusal")
-	}
+	// proxyd writes the refusal's line from its own process: wait for it.
+	waitUntil(t, 30*time.Second, "proxyd's log line of the destination_unauthorized refusal", func() bool {
+		return bytes.Contains(r.ap.logs.Bytes(), []byte("destination_unauthorized"))
+	})
 	r.sweep()
 }
 
