@@ -157,6 +157,35 @@ func TestBrowserCheckoutPage(t *testing.T) {
 	})
 }
 
+// TestSeed004_ClosePopupLandsOnBlankPage: close_popup on a popup whose
+// opener is gone, and no other tab left, lands on a blank page in the same
+// browser, and that page navigates (seed 004, close_popup).
+func TestSeed004_ClosePopupLandsOnBlankPage(t *testing.T) {
+	site, s := open(t)
+	if _, err := s.Click(browser.Target{Selector: "#wallet"}, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.WaitForPopup(30 * time.Second); err != nil {
+		t.Fatalf("wait_for_popup: %v", err)
+	}
+	if !browser.CloseOpenersForTest(s, 30*time.Second) {
+		t.Fatal("the opener did not close")
+	}
+	where, u, err := s.ClosePopup()
+	if err != nil || where != "blank" || u != "about:blank" || s.URL() != "about:blank" {
+		t.Fatalf("close_popup with no opener left: %q %q %v (current %q)", where, u, err, s.URL())
+	}
+	if err := s.Goto(site.CheckoutURL(), 30*time.Second); err != nil {
+		t.Fatalf("goto from the blank page: %v", err)
+	}
+	if err := s.WaitFor(browser.Target{Selector: "#number", Frame: "iframe"}, "visible", 30*time.Second); err != nil {
+		t.Fatalf("card frame after the blank page: %v", err)
+	}
+	if _, err := s.WaitForPopup(100 * time.Millisecond); agentvault.ErrorCode(err) != agentvault.CodeTimeout {
+		t.Fatalf("the blank page was queued as a popup: %v", err)
+	}
+}
+
 // TestGotoProxyRefusal: a refusal proxyd answers inside the tunnel comes
 // back with its code and public message, and the tab returns to where it
 // was.

@@ -119,3 +119,31 @@ func FieldValueForTest(h *FrameHandle, selector string) (string, error) {
 	v, err := h.f.Locator(selector).InputValue()
 	return v, err
 }
+
+// CloseOpenersForTest closes every page under the current one, as a user
+// closing the tab that opened a popup would (no script may close the page
+// the session opened itself), and returns once the session has seen each
+// close.
+func CloseOpenersForTest(s *Session, bound time.Duration) bool {
+	s.mu.Lock()
+	var under []playwright.Page
+	if len(s.stack) > 1 {
+		under = append(under, s.stack[:len(s.stack)-1]...)
+	}
+	s.mu.Unlock()
+	for _, p := range under {
+		if err := p.Close(); err != nil {
+			return false
+		}
+	}
+	deadline := time.Now().Add(bound)
+	for _, p := range under {
+		for !s.isClosed(p) {
+			if time.Now().After(deadline) {
+				return false
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	return len(under) > 0
+}
