@@ -359,6 +359,7 @@ func (s *Session) Goto(url string, timeout time.Duration) error {
 	}
 	before := p.URL()
 	s.acted()
+	start := time.Now()
 	resp, err := p.Goto(url, playwright.PageGotoOptions{Timeout: ms(timeout), WaitUntil: playwright.WaitUntilStateLoad})
 	if err != nil {
 		return navError(err)
@@ -371,7 +372,7 @@ func (s *Session) Goto(url string, timeout time.Duration) error {
 		}
 		return err
 	}
-	s.warm(p)
+	s.warm(p, start)
 	s.noteChanges()
 	return nil
 }
@@ -389,7 +390,17 @@ const warmWait = 2 * time.Second
 // walk: it answers with a snapshot). A page that does not finish within
 // warmWait is left reading in the background; the next snapshot waits for
 // that reading rather than starting a second one.
-func (s *Session) warm(p playwright.Page) {
+//
+// It logs, at debug level, how long the navigation took up to its load
+// (from start) and how long it then waited for the reading: timings only.
+func (s *Session) warm(p playwright.Page, start time.Time) {
+	loaded := time.Now()
+	ended := "off"
+	defer func() {
+		if s.b != nil && s.b.log != nil {
+			s.b.log.Debug("page navigated", "load_ms", msSince(start, loaded), "read_wait_ms", msSince(loaded, time.Now()), "read", ended)
+		}
+	}()
 	if s.noReadings.Load() {
 		return
 	}
@@ -415,11 +426,17 @@ func (s *Session) warm(p playwright.Page) {
 	// reused anyway: the frame changed the page.
 	select {
 	case <-done:
+		ended = "done"
 	case <-arrived:
 		warmsLeftForAFrame.Add(1)
+		ended = "left for a frame"
 	case <-t.C:
+		ended = "left at warmWait"
 	}
 }
+
+// msSince is the time from a to b in milliseconds, for a debug line.
+func msSince(a, b time.Time) float64 { return float64(b.Sub(a).Microseconds()) / 1000 }
 
 // warmsLeftForAFrame counts navigation readings left to finish in the
 // background because a frame attached during them, for tests.
@@ -484,8 +501,9 @@ func (s *Session) settleNavigation(p playwright.Page, navsBefore uint64, timeout
 	if s.navs.Load() == navsBefore || s.isClosed(p) {
 		return
 	}
+	start := time.Now()
 	_ = p.WaitForLoadState(playwright.PageWaitForLoadStateOptions{State: playwright.LoadStateLoad, Timeout: ms(timeout)})
-	s.warm(p)
+	s.warm(p, start)
 }
 
 // RefusalHeader is the header proxyd sets on a refusal it answers inside a
