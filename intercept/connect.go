@@ -128,7 +128,14 @@ func (s *Server) onConnect(host string, ctx *goproxy.ProxyCtx) (*goproxy.Connect
 		return reject(agentvault.Errorf(agentvault.CodeTooManyTunnels, "too many open tunnels"), sess)
 	}
 	return &goproxy.ConnectAction{Action: goproxy.ConnectHijack, Hijack: func(r *http.Request, client net.Conn, _ *goproxy.ProxyCtx) {
-		s.serveTunnel(sess, dest, client)
+		// The tunnel gets a goroutine of its own and the CONNECT's handler
+		// returns: net/http's connection state (its 4 KiB reader and 4 KiB
+		// writer, the CONNECT request) and the handler's stack would
+		// otherwise stay held for as long as the tunnel lives (P14: memory
+		// per idle tunnel). The tunnel is counted before the handler
+		// returns, so Shutdown waits for it.
+		t := s.openTunnel(sess, dest, client)
+		go s.serveTunnel(t)
 	}}, host
 }
 
@@ -151,13 +158,20 @@ func (c *bufConn) Read(p []byte) (int, error) {
 	return c.Conn.Read(p)
 }
 
-func (s *Server) serveTunnel(sess *broker.Session, dest Destination, client net.Conn) {
+// openTunnel counts a hijacked CONNECT as a live tunnel (Shutdown closes
+// it and waits for it); serveTunnel serves it and ends the count.
+func (s *Server) openTunnel(sess *broker.Session, dest Destination, client net.Conn) *tunnel {
 	t := &tunnel{sess: sess, dest: dest, conn: client, authority: upstreamAuthority(dest)}
 	s.tunnelWG.Add(1)
 	s.mu.Lock()
 	s.live[t] = struct{}{}
 	s.mu.Unlock()
 	s.metrics.tunnel(1)
+	return t
+}
+
+func (s *Server) serveTunnel(t *tunnel) {
+	sess, dest, client := t.sess, t.dest, t.conn
 	defer func() {
 		_ = client.Close()
 		s.mu.Lock()

@@ -192,3 +192,35 @@ func TestP14_IdleTunnelTimesOut(t *testing.T) {
 	}
 	waitFor(t, func() bool { return strings.Contains(metricsText(t, e), "agentvault_proxy_open_tunnels 0") })
 }
+
+// TestP14_IdleTunnelHoldsNoConnectHandler: an idle tunnel is served on a
+// goroutine of its own; the CONNECT's net/http handler has returned, so
+// its connection state (reader, writer, request) and stack are not kept
+// for the tunnel's life.
+func TestP14_IdleTunnelHoldsNoConnectHandler(t *testing.T) {
+	e := startProxy(t, nil)
+	up := startUpstream(t, e.upCA, nil)
+	s, pw := e.session()
+	h := "shop.test:" + up.port()
+	for range 3 {
+		tc, err := e.tlsTunnel(t, s, pw, h, "shop.test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, _ := rawExchange(t, tc, "GET / HTTP/1.1\r\nHost: "+h+"\r\n\r\n")
+		if resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, codeOf(resp))
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+	}
+	stacks := func() string {
+		buf := make([]byte, 1<<20)
+		return string(buf[:runtime.Stack(buf, true)])
+	}
+	waitFor(t, func() bool { return strings.Count(stacks(), "intercept.(*Server).serveTunnel") >= 3 })
+	for _, g := range strings.Split(stacks(), "\n\n") {
+		if strings.Contains(g, "intercept.(*Server).serveTunnel") && strings.Contains(g, "net/http.(*conn).serve") {
+			t.Fatalf("an idle tunnel runs inside the CONNECT handler:\n%s", g)
+		}
+	}
+}
