@@ -176,15 +176,7 @@ func TestP14_IdleTunnelTimesOut(t *testing.T) {
 	up := startUpstream(t, e.upCA, nil)
 	s, pw := e.session()
 	h := "shop.test:" + up.port()
-	tc, err := e.tlsTunnel(t, s, pw, h, "shop.test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, br := rawExchange(t, tc, "GET / HTTP/1.1\r\nHost: "+h+"\r\n\r\n")
-	if resp.StatusCode != 200 {
-		t.Fatalf("%d %s", resp.StatusCode, codeOf(resp))
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
+	tc, br := e.getOverTunnel(t, s, pw, h)
 	// Then stay silent: the proxy must close the idle tunnel on its own.
 	_ = tc.SetReadDeadline(time.Now().Add(30 * time.Second))
 	if _, err := br.ReadByte(); err == nil || strings.Contains(err.Error(), "timeout") {
@@ -203,15 +195,7 @@ func TestP14_IdleTunnelHoldsNoConnectHandler(t *testing.T) {
 	s, pw := e.session()
 	h := "shop.test:" + up.port()
 	for range 3 {
-		tc, err := e.tlsTunnel(t, s, pw, h, "shop.test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, _ := rawExchange(t, tc, "GET / HTTP/1.1\r\nHost: "+h+"\r\n\r\n")
-		if resp.StatusCode != 200 {
-			t.Fatalf("%d %s", resp.StatusCode, codeOf(resp))
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
+		e.getOverTunnel(t, s, pw, h)
 	}
 	stacks := func() string {
 		buf := make([]byte, 1<<20)

@@ -426,14 +426,7 @@ func TestP8_SmugglingRefusedAndConnectionClosed(t *testing.T) {
 		t.Fatalf("upstream got %d smuggling attempts", up.count())
 	}
 	// A well-formed request on the same kind of tunnel still works.
-	tconn, err := e.tlsTunnel(t, s, pw, h, "shop.test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, _ := rawExchange(t, tconn, "GET / HTTP/1.1\r\nHost: "+h+"\r\n\r\n")
-	if resp.StatusCode != 200 {
-		t.Fatalf("clean request: %d %s", resp.StatusCode, codeOf(resp))
-	}
+	e.getOverTunnel(t, s, pw, h)
 }
 
 // substitution fixtures shared by P9, P10, P12.

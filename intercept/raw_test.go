@@ -68,6 +68,23 @@ func rawExchange(t testing.TB, tc *tls.Conn, raw string) (*http.Response, *bufio
 	return resp, br
 }
 
+// getOverTunnel opens a TLS tunnel to authority as shop.test, sends one
+// GET / and fails the test unless it is answered 200; it returns the
+// tunnel, open and read to the end of that answer.
+func (e *proxyEnv) getOverTunnel(t testing.TB, s *broker.Session, pw, authority string) (*tls.Conn, *bufio.Reader) {
+	t.Helper()
+	tc, err := e.tlsTunnel(t, s, pw, authority, "shop.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, br := rawExchange(t, tc, "GET / HTTP/1.1\r\nHost: "+authority+"\r\n\r\n")
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET / over a tunnel to %s: %d %s", authority, resp.StatusCode, codeOf(resp))
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return tc, br
+}
+
 // closedAfter reports whether the server closed the connection after the
 // response (reads hit EOF rather than more data or a timeout).
 func closedAfter(resp *http.Response, br *bufio.Reader, tc *tls.Conn) bool {
