@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -153,8 +154,25 @@ func runDriver(dir string) (*playwright.Playwright, error) {
 	return playwright.Run(opts)
 }
 
-// Stop ends the driver (and any Chromium it still runs).
-func (d *Driver) Stop() error { return d.pw.Stop() }
+// Stop ends the driver (and any Chromium it still runs). A driver that
+// has already exited is stopped: a Ctrl-C in mcpd's terminal, or systemd
+// stopping the unit, signals the driver and Chromium together with mcpd,
+// and that is a clean stop, not a failure.
+func (d *Driver) Stop() error {
+	err := d.pw.Stop()
+	if _, exited := errors.AsType[*exec.ExitError](err); exited {
+		return nil
+	}
+	return err
+}
+
+// driverGone reports whether err says the driver's connection was already
+// lost: what closing a browser answers once the driver has exited.
+// playwright-go wraps ErrTargetClosed for a connection it closed itself
+// and reports one the driver dropped as a plain "Connection closed".
+func driverGone(err error) bool {
+	return errors.Is(err, playwright.ErrTargetClosed) || strings.HasSuffix(err.Error(), "Connection closed")
+}
 
 // Launch starts the driver and a headless Chromium; Close stops both.
 func Launch(cfg Config) (*Browser, error) {
@@ -285,7 +303,9 @@ func (b *Browser) Close() error {
 	if b.b != nil {
 		// A remote browser is only disconnected from: the contexts mcpd
 		// opened in it close, the browser goes on.
-		err = b.b.Close()
+		if err = b.b.Close(); err != nil && driverGone(err) {
+			err = nil // the driver went first and took Chromium with it
+		}
 	}
 	if b.ownsDriver {
 		err = errors.Join(err, b.pw.Stop())

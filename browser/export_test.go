@@ -147,3 +147,6 @@ func CloseOpenersForTest(s *Session, bound time.Duration) bool {
 	}
 	return len(under) > 0
 }
+
+// PidForTest is the driver's process id.
+func (d *Driver) PidForTest() int { return d.pw.Pid() }
