@@ -48,17 +48,29 @@ func (s *Store) prepareHot(ctx context.Context) error {
 }
 
 // prepared returns the cached statement for q, preparing it on the pool
-// if needed. Not for use inside a transaction (see txStmt).
+// if needed. Not for use inside a transaction (see txStmt). The cache's
+// lock is never held while the pool is asked for a connection: a caller
+// waiting for one with the lock held would stall every transaction that
+// needs the lock to go on and give its connection back (txStmt), a
+// deadlock once the pool is bounded and busy. Two callers preparing the
+// same query keep the first statement and close the second.
 func (s *Store) prepared(ctx context.Context, q string) (*sql.Stmt, error) {
 	c := &s.h.stmts
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if st, ok := c.m[q]; ok {
+	st, ok := c.m[q]
+	c.mu.Unlock()
+	if ok {
 		return st, nil
 	}
 	st, err := s.db.PrepareContext(ctx, q)
 	if err != nil {
 		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if first, ok := c.m[q]; ok {
+		st.Close()
+		return first, nil
 	}
 	if c.m == nil {
 		c.m = map[string]*sql.Stmt{}
