@@ -261,13 +261,16 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, prot
 		base = context.WithoutCancel(ctx)
 	}
 	uctx, cancel := context.WithCancel(base)
+	// The upstream URL and the answer's body wrapper live as long as each
+	// other: one allocation for both.
+	call := &upstreamCall{url: url.URL{Scheme: "https", Host: t.authority, Path: req.URL.Path, RawPath: req.URL.RawPath, RawQuery: req.URL.RawQuery}}
 	// Build the outbound request from parts we vetted, never from the
 	// client's framing. It gets its context here, not once it is built:
 	// WithContext copies the request, and the literal it copies then
 	// stays on the stack (one request allocated, not two).
 	out := (&http.Request{
 		Method:     req.Method,
-		URL:        &url.URL{Scheme: "https", Host: t.authority, Path: req.URL.Path, RawPath: req.URL.RawPath, RawQuery: req.URL.RawQuery},
+		URL:        &call.url,
 		Host:       t.authority,
 		Header:     make(http.Header, len(req.Header)),
 		Proto:      "HTTP/1.1",
@@ -384,7 +387,8 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, prot
 		cancel()
 		return nil, err
 	}
-	scrubbed.Body = &cancelBody{ReadCloser: scrubbed.Body, cancel: cancel}
+	call.body = cancelBody{ReadCloser: scrubbed.Body, cancel: cancel}
+	scrubbed.Body = &call.body
 	return scrubbed, nil
 }
 
@@ -429,6 +433,14 @@ type wsBody struct {
 	io.ReadWriteCloser
 	sb     *substitution
 	cancel context.CancelFunc
+}
+
+// upstreamCall holds what one forwarded request allocates for its upstream
+// leg and keeps until the answer is read: the request's URL and the
+// wrapper that ends the request when the answer's body is closed.
+type upstreamCall struct {
+	url  url.URL
+	body cancelBody
 }
 
 type cancelBody struct {
