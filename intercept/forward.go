@@ -151,30 +151,46 @@ func (s *Server) handle(t *tunnel, req *http.Request, proto string) *http.Respon
 		return resp
 	}
 	now := time.Now()
-	attrs := []slog.Attr{
+	// Logger.LogAttrs would walk the stack for the caller's PC on every
+	// request (a tenth of the line's cost, issue 12), for a source no
+	// handler here prints. session, host, port and proto are the tunnel's
+	// and were formatted once for all its requests (tunnel.logHandler).
+	r := slog.NewRecord(now, level, "proxy request", 0)
+	r.AddAttrs(
 		slog.String("decision", oc.decision),
-		slog.String("session", t.sess.ID),
 		slog.String("method", methodClass(req.Method)),
-		slog.String("host", t.dest.Host),
-		slog.Int("port", t.dest.Port),
-		slog.String("proto", proto),
 		slog.Int("status", oc.status),
 		slog.Int("req_bytes", oc.reqBytes),
 		slog.Int("substitutions", oc.subs),
 		slog.Duration("upstream", oc.upstream),
 		slog.Duration("total", now.Sub(start)),
 		slog.String("content_type", headerForLog(req.Header.Get("Content-Type"))),
-	}
+	)
 	if err != nil {
-		attrs = append(attrs, slog.String("code", string(agentvault.ErrorCode(err))), slog.String("reason", agentvault.ErrorMessage(err)))
+		r.AddAttrs(slog.String("code", string(agentvault.ErrorCode(err))), slog.String("reason", agentvault.ErrorMessage(err)))
 	}
-	// Logger.LogAttrs would walk the stack for the caller's PC on every
-	// request (a tenth of the line's cost, issue 12), for a source no
-	// handler here prints.
-	r := slog.NewRecord(now, level, "proxy request", 0)
-	r.AddAttrs(attrs...)
-	_ = h.Handle(ctx, r)
+	_ = t.logHandler(h, proto).Handle(ctx, r)
 	return resp
+}
+
+// logHandler is h with the attributes every request line of the tunnel
+// shares (session, host, port, proto) bound to it: a handler formats them
+// once, when the tunnel logs its first request, not on every line. h is
+// the server's handler (fixed for its life) and proto the tunnel's (ALPN
+// chose it), so one handler serves all of the tunnel's requests; h2
+// streams that race to make it each make an equal one.
+func (t *tunnel) logHandler(h slog.Handler, proto string) slog.Handler {
+	if th := t.reqLog.Load(); th != nil {
+		return *th
+	}
+	th := h.WithAttrs([]slog.Attr{
+		slog.String("session", t.sess.ID),
+		slog.String("host", t.dest.Host),
+		slog.Int("port", t.dest.Port),
+		slog.String("proto", proto),
+	})
+	t.reqLog.Store(&th)
+	return th
 }
 
 // methodClass keeps the method label closed.
@@ -237,17 +253,30 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, prot
 		return nil, err
 	}
 	oc.reqBytes = len(body)
+	// The upstream request outlives the browser's (the answer streams on
+	// after handle returns) and ends when its body is closed; every return
+	// below that does not hand cancel on calls it.
+	base := ctx
+	if ctx.Done() != nil {
+		base = context.WithoutCancel(ctx)
+	}
+	uctx, cancel := context.WithCancel(base)
+	// The upstream URL and the answer's body wrapper live as long as each
+	// other: one allocation for both.
+	call := &upstreamCall{url: url.URL{Scheme: "https", Host: t.authority, Path: req.URL.Path, RawPath: req.URL.RawPath, RawQuery: req.URL.RawQuery}}
 	// Build the outbound request from parts we vetted, never from the
-	// client's framing.
-	out := &http.Request{
+	// client's framing. It gets its context here, not once it is built:
+	// WithContext copies the request, and the literal it copies then
+	// stays on the stack (one request allocated, not two).
+	out := (&http.Request{
 		Method:     req.Method,
-		URL:        &url.URL{Scheme: "https", Host: t.authority, Path: req.URL.Path, RawPath: req.URL.RawPath, RawQuery: req.URL.RawQuery},
+		URL:        &call.url,
 		Host:       t.authority,
 		Header:     make(http.Header, len(req.Header)),
 		Proto:      "HTTP/1.1",
 		ProtoMajor: 1,
 		ProtoMinor: 1,
-	}
+	}).WithContext(uctx)
 	// One backing array for every copied value: a header rewrite must not
 	// reach the client's request (its Content-Type is logged).
 	nv := 0
@@ -281,6 +310,7 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, prot
 		}()
 	}
 	if err != nil {
+		cancel()
 		return nil, err
 	}
 	if sb.count > 0 {
@@ -300,16 +330,9 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, prot
 		}
 	}
 	if err := s.signRequest(ctx, t, out, sb); err != nil {
+		cancel()
 		return nil, err
 	}
-	// The upstream request outlives the browser's (the answer streams on
-	// after handle returns) and ends when its body is closed.
-	base := ctx
-	if ctx.Done() != nil {
-		base = context.WithoutCancel(ctx)
-	}
-	uctx, cancel := context.WithCancel(base)
-	out = out.WithContext(uctx)
 	s.metrics.addedLatency(time.Since(start))
 	upStart := time.Now()
 	resp, err := s.upstream.RoundTrip(out)
@@ -364,7 +387,8 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, prot
 		cancel()
 		return nil, err
 	}
-	scrubbed.Body = &cancelBody{ReadCloser: scrubbed.Body, cancel: cancel}
+	call.body = cancelBody{ReadCloser: scrubbed.Body, cancel: cancel}
+	scrubbed.Body = &call.body
 	return scrubbed, nil
 }
 
@@ -409,6 +433,14 @@ type wsBody struct {
 	io.ReadWriteCloser
 	sb     *substitution
 	cancel context.CancelFunc
+}
+
+// upstreamCall holds what one forwarded request allocates for its upstream
+// leg and keeps until the answer is read: the request's URL and the
+// wrapper that ends the request when the answer's body is closed.
+type upstreamCall struct {
+	url  url.URL
+	body cancelBody
 }
 
 type cancelBody struct {

@@ -102,6 +102,9 @@ type tunnel struct {
 	// (IDNA, IP forms) is a pure function of it, so an equal string needs
 	// no second pass.
 	host atomic.Pointer[string]
+	// reqLog is the handler of the tunnel's request lines (logHandler),
+	// made by its first request that logs.
+	reqLog atomic.Pointer[slog.Handler]
 }
 
 // NewServer builds the proxy from cfg.

@@ -29,7 +29,7 @@ type substitution struct {
 	kinds   []vault.Kind
 	// wire reads the request's fields for the broker's wire amount check
 	// (wirefields.go).
-	wire broker.WireFields
+	wire wireRequest
 }
 
 func (sb *substitution) wipe() {
@@ -61,9 +61,9 @@ func (sb *substitution) resolve(b *broker.Grant) ([]byte, error) {
 	if r, ok := sb.reals[b]; ok && !sb.use.WS {
 		return r, nil
 	}
-	wire := sb.wire
-	if sb.use.WS {
-		wire = nil // a WebSocket message: no fields (the request's were read)
+	var wire broker.WireFields // a WebSocket message: no fields (the request's were read)
+	if !sb.use.WS {
+		wire = sb.wire.read
 	}
 	raw, err := sb.srv.broker.Release(sb.ctx, sb.use, b, sb.dest, wire)
 	if err != nil {

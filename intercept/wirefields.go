@@ -74,24 +74,35 @@ var (
 	_ rewrite.FieldVisitor = (*wireFields)(nil)
 )
 
-// requestWire returns the broker.WireFields of req, read as it is now
-// (before substitution): its URL, its Content-Type and Content-Encoding,
-// and body, its body as received. The walk runs once, on the first call;
-// a body rewrite cannot parse is an error, as it is for the substitution.
-func (s *Server) requestWire(req *http.Request, body []byte) broker.WireFields {
-	u, ct, ce := *req.URL, req.Header.Get("Content-Type"), req.Header.Get("Content-Encoding")
-	var (
-		done   bool
-		fields []broker.WireField
-		err    error
-	)
-	return func() ([]broker.WireField, error) {
-		if !done {
-			done = true
-			fields, err = walkWire(u, ct, ce, body, s.cfg.MaxBodyBytes, s.broker.WireWants)
-		}
-		return fields, err
+// wireRequest reads the fields of one request for the broker's wire
+// amount check: its URL, its Content-Type and Content-Encoding as they were
+// before substitution (requestWire), and body, its body as received. The
+// walk runs once, on the first call of fields; a body rewrite cannot parse
+// is an error, as it is for the substitution. It lives inside the
+// request's substitution (one allocation for both): fields becomes a
+// broker.WireFields only when a value is released.
+type wireRequest struct {
+	srv    *Server
+	u      url.URL
+	ct, ce string
+	body   []byte
+	done   bool
+	fields []broker.WireField
+	err    error
+}
+
+// requestWire takes the parts of req that fields reads, as they are now.
+func (s *Server) requestWire(req *http.Request, body []byte) wireRequest {
+	return wireRequest{srv: s, u: *req.URL, ct: req.Header.Get("Content-Type"), ce: req.Header.Get("Content-Encoding"), body: body}
+}
+
+// read is the request's broker.WireFields.
+func (w *wireRequest) read() ([]broker.WireField, error) {
+	if !w.done {
+		w.done = true
+		w.fields, w.err = walkWire(w.u, w.ct, w.ce, w.body, w.srv.cfg.MaxBodyBytes, w.srv.broker.WireWants)
 	}
+	return w.fields, w.err
 }
 
 // walkWire walks u's query and the body (of type ct, encoded ce) with
