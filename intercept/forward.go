@@ -85,31 +85,40 @@ func checkDestination(t *tunnel, req *http.Request) error {
 	return nil
 }
 
-// readBody reads the request body, refusing more than the cap (P14).
-func (s *Server) readBody(req *http.Request) ([]byte, error) {
+// readBody reads the request body, refusing more than the cap (P14). A
+// large body of a declared length comes in a pooled buffer (bodybuf.go),
+// returned too: the caller releases it.
+func (s *Server) readBody(req *http.Request) ([]byte, *bodyBuf, error) {
 	if req.Body == nil || req.Body == http.NoBody {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if req.ContentLength > s.cfg.MaxBodyBytes {
-		return nil, agentvault.Errorf(agentvault.CodeBodyTooLarge, "request body is over the limit")
+		return nil, nil, agentvault.Errorf(agentvault.CodeBodyTooLarge, "request body is over the limit")
 	}
 	if req.ContentLength >= 0 {
 		// A declared length is read into one exact buffer (the server
 		// enforces it): no doubling growth holding twice the body.
-		b := make([]byte, req.ContentLength)
-		if _, err := io.ReadFull(req.Body, b); err != nil {
-			return nil, agentvault.Wrap(agentvault.CodeMalformedRequest, err, "request body could not be read")
+		pb := getBodyBuf(req.ContentLength)
+		var b []byte
+		if pb != nil {
+			b = pb.bytes()
+		} else {
+			b = make([]byte, req.ContentLength)
 		}
-		return b, nil
+		if _, err := io.ReadFull(req.Body, b); err != nil {
+			pb.release()
+			return nil, nil, agentvault.Wrap(agentvault.CodeMalformedRequest, err, "request body could not be read")
+		}
+		return b, pb, nil
 	}
 	b, err := io.ReadAll(io.LimitReader(req.Body, s.cfg.MaxBodyBytes+1))
 	if err != nil {
-		return nil, agentvault.Wrap(agentvault.CodeMalformedRequest, err, "request body could not be read")
+		return nil, nil, agentvault.Wrap(agentvault.CodeMalformedRequest, err, "request body could not be read")
 	}
 	if int64(len(b)) > s.cfg.MaxBodyBytes {
-		return nil, agentvault.Errorf(agentvault.CodeBodyTooLarge, "request body is over the limit")
+		return nil, nil, agentvault.Errorf(agentvault.CodeBodyTooLarge, "request body is over the limit")
 	}
-	return b, nil
+	return b, nil, nil
 }
 
 // outcome is what the canonical log line reports.
@@ -248,10 +257,13 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, prot
 	if err := checkDestination(t, req); err != nil {
 		return nil, err
 	}
-	body, err := s.readBody(req)
+	body, pb, err := s.readBody(req)
 	if err != nil {
 		return nil, err
 	}
+	// forward's hold on a pooled body; the upstream transport takes one of
+	// its own when the body goes out in the same buffer.
+	defer pb.release()
 	oc.reqBytes = len(body)
 	// The upstream request outlives the browser's (the answer streams on
 	// after handle returns) and ends when its body is closed; every return
@@ -320,7 +332,11 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, prot
 		}
 	}
 	if len(newBody) > 0 {
-		out.Body = nopBody(newBody)
+		if pb.holds(newBody) {
+			out.Body = pb.reader(newBody)
+		} else {
+			out.Body = nopBody(newBody)
+		}
 		out.ContentLength = int64(len(newBody))
 		out.Header.Set("Content-Length", strconv.Itoa(len(newBody)))
 	} else {
@@ -330,6 +346,9 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, prot
 		}
 	}
 	if err := s.signRequest(ctx, t, out, sb); err != nil {
+		if out.Body != nil {
+			_ = out.Body.Close() // a pooled body's buffer goes back
+		}
 		cancel()
 		return nil, err
 	}
