@@ -467,6 +467,10 @@ type cancelBody struct {
 	cancel context.CancelFunc
 }
 
+// WriteTo keeps the body's own WriteTo (a streamed scrub's) reachable
+// through the wrapper.
+func (c *cancelBody) WriteTo(w io.Writer) (int64, error) { return copyBody(w, c.ReadCloser) }
+
 func (c *cancelBody) Close() error {
 	err := c.ReadCloser.Close()
 	c.cancel()
