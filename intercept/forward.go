@@ -151,13 +151,23 @@ func (s *Server) handle(t *tunnel, req *http.Request, proto string) *http.Respon
 	}
 	oc.status = resp.StatusCode
 	s.metrics.request(oc.decision)
+	s.logRequest(ctx, t, req, proto, &oc, start)
+	return resp
+}
+
+// logRequest writes handle's line. It is a function of its own so that
+// its record (over a kilobyte on the stack) is not in handle's frame while
+// forward runs: an h2 stream's goroutine starts with a small stack, and
+// each doubling of it on the way down copies it whole.
+func (s *Server) logRequest(ctx context.Context, t *tunnel, req *http.Request, proto string, oc *outcome, start time.Time) {
+	err := oc.err
 	level := slog.LevelInfo
 	if err != nil {
 		level = slog.LevelWarn
 	}
 	h := s.log.Handler()
 	if !h.Enabled(ctx, level) {
-		return resp
+		return
 	}
 	now := time.Now()
 	// Logger.LogAttrs would walk the stack for the caller's PC on every
@@ -179,7 +189,6 @@ func (s *Server) handle(t *tunnel, req *http.Request, proto string) *http.Respon
 		r.AddAttrs(slog.String("code", string(agentvault.ErrorCode(err))), slog.String("reason", agentvault.ErrorMessage(err)))
 	}
 	_ = t.logHandler(h, proto).Handle(ctx, r)
-	return resp
 }
 
 // logHandler is h with the attributes every request line of the tunnel
