@@ -261,7 +261,14 @@ func heapUse(f func()) (alloc, peak uint64) {
 // allocs/op count client, proxy and upstream alike; compare runs.
 //
 //	go test -run '^$' -bench BenchmarkKeepAliveScrubbed -benchmem ./intercept/
-func BenchmarkKeepAliveScrubbed(b *testing.B) {
+func BenchmarkKeepAliveScrubbed(b *testing.B) { benchKeepAliveScrubbed(b, false) }
+
+// BenchmarkKeepAliveScrubbedH2 is the same request with h2 on the
+// browser's side (bench/'s a_small_ka_h2): each request is a stream,
+// served on a goroutine of its own by the h2 server.
+func BenchmarkKeepAliveScrubbedH2(b *testing.B) { benchKeepAliveScrubbed(b, true) }
+
+func benchKeepAliveScrubbed(b *testing.B, h2 bool) {
 	page := strings.Repeat("<p>nothing secret here, just a page</p>\n", 1024/40+1)[:1024]
 	f := newSubFixture(b, false, func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
@@ -275,13 +282,16 @@ func BenchmarkKeepAliveScrubbed(b *testing.B) {
 		h.Add("Set-Cookie", "session=Zm9vYmFyYmF6cXV4; Path=/; Secure; HttpOnly")
 		_, _ = io.WriteString(w, page)
 	})
-	c := f.e.rawClient(f.s, f.pw, false)
+	c := f.e.rawClient(f.s, f.pw, h2)
 	c.Transport.(*http.Transport).MaxIdleConnsPerHost = 8
 	u := f.url("/page")
 	get := func() {
 		resp, err := c.Get(u)
 		if err != nil {
 			b.Fatal(err)
+		}
+		if h2 && resp.ProtoMajor != 2 {
+			b.Fatalf("browser leg is %s, want HTTP/2", resp.Proto)
 		}
 		n, _ := io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()

@@ -85,31 +85,40 @@ func checkDestination(t *tunnel, req *http.Request) error {
 	return nil
 }
 
-// readBody reads the request body, refusing more than the cap (P14).
-func (s *Server) readBody(req *http.Request) ([]byte, error) {
+// readBody reads the request body, refusing more than the cap (P14). A
+// large body of a declared length comes in a pooled buffer (bodybuf.go),
+// returned too: the caller releases it.
+func (s *Server) readBody(req *http.Request) ([]byte, *bodyBuf, error) {
 	if req.Body == nil || req.Body == http.NoBody {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if req.ContentLength > s.cfg.MaxBodyBytes {
-		return nil, agentvault.Errorf(agentvault.CodeBodyTooLarge, "request body is over the limit")
+		return nil, nil, agentvault.Errorf(agentvault.CodeBodyTooLarge, "request body is over the limit")
 	}
 	if req.ContentLength >= 0 {
 		// A declared length is read into one exact buffer (the server
 		// enforces it): no doubling growth holding twice the body.
-		b := make([]byte, req.ContentLength)
-		if _, err := io.ReadFull(req.Body, b); err != nil {
-			return nil, agentvault.Wrap(agentvault.CodeMalformedRequest, err, "request body could not be read")
+		pb := getBodyBuf(req.ContentLength)
+		var b []byte
+		if pb != nil {
+			b = pb.bytes()
+		} else {
+			b = make([]byte, req.ContentLength)
 		}
-		return b, nil
+		if _, err := io.ReadFull(req.Body, b); err != nil {
+			pb.release()
+			return nil, nil, agentvault.Wrap(agentvault.CodeMalformedRequest, err, "request body could not be read")
+		}
+		return b, pb, nil
 	}
 	b, err := io.ReadAll(io.LimitReader(req.Body, s.cfg.MaxBodyBytes+1))
 	if err != nil {
-		return nil, agentvault.Wrap(agentvault.CodeMalformedRequest, err, "request body could not be read")
+		return nil, nil, agentvault.Wrap(agentvault.CodeMalformedRequest, err, "request body could not be read")
 	}
 	if int64(len(b)) > s.cfg.MaxBodyBytes {
-		return nil, agentvault.Errorf(agentvault.CodeBodyTooLarge, "request body is over the limit")
+		return nil, nil, agentvault.Errorf(agentvault.CodeBodyTooLarge, "request body is over the limit")
 	}
-	return b, nil
+	return b, nil, nil
 }
 
 // outcome is what the canonical log line reports.
@@ -142,13 +151,23 @@ func (s *Server) handle(t *tunnel, req *http.Request, proto string) *http.Respon
 	}
 	oc.status = resp.StatusCode
 	s.metrics.request(oc.decision)
+	s.logRequest(ctx, t, req, proto, &oc, start)
+	return resp
+}
+
+// logRequest writes handle's line. It is a function of its own so that
+// its record (over a kilobyte on the stack) is not in handle's frame while
+// forward runs: an h2 stream's goroutine starts with a small stack, and
+// each doubling of it on the way down copies it whole.
+func (s *Server) logRequest(ctx context.Context, t *tunnel, req *http.Request, proto string, oc *outcome, start time.Time) {
+	err := oc.err
 	level := slog.LevelInfo
 	if err != nil {
 		level = slog.LevelWarn
 	}
 	h := s.log.Handler()
 	if !h.Enabled(ctx, level) {
-		return resp
+		return
 	}
 	now := time.Now()
 	// Logger.LogAttrs would walk the stack for the caller's PC on every
@@ -170,7 +189,6 @@ func (s *Server) handle(t *tunnel, req *http.Request, proto string) *http.Respon
 		r.AddAttrs(slog.String("code", string(agentvault.ErrorCode(err))), slog.String("reason", agentvault.ErrorMessage(err)))
 	}
 	_ = t.logHandler(h, proto).Handle(ctx, r)
-	return resp
 }
 
 // logHandler is h with the attributes every request line of the tunnel
@@ -248,10 +266,13 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, prot
 	if err := checkDestination(t, req); err != nil {
 		return nil, err
 	}
-	body, err := s.readBody(req)
+	body, pb, err := s.readBody(req)
 	if err != nil {
 		return nil, err
 	}
+	// forward's hold on a pooled body; the upstream transport takes one of
+	// its own when the body goes out in the same buffer.
+	defer pb.release()
 	oc.reqBytes = len(body)
 	// The upstream request outlives the browser's (the answer streams on
 	// after handle returns) and ends when its body is closed; every return
@@ -320,7 +341,11 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, prot
 		}
 	}
 	if len(newBody) > 0 {
-		out.Body = nopBody(newBody)
+		if pb.holds(newBody) {
+			out.Body = pb.reader(newBody)
+		} else {
+			out.Body = nopBody(newBody)
+		}
 		out.ContentLength = int64(len(newBody))
 		out.Header.Set("Content-Length", strconv.Itoa(len(newBody)))
 	} else {
@@ -330,6 +355,9 @@ func (s *Server) forward(ctx context.Context, t *tunnel, req *http.Request, prot
 		}
 	}
 	if err := s.signRequest(ctx, t, out, sb); err != nil {
+		if out.Body != nil {
+			_ = out.Body.Close() // a pooled body's buffer goes back
+		}
 		cancel()
 		return nil, err
 	}
@@ -447,6 +475,10 @@ type cancelBody struct {
 	io.ReadCloser
 	cancel context.CancelFunc
 }
+
+// WriteTo keeps the body's own WriteTo (a streamed scrub's) reachable
+// through the wrapper.
+func (c *cancelBody) WriteTo(w io.Writer) (int64, error) { return copyBody(w, c.ReadCloser) }
 
 func (c *cancelBody) Close() error {
 	err := c.ReadCloser.Close()

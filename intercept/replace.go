@@ -123,6 +123,7 @@ func (sc *scrubber) reader(src io.Reader, hit func(vault.Kind)) io.ReadCloser {
 type scrubReader struct {
 	src  io.Reader
 	w    io.WriteCloser
+	to   io.Writer  // during WriteTo: where the scrubbed output goes
 	bufs *scrubBufs // nil once closed
 	held []byte     // held[off:] is scrubbed and not yet read
 	off  int
@@ -147,6 +148,9 @@ type scrubSink scrubReader
 
 func (s *scrubSink) Write(b []byte) (int, error) {
 	r, total := (*scrubReader)(s), len(b)
+	if r.to != nil {
+		return r.to.Write(b)
+	}
 	if r.off == len(r.held) {
 		k := copy(r.p[r.n:], b)
 		r.n += k
@@ -190,6 +194,46 @@ func (r *scrubReader) Read(p []byte) (int, error) {
 		return r.n, nil
 	}
 	return 0, r.err
+}
+
+// WriteTo scrubs the rest of src into w: the tokens writer's output goes
+// to w as it is decided, not through the caller's copy buffer (for an
+// HTTP/1.1 answer, Response.Write's; a chunk per write of it).
+func (r *scrubReader) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	if r.off < len(r.held) {
+		n, err := w.Write(r.held[r.off:])
+		total += int64(n)
+		if err != nil {
+			return total, err
+		}
+		clear(r.held)
+		r.held, r.off = r.held[:0], 0
+	}
+	cw := &countWriter{w: w}
+	r.to = cw
+	defer func() { r.to = nil }()
+	for r.err == nil {
+		in := r.bufs.in
+		n, err := r.src.Read(in)
+		if n > 0 {
+			if _, werr := r.w.Write(in[:n]); werr != nil {
+				r.fail(werr)
+				break
+			}
+		}
+		switch {
+		case err == io.EOF:
+			r.fail(r.w.Close())
+		case err != nil:
+			r.fail(err)
+		}
+	}
+	total += cw.n
+	if r.err == io.EOF {
+		return total, nil
+	}
+	return total, r.err
 }
 
 // fail ends the stream with err (io.EOF when err is nil) and wipes the

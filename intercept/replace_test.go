@@ -91,6 +91,19 @@ func FuzzP10_StreamingScrubMatchesWhole(f *testing.F) {
 		if !bytes.Equal(got, want) {
 			t.Fatalf("chunk %d, reads of %d: stream %q, whole %q", n, len(buf), got, want)
 		}
+		// One Read, then WriteTo (an HTTP/1.1 answer is copied by it):
+		// what the Read left held goes first, the rest straight to w.
+		rd = r.reader(&chunkReader{b: bytes.Clone(data), n: n}, nil)
+		k, _ := rd.Read(buf)
+		var out bytes.Buffer
+		out.Write(buf[:k])
+		if _, err := rd.(io.WriterTo).WriteTo(&out); err != nil {
+			t.Fatal(err)
+		}
+		rd.Close()
+		if !bytes.Equal(out.Bytes(), want) {
+			t.Fatalf("chunk %d, WriteTo after a read of %d: stream %q, whole %q", n, len(buf), out.Bytes(), want)
+		}
 	})
 }
 

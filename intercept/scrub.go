@@ -219,6 +219,39 @@ func (o *onEOF) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// WriteTo lets a streamed answer's scrubber write straight to the
+// client's writer (scrubReader.WriteTo); fn runs once the stream has ended.
+func (o *onEOF) WriteTo(w io.Writer) (int64, error) {
+	wt, ok := o.r.(io.WriterTo)
+	if !ok {
+		return copyRead(w, o) // Read calls fn at the end
+	}
+	n, err := wt.WriteTo(w)
+	if err == nil && !o.done {
+		o.done = true
+		o.fn()
+	}
+	return n, err
+}
+
+// copyBody copies r to w, through r's WriteTo when it has one; otherwise
+// with a pooled buffer (io.Copy would make one for each answer).
+func copyBody(w io.Writer, r io.Reader) (int64, error) {
+	if wt, ok := r.(io.WriterTo); ok {
+		return wt.WriteTo(w)
+	}
+	return copyRead(w, r)
+}
+
+// copyRead copies r to w by r's Read, with a pooled buffer.
+func copyRead(w io.Writer, r io.Reader) (int64, error) {
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	return io.CopyBuffer(w, struct{ io.Reader }{r}, *bp)
+}
+
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
 // smallBody is the size under which a response is scrubbed in one piece.
 const smallBody = 256 << 10
 
@@ -226,6 +259,8 @@ type readCloser struct {
 	io.Reader
 	closers []io.Closer
 }
+
+func (r *readCloser) WriteTo(w io.Writer) (int64, error) { return copyBody(w, r.Reader) }
 
 func (r *readCloser) Close() error {
 	var first error

@@ -532,8 +532,14 @@ func (rw *replaceWriter) flush(final bool) error {
 	if final {
 		end = len(rw.buf)
 	}
-	out = append(out, rw.buf[last:end]...)
-	rw.out = out
+	// Nothing replaced (most of a stream): the bytes go to w from buf, not
+	// through a copy in out.
+	if len(out) > 0 {
+		out = append(out, rw.buf[last:end]...)
+		rw.out = out // kept for the next flush, and wiped by Close
+	} else {
+		out = rw.buf[last:end]
+	}
 	if len(out) > 0 {
 		if _, err := rw.w.Write(out); err != nil {
 			rw.err = err
