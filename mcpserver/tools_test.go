@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -28,6 +29,8 @@ type standInControl struct {
 	closed bool
 	// owner, when set, plays the owner's approval queue (owner_wait_test).
 	owner *ownerScript
+	// refuse, when set, is every authorize's answer (after it is recorded).
+	refuse error
 }
 
 // standIns are what the fake control answers authorize with. The card
@@ -69,7 +72,11 @@ func (c *standInControl) Catalog(ctx context.Context, apiKey, pageURL string) (j
 func (c *standInControl) Authorize(ctx context.Context, id string, req control.AuthorizeRequest) (control.AuthorizeResponse, error) {
 	c.mu.Lock()
 	c.auths = append(c.auths, req)
+	refuse := c.refuse
 	c.mu.Unlock()
+	if refuse != nil {
+		return control.AuthorizeResponse{}, refuse
+	}
 	if p := c.owner.ask(req.Token); p != nil {
 		return control.AuthorizeResponse{}, agentvault.Wrap(agentvault.CodeApprovalPending, p, "waiting for the owner (%s)", p.Reason)
 	}
@@ -530,5 +537,42 @@ func TestP19_PageDataAfterFill(t *testing.T) {
 	h.ok("observe_page", nil)
 	// The filled value reached no answer (observe_page's included) and
 	// not the log.
+	h.sweep(t)
+}
+
+// TestTokenFillRefusedAfterFrameLookup: proxyd refuses the card number after
+// the fill looked its frame up (the request names the frame's address): the
+// answer carries proxyd's code, the field stays empty, and neither the
+// answers nor the log (at debug) hold a stand-in.
+func TestTokenFillRefusedAfterFrameLookup(t *testing.T) {
+	h := newHarness(t)
+	h.ok("open_page", map[string]any{"url": h.site.CheckoutURL()})
+	h.ok("wait_for_selector", map[string]any{"selector": "#number", "frame": payFrame, "timeout": 30000})
+	h.ctl.mu.Lock()
+	h.ctl.refuse = agentvault.Errorf(agentvault.CodeScopeDenied, "this card is not allowed on this site")
+	h.ctl.mu.Unlock()
+	txt := h.refused("fill_checkout", map[string]any{"fields": []map[string]any{{"selector": "#number", "frame": payFrame, "value": num1}}}, agentvault.CodeScopeDenied)
+	if !strings.HasPrefix(txt, "status=error code=scope_denied filled=0/1") {
+		t.Fatalf("%q", txt)
+	}
+	h.ctl.mu.Lock()
+	auths := slices.Clone(h.ctl.auths)
+	h.ctl.mu.Unlock()
+	if len(auths) != 1 || !strings.HasSuffix(auths[0].FrameURL, "/card") {
+		t.Fatalf("authorize requests %+v", auths)
+	}
+	ss, err := h.srv.lookup("")
+	if err != nil || ss == nil {
+		t.Fatal("no session")
+	}
+	// The page as the browser reads it (mcpd's own snapshots are refused
+	// from the first token on): the card frame is there, the stand-in not.
+	sn, err := ss.page.Snapshot(30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(sn.YAML, "Card number") || strings.Contains(sn.YAML, standIns["number"]) {
+		t.Fatalf("card frame read %v, stand-in typed %v", strings.Contains(sn.YAML, "Card number"), strings.Contains(sn.YAML, standIns["number"]))
+	}
 	h.sweep(t)
 }
