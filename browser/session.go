@@ -1043,17 +1043,22 @@ func (s *Session) FrameOf(frameSelector string) (*FrameHandle, error) {
 	if err != nil {
 		return nil, err
 	}
-	loc := p.Locator(frameSelector).First()
 	s.frameMu.Lock()
 	m := s.frameMemos[frameSelector]
 	s.frameMu.Unlock()
 	if m != nil && m.page == p && !m.frame.IsDetached() {
-		same, err := loc.Evaluate(`(el, kept) => el === kept`, m.el, playwright.LocatorEvaluateOptions{Timeout: ms(3 * time.Second)})
+		// One call to the driver, which finds the selector's first match
+		// and compares it where it is: a locator's Evaluate would also
+		// wait for the element, hand its handle back and release it (three
+		// calls, eleven CDP commands against four). No match, or another
+		// element, falls through to the full lookup, which waits.
+		same, err := p.EvalOnSelector(frameSelector, `(el, kept) => el === kept`, m.el, playwright.PageEvalOnSelectorOptions{Strict: playwright.Bool(false)})
 		if err == nil && same == true {
 			return &FrameHandle{m.frame}, nil
 		}
 	}
 	frameLookups.Add(1)
+	loc := p.Locator(frameSelector).First()
 	h, err := loc.ElementHandle(playwright.LocatorElementHandleOptions{Timeout: ms(3 * time.Second)})
 	if err != nil {
 		return nil, agentvault.Wrap(agentvault.CodeFieldNotFound, err, "frame %s not found", frameSelector)

@@ -278,6 +278,32 @@ func TestFrameOfFollowsTheSelector(t *testing.T) {
 		t.Fatal(err)
 	}
 	frameURL(c.Frames[4])
+
+	// A second iframe with the same title, put before it: the selector's
+	// first match is the new one, and two matches are no error.
+	if err := browser.PageEvalForTest(s, "", `const f = document.createElement('iframe'); f.title = 'Secure card number input frame';
+		f.src = `+jsString(c.Frames[3]+"/express")+`; document.body.prepend(f);`); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		h, err := s.FrameOf(sel)
+		if err != nil {
+			t.Fatalf("FrameOf with two matches: %v", err)
+		}
+		if strings.HasPrefix(h.URL(), c.Frames[3]) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("frame %s is at %s, want the first match's %s", sel, h.URL(), c.Frames[3])
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	full = browser.FrameLookups()
+	frameURL(c.Frames[3])
+	if n := browser.FrameLookups() - full; n != 0 {
+		t.Fatalf("%d full lookups for the same first match", n)
+	}
 }
 
 func jsString(v string) string {

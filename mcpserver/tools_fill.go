@@ -4,9 +4,11 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/browser"
@@ -193,8 +195,11 @@ func (s *Server) fillCheckout(ctx context.Context, in fillCheckoutIn) (*mcp.Call
 	if classes[0].isToken && classes[0].isNumber() {
 		early = readTotal(ss)
 	}
+	tm := fillTimer{start: time.Now()}
 	if slices.ContainsFunc(classes, func(c fieldClass) bool { return c.isToken }) {
-		if err := s.checkFramesBeforeTyping(ss, in.Fields, frames); err != nil {
+		err := s.checkFramesBeforeTyping(ss, in.Fields, frames)
+		tm.mark(&tm.check)
+		if err != nil {
 			early.wait()
 			return nil, withFilled(err, 0, m)
 		}
@@ -220,7 +225,9 @@ func (s *Server) fillCheckout(ctx context.Context, in fillCheckoutIn) (*mcp.Call
 			if i > 0 {
 				first = nil
 			}
+			tm.mark(nil)
 			typed, fillErr = s.authorizeIn(ctx, ss, values[i], classes[i], f.Frame, frames, first)
+			tm.mark(&tm.authorize)
 			if fillErr != nil {
 				break
 			}
@@ -236,6 +243,10 @@ func (s *Server) fillCheckout(ctx context.Context, in fillCheckoutIn) (*mcp.Call
 			fillErr = ss.page.FillIn(h, t, typed, timeout)
 		} else {
 			fillErr = ss.page.Fill(t, typed, timeout)
+		}
+		if classes[i].isToken {
+			tm.mark(&tm.typing)
+			tm.tokens++
 		}
 		if fillErr != nil {
 			break
@@ -254,6 +265,7 @@ func (s *Server) fillCheckout(ctx context.Context, in fillCheckoutIn) (*mcp.Call
 	if len(kinds) > 0 {
 		s.reportFill(ctx, ss, kinds)
 	}
+	tm.log(s.log)
 	if fillErr != nil {
 		return nil, withFilled(fillErr, n, m)
 	}
@@ -271,6 +283,40 @@ func (s *Server) fillCheckout(ctx context.Context, in fillCheckoutIn) (*mcp.Call
 	}
 	return prose(status{State: "ok", Filled: &[2]int{n, m}}, msg+lateTabNotice(ss)), nil
 }
+
+// fillTimer times a fill_checkout batch's token phases for mcpd's debug
+// "token fill" line: the frame and encryption check before the first
+// keystroke, the authorize calls (the order total's read included when it
+// was not done yet) and the typing of the tokens' values. Milliseconds and
+// a count only: nothing typed, no selector.
+type fillTimer struct {
+	start, at                time.Time
+	check, authorize, typing time.Duration
+	tokens                   int
+}
+
+// mark adds the time since the last mark to d (nil: not counted).
+func (t *fillTimer) mark(d *time.Duration) {
+	now := time.Now()
+	if t.at.IsZero() {
+		t.at = t.start
+	}
+	if d != nil {
+		*d += now.Sub(t.at)
+	}
+	t.at = now
+}
+
+// log writes the line when a token was typed.
+func (t *fillTimer) log(l *slog.Logger) {
+	if t.tokens == 0 || !l.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	l.Debug("token fill", "tokens", t.tokens, "check_ms", msOf(t.check), "authorize_ms", msOf(t.authorize),
+		"type_ms", msOf(t.typing), "total_ms", msOf(time.Since(t.start)))
+}
+
+func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // reportFill tells proxyd which kinds were filled (best effort: proxyd
 // records authorizations itself; the event adds kinds it cannot see, such

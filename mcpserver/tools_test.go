@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentvault/agentvault"
+	"github.com/agentvault/agentvault/browser"
 	"github.com/agentvault/agentvault/browser/browsertest"
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/internal/leakcheck"
@@ -28,6 +30,8 @@ type standInControl struct {
 	closed bool
 	// owner, when set, plays the owner's approval queue (owner_wait_test).
 	owner *ownerScript
+	// refuse, when set, is every authorize's answer (after it is recorded).
+	refuse error
 }
 
 // standIns are what the fake control answers authorize with. The card
@@ -69,7 +73,11 @@ func (c *standInControl) Catalog(ctx context.Context, apiKey, pageURL string) (j
 func (c *standInControl) Authorize(ctx context.Context, id string, req control.AuthorizeRequest) (control.AuthorizeResponse, error) {
 	c.mu.Lock()
 	c.auths = append(c.auths, req)
+	refuse := c.refuse
 	c.mu.Unlock()
+	if refuse != nil {
+		return control.AuthorizeResponse{}, refuse
+	}
 	if p := c.owner.ask(req.Token); p != nil {
 		return control.AuthorizeResponse{}, agentvault.Wrap(agentvault.CodeApprovalPending, p, "waiting for the owner (%s)", p.Reason)
 	}
@@ -530,5 +538,39 @@ func TestP19_PageDataAfterFill(t *testing.T) {
 	h.ok("observe_page", nil)
 	// The filled value reached no answer (observe_page's included) and
 	// not the log.
+	h.sweep(t)
+}
+
+// TestTokenFillRefusedAfterFrameLookup: proxyd refuses the card number after
+// the fill looked its frame up (the request names the frame's address): the
+// answer carries proxyd's code, the field stays empty, and neither the
+// answers nor the log (at debug) hold a stand-in.
+func TestTokenFillRefusedAfterFrameLookup(t *testing.T) {
+	h := newHarness(t)
+	h.ok("open_page", map[string]any{"url": h.site.CheckoutURL()})
+	h.ok("wait_for_selector", map[string]any{"selector": "#number", "frame": payFrame, "timeout": 30000})
+	h.ctl.mu.Lock()
+	h.ctl.refuse = agentvault.Errorf(agentvault.CodeScopeDenied, "this card is not allowed on this site")
+	h.ctl.mu.Unlock()
+	txt := h.refused("fill_checkout", map[string]any{"fields": []map[string]any{{"selector": "#number", "frame": payFrame, "value": num1}}}, agentvault.CodeScopeDenied)
+	if !strings.HasPrefix(txt, "status=error code=scope_denied filled=0/1") {
+		t.Fatalf("%q", txt)
+	}
+	h.ctl.mu.Lock()
+	auths := slices.Clone(h.ctl.auths)
+	h.ctl.mu.Unlock()
+	if len(auths) != 1 || !strings.HasSuffix(auths[0].FrameURL, "/card") {
+		t.Fatalf("authorize requests %+v", auths)
+	}
+	ss, err := h.srv.lookup("")
+	if err != nil || ss == nil {
+		t.Fatal("no session")
+	}
+	// The field stayed empty: placing the order, the card frame marks the
+	// number invalid (a typed stand-in passes its check).
+	h.ok("click", map[string]any{"selector": "#place-order"})
+	if err := ss.page.WaitFor(browser.Target{Selector: "#number[aria-invalid='true']", Frame: payFrame}, "attached", 10*time.Second); err != nil {
+		t.Fatalf("the card frame did not find its number empty: %v", err)
+	}
 	h.sweep(t)
 }

@@ -28,7 +28,8 @@
 // refuses snapshots for the rest of a session once a token was filled.
 // Startup is timed from process start to the end of the first navigate.
 // BENCH_STDERR=1 passes the servers' stderr through (BENCH_MCPD_LOG=debug
-// adds mcpd's "page read" lines: each reading's phases in ms); BENCH_DUMP=dir
+// adds mcpd's "page read" lines, each reading's phases in ms, and its "token
+// fill" lines, each card fill's check, authorize and typing in ms); BENCH_DUMP=dir
 // writes each server's steady snapshot answer per page there.
 //
 // It is a benchmark, not a test: `make bench-mcp` installs @playwright/mcp
