@@ -39,6 +39,7 @@ import (
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/recipes"
 	"github.com/agentvault/agentvault/store/postgres"
+	"github.com/agentvault/agentvault/store/sqlite"
 	"github.com/agentvault/agentvault/tokens"
 	"github.com/agentvault/agentvault/vault"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -548,7 +549,8 @@ func (m *Main) Run(ctx context.Context) error {
 		defer t.Stop()
 		// A proxy that took no CONNECT and no request for idleTrimEvery
 		// gives back what the last load left it (freed heap, the code it
-		// ran): the idle footprint after a load is the one after start-up.
+		// ran, the C heap of SQLite connections that have closed): the
+		// idle footprint after a load is the one after start-up.
 		var ticks int
 		served := m.Server.Served()
 		for {
@@ -560,6 +562,7 @@ func (m *Main) Run(ctx context.Context) error {
 				if ticks++; ticks%idleTrimEvery == 0 {
 					if now := m.Server.Served(); now == served {
 						debug.FreeOSMemory()
+						sqlite.ReleaseMemory()
 						trimCodePages()
 					} else {
 						served = now
@@ -588,6 +591,7 @@ func (m *Main) Run(ctx context.Context) error {
 	// Start-up's garbage (migrations, config, the CA) goes back to the OS
 	// now rather than when the scavenger gets to it: the idle footprint.
 	debug.FreeOSMemory()
+	sqlite.ReleaseMemory()
 	trimCodePages()
 	m.Logger.Info("proxyd listening", slog.String("proxy", m.ProxyAddr.String()),
 		slog.Bool("proxy_network", m.Config.Listen.ProxyNetwork), slog.Bool("proxy_tls", m.Config.Listen.ProxyTLS),

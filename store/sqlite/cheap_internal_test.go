@@ -1,0 +1,124 @@
+package sqlite
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// rssAnon is this process's resident anonymous memory in KiB.
+func rssAnon(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "RssAnon:" {
+			n, err := strconv.Atoi(f[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Skip("no RssAnon in /proc/self/status")
+	return 0
+}
+
+// TestReleaseMemory: the linked libc is the version whose layout was
+// checked, and a trim after a load whose connections have closed gives
+// the C heap those connections used back (only the allocator SQLite is
+// served from holds it) while the store goes on working.
+func TestReleaseMemory(t *testing.T) {
+	var s *Store
+	// A test binary carries no module list: the version go.mod selects is
+	// the one linked.
+	mod, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := ""
+	for _, l := range strings.Split(string(mod), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "modernc.org/libc" {
+			v = f[1]
+		}
+	}
+	if v != verifiedLibc {
+		t.Fatalf("go.mod selects modernc.org/libc %q, ReleaseMemory was checked against %s: check libc_musl.go's allocator and allocatorMu, then update verifiedLibc", v, verifiedLibc)
+	}
+	if linkedLibc() == "" {
+		was := linkedLibc
+		linkedLibc = func() string { return v }
+		t.Cleanup(func() { linkedLibc = was })
+	}
+	s, err = Open(filepath.Join(t.TempDir(), "vault.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	if _, err := s.db.ExecContext(ctx, `CREATE TABLE load (id INTEGER PRIMARY KEY, v TEXT)`); err != nil {
+		t.Fatal(err)
+	}
+	// A burst that holds 48 connections at once, each with its own page
+	// cache and schema.
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	errs := make(chan error, 48)
+	for range 48 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := s.db.Conn(ctx)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer conn.Close()
+			<-start
+			for i := range 2 {
+				var n int
+				if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM load WHERE v >= ? OR id = ?`, strings.Repeat("v", 64), i).Scan(&n); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for i := range 2000 {
+		if _, err := s.db.ExecContext(ctx, `INSERT INTO load (v) VALUES (?)`, strings.Repeat(strconv.Itoa(i), 40)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// The load's connections close (as the idle timeout closes them).
+	s.db.SetMaxIdleConns(1)
+	s.db.SetMaxIdleConns(maxIdleConns)
+	debug.FreeOSMemory()
+
+	before := rssAnon(t)
+	if !ReleaseMemory() {
+		t.Fatal("ReleaseMemory did not trim")
+	}
+	debug.FreeOSMemory()
+	after := rssAnon(t)
+	t.Logf("RssAnon %d KiB before the trim, %d KiB after", before, after)
+	if before-after < 2048 {
+		t.Fatalf("the trim gave back %d KiB (RssAnon %d -> %d): the closed connections' caches stayed", before-after, before, after)
+	}
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM load`).Scan(&n); err != nil || n != 2000 {
+		t.Fatalf("after the trim: %d rows, %v", n, err)
+	}
+}
