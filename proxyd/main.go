@@ -401,6 +401,16 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	return nil
 }
 
+// releaseStoreMemory gives back what an embedded store holds for reuse
+// (SQLite: idle connections and its C heap's freed regions); a Postgres
+// store keeps its pool.
+func (m *Main) releaseStoreMemory() {
+	var _ interface{ ReleaseMemory() bool } = (*sqlite.Store)(nil) // the embedded store has it
+	if r, ok := m.store.(interface{ ReleaseMemory() bool }); ok {
+		r.ReleaseMemory()
+	}
+}
+
 // appStore is what proxyd keeps in its one store: the vault's records,
 // the owner's (incl. the ledger and agents' signup requests), the recipe
 // registry and portal credentials. SQLite and Postgres hold all of it, so
@@ -562,7 +572,7 @@ func (m *Main) Run(ctx context.Context) error {
 				if ticks++; ticks%idleTrimEvery == 0 {
 					if now := m.Server.Served(); now == served {
 						debug.FreeOSMemory()
-						sqlite.ReleaseMemory()
+						m.releaseStoreMemory()
 						trimCodePages()
 					} else {
 						served = now
@@ -591,7 +601,7 @@ func (m *Main) Run(ctx context.Context) error {
 	// Start-up's garbage (migrations, config, the CA) goes back to the OS
 	// now rather than when the scavenger gets to it: the idle footprint.
 	debug.FreeOSMemory()
-	sqlite.ReleaseMemory()
+	m.releaseStoreMemory()
 	trimCodePages()
 	m.Logger.Info("proxyd listening", slog.String("proxy", m.ProxyAddr.String()),
 		slog.Bool("proxy_network", m.Config.Listen.ProxyNetwork), slog.Bool("proxy_tls", m.Config.Listen.ProxyTLS),
