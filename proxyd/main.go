@@ -39,7 +39,6 @@ import (
 	"github.com/agentvault/agentvault/policy"
 	"github.com/agentvault/agentvault/recipes"
 	"github.com/agentvault/agentvault/store/postgres"
-	"github.com/agentvault/agentvault/store/sqlite"
 	"github.com/agentvault/agentvault/tokens"
 	"github.com/agentvault/agentvault/vault"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -401,12 +400,14 @@ func (m *Main) Open(ctx context.Context) (err error) {
 	return nil
 }
 
-// releaseStoreMemory gives back what an embedded store holds for reuse
+// memoryReleaser is a store that can give back what it holds for reuse
 // (SQLite: idle connections and its C heap's freed regions); a Postgres
-// store keeps its pool.
+// store keeps its pool. TestEmbeddedStoreReleasesMemory checks that the
+// embedded store is one.
+type memoryReleaser interface{ ReleaseMemory() bool }
+
 func (m *Main) releaseStoreMemory() {
-	var _ interface{ ReleaseMemory() bool } = (*sqlite.Store)(nil) // the embedded store has it
-	if r, ok := m.store.(interface{ ReleaseMemory() bool }); ok {
+	if r, ok := m.store.(memoryReleaser); ok {
 		r.ReleaseMemory()
 	}
 }
