@@ -2,14 +2,11 @@ package browser_test
 
 import (
 	"cmp"
-	"os"
-	"sort"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentvault/agentvault/browser"
-	"github.com/agentvault/agentvault/browser/browsertest"
 	"github.com/agentvault/agentvault/e2e/corpus"
 )
 
@@ -26,44 +23,14 @@ import (
 //
 //	go test -run '^$' -bench TokenFillCorpus -benchtime 20x ./browser/
 func BenchmarkTokenFillCorpus(b *testing.B) {
-	browsertest.SkipIfNoBrowser(b)
-	c, err := corpus.Start()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	tap := startProtocolTap(b)
-	br, err := browser.Launch(browser.Config{DriverDir: browsertest.DriverDir(), TrustSPKI: []string{c.SPKI()}})
-	tap.restore()
-	if err != nil {
-		b.Fatalf("launch: %v", err)
-	}
-	defer func() { _ = br.Close() }()
-	s, err := br.NewSession(browser.SessionOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	c, tap, s := tappedSession(b)
 	for _, p := range corpus.Pages() {
 		if p.Card.Selector == "" {
 			continue
 		}
 		b.Run(p.Name, func(b *testing.B) {
-			phases := map[string]*phaseStats{}
-			measure := func(name string, f func() error) {
-				tap.mark(s)
-				start := time.Now()
-				if err := f(); err != nil {
-					b.Fatalf("%s: %v", name, err)
-				}
-				d := time.Since(start)
-				st := phases[name]
-				if st == nil {
-					st = &phaseStats{methods: map[string]int{}}
-					phases[name] = st
-				}
-				st.add(d, tap.mark(s))
-			}
+			ps := newPhases(b, tap, s)
+			measure := ps.measure
 			const digits = "4000000000000077"
 			t := browser.Target{Selector: p.Card.Selector, Frame: p.Card.Frame}
 			for b.Loop() {
@@ -105,20 +72,7 @@ func BenchmarkTokenFillCorpus(b *testing.B) {
 				measure("fill", func() error { return s.Fill(t, digits, 5*time.Second) })
 				s.SetReadings(true)
 			}
-			names := make([]string, 0, len(phases))
-			for n := range phases {
-				names = append(names, n)
-			}
-			sort.Strings(names)
-			for _, n := range names {
-				st := phases[n]
-				k := float64(st.n)
-				b.ReportMetric(float64(st.d.Microseconds())/1000/k, n+"-ms/op")
-				b.ReportMetric(float64(st.cdp)/k, n+"-cdp/op")
-				if os.Getenv("AV_SNAP_PROFILE") == "v" {
-					b.Logf("%s %s: %s", p.Name, n, st.top())
-				}
-			}
+			ps.report(p.Name, false)
 		})
 	}
 }

@@ -36,43 +36,13 @@ import (
 //
 //	go test -run '^$' -bench SnapshotCorpus -benchtime 5x ./browser/
 func BenchmarkSnapshotCorpus(b *testing.B) {
-	browsertest.SkipIfNoBrowser(b)
-	c, err := corpus.Start()
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	tap := startProtocolTap(b)
-	br, err := browser.Launch(browser.Config{DriverDir: browsertest.DriverDir(), TrustSPKI: []string{c.SPKI()}})
-	tap.restore()
-	if err != nil {
-		b.Fatalf("launch: %v", err)
-	}
-	defer func() { _ = br.Close() }()
-	s, err := br.NewSession(browser.SessionOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+	c, tap, s := tappedSession(b)
 	for _, p := range corpus.Pages() {
 		b.Run(p.Name, func(b *testing.B) {
-			phases := map[string]*phaseStats{}
+			ps := newPhases(b, tap, s)
+			measure := ps.measure
 			round := 0
 			for b.Loop() {
-				measure := func(name string, f func() error) {
-					tap.mark(s)
-					start := time.Now()
-					if err := f(); err != nil {
-						b.Fatalf("%s: %v", name, err)
-					}
-					d := time.Since(start)
-					st := phases[name]
-					if st == nil {
-						st = &phaseStats{methods: map[string]int{}}
-						phases[name] = st
-					}
-					st.add(d, tap.mark(s))
-				}
 				measure("goto", func() error { return s.Goto(c.URL(p), 30*time.Second) })
 				// The first wait on the page: for what renders late, else for
 				// the field the bench types in.
@@ -101,25 +71,87 @@ func BenchmarkSnapshotCorpus(b *testing.B) {
 				}
 				round++
 			}
-			names := make([]string, 0, len(phases))
-			for n := range phases {
-				names = append(names, n)
-			}
-			sort.Strings(names)
-			for _, n := range names {
-				st := phases[n]
-				k := float64(st.n)
-				b.ReportMetric(float64(st.d.Microseconds())/1000/k, n+"-ms/op")
-				b.ReportMetric(float64(st.cdp)/k, n+"-cdp/op")
-				b.ReportMetric(float64(st.targets)/k, n+"-frames/op")
-				b.ReportMetric(float64(st.evals)/k, n+"-evals/op")
-				b.ReportMetric(float64(st.worlds)/k, n+"-worlds/op")
-				b.ReportMetric(float64(st.injects)/k, n+"-injects/op")
-				if os.Getenv("AV_SNAP_PROFILE") == "v" {
-					b.Logf("%s %s: %s", p.Name, n, st.top())
-				}
-			}
+			ps.report(p.Name, true)
 		})
+	}
+}
+
+// tappedSession serves the corpus and opens a browser session whose
+// driver's protocol log the returned tap reads.
+func tappedSession(b *testing.B) (*corpus.Corpus, *protocolTap, *browser.Session) {
+	b.Helper()
+	browsertest.SkipIfNoBrowser(b)
+	c, err := corpus.Start()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.Close)
+	tap := startProtocolTap(b)
+	br, err := browser.Launch(browser.Config{DriverDir: browsertest.DriverDir(), TrustSPKI: []string{c.SPKI()}})
+	tap.restore()
+	if err != nil {
+		b.Fatalf("launch: %v", err)
+	}
+	b.Cleanup(func() { _ = br.Close() })
+	s, err := br.NewSession(browser.SessionOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return c, tap, s
+}
+
+// phases times a benchmark's named phases, each with the CDP calls it
+// sent.
+type phases struct {
+	b     *testing.B
+	tap   *protocolTap
+	s     *browser.Session
+	stats map[string]*phaseStats
+}
+
+func newPhases(b *testing.B, tap *protocolTap, s *browser.Session) *phases {
+	return &phases{b: b, tap: tap, s: s, stats: map[string]*phaseStats{}}
+}
+
+func (ps *phases) measure(name string, f func() error) {
+	ps.tap.mark(ps.s)
+	start := time.Now()
+	if err := f(); err != nil {
+		ps.b.Fatalf("%s: %v", name, err)
+	}
+	d := time.Since(start)
+	st := ps.stats[name]
+	if st == nil {
+		st = &phaseStats{methods: map[string]int{}}
+		ps.stats[name] = st
+	}
+	st.add(d, ps.tap.mark(ps.s))
+}
+
+// report gives each phase's ms/op and cdp/op (and, with all, the frames,
+// evaluations, worlds and engine injections); AV_SNAP_PROFILE=v logs the
+// methods of each phase too.
+func (ps *phases) report(page string, all bool) {
+	names := make([]string, 0, len(ps.stats))
+	for n := range ps.stats {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		st := ps.stats[n]
+		k := float64(st.n)
+		ps.b.ReportMetric(float64(st.d.Microseconds())/1000/k, n+"-ms/op")
+		ps.b.ReportMetric(float64(st.cdp)/k, n+"-cdp/op")
+		if all {
+			ps.b.ReportMetric(float64(st.targets)/k, n+"-frames/op")
+			ps.b.ReportMetric(float64(st.evals)/k, n+"-evals/op")
+			ps.b.ReportMetric(float64(st.worlds)/k, n+"-worlds/op")
+			ps.b.ReportMetric(float64(st.injects)/k, n+"-injects/op")
+		}
+		if os.Getenv("AV_SNAP_PROFILE") == "v" {
+			ps.b.Logf("%s %s: %s", page, n, st.top())
+		}
 	}
 }
 
