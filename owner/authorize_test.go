@@ -174,3 +174,72 @@ func TestP11_ApprovalNamesItemAndPageNotQuery(t *testing.T) {
 		t.Fatal("the page became part of the purchase's dedupe key")
 	}
 }
+
+// countingStore counts the ledger reads of a retried-authorize check.
+type countingStore struct {
+	*sqlite.Store
+	reads int
+}
+
+func (c *countingStore) GetReservation(ctx context.Context, id string) (policy.Reservation, error) {
+	c.reads++
+	return c.Store.GetReservation(ctx, id)
+}
+
+// TestAuthorizeReadsTheLedgerEntryOnlyOnARefusal: an allowed purchase
+// decides without reading its own ledger entry (a new purchase has none); a
+// retried call that the caps would refuse when counted against itself reads
+// it, is allowed, and spends nothing more; another purchase over the cap
+// reads it, finds none, and is refused.
+func TestAuthorizeReadsTheLedgerEntryOnlyOnARefusal(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "vault.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	cs := &countingStore{Store: st}
+	s, err := owner.New(owner.Config{Store: cs, Org: "o", Now: newClock().Now, Password: fastPW,
+		Engine: policy.NewEngine(policy.Rates{}, lastTwoLabels)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _, err := s.CreateAPIKey(ctx, "agent", owner.Scope{AllCards: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	card := vault.Item{ID: "itm_c", Kind: vault.KindCard, Fields: []vault.Field{vault.FieldNumber}, Card: &vault.CardMeta{AnySite: true}}
+	if err := s.SetCardPolicy(ctx, owner.CardPolicy{CardID: card.ID, Rules: policy.CardPolicy{
+		DailyCap: ptr(policy.MustAmount("100.00 EUR"))}}, "owner"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AuthorizeSite(ctx, "shop.example", "owner"); err != nil {
+		t.Fatal(err)
+	}
+	total := policy.MustAmount("60.00 EUR")
+	fill := policy.Fill{KeyID: k.ID, Session: "s_1", Item: card, Field: vault.FieldNumber, Destination: "pay.shop.example", Total: &total}
+	if err := s.Authorize(ctx, fill); err != nil {
+		t.Fatal(err)
+	}
+	if cs.reads != 0 {
+		t.Fatalf("an allowed purchase read the ledger entry %d times", cs.reads)
+	}
+	if err := s.Authorize(ctx, fill); err != nil { // 60 + 60 > 100 unless it is the same charge
+		t.Fatalf("retried purchase: %v", err)
+	}
+	if cs.reads != 1 {
+		t.Fatalf("the retried purchase read the ledger entry %d times, want 1", cs.reads)
+	}
+	today, _, _ := s.Ledger().Spent(ctx, card.ID, s.Day(newClock().Now()), s.Month(newClock().Now()), "EUR")
+	if today != total {
+		t.Fatalf("spent %s after a retry, want one charge of %s", today, total)
+	}
+	other := fill
+	other.Session = "s_2"
+	if err := s.Authorize(ctx, other); agentvault.ErrorCode(err) != agentvault.CodeDailyLimit {
+		t.Fatalf("another purchase over the cap: %v", err)
+	}
+	if cs.reads != 2 {
+		t.Fatalf("the refused purchase read the ledger entry %d times in all, want 2", cs.reads)
+	}
+}
