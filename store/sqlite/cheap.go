@@ -1,8 +1,10 @@
 package sqlite
 
 import (
+	"context"
 	"runtime/debug"
 	"sync"
+	"time"
 	_ "unsafe" // go:linkname
 
 	"modernc.org/memory"
@@ -52,6 +54,10 @@ var linkedLibc = sync.OnceValue(func() string {
 	return ""
 })
 
+// releaseWait bounds how long ReleaseMemory waits for the durable
+// writer to close its connection (behind a commit in flight).
+const releaseWait = 5 * time.Second
+
 // ReleaseMemory hands the regions SQLite's C heap freed, and the
 // allocator kept for reuse, back to the operating system. Memory still in
 // use (open connections' caches) is untouched; the next allocation maps
@@ -68,13 +74,23 @@ func ReleaseMemory() bool {
 	return true
 }
 
-// ReleaseMemory closes the store's idle connections (the next call opens
-// one again: about a millisecond, the schema parsed once more) and then
-// hands the C heap they and earlier loads freed back to the operating
-// system. For a process that has been idle a while: connections close on
-// their own a minute after their last use, and a pool warmed by a burst
-// holds tens of them with their page caches until then.
+// ReleaseMemory closes the store's idle connections and the durable
+// writer's own (the next call, or the next record, opens one again: about
+// a millisecond, the schema parsed once more) and then hands the C heap
+// they and earlier loads freed back to the operating system. For a process
+// that has been idle a while: pool connections close on their own a minute
+// after their last use, and a pool warmed by a burst holds tens of them
+// with their page caches until then; the writer's stays open for good, its
+// page cache holding every page the last load's commits touched (4 MiB
+// after a few thousand audit records).
 func (s *Store) ReleaseMemory() bool {
+	if s.h != nil && s.h.durable != nil {
+		// The connection is the writer goroutine's: it closes it, between
+		// two commits.
+		ctx, cancel := context.WithTimeout(context.Background(), releaseWait)
+		_ = s.h.durable.Run(ctx, s.h.dropWriterConn)
+		cancel()
+	}
 	s.db.SetMaxIdleConns(0)
 	s.db.SetMaxIdleConns(maxIdleConns)
 	return ReleaseMemory()

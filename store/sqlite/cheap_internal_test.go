@@ -9,6 +9,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/agentvault/agentvault/vault"
 )
 
 // rssAnon is this process's resident anonymous memory in KiB.
@@ -124,5 +127,70 @@ func TestReleaseMemory(t *testing.T) {
 	var n int
 	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM load`).Scan(&n); err != nil || n != 2000 {
 		t.Fatalf("after the trim: %d rows, %v", n, err)
+	}
+}
+
+// TestReleaseMemoryClosesTheWriterConnection: after a burst of audit
+// records the durable writer's connection holds the pages its commits
+// touched; the release closes it (on the writer's goroutine) and its C heap
+// goes back, and the next record opens a connection again and commits.
+func TestReleaseMemoryClosesTheWriterConnection(t *testing.T) {
+	if linkedLibc() == "" { // a test binary carries no module list (TestReleaseMemory checks go.mod's version)
+		was := linkedLibc
+		linkedLibc = func() string { return verifiedLibc }
+		t.Cleanup(func() { linkedLibc = was })
+	}
+	s, err := Open(filepath.Join(t.TempDir(), "vault.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	rec := func(w, i int) vault.AuditRecord {
+		return vault.AuditRecord{Time: time.Now(), Action: "release", Org: "o", ItemID: "itm_" + strconv.Itoa(i%50), Kind: vault.KindCard,
+			Field: vault.FieldNumber, Destination: "shop.example", Session: "s_" + strconv.Itoa(w), Actor: "avk_1", Purpose: "fill", ValueHMAC: make([]byte, 32)}
+	}
+	var wg sync.WaitGroup
+	for w := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 400 {
+				if _, err := s.AppendAudit(ctx, rec(w, i)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if s.h.wconn == nil {
+		t.Fatal("the writer has no connection of its own after the burst")
+	}
+	// What the pool's idle connections and the C heap's freed regions
+	// give back goes first, so what follows is the writer's connection.
+	s.db.SetMaxIdleConns(0)
+	s.db.SetMaxIdleConns(maxIdleConns)
+	ReleaseMemory()
+	debug.FreeOSMemory()
+	before := rssAnon(t)
+	if !s.ReleaseMemory() {
+		t.Fatal("ReleaseMemory did not trim")
+	}
+	debug.FreeOSMemory()
+	after := rssAnon(t)
+	t.Logf("RssAnon %d KiB before, %d KiB after the writer's connection closed", before, after)
+	if s.h.wconn != nil {
+		t.Fatal("the writer's connection is still open")
+	}
+	if before-after < 2048 {
+		t.Fatalf("closing the writer's connection gave back %d KiB (RssAnon %d -> %d)", before-after, before, after)
+	}
+	seq, err := s.AppendAudit(ctx, rec(0, 0))
+	if err != nil || seq != 32*400+1 {
+		t.Fatalf("the record after the release: seq %d, %v", seq, err)
+	}
+	if s.h.wconn == nil {
+		t.Fatal("the writer did not open a connection again")
 	}
 }

@@ -48,6 +48,7 @@ type Writer[T, R any] struct {
 
 type request[T, R any] struct {
 	item T
+	fn   func() // Run's work instead of a record
 	ctx  context.Context
 	res  chan result[R]
 }
@@ -103,6 +104,30 @@ func (w *Writer[T, R]) Stats() (commits, items int64) {
 	return w.commits, w.items
 }
 
+// Run runs fn on the writer goroutine, between two commits and in none,
+// and returns once fn has returned: for work on what only the commit
+// function touches (its own connection, say). If ctx ends first Run
+// returns ctx's error and fn may still run later. Run counts no commit.
+func (w *Writer[T, R]) Run(ctx context.Context, fn func()) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r := &request[T, R]{fn: fn, ctx: ctx, res: make(chan result[R], 1)}
+	select {
+	case w.reqs <- r:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-w.quit:
+		return ErrClosed
+	}
+	select {
+	case <-r.res:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // Close stops the writer after the commit in flight; callers waiting to
 // be taken get ErrClosed. Close is idempotent.
 func (w *Writer[T, R]) Close() {
@@ -113,11 +138,16 @@ func (w *Writer[T, R]) Close() {
 func (w *Writer[T, R]) loop() {
 	defer close(w.done)
 	batch := make([]*request[T, R], 0, w.max)
+	var fns []*request[T, R]
 	for {
-		batch = batch[:0]
+		batch, fns = batch[:0], fns[:0]
 		select {
 		case r := <-w.reqs:
-			batch = append(batch, r)
+			if r.fn != nil {
+				fns = append(fns, r)
+			} else {
+				batch = append(batch, r)
+			}
 		case <-w.quit:
 			return
 		}
@@ -125,12 +155,21 @@ func (w *Writer[T, R]) loop() {
 		for len(batch) < w.max {
 			select {
 			case r := <-w.reqs:
-				batch = append(batch, r)
+				if r.fn != nil {
+					fns = append(fns, r)
+				} else {
+					batch = append(batch, r)
+				}
 			default:
 				break collect
 			}
 		}
 		w.run(batch)
+		// Run's work goes after the records that came with it.
+		for _, r := range fns {
+			r.fn()
+			r.res <- result[R]{}
+		}
 	}
 }
 

@@ -105,3 +105,53 @@ func TestClosedRefuses(t *testing.T) {
 		t.Fatalf("Do after Close: %v", err)
 	}
 }
+
+// TestRunIsOnTheWriterBetweenCommits: work handed to Run shares the
+// commit function's unguarded state with it (the race detector would see
+// two goroutines), runs while no commit is in flight, counts no commit,
+// and every record sent meanwhile is still committed and answered.
+func TestRunIsOnTheWriterBetweenCommits(t *testing.T) {
+	var inCommit bool
+	state := 0 // touched by commits and by Run's work, never locked
+	w := New(func(ctx context.Context, items []int) ([]int, error) {
+		inCommit = true
+		state += len(items)
+		inCommit = false
+		return items, nil
+	}, 8)
+	defer w.Close()
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if got, err := w.Do(context.Background(), i); err != nil || got != i {
+				t.Errorf("Do(%d) = %d, %v", i, got, err)
+			}
+		}()
+	}
+	runs := 0
+	for range 20 {
+		if err := w.Run(context.Background(), func() {
+			if inCommit {
+				t.Error("Run's work ran inside a commit")
+			}
+			state += 1000
+			runs++
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	if err := w.Run(context.Background(), func() {}); err != nil { // after every commit above
+		t.Fatal(err)
+	}
+	_, items := w.Stats()
+	if runs != 20 || items != 40 || state != 20*1000+40 {
+		t.Fatalf("runs %d, items %d, state %d", runs, items, state)
+	}
+	w.Close()
+	if err := w.Run(context.Background(), func() { t.Error("ran after Close") }); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Run after Close: %v", err)
+	}
+}
