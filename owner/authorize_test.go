@@ -24,20 +24,7 @@ func lastTwoLabels(h string) (string, error) {
 // retried call that spends nothing more, a cap, a denial and a revocation.
 func TestP18_AuthorizeAsksThenReservesOnce(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "vault.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	s, err := owner.New(owner.Config{Store: st, Org: "o", Now: newClock().Now, Password: fastPW,
-		Engine: policy.NewEngine(policy.Rates{}, lastTwoLabels)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, _, err := s.CreateAPIKey(ctx, "agent", owner.Scope{AllCards: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, k := deciding(t, openStore(t), owner.Scope{AllCards: true})
 	card := vault.Item{ID: "itm_c", Kind: vault.KindCard, Fields: []vault.Field{vault.FieldNumber, vault.FieldCVV}, Card: &vault.CardMeta{AnySite: true}}
 	if err := s.SetCardPolicy(ctx, owner.CardPolicy{CardID: card.ID, Rules: policy.CardPolicy{
 		ApprovalThreshold: ptr(policy.MustAmount("50.00 EUR")), DailyCap: ptr(policy.MustAmount("100.00 EUR"))}}, "owner"); err != nil {
@@ -95,7 +82,7 @@ func TestP18_AuthorizeAsksThenReservesOnce(t *testing.T) {
 	small := policy.MustAmount("10.00 EUR")
 	s.SetCardPolicy(ctx, owner.CardPolicy{CardID: card.ID, Rules: policy.CardPolicy{EveryPurchase: true}}, "owner")
 	other.Total = &small
-	err = s.Authorize(ctx, other)
+	err := s.Authorize(ctx, other)
 	p, _ = owner.PendingOf(err)
 	a, _ = s.Decide(ctx, p.ID, false, "owner")
 	if a.Status != owner.StatusDenied || agentvault.ErrorCode(a.Outcome()) != agentvault.CodeApprovalDenied {
@@ -117,20 +104,7 @@ func TestP18_AuthorizeAsksThenReservesOnce(t *testing.T) {
 // is per card.
 func TestP11_ApprovalNamesItemAndPageNotQuery(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "vault.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	s, err := owner.New(owner.Config{Store: st, Org: "o", Now: newClock().Now, Password: fastPW,
-		Engine: policy.NewEngine(policy.Rates{}, lastTwoLabels)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, _, err := s.CreateAPIKey(ctx, "agent", owner.Scope{AllCards: true, AllLogins: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, k := deciding(t, openStore(t), owner.Scope{AllCards: true, AllLogins: true})
 	card := vault.Item{ID: "itm_c", Kind: vault.KindCard, Fields: []vault.Field{vault.FieldNumber, vault.FieldCVV}, Card: &vault.CardMeta{AnySite: true}}
 	ident := vault.Item{ID: "itm_i", Kind: vault.KindIdentity, Fields: []vault.Field{vault.FieldName}}
 	pending := func(r policy.Fill) owner.Approval {
@@ -175,6 +149,33 @@ func TestP11_ApprovalNamesItemAndPageNotQuery(t *testing.T) {
 	}
 }
 
+// openStore is a SQLite store in a file of the test's, closed after it.
+func openStore(t *testing.T) *sqlite.Store {
+	t.Helper()
+	st, err := sqlite.Open(filepath.Join(t.TempDir(), "vault.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// deciding is a service over st that decides fills (with a policy engine)
+// and an agent's API key of scope.
+func deciding(t *testing.T, st owner.Store, scope owner.Scope) (*owner.Service, owner.APIKey) {
+	t.Helper()
+	s, err := owner.New(owner.Config{Store: st, Org: "o", Now: newClock().Now, Password: fastPW,
+		Engine: policy.NewEngine(policy.Rates{}, lastTwoLabels)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _, err := s.CreateAPIKey(context.Background(), "agent", scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, k
+}
+
 // countingStore counts the ledger reads of a retried-authorize check.
 type countingStore struct {
 	*sqlite.Store
@@ -193,21 +194,8 @@ func (c *countingStore) GetReservation(ctx context.Context, id string) (policy.R
 // reads it, finds none, and is refused.
 func TestAuthorizeReadsTheLedgerEntryOnlyOnARefusal(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "vault.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	cs := &countingStore{Store: st}
-	s, err := owner.New(owner.Config{Store: cs, Org: "o", Now: newClock().Now, Password: fastPW,
-		Engine: policy.NewEngine(policy.Rates{}, lastTwoLabels)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, _, err := s.CreateAPIKey(ctx, "agent", owner.Scope{AllCards: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cs := &countingStore{Store: openStore(t)}
+	s, k := deciding(t, cs, owner.Scope{AllCards: true})
 	card := vault.Item{ID: "itm_c", Kind: vault.KindCard, Fields: []vault.Field{vault.FieldNumber}, Card: &vault.CardMeta{AnySite: true}}
 	if err := s.SetCardPolicy(ctx, owner.CardPolicy{CardID: card.ID, Rules: policy.CardPolicy{
 		DailyCap: ptr(policy.MustAmount("100.00 EUR"))}}, "owner"); err != nil {

@@ -2,13 +2,11 @@ package owner_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 
 	"github.com/agentvault/agentvault"
 	"github.com/agentvault/agentvault/owner"
 	"github.com/agentvault/agentvault/policy"
-	"github.com/agentvault/agentvault/store/sqlite"
 	"github.com/agentvault/agentvault/vault"
 )
 
@@ -19,20 +17,7 @@ import (
 // against the approved one), and a no refuses with approval_denied.
 func TestP18_SpentCVVNeedsASecondApproval(t *testing.T) {
 	ctx := context.Background()
-	st, err := sqlite.Open(filepath.Join(t.TempDir(), "vault.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	s, err := owner.New(owner.Config{Store: st, Org: "o", Now: newClock().Now, Password: fastPW,
-		Engine: policy.NewEngine(policy.Rates{}, lastTwoLabels)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, _, err := s.CreateAPIKey(ctx, "agent", owner.Scope{AllCards: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, k := deciding(t, openStore(t), owner.Scope{AllCards: true})
 	if err := s.AuthorizeSite(ctx, "shop.example", "owner"); err != nil {
 		t.Fatal(err)
 	}
