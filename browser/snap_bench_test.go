@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/agentvault/agentvault/browser"
-	"github.com/agentvault/agentvault/browser/browsertest"
 	"github.com/agentvault/agentvault/e2e/corpus"
 )
 
@@ -80,24 +79,12 @@ func BenchmarkSnapshotCorpus(b *testing.B) {
 // driver's protocol log the returned tap reads.
 func tappedSession(b *testing.B) (*corpus.Corpus, *protocolTap, *browser.Session) {
 	b.Helper()
-	browsertest.SkipIfNoBrowser(b)
-	c, err := corpus.Start()
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(c.Close)
-	tap := startProtocolTap(b)
-	br, err := browser.Launch(browser.Config{DriverDir: browsertest.DriverDir(), TrustSPKI: []string{c.SPKI()}})
-	tap.restore()
-	if err != nil {
-		b.Fatalf("launch: %v", err)
-	}
-	b.Cleanup(func() { _ = br.Close() })
-	s, err := br.NewSession(browser.SessionOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close() })
+	var tap *protocolTap
+	c, s := corpusSession(b, func(cfg browser.Config) (*browser.Browser, error) {
+		tap = startProtocolTap(b)
+		defer tap.restore()
+		return browser.Launch(cfg)
+	})
 	return c, tap, s
 }
 

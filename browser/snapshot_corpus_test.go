@@ -19,12 +19,6 @@ import (
 // openCorpus serves the page corpus and opens a browser session trusting it.
 func openCorpus(t *testing.T) (*corpus.Corpus, *browser.Session) {
 	t.Helper()
-	browsertest.SkipIfNoBrowser(t)
-	c, err := corpus.Start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
 	// The session's debug lines (timings and counts only) are printed
 	// when the test fails: which reading walked, and why, is in them.
 	dbg := &debugLines{}
@@ -33,17 +27,32 @@ func openCorpus(t *testing.T) (*corpus.Corpus, *browser.Session) {
 			t.Logf("browser debug log:\n%s", dbg.String())
 		}
 	})
-	b, err := browser.Launch(browser.Config{DriverDir: browsertest.DriverDir(), TrustSPKI: []string{c.SPKI()},
-		Logger: slog.New(slog.NewTextHandler(dbg, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	return corpusSession(t, func(cfg browser.Config) (*browser.Browser, error) {
+		cfg.Logger = slog.New(slog.NewTextHandler(dbg, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		return browser.Launch(cfg)
+	})
+}
+
+// corpusSession serves the page corpus and opens a session in the browser
+// launch starts from a config that trusts it.
+func corpusSession(tb testing.TB, launch func(browser.Config) (*browser.Browser, error)) (*corpus.Corpus, *browser.Session) {
+	tb.Helper()
+	browsertest.SkipIfNoBrowser(tb)
+	c, err := corpus.Start()
 	if err != nil {
-		t.Fatalf("launch: %v", err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { _ = b.Close() })
+	tb.Cleanup(c.Close)
+	b, err := launch(browser.Config{DriverDir: browsertest.DriverDir(), TrustSPKI: []string{c.SPKI()}})
+	if err != nil {
+		tb.Fatalf("launch: %v", err)
+	}
+	tb.Cleanup(func() { _ = b.Close() })
 	s, err := b.NewSession(browser.SessionOptions{})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	t.Cleanup(func() { s.Close() })
+	tb.Cleanup(func() { s.Close() })
 	return c, s
 }
 

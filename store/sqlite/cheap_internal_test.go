@@ -34,15 +34,12 @@ func rssAnon(t *testing.T) int {
 	return 0
 }
 
-// TestReleaseMemory: the linked libc is the version whose layout was
-// checked, and after a burst that left tens of idle connections the
-// release closes them and gives the C heap they used back (the allocator
-// SQLite is served from keeps it otherwise) while the store goes on
-// working.
-func TestReleaseMemory(t *testing.T) {
-	var s *Store
-	// A test binary carries no module list: the version go.mod selects is
-	// the one linked.
+// linkGoModLibc fails unless go.mod selects the libc version whose
+// allocator ReleaseMemory was checked against, and makes that the linked
+// version for the test: a test binary carries no module list, and the
+// version go.mod selects is the one linked.
+func linkGoModLibc(t *testing.T) {
+	t.Helper()
 	mod, err := os.ReadFile("../../go.mod")
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +58,16 @@ func TestReleaseMemory(t *testing.T) {
 		linkedLibc = func() string { return v }
 		t.Cleanup(func() { linkedLibc = was })
 	}
-	s, err = Open(filepath.Join(t.TempDir(), "vault.db"))
+}
+
+// TestReleaseMemory: the linked libc is the version whose layout was
+// checked, and after a burst that left tens of idle connections the
+// release closes them and gives the C heap they used back (the allocator
+// SQLite is served from keeps it otherwise) while the store goes on
+// working.
+func TestReleaseMemory(t *testing.T) {
+	linkGoModLibc(t)
+	s, err := Open(filepath.Join(t.TempDir(), "vault.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,11 +141,7 @@ func TestReleaseMemory(t *testing.T) {
 // touched; the release closes it (on the writer's goroutine) and its C heap
 // goes back, and the next record opens a connection again and commits.
 func TestReleaseMemoryClosesTheWriterConnection(t *testing.T) {
-	if linkedLibc() == "" { // a test binary carries no module list (TestReleaseMemory checks go.mod's version)
-		was := linkedLibc
-		linkedLibc = func() string { return verifiedLibc }
-		t.Cleanup(func() { linkedLibc = was })
-	}
+	linkGoModLibc(t)
 	s, err := Open(filepath.Join(t.TempDir(), "vault.db"))
 	if err != nil {
 		t.Fatal(err)
