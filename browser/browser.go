@@ -347,15 +347,16 @@ func (b *Browser) NewSession(opts SessionOptions) (*Session, error) {
 		BypassCSP:         playwright.Bool(false),
 		JavaScriptEnabled: playwright.Bool(true),
 	}
+	var auth *proxyAuth
 	if opts.Proxy != nil {
+		// The credential is not Playwright's to hold (proxyauth.go).
 		co.Proxy = &playwright.Proxy{
-			Server:   opts.Proxy.Server,
-			Username: playwright.String(opts.Proxy.Username),
-			Password: playwright.String(opts.Proxy.Password),
+			Server: opts.Proxy.Server,
 			// An empty bypass list: Playwright would otherwise let Chromium
 			// skip the proxy for loopback.
 			Bypass: playwright.String("<-loopback>"),
 		}
+		auth = newProxyAuth(opts.Proxy)
 	}
 	bctx, err := b.b.NewContext(co)
 	if err != nil {
@@ -366,16 +367,28 @@ func (b *Browser) NewSession(opts SessionOptions) (*Session, error) {
 		_ = bctx.Close()
 		return nil, agentvault.Wrap(agentvault.CodeInternal, err, "open page")
 	}
-	return b.session(bctx, p), nil
+	if auth != nil {
+		if err := auth.attach(bctx, p); err != nil {
+			_ = bctx.Close()
+			return nil, agentvault.Wrap(agentvault.CodeInternal, err, "answer the proxy's challenge")
+		}
+	}
+	return b.session(bctx, p, auth), nil
 }
 
-// session wraps a context and its first page.
-func (b *Browser) session(bctx playwright.BrowserContext, p playwright.Page) *Session {
+// session wraps a context and its first page; auth, when not nil, is
+// answering the proxy's challenge on that page.
+func (b *Browser) session(bctx playwright.BrowserContext, p playwright.Page, auth *proxyAuth) *Session {
 	s := &Session{b: b, ctx: bctx, popupArrived: make(chan struct{}, 1), watchKey: newWatchKey()}
 	// Refusals proxyd answers inside the tunnel carry its code in a header
 	// (read from the response's initial headers: no round trip, safe in an
 	// event callback).
 	bctx.OnResponse(func(r playwright.Response) {
+		if auth != nil && strings.HasPrefix(r.URL(), "https://") {
+			// Only a tunnel the proxy accepted the credential for
+			// carries an https response.
+			auth.end()
+		}
 		if code := r.Headers()[RefusalHeader]; code != "" {
 			s.mu.Lock()
 			s.refusals = append(s.refusals, Refusal{Code: code, ResourceType: r.Request().ResourceType()})
@@ -429,7 +442,7 @@ func (b *Browser) newManagedSession(opts SessionOptions, w, h int) (*Session, er
 		_ = rb.Close()
 		return fail(agentvault.Wrap(agentvault.CodeUpstream, err, "open a page in the %s browser session", b.managed.name()))
 	}
-	s := b.session(bctx, p)
+	s := b.session(bctx, p, nil)
 	s.release = func() error {
 		return errors.Join(rb.Close(), release())
 	}

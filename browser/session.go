@@ -545,6 +545,11 @@ func navError(err error) error {
 		// trust proxyd's CA, which one mcpd did not launch must.
 		return agentvault.Wrap(agentvault.CodeUpstream, err,
 			"the browser does not trust proxyd's certificate authority (net::ERR_CERT_AUTHORITY_INVALID): a remote browser must be started trusting it, see docs/browsers.md")
+	case strings.Contains(msg, "ERR_INVALID_AUTH_CREDENTIALS"):
+		// A challenge nobody answered (proxyauth.go): a site's HTTP
+		// authentication, never answered, or a proxy credential refused.
+		return agentvault.Wrap(agentvault.CodeUpstream, err,
+			"the site asked for HTTP authentication (the browser's own sign-in prompt, not a form), which is never answered: nothing was sent (net::ERR_INVALID_AUTH_CREDENTIALS)")
 	case strings.Contains(msg, "ERR_TUNNEL_CONNECTION_FAILED"), strings.Contains(msg, "ERR_PROXY"):
 		return agentvault.Wrap(agentvault.CodeUpstream, err, "the proxy refused or could not reach this site (%s)", netCode(msg))
 	case strings.Contains(msg, "net::"):

@@ -49,6 +49,37 @@ function orderTotal(text) {
   return { amount, currency };
 }
 
+// Answer the proxy's challenge with the session's credential, and nothing
+// else. Playwright given proxy.username/password answers every challenge
+// with them, a site's 401 too (the site would be sent the credential), and
+// pauses every request of the context in its driver. Instead: a CDP
+// session that intercepts only until a response came through the proxy
+// (Chromium then keeps the accepted credential for the context's next
+// tunnels), gives the credential to the proxy once per request, and
+// cancels any other challenge.
+async function answerProxyChallenge(context, page, s) {
+  const proxyHost = new URL(s.proxyURL).host;
+  const cdp = await context.newCDPSession(page);
+  const answered = new Set();
+  cdp.on('Fetch.requestPaused', (ev) => cdp.send('Fetch.continueRequest', { requestId: ev.requestId }).catch(() => {}));
+  cdp.on('Fetch.authRequired', (ev) => {
+    const ch = ev.authChallenge;
+    let resp = { response: 'CancelAuth' };
+    if (ch.source === 'Proxy' && new URL(ch.origin).host === proxyHost && !answered.has(ev.requestId)) {
+      answered.add(ev.requestId);
+      resp = { response: 'ProvideCredentials', username: s.proxyUser, password: s.proxyPassword };
+    }
+    cdp.send('Fetch.continueWithAuth', { requestId: ev.requestId, authChallengeResponse: resp }).catch(() => {});
+  });
+  await cdp.send('Fetch.enable', { handleAuthRequests: true, patterns: [{ urlPattern: '*', requestStage: 'Request' }] });
+  const done = (res) => {
+    if (!res.url().startsWith('https://')) return;
+    context.off('response', done);
+    cdp.send('Fetch.disable').then(() => cdp.detach()).catch(() => {});
+  };
+  context.on('response', done);
+}
+
 async function main() {
   const cfg = settings();
   const av = new Agentvault({ controlURL: cfg.controlURL, apiKey: cfg.apiKey, record: (call, status, data) => keep(call, { status, data }) });
@@ -62,7 +93,9 @@ async function main() {
     browser = await chromium.launch({
       executablePath: cfg.chromium,
       headless: true,
-      proxy: { server: `${proxy.protocol}//${proxy.host}`, username: s.proxyUser, password: s.proxyPassword },
+      // The server only: the credential goes to the proxy's challenge alone
+      // (answerProxyChallenge).
+      proxy: { server: `${proxy.protocol}//${proxy.host}` },
       args: [
         // Trust the deployment's CA: its leaves inside the tunnel (and the
         // proxy's own certificate, when the proxy speaks TLS).
@@ -75,7 +108,9 @@ async function main() {
         '--disable-features=AutofillServerCommunication,OptimizationHints,MediaRouter,Translate',
       ],
     });
-    const page = await browser.newPage();
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await answerProxyChallenge(context, page, s);
 
     // 2. To the checkout, as any script would.
     await page.goto(cfg.shopURL);

@@ -1,0 +1,128 @@
+package browser
+
+import (
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/mxschmitt/playwright-go"
+)
+
+// proxyAuth gives the session's proxy credential to the session's proxy
+// and to nothing else.
+//
+// Playwright, handed a proxy username and password, keeps them as the
+// context's HTTP credentials: it then pauses every request of the context
+// in its driver for as long as the context lives (CDP Fetch interception:
+// a round trip through the driver per request, 15 to 20 ms on each
+// navigation of a one-document page here), and it answers any challenge
+// with them, a site's 401 included, so a page that asked for Basic
+// authentication was sent the session's proxy credential.
+//
+// So the context gets the proxy server alone, and its first page a CDP
+// session of ours that intercepts requests only until the proxy has let
+// one through: a challenge from the session's proxy gets the credential
+// once per request, any other challenge (a site's, another proxy's) is
+// cancelled (the page sees the 401; nothing is sent). Chromium keeps an
+// accepted proxy credential for the context and sends it with every
+// tunnel after that (other origins, frames, popups), so the first
+// response through the proxy ends the interception.
+type proxyAuth struct {
+	host     string // the proxy's host:port, as its challenge names it
+	user, pw string
+
+	mu       sync.Mutex
+	cdp      playwright.CDPSession
+	answered map[string]bool // request IDs given the credential
+	ended    bool
+}
+
+func newProxyAuth(p *Proxy) *proxyAuth {
+	a := &proxyAuth{user: p.Username, pw: p.Password, answered: map[string]bool{}}
+	if u, err := url.Parse(p.Server); err == nil {
+		a.host = hostPort(u)
+	}
+	return a
+}
+
+// hostPort is u's host:port with the scheme's default port filled in.
+func hostPort(u *url.URL) string {
+	if u.Port() != "" {
+		return strings.ToLower(u.Host)
+	}
+	port := "80"
+	if u.Scheme == "https" {
+		port = "443"
+	}
+	return strings.ToLower(u.Hostname()) + ":" + port
+}
+
+// attach intercepts page p's requests until end, answering challenges.
+func (a *proxyAuth) attach(bctx playwright.BrowserContext, p playwright.Page) error {
+	cdp, err := bctx.NewCDPSession(p)
+	if err != nil {
+		return err
+	}
+	// Replies go out off the event's goroutine: a command's answer comes
+	// through the same dispatcher.
+	cdp.On("Fetch.requestPaused", func(ev map[string]any) {
+		id, _ := ev["requestId"].(string)
+		go func() { _, _ = cdp.Send("Fetch.continueRequest", map[string]any{"requestId": id}) }()
+	})
+	cdp.On("Fetch.authRequired", func(ev map[string]any) {
+		id, _ := ev["requestId"].(string)
+		resp := a.answer(id, ev["authChallenge"])
+		go func() {
+			_, _ = cdp.Send("Fetch.continueWithAuth", map[string]any{"requestId": id, "authChallengeResponse": resp})
+		}()
+	})
+	// Chromium hands challenges only to an interception with a pattern.
+	if _, err := cdp.Send("Fetch.enable", map[string]any{"handleAuthRequests": true,
+		"patterns": []any{map[string]any{"urlPattern": "*", "requestStage": "Request"}}}); err != nil {
+		_ = cdp.Detach()
+		return err
+	}
+	a.mu.Lock()
+	a.cdp = cdp
+	a.mu.Unlock()
+	return nil
+}
+
+// end stops the interception: a response came through the proxy, so
+// Chromium holds the accepted credential. Safe to call from an event
+// callback and more than once.
+func (a *proxyAuth) end() {
+	a.mu.Lock()
+	cdp := a.cdp
+	if a.ended || cdp == nil {
+		a.mu.Unlock()
+		return
+	}
+	a.ended = true
+	a.mu.Unlock()
+	go func() {
+		_, _ = cdp.Send("Fetch.disable", nil)
+		_ = cdp.Detach()
+	}()
+}
+
+// answer decides one challenge: the credential for the session's proxy,
+// once per request (a second challenge means it was refused), else cancel.
+func (a *proxyAuth) answer(id string, challenge any) map[string]any {
+	cancel := map[string]any{"response": "CancelAuth"}
+	ch, _ := challenge.(map[string]any)
+	src, _ := ch["source"].(string)
+	origin, _ := ch["origin"].(string)
+	u, err := url.Parse(origin)
+	if src != "Proxy" || err != nil || a.host == "" || hostPort(u) != a.host || id == "" {
+		return cancel
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.answered[id] {
+		delete(a.answered, id)
+		return cancel
+	}
+	a.answered[id] = true
+	return map[string]any{"response": "ProvideCredentials", "username": a.user, "password": a.pw}
+}
