@@ -14,16 +14,18 @@ import (
 // Playwright, handed a proxy username and password, keeps them as the
 // context's HTTP credentials: it then pauses every request of the context
 // in its driver for as long as the context lives (CDP Fetch interception:
-// a round trip through the driver per request, 15 to 20 ms on each
-// navigation of a one-document page here), and it answers any challenge
-// with them, a site's 401 included, so a page that asked for Basic
-// authentication was sent the session's proxy credential.
+// a round trip through the driver per request, see
+// BenchmarkNavigateThroughProxy), and it answers any challenge with them,
+// a site's 401 included, so a page that asked for Basic authentication
+// was sent the session's proxy credential.
 //
 // So the context gets the proxy server alone, and its first page a CDP
 // session of ours that intercepts requests only until the proxy has let
 // one through: a challenge from the session's proxy gets the credential
 // once per request, any other challenge (a site's, another proxy's) is
-// cancelled (the page sees the 401; nothing is sent). Chromium keeps an
+// cancelled (the page sees the 401; nothing is sent; after the
+// interception nobody answers a site's challenge and the navigation fails
+// with net::ERR_INVALID_AUTH_CREDENTIALS, navError). Chromium keeps an
 // accepted proxy credential for the context and sends it with every
 // tunnel after that (other origins, frames, popups), so the first
 // response through the proxy ends the interception.
