@@ -241,6 +241,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
+// CloseIdleUpstream closes the upstream connections no request is using
+// (an idle proxy's trim; the next request dials again).
+func (s *Server) CloseIdleUpstream() { s.upstream.CloseIdleConnections() }
+
 // UpstreamTransport is the proxy's upstream transport (for tests).
 func (s *Server) UpstreamTransport() *http.Transport { return s.upstream }
 

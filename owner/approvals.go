@@ -207,12 +207,18 @@ func (s *Service) RunSweeper(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if _, err := s.SweepExpired(ctx); err != nil && ctx.Err() == nil {
-				s.log.Warn("approval sweep failed", "code", string(agentvault.ErrorCode(err)))
-			}
-			s.sweepStaged(ctx)
+			s.Sweep(ctx)
 		}
 	}
+}
+
+// Sweep expires the approvals past their time and the staged seeds past
+// theirs, once (RunSweeper, or a caller's own timer).
+func (s *Service) Sweep(ctx context.Context) {
+	if _, err := s.SweepExpired(ctx); err != nil && ctx.Err() == nil {
+		s.log.Warn("approval sweep failed", "code", string(agentvault.ErrorCode(err)))
+	}
+	s.sweepStaged(ctx)
 }
 
 func (s *Service) subscribe(id string) chan struct{} {
