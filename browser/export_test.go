@@ -25,6 +25,10 @@ func SnapshotWalks() int64 { return snapshotWalks.Load() }
 // FrameLookups is how many full frame lookups FrameOf has made.
 func FrameLookups() int64 { return frameLookups.Load() }
 
+// ProxyAuthPauses is how many requests were paused until the proxy's
+// challenge was answered.
+func ProxyAuthPauses() int64 { return proxyAuthPauses.Load() }
+
 // NotedWalks is how many walks started on tokens taken after an action.
 func NotedWalks() int64 { return notedWalks.Load() }
 

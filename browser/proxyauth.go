@@ -4,6 +4,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mxschmitt/playwright-go"
 )
@@ -68,6 +69,7 @@ func (a *proxyAuth) attach(bctx playwright.BrowserContext, p playwright.Page) er
 	// Replies go out off the event's goroutine: a command's answer comes
 	// through the same dispatcher.
 	cdp.On("Fetch.requestPaused", func(ev map[string]any) {
+		proxyAuthPauses.Add(1)
 		id, _ := ev["requestId"].(string)
 		go func() { _, _ = cdp.Send("Fetch.continueRequest", map[string]any{"requestId": id}) }()
 	})
@@ -102,11 +104,20 @@ func (a *proxyAuth) end() {
 	}
 	a.ended = true
 	a.mu.Unlock()
+	// The interception narrows to a URL no request has instead of ending:
+	// a request paused just now is still this session's to continue
+	// (Fetch.disable could leave it paused with nobody to answer it).
 	go func() {
-		_, _ = cdp.Send("Fetch.disable", nil)
-		_ = cdp.Detach()
+		_, _ = cdp.Send("Fetch.enable", map[string]any{"handleAuthRequests": true,
+			"patterns": []any{map[string]any{"urlPattern": noRequestURL, "requestStage": "Request"}}})
 	}()
 }
+
+// proxyAuthPauses counts the requests paused for the proxy's challenge.
+var proxyAuthPauses atomic.Int64
+
+// noRequestURL is a pattern no request of a page matches.
+const noRequestURL = "about:agentvault-no-request"
 
 // answer decides one challenge: the credential for the session's proxy,
 // once per request (a second challenge means it was refused), else cancel.

@@ -146,6 +146,18 @@ func TestProxyCredentialGoesOnlyToTheProxy(t *testing.T) {
 	}
 	challenged, authorized := px.counts()
 	t.Logf("so far: %d tunnel requests challenged, %d with the credential", challenged, authorized)
+	// The interception ended with the first response: the next page's
+	// requests are not paused.
+	paused := browser.ProxyAuthPauses()
+	if err := s.Goto(site.CheckoutURL(), 30*time.Second); err != nil {
+		t.Fatalf("checkout again: %v", err)
+	}
+	if n := browser.ProxyAuthPauses() - paused; n != 0 {
+		t.Fatalf("%d requests paused after the interception ended", n)
+	}
+	if paused == 0 {
+		t.Fatal("no request was paused before the first response")
+	}
 	err = s.Goto(basic.URL+"/members", 30*time.Second)
 	noneSent()
 	if err == nil || agentvault.ErrorCode(err) != agentvault.CodeUpstream || !strings.Contains(err.Error(), "HTTP authentication") {

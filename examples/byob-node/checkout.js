@@ -75,7 +75,9 @@ async function answerProxyChallenge(context, page, s) {
   const done = (res) => {
     if (!res.url().startsWith('https://')) return;
     context.off('response', done);
-    cdp.send('Fetch.disable').then(() => cdp.detach()).catch(() => {});
+    // Narrowed to a URL no request has rather than disabled: a request paused
+    // just now is still this session's to continue.
+    cdp.send('Fetch.enable', { handleAuthRequests: true, patterns: [{ urlPattern: 'about:agentvault-no-request', requestStage: 'Request' }] }).catch(() => {});
   };
   context.on('response', done);
 }
