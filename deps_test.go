@@ -221,7 +221,7 @@ var domainImports = map[string][]string{
 	"intercept/rewrite":    {".", "hostname", "tokens", "vault"},
 	"broker":               {".", "hostname", "policy", "tokens", "vault"},
 	"intercept":            {".", "broker", "hostname", "intercept/rewrite", "tokens", "vault"},
-	"browser":              {".", "redact"},
+	"browser":              {".", "hostname", "redact"},
 	"mcpserver":            {".", "browser", "control", "redact", "tokens", "policy", "recipes", "skills", "internal/deploy", "mcpserver/hosted"},
 	"mcpserver/hosted":     {".", "control"},
 	"credentials":          {".", "authz", "credentials/credname", "vault"},

@@ -2,10 +2,10 @@ package browser
 
 import (
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 
+	"github.com/agentvault/agentvault/hostname"
 	"github.com/mxschmitt/playwright-go"
 )
 
@@ -31,7 +31,8 @@ import (
 // tunnel after that (other origins, frames, popups), so the first
 // response through the proxy ends the interception.
 type proxyAuth struct {
-	host     string // the proxy's host:port, as its challenge names it
+	proxy    hostname.Origin // the session's proxy; ok when it parsed
+	ok       bool
 	user, pw string
 
 	mu       sync.Mutex
@@ -42,22 +43,23 @@ type proxyAuth struct {
 
 func newProxyAuth(p *Proxy) *proxyAuth {
 	a := &proxyAuth{user: p.Username, pw: p.Password, answered: map[string]bool{}}
-	if u, err := url.Parse(p.Server); err == nil {
-		a.host = hostPort(u)
-	}
+	a.proxy, a.ok = proxyOrigin(p.Server)
 	return a
 }
 
-// hostPort is u's host:port with the scheme's default port filled in.
-func hostPort(u *url.URL) string {
-	if u.Port() != "" {
-		return strings.ToLower(u.Host)
+// proxyOrigin is a proxy URL's host and port (the scheme's when it names
+// none) as the one host-name normaliser has them.
+func proxyOrigin(raw string) (hostname.Origin, bool) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return hostname.Origin{}, false
 	}
-	port := "80"
+	port := 80
 	if u.Scheme == "https" {
-		port = "443"
+		port = 443
 	}
-	return strings.ToLower(u.Hostname()) + ":" + port
+	o, err := hostname.Parse(u.Host, port)
+	return o, err == nil
 }
 
 // attach intercepts page p's requests until end, answering challenges.
@@ -126,8 +128,7 @@ func (a *proxyAuth) answer(id string, challenge any) map[string]any {
 	ch, _ := challenge.(map[string]any)
 	src, _ := ch["source"].(string)
 	origin, _ := ch["origin"].(string)
-	u, err := url.Parse(origin)
-	if src != "Proxy" || err != nil || a.host == "" || hostPort(u) != a.host || id == "" {
+	if o, ok := proxyOrigin(origin); src != "Proxy" || !ok || !a.ok || o != a.proxy || id == "" {
 		return cancel
 	}
 	a.mu.Lock()
