@@ -48,9 +48,16 @@ func WaitNotedForTest(s *Session, bound time.Duration) bool {
 	return false
 }
 
-// WarmsLeftForAFrame is how many navigation readings were left to finish
-// in the background because a frame attached during them.
-func WarmsLeftForAFrame() int64 { return warmsLeftForAFrame.Load() }
+// ReadingDoneForTest waits for the reading the last navigation (or
+// ReadAhead) started in the background.
+func ReadingDoneForTest(s *Session) {
+	s.aheadMu.Lock()
+	ahead := s.ahead
+	s.aheadMu.Unlock()
+	if ahead != nil {
+		<-ahead
+	}
+}
 
 // HoldReadingsForTest keeps the session's readings from starting until
 // release is called (a reading that takes long, as one waiting on a frame
@@ -59,10 +66,6 @@ func HoldReadingsForTest(s *Session) (release func()) {
 	s.snapMu.Lock()
 	return s.snapMu.Unlock
 }
-
-// WarmWaitingForTest reports whether a navigation is waiting for its
-// reading.
-func WarmWaitingForTest(s *Session) bool { return s.frameArrived.Load() != nil }
 
 // RefLookups is how many per-ref selector lookups snapshots have made.
 func RefLookups() int64 { return refLookups.Load() }

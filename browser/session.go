@@ -76,10 +76,8 @@ type Session struct {
 	pendMu  sync.Mutex
 	pend    *pending
 	pendSeq atomic.Uint64
-	// frameArrived is told when a frame attaches while a navigation's
-	// reading is in flight (warm).
-	frameArrived atomic.Pointer[chan struct{}]
-	// ahead is closed when the reading ReadAhead started last is done
+	// ahead is closed when the reading ReadAhead (or a navigation's warm)
+	// started last is done
 	// (aheadMu): a whole-page snapshot waits for it first.
 	aheadMu sync.Mutex
 	ahead   chan struct{}
@@ -96,7 +94,7 @@ type Session struct {
 }
 
 // SetReadings says whether navigations should read the page ahead of a
-// snapshot (warm). Off, none is taken and the kept reading is dropped: once
+// snapshot (warm, ReadAhead). Off, none is taken and the kept reading is dropped: once
 // a session's snapshots are refused (P19) a reading would be work for
 // nothing, and page data held for no one.
 func (s *Session) SetReadings(on bool) {
@@ -191,14 +189,6 @@ func (s *Session) watch(p playwright.Page, opener playwright.Page) {
 		}
 		s.gone[p] = true
 		s.goneMu.Unlock()
-	})
-	p.OnFrameAttached(func(playwright.Frame) {
-		if ch := s.frameArrived.Load(); ch != nil {
-			select {
-			case *ch <- struct{}{}:
-			default:
-			}
-		}
 	})
 	p.OnFrameNavigated(func(f playwright.Frame) {
 		if f.ParentFrame() == nil {
@@ -377,70 +367,30 @@ func (s *Session) Goto(url string, timeout time.Duration) error {
 	return nil
 }
 
-// warmWait bounds how long Goto (and a click or key that navigated) waits,
-// after the load event, for the page's first reading.
-const warmWait = 2 * time.Second
-
-// warm takes the freshly loaded page's first whole-page reading, the one a
-// snapshot_page would take: Playwright injects its selector and snapshot
-// engine into each document on first use, the first walk of a tree pays
-// for the renderer's cold style and accessibility caches, and the change
-// watchers start in every frame. A snapshot that finds the page unchanged
-// since answers from this reading (playwright-mcp's navigate does the same
-// walk: it answers with a snapshot). A page that does not finish within
-// warmWait is left reading in the background; the next snapshot waits for
-// that reading rather than starting a second one.
+// warm starts the freshly loaded page's first whole-page reading, the one
+// a snapshot_page would take, in the background, and returns: the
+// navigation answers at the load, and the page is walked while the agent
+// reads that answer and decides what to do next. Playwright injects its
+// selector and snapshot engine into each document on first use, the first
+// walk of a tree pays for the renderer's cold style and accessibility
+// caches, and the change watchers start in every frame; playwright-mcp's
+// navigate does the same walk before it answers (with a snapshot). A
+// snapshot that comes while the reading runs waits for it and answers from
+// it when the page has not moved on; an action that comes first queues in
+// the renderer behind the walk, as it would have queued behind a
+// navigation that waited for it.
 //
 // It logs, at debug level, how long the navigation took up to its load
-// (from start) and how long it then waited for the reading: timings only.
+// (from start): timings only.
 func (s *Session) warm(p playwright.Page, start time.Time) {
-	loaded := time.Now()
-	ended := "off"
-	defer func() {
-		if s.b != nil && s.b.log != nil {
-			s.b.log.Debug("page navigated", "load_ms", msSince(start, loaded), "read_wait_ms", msSince(loaded, time.Now()), "read", ended)
-		}
-	}()
-	if s.noReadings.Load() {
-		return
+	if s.b != nil && s.b.log != nil {
+		s.b.log.Debug("page navigated", "load_ms", msSince(start, time.Now()))
 	}
-	done := make(chan struct{})
-	arrived := make(chan struct{}, 1)
-	s.frameArrived.Store(&arrived)
-	defer s.frameArrived.Store(nil)
-	go func() {
-		defer close(done)
-		s.snapMu.Lock()
-		defer s.snapMu.Unlock()
-		if cur, err := s.page(); err != nil || cur != p || s.noReadings.Load() {
-			return
-		}
-		_, _ = s.readPage(p, MaxSnapshotDepth, false)
-	}()
-	t := time.NewTimer(warmWait)
-	defer t.Stop()
-	// A frame that attaches during the reading (a payment form a script
-	// mounts after the load) holds the walk until its document is there,
-	// Playwright retrying a second later: the reading then finishes in the
-	// background instead of holding up the navigation. It would not be
-	// reused anyway: the frame changed the page.
-	select {
-	case <-done:
-		ended = "done"
-	case <-arrived:
-		warmsLeftForAFrame.Add(1)
-		ended = "left for a frame"
-	case <-t.C:
-		ended = "left at warmWait"
-	}
+	s.readAhead(p)
 }
 
 // msSince is the time from a to b in milliseconds, for a debug line.
 func msSince(a, b time.Time) float64 { return float64(b.Sub(a).Microseconds()) / 1000 }
-
-// warmsLeftForAFrame counts navigation readings left to finish in the
-// background because a frame attached during them, for tests.
-var warmsLeftForAFrame atomic.Int64
 
 // ReadAhead takes, in the background, the whole-page reading (field
 // selectors included) the next snapshot_page would take, for a caller that
@@ -457,11 +407,17 @@ var warmsLeftForAFrame atomic.Int64
 // before the page finished rendering, they would make the reading stand
 // for an older page, and the next snapshot would walk again.
 func (s *Session) ReadAhead() {
-	if s.noReadings.Load() {
-		return
-	}
 	p, err := s.page()
 	if err != nil {
+		return
+	}
+	s.readAhead(p)
+}
+
+// readAhead is ReadAhead for page p (a navigation's page: the reading is
+// not taken when another page has come on top since).
+func (s *Session) readAhead(p playwright.Page) {
+	if s.noReadings.Load() {
 		return
 	}
 	epoch := s.epoch.Load()
