@@ -17,12 +17,16 @@
 // CSS selectors, playwright-mcp by the refs of its latest snapshot.
 //
 // The servers take turns on every call (which one goes first alternates), so
-// a busy neighbour on the machine slows both alike. On every page, each
+// a busy neighbour on the machine slows both alike, and each timed call
+// waits, untimed, until neither server's processes use CPU (quiet): what one
+// left running in the background does not fall on the other's call. On
+// every page, each
 // iteration runs: open the page (then wait until it has rendered, untimed),
 // snapshot twice (the first after the navigation, then a steady one), click
 // a button that does not navigate, type in a field, type in a field of a
 // cross-origin iframe (where the page has one), click a link that navigates
-// and snapshot, submit a form that posts and snapshot. The token fill (mcpd:
+// and snapshot, submit a form that posts and snapshot, and open the page
+// and snapshot it back to back, timed as one. The token fill (mcpd:
 // a card number token through proxyd's authorize; playwright-mcp: the same
 // digits typed) runs last on the pages that take a card, because mcpd
 // refuses snapshots for the rest of a session once a token was filled.
@@ -53,6 +57,7 @@ import (
 	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -76,9 +81,10 @@ const (
 	stPost      = "form post (click submit)"
 	stSnapPost  = "snapshot, first after the post"
 	stToken     = "token fill in the card iframe"
+	stNavSnap   = "open_page + snapshot, back to back"
 )
 
-var steps = []string{stNavigate, stSnapFirst, stSnap, stClick, stType, stTypeFrame, stNavClick, stSnapNav, stPost, stSnapPost, stToken}
+var steps = []string{stNavigate, stSnapFirst, stSnap, stClick, stType, stTypeFrame, stNavClick, stSnapNav, stPost, stSnapPost, stToken, stNavSnap}
 
 // testCard is a Luhn-valid test number; the bench types it, it is no secret.
 const testCard = "4000000000000077"
@@ -331,6 +337,8 @@ type server struct {
 	last string
 	// cardToken is mcpd's card number token, from its catalog.
 	cardToken string
+	// pid is the server's process: its browser and driver are under it.
+	pid int
 }
 
 func (s *server) mcpd() bool { return s.name == "mcpd" }
@@ -386,7 +394,7 @@ func start(e *env, name string) (*server, time.Time, error) {
 	if err != nil {
 		return nil, t0, fmt.Errorf("start %s: %w", name, err)
 	}
-	return &server{name: name, cs: cs}, t0, nil
+	return &server{name: name, cs: cs, pid: cmd.Process.Pid}, t0, nil
 }
 
 // ref finds the ref playwright-mcp's latest snapshot gives the target.
@@ -518,6 +526,11 @@ func oneRun(e *env, r, iters, starts int, pages []corpus.Page) (results, map[str
 		}
 	}()
 	all := results{}
+	gate := &quiet{}
+	defer func() {
+		fmt.Printf("run %d: %d timed calls waited for both servers to go quiet, %.0f ms on average, %d of them gave up at %v\n",
+			r+1, gate.n, gate.waited.Seconds()*1000/float64(max(gate.n, 1)), gate.gaveUp, quietMax)
+	}()
 	first := e.c.URL(pages[0])
 	for k := range starts {
 		order := slices.Clone(names)
@@ -571,6 +584,9 @@ func oneRun(e *env, r, iters, starts int, pages []corpus.Page) (results, map[str
 		}
 		turn++
 		for _, s := range order {
+			if name != "" {
+				gate.wait(servers)
+			}
 			d, err := f(s)
 			if err != nil {
 				return fmt.Errorf("%s, %s: %w", page, name, err)
@@ -641,6 +657,23 @@ func oneRun(e *env, r, iters, starts int, pages []corpus.Page) (results, map[str
 				st{stPost, func(s *server) (time.Duration, error) { return s.click(p.Post) }},
 				st{"", untimed(func(s *server) error { return s.ready(p) })},
 				st{stSnapPost, snap},
+				// What an agent that reads a page as soon as it opened
+				// waits for in all: the navigation, the wait for what
+				// renders late (where the page has any) and the first
+				// snapshot, with no gap for the servers' background work.
+				st{stNavSnap, func(s *server) (time.Duration, error) {
+					start := time.Now()
+					if _, err := s.navigate(url); err != nil {
+						return 0, err
+					}
+					if err := s.ready(p); err != nil {
+						return 0, err
+					}
+					if _, _, err := s.snapshot(); err != nil {
+						return 0, err
+					}
+					return time.Since(start), nil
+				}},
 			)
 			for _, x := range steps {
 				if err := step(p.Name, x.name, x.f); err != nil {
@@ -691,3 +724,99 @@ func oneRun(e *env, r, iters, starts int, pages []corpus.Page) (results, map[str
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// quietMax bounds how long a timed call waits for the servers to go quiet.
+const quietMax = 2 * time.Second
+
+// quiet holds each timed call until neither server's process tree (the
+// server, its driver, its browser and renderers) has used CPU for a short
+// window, up to quietMax: work one server left running in the background
+// (mcpd reads a page after its navigation and after a wait; playwright-mcp
+// settles after its actions) then never falls on the other's timed call on
+// the same cores. The wait is not timed. An agent gives the servers such
+// a gap between any two calls (its model's turn), so a call's figure is
+// what the agent waits for; "open_page + snapshot, back to back" is the
+// figure with no gap.
+type quiet struct {
+	n, gaveUp int
+	waited    time.Duration
+}
+
+// quietWindow is how long the trees must use no CPU (the kernel counts
+// CPU time in ticks of 10 ms).
+const quietWindow = 40 * time.Millisecond
+
+func (q *quiet) wait(servers []*server) {
+	start := time.Now()
+	defer func() { q.n++; q.waited += time.Since(start) }()
+	var roots []int
+	for _, s := range servers {
+		roots = append(roots, s.pid)
+	}
+	last := treeTicks(roots)
+	for {
+		time.Sleep(quietWindow)
+		now := treeTicks(roots)
+		if now == last {
+			return
+		}
+		last = now
+		if time.Since(start) > quietMax {
+			q.gaveUp++
+			return
+		}
+	}
+}
+
+// treeTicks is the CPU time, in clock ticks, the processes under roots
+// (themselves included) have used, from /proc.
+func treeTicks(roots []int) uint64 {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	type proc struct {
+		ppid  int
+		ticks uint64
+	}
+	procs := map[int]proc{}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// The command name (field 2) is in parentheses and may hold
+		// spaces: the fields after it start after the last ')'.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		ut, _ := strconv.ParseUint(f[11], 10, 64)
+		st, _ := strconv.ParseUint(f[12], 10, 64)
+		procs[pid] = proc{ppid, ut + st}
+	}
+	in := map[int]bool{}
+	for _, r := range roots {
+		in[r] = true
+	}
+	var total uint64
+	for pid, p := range procs {
+		// Walk up to a root; trees here are a few levels deep.
+		for q, depth := pid, 0; q > 1 && depth < 16; q, depth = procs[q].ppid, depth+1 {
+			if in[q] {
+				total += p.ticks
+				break
+			}
+		}
+	}
+	return total
+}
