@@ -843,26 +843,67 @@ func (s *Session) WaitFor(t Target, state WaitState, timeout time.Duration) erro
 	if o.State == playwright.WaitForSelectorStateVisible {
 		loc = loc.Filter(playwright.LocatorFilterOptions{Visible: playwright.Bool(true)})
 	}
+	// Playwright polls a wait at 0, 20, 70, 170 and 270 ms and then every
+	// 500 ms, but drops the steps longer than a fifth of the call's
+	// timeout: what shows 700 ms into a long wait is seen at 770, and
+	// after 1.3 s up to half a second late. The wait is asked in short
+	// calls instead, each polling every 20 ms (the first waitFastFor) or
+	// every 100 ms (after it), until the caller's timeout.
+	deadline := time.Now().Add(timeout)
+	begun := time.Now()
 	var werr error
-	switch o.State {
-	case playwright.WaitForSelectorStateVisible, playwright.WaitForSelectorStateAttached:
-		// A wait for an element to appear asks Playwright to expect a
-		// count other than zero. playwright-go's WaitFor asks for the
-		// element's handle, which brings it into the page's main world and
-		// previews it there, at the price of compiling Playwright's whole
-		// engine into that world (profiled: most of a first wait on a
-		// page), and the handle is never released. The polling is the
-		// same; the failure carries a count, never the page (to.be.visible
-		// would carry a snapshot of it).
-		werr = playwright.NewPlaywrightAssertions().Locator(loc).Not().ToHaveCount(0, playwright.LocatorAssertionsToHaveCountOptions{Timeout: o.Timeout})
-	default:
-		werr = loc.First().WaitFor(o) // no element comes back
+	for first := true; ; first = false {
+		left := time.Until(deadline)
+		if !first && left < time.Millisecond {
+			break // werr is the last call's timeout
+		}
+		chunk := waitChunk
+		if time.Since(begun) < waitFastFor {
+			chunk = waitFastChunk
+		}
+		o.Timeout = ms(max(min(chunk, left), time.Millisecond))
+		switch o.State {
+		case playwright.WaitForSelectorStateVisible, playwright.WaitForSelectorStateAttached:
+			// A wait for an element to appear asks Playwright to expect a
+			// count other than zero. playwright-go's WaitFor asks for the
+			// element's handle, which brings it into the page's main world
+			// and previews it there, at the price of compiling Playwright's
+			// whole engine into that world (profiled: most of a first wait
+			// on a page), and the handle is never released. The polling is
+			// the same; the failure carries a count, never the page
+			// (to.be.visible would carry a snapshot of it).
+			werr = playwright.NewPlaywrightAssertions().Locator(loc).Not().ToHaveCount(0, playwright.LocatorAssertionsToHaveCountOptions{Timeout: o.Timeout})
+		default:
+			werr = loc.First().WaitFor(o) // no element comes back
+		}
+		if werr == nil || !waitTimedOut(werr) {
+			break
+		}
 	}
 	if werr != nil {
 		return waitError(t, state, timeout, werr)
 	}
 	s.noteChanges()
 	return nil
+}
+
+// The calls a wait is asked in: Playwright polls every 20 ms in a call of
+// under 250 ms and every 100 ms in one of under 2.5 s.
+const (
+	waitFastChunk = 240 * time.Millisecond
+	waitFastFor   = 2 * time.Second
+	waitChunk     = 2 * time.Second
+)
+
+// waitTimedOut reports whether a wait's call failed only because what it
+// waited for did not hold within the call's timeout (waitError's reading).
+func waitTimedOut(err error) bool {
+	msg := err.Error()
+	if strings.HasPrefix(msg, "Locator expected not to have count") {
+		_, _, cause := strings.Cut(msg, "\nError: ")
+		return !cause
+	}
+	return errors.Is(err, playwright.ErrTimeout)
 }
 
 // waitError classifies a failed wait. An expectation that did not hold in

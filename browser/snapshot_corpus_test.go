@@ -496,6 +496,27 @@ func TestReadAheadAfterWait(t *testing.T) {
 	}
 }
 
+// TestWaitSeesAShortLivedElement: a wait sees an element that shows for
+// 300 ms, 1.3 s into it. Playwright, asked once for the whole wait, polls
+// at 770, 1270 and 1770 ms and misses it; the wait's short calls poll
+// every 20 ms.
+func TestWaitSeesAShortLivedElement(t *testing.T) {
+	c, s := openCorpus(t)
+	gotoPage(t, c, s, "shadow")
+	for _, state := range []browser.WaitState{"visible", "attached"} {
+		if err := browser.PageEvalForTest(s, "", `(() => { setTimeout(() => { const p = document.createElement('p'); p.id = 'blink'; p.textContent = 'Saved'; document.body.prepend(p); setTimeout(() => p.remove(), 300); }, 1300); })()`); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.WaitFor(browser.Target{Selector: "#blink"}, state, 5*time.Second); err != nil {
+			t.Fatalf("%s: %v", state, err)
+		}
+		// Let it go before the next round.
+		if err := s.WaitFor(browser.Target{Selector: "#blink"}, "detached", 5*time.Second); err != nil {
+			t.Fatalf("%s: %v", state, err)
+		}
+	}
+}
+
 // TestWaitForStates: waits for an element to appear (visible, attached,
 // inside a cross-origin frame, the first of several) return once it is
 // there; a wait that does not hold in time is a timeout; a selector that
