@@ -362,8 +362,10 @@ func (s *Session) Goto(url string, timeout time.Duration) error {
 		}
 		return err
 	}
+	// The reading warm starts asks every frame for its change token
+	// itself; noteChanges would ask a second time, in the same renderers,
+	// while the walk runs.
 	s.warm(p, start)
-	s.noteChanges()
 	return nil
 }
 
@@ -451,10 +453,12 @@ var readAheads atomic.Int64
 
 // settleNavigation waits, after a click or key, for the load of a document
 // it navigated the main frame to (up to timeout; Playwright's click already
-// waited for the navigation to commit), then warms it. A click that did not
-// navigate returns at once.
+// waited for the navigation to commit), then warms it, or, after a click
+// that did not navigate (at once), takes the frames' change tokens
+// (noteChanges).
 func (s *Session) settleNavigation(p playwright.Page, navsBefore uint64, timeout time.Duration) {
 	if s.navs.Load() == navsBefore || s.isClosed(p) {
+		s.noteChanges()
 		return
 	}
 	start := time.Now()
@@ -561,7 +565,6 @@ func (s *Session) Click(t Target, timeout time.Duration) (Action, error) {
 		return Action{}, actionError("click", t, timeout, err)
 	}
 	s.settleNavigation(p, navs, timeout)
-	s.noteChanges()
 	return Action{NewTab: s.TakeNewTabs()}, nil
 }
 
@@ -577,7 +580,6 @@ func (s *Session) Press(t Target, key string, timeout time.Duration) (Action, er
 		return Action{}, actionError("press", t, timeout, err)
 	}
 	s.settleNavigation(p, navs, timeout)
-	s.noteChanges()
 	return Action{NewTab: s.TakeNewTabs()}, nil
 }
 
