@@ -822,6 +822,17 @@ func (s *Session) resolveSelectors(p playwright.Page, root playwright.Frame, bas
 	}
 	docs := map[string]docFields{"": byFrameDoc[root]}
 	frameOf := map[string]playwright.Frame{"": root}
+	// Children by parent, from the page's frame list: playwright-go's
+	// ChildFrames reads a slice its connection goroutine changes as frames
+	// come and go, without a lock (a race under -race when a frame went
+	// during a background reading); Frames is a locked copy, and a frame's
+	// parent never changes.
+	children := map[playwright.Frame][]playwright.Frame{}
+	for _, f := range p.Frames() {
+		if pf := f.ParentFrame(); pf != nil {
+			children[pf] = append(children[pf], f)
+		}
+	}
 	var pair func(ref string) playwright.Frame
 	pair = func(ref string) playwright.Frame {
 		if f, ok := frameOf[ref]; ok {
@@ -837,7 +848,7 @@ func (s *Session) resolveSelectors(p playwright.Page, root playwright.Frame, bas
 			return nil
 		}
 		var found playwright.Frame
-		for _, c := range parent.ChildFrames() {
+		for _, c := range children[parent] {
 			if d, ok := byFrameDoc[c]; ok && d.ok && holdsAll(fields, byFrame[ref], d.fields) {
 				if found != nil {
 					return nil // twins: only the ref can tell them apart
