@@ -15,7 +15,7 @@ export PLAYWRIGHT_NODEJS_PATH := $(shell command -v node 2>/dev/null || echo /us
 export CHROMIUM_PATH ?= /usr/bin/chromium
 
 # Packages whose code runs concurrently: they also run under the race detector.
-RACE_PKGS := ./store/... ./vault/... ./tokens/... ./broker/... ./intercept/... ./policy/... ./proxyd/... ./mcpserver/... ./control/...
+RACE_PKGS := ./store/... ./vault/... ./tokens/... ./broker/... ./intercept/... ./policy/... ./proxyd/... ./browser/... ./mcpserver/... ./control/...
 
 .PHONY: all deps test-deps system-deps test-system-deps driver build run test vet fmt-check unit race pgtest e2e bench bench-mcp fuzz clean rules-check units-check walk screenshots load-hosted soak
 
