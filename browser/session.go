@@ -76,9 +76,9 @@ type Session struct {
 	pendMu  sync.Mutex
 	pend    *pending
 	pendSeq atomic.Uint64
-	// ahead is closed when the reading ReadAhead (or a navigation's warm)
-	// started last is done
-	// (aheadMu): a whole-page snapshot waits for it first.
+	// ahead is closed when the reading readAhead (after a wait or a
+	// navigation) started last is done (aheadMu): a whole-page snapshot
+	// waits for it first.
 	aheadMu sync.Mutex
 	ahead   chan struct{}
 	// frameMemos are the iframes FrameOf found, by selector.
@@ -93,10 +93,10 @@ type Session struct {
 	solver *solverState
 }
 
-// SetReadings says whether navigations should read the page ahead of a
-// snapshot (warm, ReadAhead). Off, none is taken and the kept reading is dropped: once
-// a session's snapshots are refused (P19) a reading would be work for
-// nothing, and page data held for no one.
+// SetReadings says whether navigations and waits should read the page
+// ahead of a snapshot (warm, ReadAhead). Off, none is taken and the kept
+// reading is dropped: once a session's snapshots are refused (P19) a
+// reading would be work for nothing, and page data held for no one.
 func (s *Session) SetReadings(on bool) {
 	if wasOff := s.noReadings.Swap(!on); on || wasOff {
 		return
@@ -851,8 +851,8 @@ func (s *Session) WaitFor(t Target, state WaitState, timeout time.Duration) erro
 	// after 1.3 s up to half a second late. The wait is asked in short
 	// calls instead, each polling every 20 ms (the first waitFastFor) or
 	// every 100 ms (after it), until the caller's timeout.
-	deadline := time.Now().Add(timeout)
 	begun := time.Now()
+	deadline := begun.Add(timeout)
 	var werr error
 	for first := true; ; first = false {
 		left := time.Until(deadline)
@@ -878,7 +878,10 @@ func (s *Session) WaitFor(t Target, state WaitState, timeout time.Duration) erro
 		default:
 			werr = loc.First().WaitFor(o) // no element comes back
 		}
-		if werr == nil || !waitTimedOut(werr) {
+		if werr == nil {
+			break
+		}
+		if _, timedOut := waitFailure(werr); !timedOut {
 			break
 		}
 	}
@@ -897,15 +900,20 @@ const (
 	waitChunk     = 2 * time.Second
 )
 
-// waitTimedOut reports whether a wait's call failed only because what it
-// waited for did not hold within the call's timeout (waitError's reading).
-func waitTimedOut(err error) bool {
-	msg := err.Error()
-	if strings.HasPrefix(msg, "Locator expected not to have count") {
-		_, _, cause := strings.Cut(msg, "\nError: ")
-		return !cause
+// waitFailure reads a failed wait's call: whether it failed only because
+// what it waited for did not hold in time, and the error to report. An
+// expectation that could not be checked names its cause after "Error: " (a
+// selector matching several elements, a page that closed); one that did
+// not hold in time has none.
+func waitFailure(err error) (cause error, timedOut bool) {
+	timedOut = errors.Is(err, playwright.ErrTimeout)
+	if msg := err.Error(); strings.HasPrefix(msg, "Locator expected not to have count") {
+		if _, c, ok := strings.Cut(msg, "\nError: "); ok {
+			return errors.New(c), timedOut
+		}
+		return err, true
 	}
-	return errors.Is(err, playwright.ErrTimeout)
+	return err, timedOut
 }
 
 // waitError classifies a failed wait. An expectation that did not hold in
@@ -913,15 +921,7 @@ func waitTimedOut(err error) bool {
 // cause after "Error: " (a selector matching several elements, a page
 // that closed).
 func waitError(t Target, state WaitState, timeout time.Duration, err error) error {
-	msg := err.Error()
-	timedOut := errors.Is(err, playwright.ErrTimeout)
-	if strings.HasPrefix(msg, "Locator expected not to have count") {
-		if _, cause, ok := strings.Cut(msg, "\nError: "); ok {
-			err = errors.New(cause)
-		} else {
-			timedOut = true
-		}
-	}
+	err, timedOut := waitFailure(err)
 	if timedOut {
 		return agentvault.Wrap(agentvault.CodeTimeout, err, "%s did not become %s within %d ms", t, stateName(state), timeout.Milliseconds())
 	}
