@@ -191,6 +191,7 @@ func (m *Main) Open(ctx context.Context) (err error) {
 		return err
 	}
 	m.store = st
+	registerDurable(m.Metrics.Registry, st)
 	v, err := vaultcli.OpenStore(ctx, m.dataDir, st)
 	if err != nil {
 		return err

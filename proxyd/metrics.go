@@ -31,6 +31,28 @@ type daemonMetrics struct {
 	decided map[string]struct{} // approval ids already counted
 }
 
+// durableCounter is a store whose durable writer groups records (audit
+// records, reservations) into shared commits and counts both.
+type durableCounter interface {
+	AuditCommits() (commits, records int64)
+}
+
+// registerDurable adds the store's group-commit counters: records per
+// commit is how well the durable writer amortises its fsync under load.
+func registerDurable(reg *prometheus.Registry, st any) {
+	dc, ok := st.(durableCounter)
+	if !ok {
+		return
+	}
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "agentvault_store_durable_commits_total",
+			Help: "Commits of the store's durable writer (each one holds one or more audit records or reservations)."},
+			func() float64 { c, _ := dc.AuditCommits(); return float64(c) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "agentvault_store_durable_records_total",
+			Help: "Audit records and reservations the store's durable writer committed."},
+			func() float64 { _, r := dc.AuditCommits(); return float64(r) }))
+}
+
 // Authorize outcomes.
 const (
 	authorizeGranted = "granted"

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentvault/agentvault/control"
 	"github.com/agentvault/agentvault/proxyd"
+	"github.com/agentvault/agentvault/vault"
 )
 
 func scrape(t *testing.T, m *proxyd.Main) map[string]float64 {
@@ -86,6 +87,34 @@ func TestOperator_MetricsConventions(t *testing.T) {
 		if !ok || v != 0 {
 			t.Errorf("%s at start: %v (present %v), want 0", name, v, ok)
 		}
+	}
+	// The durable writer's counters: one release is one audit record in
+	// one commit.
+	for _, name := range []string{`agentvault_store_durable_commits_total`, `agentvault_store_durable_records_total`} {
+		if _, ok := first[name]; !ok {
+			t.Errorf("%s is missing", name)
+		}
+	}
+	card, err := m.Vault.AddCard(context.Background(), proxyd.DefaultOrg, "owner", vault.CardInput{
+		Number: vault.NewSecret([]byte("4242424242424242")), CVV: vault.NewSecret([]byte("737")), ExpiryMonth: 12, ExpiryYear: 2031,
+		Sites: []string{"shop.test"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := scrape(t, m)
+	commits, records := before[`agentvault_store_durable_commits_total`], before[`agentvault_store_durable_records_total`]
+	sec, err := m.Vault.Release(context.Background(), vault.ReleaseArgs{Org: proxyd.DefaultOrg, ItemID: card.ID,
+		Field: vault.FieldNumber, Destination: "shop.test", Session: "test", Actor: "test", Purpose: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec.Wipe()
+	after := scrape(t, m)
+	if got := after[`agentvault_store_durable_records_total`] - records; got != 1 {
+		t.Errorf("durable records moved by %v for one release, want 1", got)
+	}
+	if got := after[`agentvault_store_durable_commits_total`] - commits; got != 1 {
+		t.Errorf("durable commits moved by %v for one release, want 1", got)
 	}
 	for _, name := range []string{"go_goroutines", "process_open_fds", "process_resident_memory_bytes"} {
 		if _, ok := first[name]; !ok {
