@@ -215,7 +215,7 @@ func (s *Session) scanAroundHint(p playwright.Page, t HintTarget, total OrderTot
 		}
 		m, isMap := a.v.(map[string]any)
 		if a.err != nil || !isMap {
-			if a.f.IsDetached() {
+			if frameGone(a.f) {
 				continue // gone: nothing of it is on the page
 			}
 			return dropped("a frame could not be read"), false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1032,7 +1033,19 @@ func (h *FrameHandle) URL() string { return h.f.URL() }
 
 // Gone reports whether the frame left the page (its iframe was removed):
 // look the selector up again.
-func (h *FrameHandle) Gone() bool { return h.f.IsDetached() }
+func (h *FrameHandle) Gone() bool { return frameGone(h.f) }
+
+// frameGone reports whether f left its page. playwright-go's IsDetached
+// reads a flag its connection goroutine sets without a lock (a data race
+// beside a frame going away); the page's frame list, from which the same
+// event removes the frame, is read under the page's lock.
+func frameGone(f playwright.Frame) bool {
+	p := f.Page()
+	if p == nil {
+		return true
+	}
+	return !slices.Contains(p.Frames(), f)
+}
 
 // FrameOf looks up the frame inside the iframe that frameSelector names on
 // the current page (its first match).
@@ -1050,7 +1063,7 @@ func (s *Session) FrameOf(frameSelector string) (*FrameHandle, error) {
 	s.frameMu.Lock()
 	m := s.frameMemos[frameSelector]
 	s.frameMu.Unlock()
-	if m != nil && m.page == p && !m.frame.IsDetached() {
+	if m != nil && m.page == p && !frameGone(m.frame) {
 		// One call to the driver, which finds the selector's first match
 		// and compares it where it is: a locator's Evaluate would also
 		// wait for the element, hand its handle back and release it (three

@@ -436,6 +436,35 @@ func TestFillInTypesIntoTheFrameLookedUp(t *testing.T) {
 	}
 }
 
+// TestFillInRefusesAFrameThatLeft: a frame handle whose iframe the page
+// removed reports it (read from the page's frame list, under its lock), and
+// a fill into it is refused with field_not_found before anything is typed.
+func TestFillInRefusesAFrameThatLeft(t *testing.T) {
+	c, s := openCorpus(t)
+	p := gotoPage(t, c, s, "checkout5")
+	h, err := s.FrameOf(p.Card.Frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Gone() {
+		t.Fatal("a frame still on the page reports it left")
+	}
+	if err := browser.PageEvalForTest(s, "", `document.querySelector(`+jsString(p.Card.Frame)+`).remove()`); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !h.Gone() {
+		if time.Now().After(deadline) {
+			t.Fatal("the removed frame never reported it left")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	err = s.FillIn(h, browser.Target{Selector: p.Card.Selector, Frame: p.Card.Frame}, "4000000000000077", 5*time.Second)
+	if agentvault.ErrorCode(err) != agentvault.CodeFieldNotFound {
+		t.Fatalf("a fill into a frame that left: %v, want %s", err, agentvault.CodeFieldNotFound)
+	}
+}
+
 // TestReadAheadAfterWait: on a page that renders after its load (the
 // single-page app), the navigation's reading is out of date once the app
 // rendered; a read-ahead started after the wait for the app makes the next
